@@ -1,0 +1,139 @@
+"""JobSpec: what a user submits — tasks by role, elasticity bounds, length, deadline, tenant.
+
+A JobSpec carries only what a real user would write down. Ground truth used by
+the simulator (how long the job really runs, how fast it really goes) lives in
+``cohabit.sim.truth`` and never in a JobSpec, so a policy that reads specs
+cannot learn it (see ``tests/test_barrier.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .criteria import Criterion, parse_criterion
+from .resources import Resources
+
+Architecture = Literal["single", "ps", "allreduce"]
+Role = Literal["worker", "ps"]
+
+
+class TaskGroup(BaseModel):
+    """``count`` identical tasks of one role, each demanding ``demand``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    count: int = Field(ge=0)
+    demand: Resources
+
+
+class JobSpec(BaseModel):
+    """One training job as submitted.
+
+    Times are seconds. ``deadline`` is relative to ``submit_time``.
+    ``n_min``/``n_max`` bound the number of workers of an elastic job
+    (Dorm's n_min/n_max); both default to ``workers.count`` (rigid).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    submit_time: float = Field(default=0.0, ge=0.0)
+    tenant: str = "default"
+    architecture: Architecture = "single"
+    workers: TaskGroup
+    ps: TaskGroup | None = None
+    n_min: int | None = Field(default=None, ge=1)
+    n_max: int | None = Field(default=None, ge=1)
+    iterations: int | None = Field(default=None, ge=1)
+    epochs: int | None = Field(default=None, ge=1)
+    model: str = "unknown"
+    batch_size: int | None = Field(default=None, ge=1)
+    workload: dict[str, Any] | None = None
+    criteria: Criterion | None = None
+    deadline: float | None = Field(default=None, gt=0.0)
+    urgency: float = Field(default=0.0, ge=0.0)
+    weight: float = Field(default=1.0, gt=0.0)
+
+    @field_validator("criteria", mode="before")
+    @classmethod
+    def _parse_criteria(cls, v: Any) -> Any:
+        return parse_criterion(v) if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _check(self) -> JobSpec:
+        if self.architecture == "ps" and (self.ps is None or self.ps.count < 1):
+            raise ValueError("architecture 'ps' needs ps.count >= 1")
+        if self.architecture != "ps" and self.ps is not None and self.ps.count > 0:
+            raise ValueError(f"architecture {self.architecture!r} cannot have parameter servers; use 'ps'")
+        if self.architecture == "single" and self.workers.count != 1:
+            raise ValueError(f"architecture 'single' needs workers.count == 1, got {self.workers.count}")
+        if self.workers.count < 1:
+            raise ValueError("workers.count must be >= 1")
+        lo, hi = self.min_workers, self.max_workers
+        if not lo <= self.workers.count <= hi:
+            raise ValueError(f"workers.count={self.workers.count} must lie in [n_min={lo}, n_max={hi}]")
+        return self
+
+    # Derived views ----------------------------------------------------
+    @property
+    def min_workers(self) -> int:
+        return self.n_min if self.n_min is not None else self.workers.count
+
+    @property
+    def max_workers(self) -> int:
+        return self.n_max if self.n_max is not None else self.workers.count
+
+    @property
+    def num_ps(self) -> int:
+        return self.ps.count if self.ps is not None else 0
+
+    def task_demands(self, n_workers: int | None = None) -> list[Resources]:
+        """Per-task demands in placement order: workers first, then parameter servers."""
+        n = self.workers.count if n_workers is None else n_workers
+        out = [self.workers.demand] * n
+        if self.ps is not None:
+            out += [self.ps.demand] * self.ps.count
+        return out
+
+    def total_demand(self, n_workers: int | None = None) -> Resources:
+        return Resources.total(self.task_demands(n_workers))
+
+    @property
+    def num_gpus(self) -> float:
+        return self.total_demand()["gpu"]
+
+    @property
+    def absolute_deadline(self) -> float | None:
+        return None if self.deadline is None else self.submit_time + self.deadline
+
+
+def simple_job(
+    id: str,
+    gpus: float,
+    *,
+    submit_time: float = 0.0,
+    model: str = "unknown",
+    cpu_per_gpu: float = 4.0,
+    mem_gb_per_gpu: float = 16.0,
+    **kw: Any,
+) -> JobSpec:
+    """A GPU job as GPU traces describe it: ``gpus`` GPUs, one worker per GPU.
+
+    Fractional ``gpus`` (< 1) gives one worker sharing a GPU (Alibaba's gpu_milli).
+    """
+    if gpus <= 0:
+        raise ValueError(f"gpus must be > 0, got {gpus!r}")
+    if gpus < 1 or float(gpus) != int(gpus):
+        if gpus > 1:
+            raise ValueError(f"fractional GPU demand must be < 1, got {gpus!r}")
+        n, per = 1, float(gpus)
+    else:
+        n, per = int(gpus), 1.0
+    demand = Resources(gpu=per, cpu=cpu_per_gpu * max(per, 0.5), mem_gb=mem_gb_per_gpu * max(per, 0.5))
+    arch: Architecture = "single" if n == 1 else "allreduce"
+    return JobSpec(
+        id=id, submit_time=submit_time, model=model, architecture=arch,
+        workers=TaskGroup(count=n, demand=demand), **kw,
+    )
