@@ -1,0 +1,166 @@
+"""JobView: one job as the scheduler and its policies see it — spec plus observed telemetry.
+
+The scheduler owns and updates these objects; policies get them through a
+``ClusterView`` and can only read them (public attributes are read-only
+properties). Nothing here comes from a simulator's ground truth: progress is
+what the job reported (iterations done at the last report and the measured
+time per iteration), extrapolated to *now* the way a real scheduler would.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Mapping
+
+from ..spec.job import JobSpec
+from ..spec.resources import Resources
+from .state import JobState
+
+if TYPE_CHECKING:
+    from .actions import Placement
+
+
+class JobView:
+    __slots__ = (
+        "_spec", "_state", "_placement", "_alloc", "_gpus", "_first_start", "_attained", "_run_time",
+        "_since", "_preemptions", "_migrations", "_resizes", "_iters", "_report_time", "_iter_time",
+        "_metrics", "_reason", "_end_time", "_seq",
+    )
+
+    def __init__(self, spec: JobSpec, seq: int) -> None:
+        self._spec = spec
+        self._seq = seq
+        self._state = JobState.SUBMITTED
+        self._placement: Placement = ()
+        self._alloc = Resources()
+        self._gpus = 0.0
+        self._first_start: float | None = None
+        self._attained = 0.0  # GPU-seconds (CPU-seconds for CPU-only jobs) up to _since
+        self._run_time = 0.0  # seconds running up to _since
+        self._since = spec.submit_time
+        self._preemptions = 0
+        self._migrations = 0
+        self._resizes = 0
+        self._iters = 0.0
+        self._report_time = spec.submit_time
+        self._iter_time: float | None = None
+        self._metrics: dict[str, list[float]] = {}
+        self._reason = ""
+        self._end_time: float | None = None
+
+    # Identity and spec ------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self._spec.id
+
+    @property
+    def spec(self) -> JobSpec:
+        return self._spec
+
+    @property
+    def seq(self) -> int:
+        """Arrival order (0 for the first job submitted)."""
+        return self._seq
+
+    @property
+    def state(self) -> JobState:
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why the job is in its state (rejection, stop, or why it is still pending)."""
+        return self._reason
+
+    # Allocation -------------------------------------------------------
+    @property
+    def placement(self) -> Placement:
+        return self._placement
+
+    @property
+    def allocation(self) -> Resources:
+        return self._alloc
+
+    @property
+    def n_workers(self) -> int:
+        return max(len(self._placement) - self._spec.num_ps, 0)
+
+    # Accounting -------------------------------------------------------
+    @property
+    def first_start(self) -> float | None:
+        return self._first_start
+
+    @property
+    def end_time(self) -> float | None:
+        return self._end_time
+
+    def attained_service(self, now: float) -> float:
+        """GPU-seconds received so far (Tiresias's attained service); CPU-seconds for CPU-only jobs."""
+        if self._state is JobState.RUNNING:
+            return self._attained + (now - self._since) * self._service_rate()
+        return self._attained
+
+    def executed_time(self, now: float) -> float:
+        """Seconds spent running so far."""
+        if self._state is JobState.RUNNING:
+            return self._run_time + (now - self._since)
+        return self._run_time
+
+    def waiting_time(self, now: float) -> float:
+        """Seconds in the system not running (queued or paused)."""
+        end = self._end_time if self._end_time is not None else now
+        return (end - self._spec.submit_time) - self.executed_time(min(now, end))
+
+    @property
+    def preemptions(self) -> int:
+        return self._preemptions
+
+    @property
+    def migrations(self) -> int:
+        return self._migrations
+
+    @property
+    def resizes(self) -> int:
+        return self._resizes
+
+    # Observed telemetry -----------------------------------------------
+    @property
+    def iter_time(self) -> float | None:
+        """Measured seconds per iteration at the current placement (None before the first report)."""
+        return self._iter_time
+
+    @property
+    def reported_iterations(self) -> float:
+        return self._iters
+
+    @property
+    def report_time(self) -> float:
+        return self._report_time
+
+    def iterations_done(self, now: float) -> float:
+        """Iterations done by ``now``: the last report, extrapolated at the measured speed while running."""
+        if self._state is JobState.RUNNING and self._iter_time and now > self._report_time:
+            return self._iters + (now - self._report_time) / self._iter_time
+        return self._iters
+
+    @property
+    def metrics(self) -> Mapping[str, list[float]]:
+        """Reported metric histories (e.g. ``accuracy`` per epoch)."""
+        return MappingProxyType(self._metrics)
+
+    # Scheduler-side updates (not for policies) --------------------------
+    def _service_rate(self) -> float:
+        return self._gpus if self._gpus > 0 else self._alloc["cpu"]
+
+    def _settle(self, now: float) -> None:
+        """Fold the running interval up to ``now`` into the counters."""
+        if self._state is JobState.RUNNING:
+            dt = now - self._since
+            self._attained += dt * self._service_rate()
+            self._run_time += dt
+            if self._iter_time and now > self._report_time:
+                self._iters += (now - self._report_time) / self._iter_time
+                self._report_time = now
+        self._since = now
+
+    def __repr__(self) -> str:
+        return f"JobView({self.id!r}, {self._state}, placement={self._placement})"

@@ -1,0 +1,209 @@
+"""The allocation ledger: free capacity per node and per GPU device, checked on every action.
+
+Capacities are a numpy matrix ``free[node, resource]``. GPUs are also tracked
+per device (``device_free[node, gpu]`` = free fraction of that GPU, -1 for
+devices a node does not have) so that fractional requests (Alibaba's
+``gpu_milli``) land on one physical GPU and the simulator knows which jobs
+share a device. Whole-GPU requests take fully free devices; fractional ones
+take the best-fitting device (smallest free fraction that still fits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..spec.cluster import ClusterSpec
+from ..spec.resources import Resources
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSlot:
+    """Where one task runs: its node and the GPU devices (index, share) it holds."""
+
+    node: int
+    devices: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """All of one job's task slots, in task order."""
+
+    job: str
+    slots: tuple[TaskSlot, ...]
+    total: Resources
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return tuple(s.node for s in self.slots)
+
+    @property
+    def devices(self) -> frozenset[tuple[int, int]]:
+        return frozenset((s.node, d) for s in self.slots for d, _ in s.devices)
+
+
+class AllocationError(ValueError):
+    pass
+
+
+class Ledger:
+    """Free capacity of every node; ``allocate`` refuses anything that would over-allocate."""
+
+    def __init__(self, cluster: ClusterSpec) -> None:
+        self.names: tuple[str, ...] = cluster.resource_names
+        self.index = {n: i for i, n in enumerate(self.names)}
+        self.capacity = np.array(
+            [[node.capacity[r] for r in self.names] for node in cluster.nodes], dtype=np.float64
+        )
+        self.free = self.capacity.copy()
+        n_gpus = [int(round(node.capacity["gpu"])) for node in cluster.nodes]
+        width = max(n_gpus, default=0)
+        self.device_free = np.full((len(cluster.nodes), max(width, 1)), -1.0)
+        for i, g in enumerate(n_gpus):
+            self.device_free[i, :g] = 1.0
+        self._gpu_col = self.index.get("gpu")
+        self.occupants: dict[tuple[int, int], set[str]] = {}
+        self.allocations: dict[str, Allocation] = {}
+        self._per_node: dict[str, dict[int, np.ndarray]] = {}
+
+    @property
+    def n_nodes(self) -> int:
+        return self.capacity.shape[0]
+
+    def vector(self, r: Resources) -> np.ndarray | None:
+        """``r`` as a row over the cluster's resource names; None if it names a resource no node has."""
+        v = np.zeros(len(self.names))
+        for name, q in r.items():
+            i = self.index.get(name)
+            if i is None:
+                if q > EPS:
+                    return None
+                continue
+            v[i] = q
+        return v
+
+    # Queries ------------------------------------------------------------
+    def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
+        """How many tasks of ``demand`` each node can take now (vector over nodes)."""
+        need = demand > EPS
+        if not need.any():
+            return np.full(self.n_nodes, np.iinfo(np.int64).max // 4)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.floor((self.free[:, need] + EPS) / demand[need]).min(axis=1)
+        fit = per.astype(np.int64)
+        g = demand[self._gpu_col] if self._gpu_col is not None else 0.0
+        if g > EPS:
+            if g < 1.0 - EPS:
+                dev = (self.device_free >= g - EPS).sum(axis=1)
+            else:
+                dev = (self.device_free >= 1.0 - EPS).sum(axis=1) // int(round(g))
+            fit = np.minimum(fit, dev)
+        return np.maximum(fit, 0)
+
+    def ever_fits(self, demands: Sequence[np.ndarray]) -> str | None:
+        """None if the tasks could run on the empty cluster, else the reason they never can."""
+        total = np.sum(demands, axis=0)
+        cap = self.capacity.sum(axis=0)
+        for i, name in enumerate(self.names):
+            if total[i] > cap[i] + EPS:
+                return f"needs {name}={total[i]:g} but the whole cluster has {cap[i]:g}"
+        for d in demands:
+            if not np.all(self.capacity >= d - EPS, axis=1).any():
+                want = {n: float(d[i]) for i, n in enumerate(self.names) if d[i] > EPS}
+                return f"a task needs {want} and no node is that large"
+        return None
+
+    # Mutations -----------------------------------------------------------
+    def allocate(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> Allocation:
+        """Reserve ``demands[i]`` on node ``placement[i]``; all-or-nothing."""
+        if job in self.allocations:
+            raise AllocationError(f"job {job!r} already holds an allocation")
+        if len(placement) != len(demands):
+            raise AllocationError(f"job {job!r}: placement has {len(placement)} nodes for {len(demands)} tasks")
+        per_node: dict[int, np.ndarray] = {}
+        for node, d in zip(placement, demands):
+            if not 0 <= node < self.n_nodes:
+                raise AllocationError(f"job {job!r}: node index {node} out of range 0..{self.n_nodes - 1}")
+            per_node[node] = per_node.get(node, 0.0) + d
+        for node, d in per_node.items():
+            short = d > self.free[node] + EPS
+            if short.any():
+                i = int(np.argmax(short))
+                raise AllocationError(
+                    f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {d[i]:g}"
+                )
+        dev_backup = {node: self.device_free[node].copy() for node in per_node}
+        slots: list[TaskSlot] = []
+        try:
+            for node, d in zip(placement, demands):
+                slots.append(TaskSlot(node, self._take_devices(job, node, d)))
+        except AllocationError:
+            for node, row in dev_backup.items():
+                self.device_free[node] = row
+            raise
+        for node, d in per_node.items():
+            self.free[node] -= d
+        for s in slots:
+            for dev, _ in s.devices:
+                self.occupants.setdefault((s.node, dev), set()).add(job)
+        total = Resources({n: float(v) for n, v in zip(self.names, np.sum(demands, axis=0)) if v > EPS})
+        alloc = Allocation(job, tuple(slots), total)
+        self.allocations[job] = alloc
+        self._per_node[job] = per_node
+        return alloc
+
+    def _take_devices(self, job: str, node: int, d: np.ndarray) -> tuple[tuple[int, float], ...]:
+        g = float(d[self._gpu_col]) if self._gpu_col is not None else 0.0
+        if g <= EPS:
+            return ()
+        row = self.device_free[node]
+        if g < 1.0 - EPS:
+            ok = np.flatnonzero(row >= g - EPS)
+            if ok.size == 0:
+                raise AllocationError(f"job {job!r}: no GPU on node {node} has {g:g} free")
+            best = int(ok[np.argmin(row[ok])])
+            row[best] -= g
+            return ((best, g),)
+        k = int(round(g))
+        whole = np.flatnonzero(row >= 1.0 - EPS)
+        if whole.size < k:
+            raise AllocationError(f"job {job!r}: node {node} has {whole.size} whole GPUs free, needs {k}")
+        row[whole[:k]] = 0.0
+        return tuple((int(i), 1.0) for i in whole[:k])
+
+    def release(self, job: str) -> Allocation:
+        alloc = self.allocations.pop(job)
+        for s in alloc.slots:
+            for dev, share in s.devices:
+                self.device_free[s.node, dev] += share
+                occ = self.occupants.get((s.node, dev))
+                if occ is not None:
+                    occ.discard(job)
+                    if not occ:
+                        del self.occupants[(s.node, dev)]
+        for node, d in self._per_node.pop(job).items():
+            self.free[node] += d
+        np.minimum(self.free, self.capacity, out=self.free)
+        return alloc
+
+    def sharers(self, job: str) -> set[str]:
+        """Other jobs holding a GPU device that ``job`` holds."""
+        alloc = self.allocations.get(job)
+        if alloc is None:
+            return set()
+        out: set[str] = set()
+        for key in alloc.devices:
+            out |= self.occupants.get(key, set())
+        out.discard(job)
+        return out
+
+    def check(self) -> None:
+        """Assert the ledger's invariant: 0 <= free <= capacity everywhere (used by tests)."""
+        if (self.free < -EPS).any() or (self.free > self.capacity + EPS).any():
+            raise AssertionError("ledger over-allocated")
+        if ((self.device_free < -EPS) & (self.device_free != -1.0)).any():
+            raise AssertionError("a GPU device is over-allocated")

@@ -1,0 +1,367 @@
+"""The scheduler loop: one event-driven loop for every policy and every backend.
+
+Each turn: advance the backend to the next moment something happens (a job
+arrives, the backend reports an event, the policy's tick is due), fold the
+events into job state and the record, ask the policy for a plan, check each
+action against the ledger, and hand the accepted ones to the backend.
+Rejected actions are recorded with their reason; the loop never stops on a
+policy's mistake unless ``strict`` is set (tests use it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..spec.cluster import ClusterSpec
+from ..spec.job import JobSpec
+from ..spec.resources import Resources
+from . import actions as A
+from .backend import Backend, BackendEvent, BackendEventKind, Unsupported
+from .history import FinishedJob, History
+from .job import JobView
+from .ledger import AllocationError, Ledger
+from .oracle import Oracle
+from .record import EventKind, Record
+from .state import IllegalTransition, JobState, check_transition
+from .view import ClusterView
+
+
+class ActionError(ValueError):
+    """A plan action that cannot be carried out (wrong state, wrong size, unknown job)."""
+
+
+@dataclass
+class RunResult:
+    policy: str
+    record: Record
+    jobs: dict[str, JobView]
+    unfinished: dict[str, str] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    end_time: float = 0.0
+
+
+class Scheduler:
+    """Drives ``policy`` over ``backend`` on ``cluster``.
+
+    ``oracle`` is handed to the policy only if the policy declares
+    ``uses_oracle``; a policy that declares it without an oracle is refused.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        policy: object,
+        backend: Backend,
+        *,
+        oracle: Oracle | None = None,
+        strict: bool = False,
+        horizon: float = math.inf,
+        on_progress: Callable[[int, int, float], None] | None = None,
+    ) -> None:
+        name = getattr(policy, "name", type(policy).__name__)
+        if getattr(policy, "uses_oracle", False):
+            if oracle is None:
+                raise ValueError(
+                    f"policy {name!r} reads true job lengths; allow it explicitly with --oracle "
+                    f"(Scheduler(oracle=...)) or choose its non-oracle variant"
+                )
+            policy.bind_oracle(oracle)  # type: ignore[attr-defined]
+        self.cluster = cluster
+        self.policy = policy
+        self.backend = backend
+        self.strict = strict
+        self.horizon = horizon
+        self.record = Record()
+        self.ledger = Ledger(cluster)
+        self.history = History()
+        self.jobs: dict[str, JobView] = {}
+        self.pending: dict[str, JobView] = {}
+        self.running: dict[str, JobView] = {}
+        self.paused: dict[str, JobView] = {}
+        self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
+        self.now = 0.0
+        self._on_progress = on_progress
+        self._hook_arrival = getattr(policy, "on_arrival", None)
+        self._hook_finish = getattr(policy, "on_finish", None)
+        self._hook_progress = getattr(policy, "on_progress", None)
+        self._tick = getattr(policy, "tick_interval", None)
+        self._done = 0
+        self._handlers: dict[type, Callable[[object], None]] = {
+            A.Start: self._start, A.Pause: self._pause, A.Resume: self._resume,
+            A.Migrate: self._migrate, A.Resize: self._resize, A.Stop: self._stop,
+        }
+
+    # ------------------------------------------------------------------ run
+    def run(self, specs: Iterable[JobSpec]) -> RunResult:
+        wall0 = time.perf_counter()
+        arrivals = sorted(specs, key=lambda s: s.submit_time)
+        total = len(arrivals)
+        i = 0
+        next_tick = math.inf
+        idle_turns = 0
+        decide = self.policy.decide  # type: ignore[attr-defined]
+        rec = self.record
+        try:
+            while True:
+                t_arr = arrivals[i].submit_time if i < total else math.inf
+                t_be = self.backend.next_event_time()
+                active = bool(self.running or self.pending or self.paused)
+                if not active:
+                    next_tick = math.inf
+                t = min(t_arr, next_tick, t_be if t_be is not None else math.inf)
+                if t == math.inf and not self.running:
+                    break  # (a real backend with running jobs waits for their next event)
+                if t > self.horizon:
+                    break
+                reached, events = self.backend.advance(t)
+                self.now = max(self.now, reached)
+                self.view._clock_now = self.now
+                for ev in events:
+                    self._on_backend_event(ev)
+                while i < total and arrivals[i].submit_time <= self.now:
+                    self._arrive(arrivals[i])
+                    i += 1
+                if not (self.pending or self.paused or self.running or events):
+                    continue
+                t0 = time.perf_counter()
+                plan = decide(self.view)
+                rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
+                for action in plan:
+                    self._apply(action)
+                if self._tick:
+                    next_tick = self.now + self._tick
+                if self.running or i < total or self.backend.next_event_time() is not None:
+                    idle_turns = 0
+                else:
+                    idle_turns += 1  # nothing runs and nothing will arrive: only ticks remain
+                    if idle_turns > 3:
+                        break
+        finally:
+            self.backend.close()
+        unfinished = self._close_unfinished(i, total)
+        return RunResult(
+            policy=getattr(self.policy, "name", type(self.policy).__name__), record=rec, jobs=self.jobs,
+            unfinished=unfinished, wall_seconds=time.perf_counter() - wall0, end_time=self.now,
+        )
+
+    def _close_unfinished(self, i: int, total: int) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for j in self.pending.values():
+            j._reason = j._reason or "still pending when the run ended (the policy never started it)"
+            out[j.id] = j._reason
+        for j in self.paused.values():
+            j._reason = j._reason or "paused when the run ended (the policy never resumed it)"
+            out[j.id] = j._reason
+        for j in self.running.values():
+            j._reason = f"still running at the horizon t={self.horizon:g}"
+            out[j.id] = j._reason
+        return out
+
+    # ------------------------------------------------------------- arrivals
+    def _arrive(self, spec: JobSpec) -> None:
+        now = self.now
+        if spec.id in self.jobs:
+            # keep the first; record the duplicate so nothing vanishes silently
+            self.record.append(now, EventKind.REJECTED, spec.id, reason=f"duplicate job id {spec.id!r}")
+            return
+        job = JobView(spec, len(self.jobs))
+        self.jobs[spec.id] = job
+        self.record.append(
+            now, EventKind.SUBMITTED, spec.id, tenant=spec.tenant, weight=spec.weight,
+            deadline=spec.absolute_deadline, demand=spec.total_demand().as_dict(),
+        )
+        reason = self._admission_check(spec)
+        if reason is not None:
+            job._state = JobState.REJECTED
+            job._reason = reason
+            job._end_time = now
+            self.record.append(now, EventKind.REJECTED, spec.id, reason=reason)
+            self._done += 1
+            return
+        job._state = JobState.PENDING
+        self.pending[spec.id] = job
+        if self._hook_arrival is not None:
+            self._hook_arrival(job, self.view)
+
+    def _admission_check(self, spec: JobSpec) -> str | None:
+        w = self.ledger.vector(spec.workers.demand)
+        p = self.ledger.vector(spec.ps.demand) if spec.ps is not None else None
+        if w is None or (spec.ps is not None and p is None):
+            known = ", ".join(self.ledger.names)
+            return f"demands a resource no node has (cluster has: {known})"
+        self._demands[spec.id] = (w, p)
+        return self.ledger.ever_fits(self._task_vectors(spec.id, spec.min_workers))
+
+    def _task_vectors(self, job: str, n_workers: int) -> list[np.ndarray]:
+        w, p = self._demands[job]
+        spec = self.jobs[job].spec
+        return [w] * n_workers + ([p] * spec.num_ps if p is not None else [])
+
+    # -------------------------------------------------------- backend events
+    def _on_backend_event(self, ev: BackendEvent) -> None:
+        job = self.running.get(ev.job)
+        if job is None:
+            return  # stale: the job was paused or stopped after the backend scheduled this
+        if ev.kind is BackendEventKind.PROGRESS:
+            job._settle(self.now)
+            job._iters = float(ev.data["iterations"])
+            job._report_time = self.now
+            job._iter_time = float(ev.data["iter_time"])
+            self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time)
+            if self._hook_progress is not None:
+                self._hook_progress(job, self.view)
+        elif ev.kind is BackendEventKind.FINISHED:
+            if "iterations" in ev.data:
+                job._iters = float(ev.data["iterations"])
+            self._end(job, JobState.FINISHED, EventKind.FINISHED, "")
+        elif ev.kind is BackendEventKind.FAILED:
+            self._end(job, JobState.FAILED, EventKind.FAILED, str(ev.data.get("reason", "failed")))
+
+    def _end(self, job: JobView, state: JobState, kind: EventKind, reason: str) -> None:
+        now = self.now
+        check_transition(job.id, job._state, state)
+        job._settle(now)
+        if job._state is JobState.RUNNING:
+            self.ledger.release(job.id)
+            self.running.pop(job.id, None)
+        self.pending.pop(job.id, None)
+        self.paused.pop(job.id, None)
+        job._state = state
+        job._reason = reason
+        job._end_time = now
+        job._alloc = Resources()
+        self._done += 1
+        data = {"reason": reason} if reason else {}
+        self.record.append(now, kind, job.id, **data)
+        if state is JobState.FINISHED:
+            self.history.add(FinishedJob(
+                job.id, job.spec.model, job.spec.num_gpus, job._run_time, job._attained, job._iters, job._iter_time,
+            ))
+        if self._on_progress is not None:
+            self._on_progress(self._done, len(self.jobs), now)
+        if self._hook_finish is not None:
+            self._hook_finish(job, self.view)
+
+    # ---------------------------------------------------------------- actions
+    def _apply(self, action: object) -> None:
+        handler = self._handlers.get(type(action))
+        try:
+            if handler is None:
+                raise Unsupported(f"{type(action).__name__} is not supported by this scheduler/backend yet")
+            handler(action)
+        except (ActionError, AllocationError, IllegalTransition, Unsupported, KeyError) as exc:
+            msg = str(exc) if not isinstance(exc, KeyError) else f"unknown job {exc}"
+            self.record.append(self.now, EventKind.ACTION_REJECTED, getattr(action, "job", None),
+                               action=type(action).__name__, reason=msg)
+            if self.strict:
+                raise
+
+    def _job(self, job_id: str, *states: JobState) -> JobView:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ActionError(f"unknown job {job_id!r}")
+        if job._state not in states:
+            want = " or ".join(str(s) for s in states)
+            raise ActionError(f"job {job_id!r} is {job._state}, needs to be {want}")
+        return job
+
+    def _n_workers(self, job: JobView, placement: A.Placement) -> int:
+        n = len(placement) - job.spec.num_ps
+        lo, hi = job.spec.min_workers, job.spec.max_workers
+        if not lo <= n <= hi:
+            raise ActionError(
+                f"job {job.id!r}: placement gives {n} workers, must be in [{lo}, {hi}] "
+                f"(plus {job.spec.num_ps} parameter servers)"
+            )
+        return n
+
+    def _place(self, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool) -> None:
+        n = self._n_workers(job, placement)
+        alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n))
+        job._settle(self.now)
+        check_transition(job.id, job._state, JobState.RUNNING)
+        job._state = JobState.RUNNING
+        job._placement = tuple(placement)
+        job._alloc = alloc.total
+        job._gpus = alloc.total["gpu"]
+        job._iter_time = None  # a new placement must be measured anew
+        job._report_time = self.now
+        if job._first_start is None:
+            job._first_start = self.now
+        self.running[job.id] = job
+        self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
+        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement))
+
+    def _start(self, a: A.Start) -> None:
+        job = self._job(a.job, JobState.PENDING)
+        self._place(job, a.placement, EventKind.STARTED, from_checkpoint=False)
+        del self.pending[job.id]
+
+    def _resume(self, a: A.Resume) -> None:
+        job = self._job(a.job, JobState.PAUSED)
+        self._place(job, a.placement, EventKind.RESUMED, from_checkpoint=True)
+        del self.paused[job.id]
+
+    def _unplace(self, job: JobView) -> None:
+        job._settle(self.now)
+        self.ledger.release(job.id)
+        self.backend.halt(job.id, self.now, checkpoint=True)
+        del self.running[job.id]
+
+    def _pause(self, a: A.Pause) -> None:
+        job = self._job(a.job, JobState.RUNNING)
+        self._unplace(job)
+        job._state = JobState.PAUSED
+        job._placement = ()
+        job._alloc = Resources()
+        job._preemptions += 1
+        self.paused[job.id] = job
+        self.record.append(self.now, EventKind.PAUSED, job.id, reason=a.reason)
+
+    def _move(self, job: JobView, placement: A.Placement, kind: EventKind) -> None:
+        """Checkpoint ``job``, release it, and restore it on ``placement`` (Migrate / Resize)."""
+        old = job._placement
+        n_new = self._n_workers(job, placement)
+        job._settle(self.now)
+        self.ledger.release(job.id)
+        try:
+            alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n_new))
+        except AllocationError:
+            self.ledger.allocate(job.id, old, self._task_vectors(job.id, len(old) - job.spec.num_ps))
+            raise
+        self.backend.halt(job.id, self.now, checkpoint=True)
+        job._placement = tuple(placement)
+        job._alloc = alloc.total
+        job._gpus = alloc.total["gpu"]
+        job._iter_time = None
+        job._report_time = self.now
+        self.backend.launch(job.spec, alloc, self.now, from_checkpoint=True)
+        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement))
+
+    def _migrate(self, a: A.Migrate) -> None:
+        job = self._job(a.job, JobState.RUNNING)
+        if len(a.placement) != len(job._placement):
+            raise ActionError(f"Migrate keeps the task count ({len(job._placement)}); use Resize to change it")
+        self._move(job, a.placement, EventKind.MIGRATED)
+        job._migrations += 1
+
+    def _resize(self, a: A.Resize) -> None:
+        job = self._job(a.job, JobState.RUNNING)
+        self._move(job, a.placement, EventKind.RESIZED)
+        job._resizes += 1
+
+    def _stop(self, a: A.Stop) -> None:
+        job = self._job(a.job, JobState.PENDING, JobState.RUNNING, JobState.PAUSED)
+        if job._state is JobState.RUNNING:
+            self.backend.halt(job.id, self.now, checkpoint=True)
+        if a.outcome == "cancelled":
+            self._end(job, JobState.CANCELLED, EventKind.CANCELLED, a.reason)
+        else:
+            self._end(job, JobState.STOPPED_EARLY, EventKind.STOPPED, a.reason)

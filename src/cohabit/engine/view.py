@@ -1,0 +1,124 @@
+"""ClusterView: the read-only window a policy decides through.
+
+It shows the cluster spec, free capacity per node (read-only numpy arrays),
+and the jobs by state — each a :class:`JobView` of spec plus observed
+telemetry. It holds no reference to any backend, so simulator ground truth is
+unreachable from it by construction (``tests/test_barrier.py`` walks the
+object graph to prove it). Collections are live read-only proxies: building a
+view costs nothing per decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..spec.cluster import ClusterSpec
+from .job import JobView
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+    from .history import History
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class ClusterView:
+    __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs", "history",
+                 "_free_ro", "_cap_ro", "_dev_ro")
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        ledger: Ledger,
+        jobs: dict[str, JobView],
+        pending: dict[str, JobView],
+        running: dict[str, JobView],
+        paused: dict[str, JobView],
+        history: History,
+    ) -> None:
+        self._cluster = cluster
+        self._ledger = ledger
+        self._jobs = MappingProxyType(jobs)
+        self._pending = MappingProxyType(pending)
+        self._running = MappingProxyType(running)
+        self._paused = MappingProxyType(paused)
+        self._clock_now = 0.0
+        self.history = history
+        self._free_ro = _readonly(ledger.free)
+        self._cap_ro = _readonly(ledger.capacity)
+        self._dev_ro = _readonly(ledger.device_free)
+
+    @property
+    def now(self) -> float:
+        return self._clock_now
+
+    @property
+    def cluster(self) -> ClusterSpec:
+        return self._cluster
+
+    # Capacity -------------------------------------------------------------
+    @property
+    def resource_names(self) -> tuple[str, ...]:
+        return self._ledger.names
+
+    def resource_index(self, name: str) -> int | None:
+        return self._ledger.index.get(name)
+
+    @property
+    def free(self) -> np.ndarray:
+        """Free capacity, shape (nodes, resources), read-only."""
+        return self._free_ro
+
+    @property
+    def capacity(self) -> np.ndarray:
+        return self._cap_ro
+
+    @property
+    def device_free(self) -> np.ndarray:
+        """Free fraction of each GPU device, shape (nodes, max GPUs per node); -1 where no device."""
+        return self._dev_ro
+
+    def demand_vector(self, job: JobView) -> np.ndarray:
+        """The per-worker demand of ``job`` as a row over :attr:`resource_names`."""
+        v = self._ledger.vector(job.spec.workers.demand)
+        assert v is not None  # jobs naming unknown resources are rejected at arrival
+        return v
+
+    def ps_demand_vector(self, job: JobView) -> np.ndarray | None:
+        return None if job.spec.ps is None else self._ledger.vector(job.spec.ps.demand)
+
+    def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
+        """How many tasks of ``demand`` fit on each node now."""
+        return self._ledger.tasks_fit(demand)
+
+    def sharers(self, job_id: str) -> frozenset[str]:
+        """Jobs that share a GPU device with ``job_id``."""
+        return frozenset(self._ledger.sharers(job_id))
+
+    # Jobs -------------------------------------------------------------------
+    @property
+    def jobs(self) -> Mapping[str, JobView]:
+        """Every job ever submitted, by id."""
+        return self._jobs
+
+    @property
+    def pending(self) -> Mapping[str, JobView]:
+        """Jobs waiting for a first start, in arrival order."""
+        return self._pending
+
+    @property
+    def running(self) -> Mapping[str, JobView]:
+        return self._running
+
+    @property
+    def paused(self) -> Mapping[str, JobView]:
+        """Preempted jobs waiting to resume, in the order they were paused."""
+        return self._paused

@@ -1,0 +1,172 @@
+"""SimBackend: the trace-driven simulated world (ground truth hidden from policies).
+
+Each running job accrues iterations at a rate from ``physics``; the backend
+keeps a heap of future events (first measured iteration -> a progress report;
+completion) and jumps time between them. Pause checkpoints all progress;
+resume and migrate pay ``checkpoint_s + restore_s`` before progress continues.
+When jobs join or leave a shared GPU, the speeds of everyone on it change and
+their events are rescheduled.
+
+The truth (``JobTruth`` per job) lives only here. The scheduler receives
+specs; a policy receives a ``ClusterView``, which has no path to this object.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+
+from ..engine.backend import BackendEvent, BackendEventKind
+from ..engine.ledger import Allocation
+from ..engine.oracle import Oracle
+from ..spec.job import JobSpec
+from .physics import SimConfig, colocation_factor, solo_rate
+from .truth import JobTruth, TraceJob
+
+_FINISH, _PROGRESS = 0, 1
+_EPS = 1e-9
+
+
+class _Run:
+    __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices")
+
+    def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
+        self.spec = spec
+        self.truth = truth
+        self.alloc = alloc
+        self.solo = solo
+        self.rate = solo
+        self.done = done  # iterations done at time t0
+        self.t0 = t0  # progress accrues from here (after any restore delay)
+        self.version = 0
+        self.devices = alloc.devices
+
+    def done_at(self, t: float) -> float:
+        return self.done + max(t - self.t0, 0.0) * self.rate
+
+
+class SimBackend:
+    def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
+        self.cfg = config or SimConfig()
+        self._truth: dict[str, JobTruth] = {}
+        for tj in jobs:
+            self._truth[tj.spec.id] = tj.truth
+        self._runs: dict[str, _Run] = {}
+        self._checkpoint: dict[str, float] = {}  # iterations saved at the last checkpoint
+        self._heap: list[tuple[float, int, int, str, int]] = []
+        self._seq = 0
+        self._device_jobs: dict[tuple[int, int], set[str]] = {}
+        self.now = 0.0
+
+    # ------------------------------------------------------------ oracle
+    def oracle(self) -> Oracle:
+        return Oracle(
+            {j: t.iterations for j, t in self._truth.items()},
+            {j: t.duration for j, t in self._truth.items()},
+        )
+
+    # ------------------------------------------------------------ actions
+    def launch(self, spec: JobSpec, alloc: Allocation, now: float, *, from_checkpoint: bool) -> None:
+        truth = self._truth.get(spec.id)
+        if truth is None:
+            raise ValueError(f"SimBackend has no ground truth for job {spec.id!r}; submit it through a trace")
+        done = self._checkpoint.get(spec.id, 0.0) if from_checkpoint else 0.0
+        delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else 0.0
+        run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
+        self._runs[spec.id] = run
+        touched: set[str] = {spec.id}
+        for dev in run.devices:
+            occ = self._device_jobs.setdefault(dev, set())
+            touched |= occ
+            occ.add(spec.id)
+        self._reschedule(touched, now)
+
+    def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
+        run = self._runs.pop(job, None)
+        if run is None:
+            return
+        if checkpoint:
+            self._checkpoint[job] = min(run.done_at(now), float(run.truth.iterations))
+        touched: set[str] = set()
+        for dev in run.devices:
+            occ = self._device_jobs.get(dev)
+            if occ is not None:
+                occ.discard(job)
+                touched |= occ
+                if not occ:
+                    del self._device_jobs[dev]
+        self._reschedule(touched, now)
+
+    def progress(self, job: str, now: float) -> float:
+        """Ground-truth iterations done (for tests and the record-invariant checks only)."""
+        run = self._runs.get(job)
+        return run.done_at(now) if run is not None else self._checkpoint.get(job, 0.0)
+
+    # ---------------------------------------------------------- physics
+    def _reschedule(self, jobs: set[str], now: float) -> None:
+        """Recompute speeds of ``jobs`` (their GPU sharing may have changed) and their next events."""
+        for jid in jobs:
+            run = self._runs.get(jid)
+            if run is None:
+                continue
+            # fold progress up to now at the old rate
+            if now > run.t0:
+                run.done = run.done_at(now)
+                run.t0 = now
+            others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
+            factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
+            run.rate = run.solo * factor
+            run.version += 1
+            remaining = max(run.truth.iterations - run.done, 0.0)
+            finish = run.t0 + remaining / run.rate
+            self._push(finish, _FINISH, jid, run.version)
+            first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
+            if first_iter < finish - _EPS:
+                self._push(first_iter, _PROGRESS, jid, run.version)
+
+    def _push(self, t: float, kind: int, job: str, version: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, kind, self._seq, job, version))
+
+    def _valid(self, entry: tuple[float, int, int, str, int]) -> bool:
+        run = self._runs.get(entry[3])
+        return run is not None and run.version == entry[4]
+
+    # ------------------------------------------------------------- time
+    def next_event_time(self) -> float | None:
+        heap = self._heap
+        while heap and not self._valid(heap[0]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def advance(self, until: float) -> tuple[float, list[BackendEvent]]:
+        nxt = self.next_event_time()
+        if nxt is None or nxt > until:
+            if until == math.inf:
+                raise RuntimeError("simulation has running jobs but no future events")
+            self.now = max(self.now, until)
+            return self.now, []
+        t = max(nxt, self.now)
+        self.now = t
+        events: list[BackendEvent] = []
+        heap = self._heap
+        while heap and heap[0][0] <= t + _EPS:
+            entry = heapq.heappop(heap)
+            if not self._valid(entry):
+                continue
+            _, kind, _, jid, _ = entry
+            run = self._runs[jid]
+            if kind == _FINISH:
+                total = float(run.truth.iterations)
+                self._checkpoint[jid] = total
+                events.append(BackendEvent(t, BackendEventKind.FINISHED, jid, {"iterations": total}))
+                self.halt(jid, t, checkpoint=False)
+            else:
+                events.append(BackendEvent(
+                    t, BackendEventKind.PROGRESS, jid, {"iterations": run.done_at(t), "iter_time": 1.0 / run.rate}
+                ))
+        return t, events
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,89 @@
+"""Ground-truth speed of a simulated job on an allocation.
+
+``job_rate`` gives iterations (work units) per second for a job on a set of
+task slots, from the embedded measured profiles:
+
+* GPU-trace jobs (Tiresias, Philly, Alibaba): the trace's duration at its
+  reference size, scaled by worker count (``scaling_exponent``; 1 = linear)
+  and by the per-model consolidation factor of ``profiles.placement``
+  relative to the most consolidated placement possible for that size;
+* Pollux applications: measured step and sync times per placement
+  (``profiles.pollux``);
+* parameter-server jobs whose model was measured in DL2's profile: the
+  measured speed for (#PS, #workers), interpolated (``profiles.ps_speed``);
+* any job sharing a GPU device: times the measured co-location speed of the
+  models on that device (``profiles.colocation``, Lucid's pairs).
+
+This module is simulator-only: policies never import it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..engine.ledger import Allocation
+from ..spec.job import JobSpec
+from .profiles.colocation import shared_gpu_speed
+from .profiles.placement import SpreadModel
+from .profiles.pollux import POLLUX_APPS, pollux_throughput
+from .profiles.ps_speed import PS_MODELS, ps_throughput
+from .truth import JobTruth
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Knobs of the simulated world (costs in seconds)."""
+
+    checkpoint_s: float = 10.0
+    restore_s: float = 20.0
+    scaling_exponent: float = 1.0
+    gpus_per_node: int = 8
+    spread: SpreadModel = field(default_factory=SpreadModel)
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_s", "restore_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not 0 < self.scaling_exponent <= 1.5:
+            raise ValueError(f"scaling_exponent must be in (0, 1.5], got {self.scaling_exponent!r}")
+        if self.gpus_per_node < 1:
+            raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node!r}")
+
+
+def replicas_per_node(alloc: Allocation, n_workers: int) -> tuple[int, ...]:
+    counts: dict[int, int] = {}
+    for s in alloc.slots[:n_workers]:
+        counts[s.node] = counts.get(s.node, 0) + 1
+    return tuple(sorted(counts.values(), reverse=True))
+
+
+def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
+    """Iterations per second of ``spec`` on ``alloc`` running alone on its devices."""
+    n_workers = len(alloc.slots) - spec.num_ps
+    per_node = replicas_per_node(alloc, n_workers)
+    app = truth.app
+    if app is not None and app in POLLUX_APPS:
+        batch = spec.batch_size or 32 * n_workers
+        return pollux_throughput(app, per_node, batch)
+    if app is not None and app in PS_MODELS and spec.architecture == "ps":
+        return ps_throughput(app, max(spec.num_ps, 1), n_workers)
+    if truth.duration is None:
+        raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
+    base = truth.iterations / truth.duration
+    scale = (n_workers / truth.ref_workers) ** cfg.scaling_exponent
+    gpu_per_worker = spec.workers.demand["gpu"]
+    if gpu_per_worker >= 1:
+        per_node_cap = max(int(cfg.gpus_per_node // gpu_per_worker), 1)
+        min_nodes = math.ceil(n_workers / per_node_cap)
+        spread = cfg.spread.speed_factor(spec.model, len(per_node)) / cfg.spread.speed_factor(spec.model, min_nodes)
+    else:
+        spread = 1.0
+    return base * scale * min(spread, 1.0)
+
+
+def colocation_factor(model: str, others: list[str]) -> float:
+    """Speed factor of a job of ``model`` sharing a GPU with jobs of ``others``."""
+    if not others:
+        return 1.0
+    return shared_gpu_speed([model, *others])[0]
