@@ -21,6 +21,46 @@ from ..spec.resources import Resources
 EPS = 1e-9
 
 
+def fit_counts(free: np.ndarray, device_free: np.ndarray, demand: np.ndarray, gpu_col: int | None) -> np.ndarray:
+    """How many tasks of ``demand`` each node can take, given ``free`` and per-device ``device_free``."""
+    need = demand > EPS
+    if not need.any():
+        return np.full(free.shape[0], np.iinfo(np.int64).max // 4)
+    per = np.floor((free[:, need] + EPS) / demand[need]).min(axis=1)
+    fit = per.astype(np.int64)
+    g = demand[gpu_col] if gpu_col is not None else 0.0
+    if g > EPS:
+        if g < 1.0 - EPS:
+            dev = (device_free >= g - EPS).sum(axis=1)
+        else:
+            dev = (device_free >= 1.0 - EPS).sum(axis=1) // int(round(g))
+        fit = np.minimum(fit, dev)
+    return np.maximum(fit, 0)
+
+
+def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | None:
+    """Reserve GPU share ``g`` on one node's device row (mutated); None if it does not fit.
+
+    Whole GPUs take fully free devices (lowest index first); a fraction takes
+    the best-fitting device (least free space that still fits).
+    """
+    if g <= EPS:
+        return ()
+    if g < 1.0 - EPS:
+        ok = np.flatnonzero(row >= g - EPS)
+        if ok.size == 0:
+            return None
+        best = int(ok[np.argmin(row[ok])])
+        row[best] -= g
+        return ((best, g),)
+    k = int(round(g))
+    whole = np.flatnonzero(row >= 1.0 - EPS)
+    if whole.size < k:
+        return None
+    row[whole[:k]] = 0.0
+    return tuple((int(i), 1.0) for i in whole[:k])
+
+
 @dataclass(frozen=True, slots=True)
 class TaskSlot:
     """Where one task runs: its node and the GPU devices (index, share) it holds."""
@@ -71,6 +111,10 @@ class Ledger:
         self._per_node: dict[str, dict[int, np.ndarray]] = {}
 
     @property
+    def gpu_col(self) -> int | None:
+        return self._gpu_col
+
+    @property
     def n_nodes(self) -> int:
         return self.capacity.shape[0]
 
@@ -89,20 +133,7 @@ class Ledger:
     # Queries ------------------------------------------------------------
     def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
         """How many tasks of ``demand`` each node can take now (vector over nodes)."""
-        need = demand > EPS
-        if not need.any():
-            return np.full(self.n_nodes, np.iinfo(np.int64).max // 4)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per = np.floor((self.free[:, need] + EPS) / demand[need]).min(axis=1)
-        fit = per.astype(np.int64)
-        g = demand[self._gpu_col] if self._gpu_col is not None else 0.0
-        if g > EPS:
-            if g < 1.0 - EPS:
-                dev = (self.device_free >= g - EPS).sum(axis=1)
-            else:
-                dev = (self.device_free >= 1.0 - EPS).sum(axis=1) // int(round(g))
-            fit = np.minimum(fit, dev)
-        return np.maximum(fit, 0)
+        return fit_counts(self.free, self.device_free, demand, self._gpu_col)
 
     def ever_fits(self, demands: Sequence[np.ndarray]) -> str | None:
         """None if the tasks could run on the empty cluster, else the reason they never can."""
@@ -158,22 +189,14 @@ class Ledger:
 
     def _take_devices(self, job: str, node: int, d: np.ndarray) -> tuple[tuple[int, float], ...]:
         g = float(d[self._gpu_col]) if self._gpu_col is not None else 0.0
-        if g <= EPS:
-            return ()
-        row = self.device_free[node]
-        if g < 1.0 - EPS:
-            ok = np.flatnonzero(row >= g - EPS)
-            if ok.size == 0:
-                raise AllocationError(f"job {job!r}: no GPU on node {node} has {g:g} free")
-            best = int(ok[np.argmin(row[ok])])
-            row[best] -= g
-            return ((best, g),)
-        k = int(round(g))
-        whole = np.flatnonzero(row >= 1.0 - EPS)
-        if whole.size < k:
-            raise AllocationError(f"job {job!r}: node {node} has {whole.size} whole GPUs free, needs {k}")
-        row[whole[:k]] = 0.0
-        return tuple((int(i), 1.0) for i in whole[:k])
+        got = take_devices(self.device_free[node], g)
+        if got is None:
+            row = self.device_free[node]
+            raise AllocationError(
+                f"job {job!r}: node {node} cannot hold a GPU share of {g:g} "
+                f"(device free fractions: {[round(float(x), 3) for x in row if x >= 0]})"
+            )
+        return got
 
     def release(self, job: str) -> Allocation:
         alloc = self.allocations.pop(job)

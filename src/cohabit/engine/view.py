@@ -20,7 +20,7 @@ from ..spec.cluster import ClusterSpec
 from .job import JobView
 
 if TYPE_CHECKING:
-    from .ledger import Ledger
+    from .ledger import Allocation, Ledger
     from .history import History
 
 
@@ -98,6 +98,14 @@ class ClusterView:
     def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
         """How many tasks of ``demand`` fit on each node now."""
         return self._ledger.tasks_fit(demand)
+
+    def allocation_of(self, job_id: str) -> Allocation | None:
+        """The slots (node, GPU devices) a running job holds."""
+        return self._ledger.allocations.get(job_id)
+
+    @property
+    def gpu_col(self) -> int | None:
+        return self._ledger.gpu_col
 
     def sharers(self, job_id: str) -> frozenset[str]:
         """Jobs that share a GPU device with ``job_id``."""

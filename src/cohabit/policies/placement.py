@@ -1,8 +1,11 @@
-"""Placement helpers shared by policies: consolidate on few nodes when possible, else spread.
+"""Placement on a draft of free capacity, shared by all policies.
 
-All work on the view's read-only free-capacity matrix; they return a
-``Placement`` (one node index per task, workers first then parameter servers)
-or ``None`` when the job does not fit now.
+A policy that starts several jobs in one decision must see the room its
+earlier choices took. :class:`Draft` is a scratch copy of the view's free
+capacity (made on first use) that placements reserve into, and that
+preemption plans can give room back to. It uses the ledger's own fit and
+device rules (``engine.ledger.fit_counts`` / ``take_devices``), so a
+placement the draft accepts is one the scheduler will accept.
 """
 
 from __future__ import annotations
@@ -11,10 +14,83 @@ import numpy as np
 
 from ..engine.actions import Placement
 from ..engine.job import JobView
+from ..engine.ledger import fit_counts, take_devices
 from ..engine.view import ClusterView
 
 
-def pack_tasks(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
+class Draft:
+    __slots__ = ("view", "_free", "_dev")
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self._free: np.ndarray | None = None
+        self._dev: np.ndarray | None = None
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._free is None:
+            self._free = self.view.free.copy()
+            self._dev = self.view.device_free.copy()
+        assert self._dev is not None
+        return self._free, self._dev
+
+    @property
+    def free(self) -> np.ndarray:
+        return self._arrays()[0]
+
+    def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
+        free, dev = self._arrays()
+        return fit_counts(free, dev, demand, self.view.gpu_col)
+
+    def task_vectors(self, job: JobView, n_workers: int) -> list[np.ndarray]:
+        w = self.view.demand_vector(job)
+        p = self.view.ps_demand_vector(job)
+        return [w] * n_workers + ([p] * job.spec.num_ps if p is not None else [])
+
+    def save(self) -> tuple[np.ndarray, np.ndarray]:
+        free, dev = self._arrays()
+        return free.copy(), dev.copy()
+
+    def restore(self, saved: tuple[np.ndarray, np.ndarray]) -> None:
+        free, dev = self._arrays()
+        free[:] = saved[0]
+        dev[:] = saved[1]
+
+    def reserve(self, job: JobView, placement: Placement) -> bool:
+        """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit."""
+        free, dev = self._arrays()
+        vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
+        saved_free, saved_dev = free.copy(), dev.copy()
+        g = self.view.gpu_col
+        for node, d in zip(placement, vecs):
+            free[node] -= d
+            got = take_devices(dev[node], float(d[g]) if g is not None else 0.0)
+            if got is None or (free[node] < -1e-9).any():
+                free[:] = saved_free
+                dev[:] = saved_dev
+                return False
+        return True
+
+    def give_back(self, job: JobView) -> None:
+        """Return the room a running ``job`` holds (it is to be paused or moved in this plan)."""
+        alloc = self.view.allocation_of(job.id)
+        if alloc is None:
+            return
+        free, dev = self._arrays()
+        vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)
+        for slot, d in zip(alloc.slots, vecs):
+            free[slot.node] += d
+            for i, share in slot.devices:
+                dev[slot.node, i] += share
+
+    def place(self, job: JobView, n_workers: int | None = None) -> Placement | None:
+        """Find and reserve a placement (see :func:`consolidated_first`); None if none fits."""
+        p = consolidated_first(self, job, n_workers)
+        if p is not None and self.reserve(job, p):
+            return p
+        return None
+
+
+def fill(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
     """Assign ``n`` tasks to nodes in ``order``, taking up to ``fit[node]`` on each."""
     out: list[int] = []
     for node in order:
@@ -26,32 +102,31 @@ def pack_tasks(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
     return None
 
 
-def consolidated_first(view: ClusterView, job: JobView, n_workers: int | None = None) -> Placement | None:
-    """Best-fit all workers on one node if any node can hold them; else spread over the
-    nodes with most room first (fewest nodes). Parameter servers go on the least
-    loaded nodes that fit them."""
+def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None) -> Placement | None:
+    """All workers on one node if one can hold them (best fit: the node left with the least
+    room); else spread over the nodes with most room first, so the job spans as few nodes
+    as possible. Parameter servers then go where most room is left."""
     n = job.spec.workers.count if n_workers is None else n_workers
-    fit = view.tasks_fit(view.demand_vector(job))
+    w = draft.view.demand_vector(job)
+    fit = draft.tasks_fit(w)
     whole = np.flatnonzero(fit >= n)
     if whole.size:
-        # best fit: the node that can take the fewest extra tasks of this kind
         node = int(whole[np.argmin(fit[whole])])
         workers = [node] * n
     else:
         if fit.sum() < n:
             return None
-        workers = pack_tasks(fit, n, np.argsort(-fit, kind="stable"))
+        workers = fill(fit, n, np.argsort(-fit, kind="stable"))
         if workers is None:
             return None
-    ps_demand = view.ps_demand_vector(job)
-    if ps_demand is None or job.spec.num_ps == 0:
+    p = draft.view.ps_demand_vector(job)
+    if p is None or job.spec.num_ps == 0:
         return tuple(workers)
-    # account for the workers just placed before placing parameter servers
-    free = view.free.copy()
-    w = view.demand_vector(job)
+    free = draft.free.copy()
     for node in workers:
         free[node] -= w
-    need = ps_demand > 0
-    ps_fit = np.floor((free[:, need] + 1e-9) / ps_demand[need]).min(axis=1) if need.any() else np.full(len(free), n)
-    ps = pack_tasks(ps_fit, job.spec.num_ps, np.argsort(-ps_fit, kind="stable"))
+    need = p > 1e-9
+    ps_fit = (np.floor((free[:, need] + 1e-9) / p[need]).min(axis=1) if need.any()
+              else np.full(len(free), job.spec.num_ps))
+    ps = fill(np.maximum(ps_fit, 0), job.spec.num_ps, np.argsort(-ps_fit, kind="stable"))
     return None if ps is None else tuple(workers + ps)

@@ -1,0 +1,225 @@
+"""The ``cohabit`` command line: simulate, demo, and the tools of later issues."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+console = Console()
+err = Console(stderr=True)
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(2)
+
+
+def run_comparison(
+    trace_load: object,
+    cluster: object,
+    policy_names: list[str],
+    *,
+    oracle: bool,
+    horizon: float,
+    label: str,
+) -> dict[str, object]:
+    """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome."""
+    from .policies import make_policy
+    from .sim.runner import simulate
+
+    outcomes: dict[str, object] = {}
+    jobs = trace_load.jobs  # type: ignore[attr-defined]
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=False,
+    ) as bar:
+        for name in policy_names:
+            policy = make_policy(name, oracle=oracle)
+            task = bar.add_task(f"{label} · {policy.name}", total=len(jobs))
+            last = [0.0]
+
+            def tick(done: int, total: int, now: float, _task=task, _last=last) -> None:
+                t = time.perf_counter()
+                if t - _last[0] > 0.1 or done == total:
+                    _last[0] = t
+                    bar.update(_task, completed=done)
+
+            out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick)  # type: ignore[arg-type]
+            bar.update(task, completed=len(jobs))
+            outcomes[policy.name] = out
+    return outcomes
+
+
+def _policies(text: str) -> list[str]:
+    from .policies import REGISTRY
+
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [n for n in names if n not in REGISTRY]
+    if not names or unknown:
+        _fail(f"unknown policy {', '.join(unknown) or text!r}; known policies: {', '.join(sorted(REGISTRY))}")
+    return names
+
+
+@app.command()
+def simulate(
+    trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
+    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit")] = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: the format's preset.")] = None,
+    policy: Annotated[str, typer.Option(help="Comma-separated policy names.")] = "fifo,srtf",
+    seed: Annotated[int, typer.Option(help="Seed for randomised policies and synthetic traces.")] = 0,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics JSON here.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG (JCT CDF, utilization) here.")] = None,
+    oracle: Annotated[bool, typer.Option(help="Let policies that can use true job lengths read them.")] = False,
+    skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
+    horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
+) -> None:
+    """Replay a trace under one or more policies and compare them."""
+    from .report.plot import plot_comparison
+    from .report.table import print_comparison
+    from .sim.traces import EMBEDDED, FORMATS, TraceRowError, load_trace
+    from .spec.yamlio import SpecError, cluster_from_arg
+
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    names = _policies(policy)
+    fmt = format
+    if fmt is None:
+        if trace in EMBEDDED:
+            fmt = EMBEDDED[trace][1]
+        else:
+            _fail(f"--format is required for a trace file; known formats: {', '.join(FORMATS)}")
+    if fmt not in FORMATS:
+        _fail(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    try:
+        load = load_trace(trace, fmt, skip_bad_rows=skip_bad_rows, limit=limit)
+    except (TraceRowError, SpecError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    for bad in load.skipped:
+        err.print(f"[yellow]skipped[/] {bad}")
+    cluster_name = cluster or load.default_cluster
+    try:
+        cl = cluster_from_arg(cluster_name)
+    except (SpecError, ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    console.print(
+        f"trace [bold]{load.path}[/] ({fmt}, {len(load.jobs)} jobs"
+        f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
+        f"[bold]{cl.name}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs)"
+        f"{' [default for this format]' if cluster is None else ''}"
+    )
+    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=Path(str(load.path)).name)
+    results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
+    print_comparison(results, console=console, title=f"{Path(str(load.path)).name} on {cl.name}")
+    _print_unfinished(outcomes)
+    if json_out is not None:
+        write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
+                   n_jobs=len(load.jobs), skipped=len(load.skipped), oracle=oracle)
+        console.print(f"wrote {json_out}")
+    if plot is not None:
+        plot_comparison(results, plot, title=f"{Path(str(load.path)).name} on {cl.name}")
+        console.print(f"wrote {plot}")
+
+
+def _print_unfinished(outcomes: dict[str, object]) -> None:
+    for name, o in outcomes.items():
+        unfinished = o.result.unfinished  # type: ignore[attr-defined]
+        rejected = [j for j in o.result.jobs.values() if j.state == "rejected"]  # type: ignore[attr-defined]
+        if rejected:
+            reasons: dict[str, int] = {}
+            for j in rejected:
+                reasons[j.reason] = reasons.get(j.reason, 0) + 1
+            for r, n in sorted(reasons.items(), key=lambda x: -x[1])[:5]:
+                console.print(f"[yellow]{name}: {n} job(s) rejected:[/] {r}")
+        if unfinished:
+            console.print(f"[yellow]{name}: {len(unfinished)} job(s) did not finish[/] "
+                          f"(e.g. {next(iter(unfinished))}: {next(iter(unfinished.values()))})")
+
+
+def write_json(path: Path, results: dict[str, object], **meta: object) -> None:
+    payload = {"policies": {n: m.to_json() for n, m in results.items()}}  # type: ignore[attr-defined]
+    payload.update({"trace": meta.pop("trace"), "cluster": meta.pop("cluster")})
+    payload.update(meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, allow_nan=False))
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Directory for the JSON and plots.")] = Path("out/demo"),
+    seed: Annotated[int, typer.Option()] = 0,
+    synthetic_jobs: Annotated[int, typer.Option(help="Size of the synthetic workload.")] = 1000,
+) -> None:
+    """The main job: simulate the 480-job Philly-derived trace and a synthetic workload under every policy."""
+    from .policies import REGISTRY
+    from .report.plot import plot_comparison
+    from .report.table import print_comparison
+    from .sim.traces import TraceLoad, load_trace
+    from .sim.traces.synthetic import generate
+    from .spec.cluster import preset
+
+    names = sorted(REGISTRY)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    runs = [
+        ("tiresias_480", load_trace("tiresias_480", "tiresias"), preset("tiresias")),
+        ("synthetic", TraceLoad(jobs=generate(synthetic_jobs, seed=seed), skipped=[], path=f"synthetic-{synthetic_jobs}",
+                                fmt="synthetic", default_cluster="tiresias"), preset("tiresias")),
+    ]
+    for label, load, cl in runs:
+        console.rule(f"[bold]{label}[/] — {len(load.jobs)} jobs on {cl.name} ({cl.capacity['gpu']:g} GPUs)")
+        outcomes = run_comparison(load, cl, names, oracle=False, horizon=math.inf, label=label)
+        results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
+        print_comparison(results, console=console, title=f"{label} on {cl.name}")
+        _print_unfinished(outcomes)
+        write_json(out / f"{label}.json", results, trace=label, cluster=cl.name, seed=seed, n_jobs=len(load.jobs))
+        plot_comparison(results, out / f"{label}.png", title=f"{label} on {cl.name}")
+        console.print(f"wrote {out / (label + '.json')} and {out / (label + '.png')}")
+    console.print(f"demo finished in {time.perf_counter() - t0:.1f} s")
+
+
+@app.command()
+def policies() -> None:
+    """List the available policies."""
+    from .policies import REGISTRY, make_policy
+
+    for name in sorted(REGISTRY):
+        p = make_policy(name)
+        doc = (sys.modules[type(p).__module__].__doc__ or "").strip().splitlines()[0]
+        console.print(f"[bold]{name:16}[/] {doc}")
+
+
+@app.command()
+def traces() -> None:
+    """List the traces embedded in the package."""
+    from .sim.traces import EMBEDDED
+
+    for name, (filename, fmt) in sorted(EMBEDDED.items()):
+        console.print(f"[bold]{name:20}[/] {fmt:9} {filename}")
+
+
+def _mount_optional() -> None:
+    try:
+        from .pack.cli import app as pack_app
+    except ImportError:
+        return
+    app.add_typer(pack_app, name="pack", help="Packed training (Liu, Pack) and pack-aware Hyperband.")
+
+
+_mount_optional()
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,107 @@
+"""SRTF: shortest remaining time first, preemptive.
+
+Remaining time is estimated from what a scheduler observes, unless the user
+explicitly grants the oracle (``--oracle``):
+
+* observed (default): remaining iterations x measured seconds per iteration,
+  when the job declared its iterations; before its first measurement, the
+  mean iteration time of finished jobs of the same model. A job that declared
+  no length (Philly) is expected to run as long as the mean finished job,
+  minus what it has run (so it degrades to least-attained-service ordering
+  until history accumulates).
+* oracle: remaining = true iterations left x measured iteration time, or the
+  trace's duration scaled by the fraction left before the first measurement.
+
+Preemption: a waiting job that does not fit may pause running jobs whose
+remaining time exceeds its own by more than the checkpoint/restore margin,
+longest first. Jobs are started consolidated-first.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import chain
+
+from ..engine.actions import Pause, Plan, Resume, Start
+from ..engine.job import JobView
+from ..engine.oracle import Oracle
+from ..engine.state import JobState
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .placement import Draft
+
+
+class SRTF(BasePolicy):
+    def __init__(self, use_oracle: bool = False, preempt_margin: float = 60.0, preemptive: bool = True) -> None:
+        if preempt_margin < 0:
+            raise ValueError(f"preempt_margin must be >= 0 seconds, got {preempt_margin!r}")
+        self.uses_oracle = use_oracle
+        self.preempt_margin = preempt_margin
+        self.preemptive = preemptive
+        self._oracle: Oracle | None = None
+        self.name = "srtf[oracle]" if use_oracle else "srtf"
+
+    def bind_oracle(self, oracle: Oracle) -> None:
+        self._oracle = oracle
+
+    # -------------------------------------------------------------- estimate
+    def remaining(self, job: JobView, view: ClusterView) -> float:
+        """Estimated seconds of running left for ``job`` at ``view.now``."""
+        now = view.now
+        done = job.iterations_done(now)
+        it = job.iter_time or view.history.mean_iter_time(job.spec.model)
+        if self._oracle is not None:
+            total = self._oracle.total_iterations(job.id)
+            if job.iter_time:
+                return max(total - done, 0.0) * job.iter_time
+            dur = self._oracle.duration(job.id)
+            if dur is not None:
+                return dur * max(1.0 - done / total, 0.0)
+            return max(total - done, 0.0) * it if it else math.inf
+        if job.spec.iterations is not None and it:
+            return max(job.spec.iterations - done, 0.0) * it
+        mean = view.history.mean_run_time()
+        if mean is None:
+            return math.inf
+        return max(mean - job.executed_time(now), 0.0)
+
+    # ---------------------------------------------------------------- decide
+    def decide(self, view: ClusterView) -> Plan:
+        waiting = list(chain(view.pending.values(), view.paused.values()))
+        if not waiting:
+            return []
+        order = sorted(waiting, key=lambda j: (self.remaining(j, view), j.seq))
+        draft = Draft(view)
+        plan: Plan = []
+        victims: list[tuple[float, JobView]] | None = None
+        for job in order:
+            p = draft.place(job)
+            if p is None and self.preemptive and view.running:
+                if victims is None:
+                    victims = sorted(((self.remaining(r, view), r) for r in view.running.values()),
+                                     key=lambda x: -x[0])
+                p = self._preempt_for(job, view, draft, victims, plan)
+            if p is None:
+                continue
+            plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
+        return plan
+
+    def _preempt_for(self, job: JobView, view: ClusterView, draft: Draft,
+                     victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:
+        """Pause the longest-remaining running jobs until ``job`` fits; undo if it never does."""
+        mine = self.remaining(job, view)
+        saved = draft.save()
+        chosen: list[int] = []
+        for k, (rem, r) in enumerate(victims):
+            if rem <= mine + self.preempt_margin:
+                break
+            draft.give_back(r)
+            chosen.append(k)
+            p = draft.place(job)
+            if p is not None:
+                for idx in sorted(chosen, reverse=True):
+                    plan.append(Pause(victims[idx][1].id, reason=f"srtf: {job.id} has less work left"))
+                    del victims[idx]
+                return p
+        draft.restore(saved)
+        return None

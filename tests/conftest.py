@@ -1,0 +1,25 @@
+"""Shared fixtures: tiny clusters and trace jobs built by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from cohabit.sim.truth import JobTruth, TraceJob
+from cohabit.spec import ClusterSpec, Resources, simple_job
+
+
+def trace_job(id: str, gpus: float, duration: float, submit: float = 0.0, model: str = "resnet50",
+              iterations: int | None = None, declare: bool = True) -> TraceJob:
+    """A GPU-trace job whose true length is ``duration`` seconds at its own size."""
+    iters = iterations if iterations is not None else int(duration)
+    spec = simple_job(id, gpus, submit_time=submit, model=model, iterations=iters if declare else None)
+    return TraceJob(spec, JobTruth(iterations=iters, duration=duration, ref_workers=max(int(gpus), 1)))
+
+
+def small_cluster(nodes: int = 1, gpus: int = 4) -> ClusterSpec:
+    return ClusterSpec.homogeneous("test", nodes, Resources(gpu=gpus, cpu=8 * gpus, mem_gb=64 * gpus))
+
+
+@pytest.fixture
+def one_node() -> ClusterSpec:
+    return small_cluster(1, 4)

@@ -1,0 +1,121 @@
+"""The information barrier: nothing a policy can reach leads to the simulator's ground truth."""
+
+from __future__ import annotations
+
+import gc
+import types
+
+import numpy as np
+import pytest
+
+from cohabit.engine.oracle import Oracle
+from cohabit.engine.view import ClusterView
+from cohabit.policies import FIFO, SRTF, make_policy
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.runner import simulate
+from cohabit.sim.truth import JobTruth, TraceJob
+
+from conftest import small_cluster, trace_job
+
+FORBIDDEN = (SimBackend, JobTruth, TraceJob, Oracle)
+
+
+def reachable(*roots: object, limit: int = 200_000) -> list[object]:
+    """Every object reachable from ``roots`` through references (gc.get_referents), bounded.
+
+    Modules, classes and functions are not followed: they are the program's shared code,
+    not per-run data (a policy importing the simulator module is caught by the import test).
+    """
+    seen: set[int] = set()
+    out: list[object] = []
+    stack = list(roots)
+    while stack and len(out) < limit:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        out.append(obj)
+        if isinstance(obj, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)):
+            continue
+        if isinstance(obj, np.ndarray) and obj.base is not None and not isinstance(obj.base, np.ndarray):
+            continue
+        stack.extend(gc.get_referents(obj))
+    return out
+
+
+class Spy(FIFO):
+    """FIFO that keeps every view and job it was shown, to walk them afterwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[object] = []
+
+    def decide(self, view: ClusterView):  # type: ignore[override]
+        self.seen.append(view)
+        self.seen.extend(view.jobs.values())
+        return super().decide(view)
+
+    def on_finish(self, job, view) -> None:
+        self.seen.append(job)
+
+
+def test_view_and_jobs_do_not_reach_ground_truth() -> None:
+    jobs = [trace_job(f"j{i}", 1 + i % 2, 50 + 10 * i, submit=i * 5) for i in range(6)]
+    spy = Spy()
+    simulate(jobs, small_cluster(2, 2), spy)
+    leaks = [o for o in reachable(spy, *spy.seen) if isinstance(o, FORBIDDEN)]
+    assert spy.seen, "the spy must have been called"
+    assert leaks == []
+
+
+def test_the_walk_would_find_a_leak() -> None:
+    # the check can fail: a view that did hold the backend is caught
+    backend = SimBackend([trace_job("x", 1, 10)])
+    holder = {"oops": backend}
+    assert any(isinstance(o, SimBackend) for o in reachable(holder))
+
+
+def test_oracle_policy_is_refused_without_explicit_permission() -> None:
+    jobs = [trace_job("a", 1, 10)]
+    with pytest.raises(ValueError, match="--oracle"):
+        simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True))
+
+
+def test_non_oracle_policy_never_gets_the_oracle_even_if_allowed() -> None:
+    policy = make_policy("fifo", oracle=True)
+    spy_jobs = [trace_job("a", 1, 10)]
+    simulate(spy_jobs, small_cluster(1, 1), policy, oracle=True)
+    assert not any(isinstance(o, FORBIDDEN) for o in reachable(policy))
+
+
+def test_policies_cannot_mutate_what_they_see() -> None:
+    seen: dict[str, object] = {}
+
+    class Meddler(FIFO):
+        def decide(self, view):  # type: ignore[override]
+            if view.pending and "done" not in seen:
+                seen["done"] = True
+                with pytest.raises(ValueError):
+                    view.free[0, 0] = 1e9  # read-only array
+                with pytest.raises(TypeError):
+                    view.pending["x"] = None  # type: ignore[index]
+                job = next(iter(view.pending.values()))
+                with pytest.raises(AttributeError):
+                    job.state = "finished"  # type: ignore[misc]
+            return super().decide(view)
+
+    simulate([trace_job("a", 1, 10)], small_cluster(1, 1), Meddler())
+    assert seen["done"]
+
+
+def test_policy_modules_do_not_import_the_simulator() -> None:
+    import pathlib
+
+    import cohabit.policies as pol
+
+    root = pathlib.Path(pol.__file__).parent
+    offenders = [
+        str(p.relative_to(root)) for p in root.rglob("*.py")
+        if "cohabit.sim" in p.read_text() or "from ..sim" in p.read_text()
+    ]
+    assert offenders == []
