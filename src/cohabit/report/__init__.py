@@ -1,0 +1,28 @@
+"""Metrics, comparison tables and plots computed from engine records.
+
+``plot_comparison`` is loaded on first use so that importing this package does
+not import matplotlib.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .metrics import DecisionStats, Metrics, UtilizationSeries, compute_metrics, jain_index, report_json
+from .table import comparison_table, format_duration, print_comparison
+
+if TYPE_CHECKING:
+    from .plot import plot_comparison
+
+__all__ = [
+    "DecisionStats", "Metrics", "UtilizationSeries", "comparison_table", "compute_metrics",
+    "format_duration", "jain_index", "plot_comparison", "print_comparison", "report_json",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "plot_comparison":
+        from .plot import plot_comparison
+
+        return plot_comparison
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,75 @@
+"""The rich comparison table: units, missing values, best-value highlighting."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from cohabit.engine.record import EventKind as K
+from cohabit.engine.record import Record
+from cohabit.report import Metrics, comparison_table, compute_metrics, format_duration, print_comparison
+from cohabit.report.table import BEST_STYLE, MISSING, format_ms, format_percent
+from cohabit.spec import Resources
+
+CAP = Resources(gpu=4, cpu=8)
+
+
+def one_job_run(duration: float, wait: float = 0.0, pause: bool = False) -> Metrics:
+    r = Record()
+    r.append(0, K.SUBMITTED, "a")
+    r.append(wait, K.STARTED, "a", alloc={"gpu": 2}, nodes=[0])
+    if pause:
+        r.append(wait + 1, K.PAUSED, "a")
+        r.append(wait + 2, K.RESUMED, "a", alloc={"gpu": 2}, nodes=[0])
+    r.append(wait + duration, K.FINISHED, "a")
+    r.append(wait + duration, K.DECISION, ms=duration / 100)
+    return compute_metrics(r, CAP)
+
+
+def column_cells(table, header: str) -> list[Text]:
+    col = next(c for c in table.columns if str(c.header).replace("\n", " ") == header)
+    return list(col._cells)
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (None, MISSING), (float("nan"), MISSING), (0.0, "0.0 s"), (42.04, "42.0 s"), (90, "1.5 min"),
+    (9000, "2.50 h"), (3 * 86400, "3.0 d"),
+])
+def test_table_format_duration_units(seconds, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_table_format_ms_and_percent() -> None:
+    assert format_ms(2.5) == "2.50 ms" and format_ms(2500) == "2.50 s" and format_ms(None) == MISSING
+    assert format_percent(0.675) == "67.5%" and format_percent(None) == MISSING
+
+
+def test_table_has_one_row_per_policy_and_highlights_best() -> None:
+    results = {"fast": one_job_run(10), "slow": one_job_run(100, wait=50, pause=True)}
+    table = comparison_table(results, "t")
+    assert table.row_count == 2 and table.title == "t"
+    jct = column_cells(table, "avg JCT")
+    assert [c.plain for c in jct] == ["10.0 s", "2.5 min"]
+    assert jct[0].style == BEST_STYLE and jct[1].style == ""
+    preempt = column_cells(table, "pre- empt")  # optional column shown: one policy paused
+    assert [c.plain for c in preempt] == ["0", "1"] and preempt[0].style == BEST_STYLE
+
+
+def test_table_hides_all_zero_optional_columns_and_skips_ties() -> None:
+    results = {"a": one_job_run(10), "b": one_job_run(10)}
+    table = comparison_table(results)
+    headers = [str(c.header).replace("\n", " ") for c in table.columns]
+    assert "mig- rate" not in headers and "pre- empt" not in headers and "dead- line" not in headers
+    assert "util gpu" in headers and "util cpu" in headers
+    assert all(c.style == "" for c in column_cells(table, "avg JCT"))  # equal values: no winner
+
+
+def test_table_prints_missing_values_for_empty_run() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=200, color_system=None)
+    print_comparison({"fifo": one_job_run(30), "[empty]": compute_metrics(Record(), CAP)}, console=console)
+    out = buf.getvalue()
+    assert "fifo" in out and "[empty]" in out and MISSING in out and "30.0 s" in out
