@@ -22,7 +22,6 @@ step (CPU PyTorch has no allocator statistics).
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -140,31 +139,38 @@ class PackEstimate:
     per_member: dict[str, int]
 
 
+def estimate_items(items: Sequence[tuple[str, Footprint, int, object, object]]) -> PackEstimate:
+    """Estimate from ``(name, footprint, batch_size, stack_key, stream_key)`` tuples.
+
+    Members with equal, non-None ``stack_key`` are stacked and padded to their
+    group's largest batch; members with equal ``stream_key`` share one input
+    batch (the largest of them).
+    """
+    groups: dict[object, list[tuple[str, Footprint, int]]] = {}
+    streams: dict[object, tuple[int, int]] = {}
+    for name, f, b, sk, stream in items:
+        groups.setdefault(sk if sk is not None else ("single", name), []).append((name, f, b))
+        rows, size = streams.get(stream, (0, f.input_per_sample))
+        streams[stream] = (max(rows, b), size)
+    per: dict[str, int] = {}
+    for g in groups.values():
+        rows = max(b for _, _, b in g)
+        for name, f, b in g:
+            per[name] = f.static + f.act_fixed + (rows if len(g) > 1 else b) * f.act_per_sample
+    inputs = sum(r * s for r, s in streams.values())
+    return PackEstimate(sum(per.values()) + inputs, per)
+
+
 def estimate_pack(members: Sequence[Member], *, fast: bool = True,
                   examples: dict[str, Tensor] | None = None) -> PackEstimate:
     """Estimated peak memory of packing ``members`` (padding and input sharing included)."""
     examples = examples or {}
-    fps = {m.name: footprint(m, examples.get(m.name)) for m in members}
-    groups: dict[object, list[Member]] = {}
+    items = []
     for m in members:
         sig = signature(m.model) if fast else None
-        groups.setdefault(sig if sig is not None else ("single", m.name), []).append(m)
-    per: dict[str, int] = {}
-    for key, g in groups.items():
-        stacked = len(g) > 1
-        rows = max(m.batch_size for m in g)
-        for m in g:
-            f = fps[m.name]
-            b = rows if stacked else m.batch_size
-            per[m.name] = f.static + f.act_fixed + b * f.act_per_sample
-    # Input batches: one per stream (the largest batch of its readers), one per stream-less member.
-    streams: dict[int, tuple[int, int]] = {}
-    for m in members:
-        k = id(m.stream) if m.stream is not None else id(m)
-        rows, size = streams.get(k, (0, fps[m.name].input_per_sample))
-        streams[k] = (max(rows, m.batch_size), size)
-    inputs = sum(r * s for r, s in streams.values())
-    return PackEstimate(sum(per.values()) + inputs, per)
+        stream = id(m.stream) if m.stream is not None else ("own", m.name)
+        items.append((m.name, footprint(m, examples.get(m.name)), m.batch_size, sig, stream))
+    return estimate_items(items)
 
 
 def device_capacity(device: torch.device | str = "cpu") -> int:
@@ -261,11 +267,3 @@ def measure_step_peak(packed: PackedModel) -> int:
     params_ptrs = {t.untyped_storage().data_ptr() for t in static if isinstance(t, Tensor)}
     act = sum(v for (ptr, _), v in saved.items() if ptr not in params_ptrs)
     return static_bytes + act
-
-
-def bytes_to_mib(n: int) -> float:
-    return n / 2**20
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else math.inf  # type: ignore[return-value]

@@ -397,6 +397,15 @@ class PackedModel:
         self._rebuild()
         return ckpt
 
+    def grads(self, member: Member | str) -> dict[str, Tensor | None]:
+        """The member's gradients from the last step, by parameter name."""
+        m = self[member] if isinstance(member, str) else member
+        for u in self._units:
+            if isinstance(u, _Stacked) and m in u.members:
+                i = u.members.index(m)
+                return {n: (None if s.grad is None else s.grad[i]) for n, s in u.params.items()}
+        return {n: p.grad for n, p in m.model.named_parameters()}
+
     @property
     def layout(self) -> list[list[str]]:
         """Member names per execution unit (stacked groups have more than one)."""
@@ -497,3 +506,24 @@ def pack(members: Sequence[Member], device: torch.device | str = "cpu", *, fast:
     if not members:
         raise ValueError("pack() needs at least one member, got none")
     return PackedModel(members, device, fast=fast, memory_limit=memory_limit)
+
+
+@torch.no_grad()
+def packed_forward(models: Sequence[nn.Module], x: Tensor) -> list[Tensor]:
+    """Evaluate ``models`` on one shared input; same-architecture models run stacked (§2.2.4)."""
+    groups: dict[Any, list[int]] = {}
+    for i, m in enumerate(models):
+        sig = signature(m)
+        groups.setdefault(sig if sig is not None else ("single", i), []).append(i)
+    out: list[Tensor | None] = [None] * len(models)
+    for idx in groups.values():
+        if len(idx) == 1:
+            out[idx[0]] = models[idx[0]](x)
+            continue
+        base = copy.deepcopy(models[idx[0]]).to("meta")
+        names = [n for n, _ in models[idx[0]].named_parameters()]
+        params = {n: torch.stack([dict(models[i].named_parameters())[n].detach() for i in idx]) for n in names}
+        res = vmap(lambda p, xx: functional_call(base, p, (xx,)), in_dims=(0, None), randomness="different")(params, x)
+        for j, i in enumerate(idx):
+            out[i] = res[j]
+    return out  # type: ignore[return-value]

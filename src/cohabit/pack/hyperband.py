@@ -1,0 +1,330 @@
+"""Hyperband and pack-aware Hyperband on real training (Liu, ch. 2, §2.4, Alg. 1 and 2).
+
+:func:`hyperband` runs the successive-halving brackets of Hyperband (Li et
+al.) with maximum resource ``R`` and reduction factor ``eta``.  One unit of
+resource is ``Workload.unit_samples`` training samples; a configuration that
+survives a rung resumes from its checkpoint (model, optimizer state and data
+cursor) instead of starting over.
+
+With ``packer=None`` every configuration trains alone in a plain PyTorch loop
+(Alg. 1).  With a packer (``pack_opt``: kNN, random, batch-size or
+time-distance grouping, :mod:`cohabit.pack.pack_opt`) each rung's
+configurations are partitioned into packs that fit the device memory and each
+pack trains as one :class:`~cohabit.pack.packed.PackedModel` (Alg. 2).  Members
+with larger batches need fewer steps for the same samples; they are freed when
+done and the next configuration is loaded into the running pack (§2.2.3,
+Fig. 2.3).  Validation of a rung's survivors runs on one shared input, stacked
+for the packed variants.
+
+Because a packed member's training equals its training alone, the packed
+variants see the same configurations (the sampling RNG is separate from the
+packing RNG) and the same losses, up to floating point; they differ only in
+wall time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .batching import DataStream
+from .memory import Footprint, MemoryGuard, estimate_items, footprint
+from .models import make_model, preprocess_digits
+from .pack_opt import (
+    TABLE_2_3,
+    Config,
+    SearchSpace,
+    TimeDistance,
+    batch_size_pack,
+    knn_pack,
+    random_pack,
+)
+from .packed import Member, PackedModel, packed_forward
+
+Packer = Callable[[Sequence[Config]], list[list[Config]]]
+
+
+def brackets(R: int, eta: int) -> list[list[tuple[int, float]]]:
+    """Hyperband's brackets: for s = s_max..0 the rungs ``(n_i, r_i)``."""
+    if R < 1:
+        raise ValueError(f"R must be >= 1, got {R}")
+    if eta < 2:
+        raise ValueError(f"eta must be >= 2, got {eta}")
+    s_max = 0
+    while eta ** (s_max + 1) <= R:
+        s_max += 1
+    budget = (s_max + 1) * R
+    out = []
+    for s in range(s_max, -1, -1):
+        n = math.ceil(budget / R * eta**s / (s + 1))
+        r = R / eta**s
+        out.append([(n // eta**i, r * eta**i) for i in range(s + 1)])
+    return out
+
+
+def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:  # noqa: ANN001
+    """Table 2.3's optimizers; "momentum" is SGD with momentum 0.9."""
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr)
+    raise ValueError(f"unknown optimizer {name!r}; expected adam, sgd, momentum or adagrad")
+
+
+class Workload:
+    """What the tuner trains: architecture, data and the size of one resource unit."""
+
+    def __init__(self, arch: str, x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, *,
+                 unit_samples: int, preprocess=preprocess_digits, seed: int = 0,  # noqa: ANN001
+                 model_kwargs: dict | None = None) -> None:
+        if unit_samples < 1:
+            raise ValueError(f"unit_samples must be >= 1, got {unit_samples}")
+        self.arch = arch
+        self.seed = seed
+        self.unit_samples = unit_samples
+        self.model_kwargs = model_kwargs or {}
+        self.stream = DataStream(x_train, y_train, seed=seed, preprocess=preprocess)
+        idx = torch.arange(x_val.shape[0])
+        self.x_val = preprocess(x_val, idx, 0, augment=False) if preprocess is preprocess_digits else (
+            preprocess(x_val, idx, 0) if preprocess is not None else x_val)
+        self.y_val = y_val
+        self._example = self.x_val[:2]
+
+    def member(self, c: Config) -> Member:
+        """A fresh member for ``c``; its initial weights depend only on ``c`` and the seed."""
+        torch.manual_seed(self.seed * 100_003 + hash(c.index) % 100_000)
+        model = make_model(self.arch, c.activation, **self.model_kwargs)
+        opt = make_optimizer(c.optimizer, model.parameters(), c.lr)
+        m = Member(f"{c.index}", model, opt, c.batch_size, stream=self.stream)
+        m.meta["config"] = c
+        return m
+
+    def steps_for(self, m: Member, units: float) -> int:
+        """Total steps after which ``m`` has seen ``units`` resource units of samples."""
+        target = int(round(units * self.unit_samples))
+        return m.steps_done + m.cursor.steps_until(len(self.stream), target)
+
+    @torch.no_grad()
+    def evaluate(self, members: Sequence[Member], packed: bool) -> list[tuple[float, float]]:
+        """Validation (loss, accuracy) of each member; ``packed`` evaluates them stacked."""
+        models = [m.model for m in members]
+        outs = packed_forward(models, self.x_val) if packed else [m(self.x_val) for m in models]
+        res = []
+        for o in outs:
+            loss = float(F.cross_entropy(o, self.y_val))
+            acc = float((o.argmax(1) == self.y_val).float().mean())
+            res.append((loss if math.isfinite(loss) else math.inf, acc))
+        return res
+
+
+def train_alone(m: Member, steps: int) -> None:
+    """The baseline: a plain PyTorch loop for one member (what Alg. 1 runs)."""
+    stream = m.stream
+    assert stream is not None
+    model, opt = m.model, m.optimizer
+    for _ in range(steps):
+        b = stream.take([m.cursor])[0]
+        opt.zero_grad(set_to_none=True)
+        loss = m.loss(model(b.x), b.y)
+        loss.backward()
+        opt.step()
+        m.steps_done += 1
+
+
+@dataclass
+class Trial:
+    config: Config
+    member: Member
+    val_loss: float = math.inf
+    val_acc: float = 0.0
+    units: float = 0.0
+
+
+@dataclass
+class HyperbandResult:
+    best: Trial
+    wall_time: float
+    trials: int
+    steps: int
+    packs: int
+    mean_pack: float
+    loaded_samples: int
+    pack_opt_time: float = 0.0
+    history: list[dict] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "best_config": self.best.config.label(),
+            "best_val_loss": self.best.val_loss,
+            "best_val_acc": self.best.val_acc,
+            "wall_time_s": self.wall_time,
+            "trials": self.trials,
+            "train_steps": self.steps,
+            "packs": self.packs,
+            "mean_pack_size": self.mean_pack,
+            "loaded_samples": self.loaded_samples,
+            "pack_opt_time_s": self.pack_opt_time,
+        }
+
+
+def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None, refill: bool,
+               stats: dict) -> None:
+    """Train each group as a pack; finished members make room for the next configuration."""
+    queue = deque(t for g in groups for t in g)
+    starts = {id(g[0]) for g in groups if g}
+    while queue:
+        first = [queue.popleft()]
+        while queue and id(queue[0]) not in starts:
+            first.append(queue.popleft())
+        members = [t.member for t in first]
+        pm = PackedModel(members, memory_limit=guard.capacity if guard else None)
+        stats["packs"] += 1
+        stats["sizes"].append(len(members))
+
+        def on_free(_ckpt, pm=pm):  # noqa: ANN001, ANN202
+            if not refill or not queue:
+                return None
+            cand = queue[0].member
+            if guard is not None and not guard.fits([*pm.members, cand], fast=True):
+                return None
+            queue.popleft()
+            stats["sizes"][-1] += 1
+            return cand
+
+        pm.train(on_free=on_free)
+
+
+def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TABLE_2_3,
+              packer: Packer | None = None, seed: int = 0, memory_limit: int | None = None,
+              refill: bool = False, log: Callable[[str], None] | None = None) -> HyperbandResult:
+    """Hyperband (Alg. 1) or, with ``packer``, pack-aware Hyperband (Alg. 2).
+
+    Returns the configuration with the smallest validation loss seen at the
+    end of any rung ("Conf with the smallest intermediate loss so far").
+    """
+    sample_rng = random.Random(seed)
+    guard = MemoryGuard(memory_limit) if (memory_limit is not None and packer is not None) else None
+    stats: dict = {"packs": 0, "sizes": [], "steps": 0, "pack_opt": 0.0}
+    best: Trial | None = None
+    history: list[dict] = []
+    loaded0 = w.stream.loaded_samples
+    t0 = time.perf_counter()
+    trials_total = 0
+    for rungs in brackets(R, eta):
+        n0 = rungs[0][0]
+        live = [Trial(c, w.member(c)) for c in space.sample(n0, sample_rng)]
+        trials_total += len(live)
+        for i, (n_i, r_i) in enumerate(rungs):
+            for t in live:
+                t.member.steps = w.steps_for(t.member, r_i - t.units)
+                stats["steps"] += t.member.steps - t.member.steps_done
+            if packer is None:
+                for t in live:
+                    train_alone(t.member, t.member.steps - t.member.steps_done)
+            else:
+                tp = time.perf_counter()
+                by_cfg = {t.config: t for t in live}
+                groups = packer([t.config for t in live])
+                stats["pack_opt"] += time.perf_counter() - tp
+                _run_packs([[by_cfg[c] for c in g] for g in groups], w, guard, refill, stats)
+            for t, (loss, acc) in zip(live, w.evaluate([t.member for t in live], packed=packer is not None)):
+                t.val_loss, t.val_acc, t.units = loss, acc, r_i
+                if best is None or loss < best.val_loss:
+                    best = t
+            history.append({"n": len(live), "r": r_i, "best_loss": min(t.val_loss for t in live)})
+            if log:
+                log(f"bracket n={n0} rung {i}: {len(live)} configs x {r_i:g} units, best loss {history[-1]['best_loss']:.4f}")
+            keep = max(1, n_i // eta) if i + 1 < len(rungs) else 0
+            live = sorted(live, key=lambda t: (t.val_loss, t.config))[:keep]
+    assert best is not None
+    sizes = stats["sizes"]
+    return HyperbandResult(best, time.perf_counter() - t0, trials_total, stats["steps"], stats["packs"],
+                           (sum(sizes) / len(sizes)) if sizes else 1.0, w.stream.loaded_samples - loaded0,
+                           stats["pack_opt"], history)
+
+
+class ConfigFits:
+    """The memory guard on configurations: does a pack of these configs fit ``capacity`` bytes?
+
+    Footprints are probed once per (optimizer, activation) on a real member of
+    the workload; batch sizes enter through the estimate of §2.3.4.
+    """
+
+    def __init__(self, w: Workload, capacity: int) -> None:
+        self.w = w
+        self.capacity = int(capacity)
+        self._fp: dict[tuple[str, str], Footprint] = {}
+
+    def footprint(self, c: Config) -> Footprint:
+        key = (c.optimizer, c.activation)
+        if key not in self._fp:
+            self._fp[key] = footprint(self.w.member(c))
+        return self._fp[key]
+
+    def estimate(self, configs: Sequence[Config]) -> int:
+        items = [(str(c.index), self.footprint(c), c.batch_size, c.activation, "shared") for c in configs]
+        return estimate_items(items).total
+
+    def __call__(self, configs: Sequence[Config]) -> bool:
+        return self.estimate(configs) <= self.capacity
+
+
+def measure_pair(w: Workload, a: Config, b: Config, steps: int = 3) -> tuple[float, float]:
+    """``(T_s(Pack(a, b)), T_s(a) + T_s(b))`` of one training step, measured (time distance)."""
+    s = w.stream
+    stream = DataStream(s.inputs, s.targets, seed=s.seed, preprocess=s.preprocess)
+
+    def fresh(c: Config) -> Member:
+        m = w.member(c)
+        m.stream = stream
+        return m
+
+    seq = 0.0
+    for c in (a, b):
+        m = fresh(c)
+        train_alone(m, 1)
+        t = time.perf_counter()
+        train_alone(m, steps)
+        seq += time.perf_counter() - t
+    ma, mb = fresh(a), fresh(b)
+    mb.name += "'"
+    pm = PackedModel([ma, mb])
+    pm.step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        pm.step()
+    return (time.perf_counter() - t) / steps, seq / steps
+
+
+PACKERS = ("none", "batch-size", "random", "knn", "knn-time")
+
+
+def make_packer(kind: str, w: Workload, *, memory_limit: int | None, threshold: float = 6.0,
+                time_threshold: float = 0.9, max_size: int | None = None, seed: int = 0) -> Packer | None:
+    """The ``pack_opt`` of Alg. 2 for ``kind`` in :data:`PACKERS` (``"none"``: Alg. 1)."""
+    if kind not in PACKERS:
+        raise ValueError(f"unknown packer {kind!r}; expected one of {PACKERS}")
+    if kind == "none":
+        return None
+    rng = random.Random(seed + 1)
+    fits = ConfigFits(w, memory_limit) if memory_limit is not None else (lambda cs: True)
+    if kind == "batch-size":
+        return lambda cs: batch_size_pack(cs, fits=fits, max_size=max_size)
+    if kind == "random":
+        return lambda cs: random_pack(cs, rng=rng, fits=fits, max_size=max_size)
+    if kind == "knn":
+        return lambda cs: knn_pack(cs, threshold=threshold, rng=rng, fits=fits, max_size=max_size)
+    dist = TimeDistance(lambda a, b: measure_pair(w, a, b))
+    return lambda cs: knn_pack(cs, threshold=time_threshold, rng=rng, fits=fits, max_size=max_size, distance=dist)

@@ -1,0 +1,176 @@
+"""Packed training equals training each member alone (Liu ch. 2, §2.1.2 isolation guarantee)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from cohabit.pack import Cursor, DataStream, Member, pack  # noqa: E402
+from cohabit.pack.models import MLP3, make_digits, preprocess_digits, small_cnn  # noqa: E402
+
+X, Y = make_digits(96, seed=1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny ops on a shared 2-core machine: one intra-op thread avoids OpenMP stalls."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+STEPS = 6
+
+OPTS = {
+    "sgd": lambda p, lr: torch.optim.SGD(p, lr),
+    "momentum": lambda p, lr: torch.optim.SGD(p, lr, momentum=0.9),
+    "nesterov_wd": lambda p, lr: torch.optim.SGD(p, lr, momentum=0.8, dampening=0.0, nesterov=True, weight_decay=1e-3),
+    "momentum_damp": lambda p, lr: torch.optim.SGD(p, lr, momentum=0.9, dampening=0.3),
+    "adam": lambda p, lr: torch.optim.Adam(p, lr),
+    "adam_wd": lambda p, lr: torch.optim.Adam(p, lr, betas=(0.8, 0.99), weight_decay=1e-2),
+    "adagrad": lambda p, lr: torch.optim.Adagrad(p, lr, lr_decay=0.01, initial_accumulator_value=0.1),
+    "rmsprop": lambda p, lr: torch.optim.RMSprop(p, lr),  # not fused: the member's own optimizer runs
+}
+
+
+def _mlp(act: str = "relu") -> nn.Module:
+    return MLP3(64, 16, 10, act)
+
+
+def _cnn() -> nn.Module:
+    return small_cnn(1, 8, 10, 4)
+
+
+def _bn() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, 12), nn.BatchNorm1d(12), nn.ReLU(), nn.Linear(12, 10))
+
+
+ARCH = {"mlp": _mlp, "mlp_tanh": lambda: _mlp("tanh"), "cnn": _cnn, "bn": _bn}
+
+
+def _make(spec: tuple[str, str, float, int], seed: int):
+    arch, opt, lr, _ = spec
+    torch.manual_seed(seed)
+    model = ARCH[arch]()
+    return model, OPTS[opt](model.parameters(), lr)
+
+
+def _stream(seed: int = 5) -> DataStream:
+    return DataStream(X, Y, seed=seed, preprocess=preprocess_digits)
+
+
+def _alone(spec, seed: int, stream_seed: int = 5):
+    model, opt = _make(spec, seed)
+    stream, cur = _stream(stream_seed), Cursor(spec[3])
+    for _ in range(STEPS):
+        b = stream.take([cur])[0]
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(b.x), b.y).backward()
+        opt.step()
+    return model, opt
+
+
+def _packed(specs, *, fast: bool = True, stream_seeds=None):
+    streams: dict[int, DataStream] = {}
+    members = []
+    for i, spec in enumerate(specs):
+        ss = 5 if stream_seeds is None else stream_seeds[i]
+        stream = streams.setdefault(ss, _stream(ss))
+        model, opt = _make(spec, i)
+        members.append(Member(f"m{i}", model, opt, spec[3], stream=stream))
+    pm = pack(members, fast=fast)
+    for _ in range(STEPS):
+        pm.step()
+    grads = [pm.grads(m) for m in members]
+    pm.sync()
+    return pm, members, grads, streams
+
+
+def _assert_same(alone, member, grads, tol: float = 1e-5) -> None:
+    model_a, opt_a = alone
+    for (n, pa), pb in zip(model_a.named_parameters(), member.model.parameters()):
+        assert torch.allclose(pa, pb, atol=tol, rtol=1e-4), f"{member.name} param {n}"
+        assert torch.allclose(pa.grad, grads[n], atol=tol, rtol=1e-4), f"{member.name} grad {n}"
+    sa, sb = opt_a.state_dict()["state"], member.optimizer.state_dict()["state"]
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert sa[k].keys() == sb[k].keys(), f"{member.name} optimizer slots of param {k}"
+        for slot, va in sa[k].items():
+            vb = sb[k][slot]
+            if isinstance(va, torch.Tensor):
+                assert torch.allclose(va.float(), vb.float(), atol=tol, rtol=1e-4), f"{member.name} {slot}"
+            else:
+                assert va == vb
+    # Outputs of the trained models on fresh inputs agree too.
+    x = preprocess_digits(X[:7], torch.arange(7), 9)
+    with torch.no_grad():
+        assert torch.allclose(model_a.eval()(x), member.model.eval()(x), atol=1e-4, rtol=1e-4)
+    model_a.train()
+    member.model.train()
+
+
+@pytest.mark.parametrize("opt", sorted(OPTS))
+def test_same_architecture_fast_path_per_optimizer(opt: str) -> None:
+    specs = [("mlp", opt, 0.05, 16), ("mlp", opt, 0.01, 16), ("mlp", "adam", 1e-3, 16)]
+    pm, members, grads, _ = _packed(specs)
+    for i, spec in enumerate(specs):
+        _assert_same(_alone(spec, i), members[i], grads[i])
+
+
+def test_mixed_everything_one_pack() -> None:
+    """Different architectures, optimizers, learning rates and batch sizes in one pack."""
+    specs = [
+        ("mlp", "sgd", 0.1, 16), ("mlp", "momentum", 0.05, 23), ("mlp", "adam", 1e-3, 40),
+        ("mlp", "adagrad", 0.05, 16), ("mlp_tanh", "adam", 3e-3, 16), ("cnn", "adam", 1e-3, 16),
+        ("cnn", "momentum", 0.05, 30), ("bn", "sgd", 0.05, 20), ("mlp", "rmsprop", 1e-3, 16),
+    ]
+    pm, members, grads, streams = _packed(specs)
+    layout = pm.layout
+    assert sorted(len(u) for u in layout) == [1, 1, 2, 5], layout  # 5 stacked MLPs, 2 CNNs, tanh and BN alone
+    for i, spec in enumerate(specs):
+        _assert_same(_alone(spec, i), members[i], grads[i])
+
+
+def test_concatenated_path_matches_fast_path() -> None:
+    specs = [("mlp", "adam", 1e-3, 16), ("mlp", "sgd", 0.1, 24)]
+    _, fast, _, _ = _packed(specs, fast=True)
+    pm, slow, _, _ = _packed(specs, fast=False)
+    assert all(len(u) == 1 for u in pm.layout)
+    for a, b in zip(fast, slow):
+        for pa, pb in zip(a.model.parameters(), b.model.parameters()):
+            assert torch.allclose(pa, pb, atol=1e-5)
+
+
+def test_members_on_different_data_keep_their_streams() -> None:
+    specs = [("mlp", "adam", 1e-3, 16), ("mlp", "adam", 1e-3, 16), ("mlp", "sgd", 0.1, 16)]
+    pm, members, grads, streams = _packed(specs, stream_seeds=[5, 6, 5])
+    assert len(streams) == 2
+    for i, (spec, ss) in enumerate(zip(specs, [5, 6, 5])):
+        _assert_same(_alone(spec, i, ss), members[i], grads[i])
+
+
+def test_shared_stream_loads_each_sample_once() -> None:
+    specs = [("mlp", "adam", 1e-3, 16)] * 4
+    _, _, _, streams = _packed(specs)
+    assert streams[5].loaded_samples == 16 * STEPS  # not 4 x that
+
+
+def test_forward_api_and_custom_loss() -> None:
+    torch.manual_seed(0)
+    a, b = _mlp(), _cnn()
+    members = [
+        Member("a", a, torch.optim.SGD(a.parameters(), 0.1), 8, loss_fn=lambda o, y: nn.functional.nll_loss(o.log_softmax(1), y)),
+        Member("b", b, torch.optim.SGD(b.parameters(), 0.1), 8),
+    ]
+    pm = pack(members)
+    x = preprocess_digits(X[:8], torch.arange(8), 0)
+    out = pm([x, x])
+    assert torch.allclose(out[0], a(x)) and torch.allclose(out[1], b(x))
+    with pytest.raises(ValueError, match="expected 2 inputs"):
+        pm([x])
+    with pytest.raises(ValueError, match="has no stream"):
+        pm.step()
+    losses = pm.step([(x, Y[:8]), (x, Y[:8])])
+    assert losses.shape == (2,)
