@@ -1,0 +1,149 @@
+"""``load_trace``: one entry point for every trace format and the embedded traces."""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources as ilr
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from ..truth import TraceJob
+from . import alibaba, native, philly, pollux, tiresias
+from ._common import Sink, Source, sort_jobs
+from .errors import TraceRowError
+
+FORMATS: tuple[str, ...] = ("tiresias", "philly", "pollux", "alibaba", "cohabit")
+"""Trace formats :func:`load_trace` reads."""
+
+_LOADERS: dict[str, tuple[Callable[[Source, Sink], None], str]] = {
+    "tiresias": (tiresias.load, tiresias.DEFAULT_CLUSTER),
+    "philly": (philly.load, philly.DEFAULT_CLUSTER),
+    "pollux": (pollux.load, pollux.DEFAULT_CLUSTER),
+    "alibaba": (alibaba.load, alibaba.DEFAULT_CLUSTER),
+    "cohabit": (native.load, native.DEFAULT_CLUSTER),
+}
+
+EMBEDDED: dict[str, tuple[str, str]] = {
+    "tiresias_480": ("tiresias_480.csv", "tiresias"),
+    "philly_82k": ("philly_82k.csv", "philly"),
+    "pollux_workload-1": ("pollux_workload-1.csv", "pollux"),
+    "alibaba_openb": ("alibaba_openb_pods_default.csv", "alibaba"),
+}
+"""Traces shipped in ``cohabit/data/traces``: name -> (file name, format)."""
+
+
+@dataclass(frozen=True)
+class TraceLoad:
+    """The result of :func:`load_trace`.
+
+    * ``jobs``: sorted by submit time, then id (natural order: ``j2`` < ``j10``).
+    * ``skipped``: malformed rows left out because ``skip_bad_rows=True``.
+    * ``path``: the file read (for an embedded trace, its name, e.g. ``tiresias_480``).
+    * ``fmt``: the format read.
+    * ``default_cluster``: the cluster preset this trace was recorded on.
+    * ``excluded``: well-formed rows deliberately left out, with the reason
+      (e.g. Alibaba pods that were never scheduled); reported, never raised.
+    """
+
+    jobs: list[TraceJob]
+    skipped: list[TraceRowError]
+    path: str
+    fmt: str
+    default_cluster: str
+    excluded: list[TraceRowError] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+def embedded_trace(name: str) -> Traversable:
+    """The packaged file of an embedded trace; unknown names list the known ones."""
+    try:
+        filename, _ = EMBEDDED[name]
+    except KeyError:
+        raise ValueError(f"unknown embedded trace {name!r}; embedded traces: {', '.join(EMBEDDED)}") from None
+    return ilr.files("cohabit.data").joinpath("traces", filename)
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in _LOADERS:
+        raise ValueError(f"unknown trace format {fmt!r}; known formats: {', '.join(FORMATS)}")
+
+
+def _resolve(path: str | os.PathLike[str], fmt: str | None) -> tuple[Source, str, str]:
+    """(source, format, label) for a file path or an embedded trace name."""
+    if isinstance(path, str) and path in EMBEDDED and not os.path.exists(path):
+        filename, embedded_fmt = EMBEDDED[path]
+        if fmt is not None:
+            _check_format(fmt)
+            if fmt != embedded_fmt:
+                raise ValueError(f"embedded trace {path!r} is in format {embedded_fmt!r}, not {fmt!r}")
+        return Source(embedded_trace(path), filename), embedded_fmt, path
+    p = Path(path)
+    if fmt is None:
+        if p.suffix.lower() in (".yaml", ".yml"):
+            fmt = "cohabit"
+        else:
+            raise ValueError(f"give the format of {str(path)!r}; known formats: {', '.join(FORMATS)}")
+    _check_format(fmt)
+    if not p.is_file():
+        raise FileNotFoundError(
+            f"trace file not found: {str(path)!r} (embedded traces: {', '.join(EMBEDDED)})"
+        )
+    return Source(p, str(path)), fmt, str(path)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small objects (about 40% faster)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def load_trace(
+    path: str | os.PathLike[str],
+    fmt: str | None = None,
+    *,
+    skip_bad_rows: bool = False,
+    limit: int | None = None,
+) -> TraceLoad:
+    """Load a trace file, or an embedded trace by name (see :data:`EMBEDDED`).
+
+    A string that names an embedded trace loads it unless a file of that
+    name exists (then the file is read).
+
+    ``fmt`` is one of :data:`FORMATS`; it may be omitted for an embedded trace
+    and for ``.yaml``/``.yml`` files (cohabit format). A malformed row raises
+    :class:`TraceRowError` (file:line and column) unless ``skip_bad_rows``, in
+    which case it is listed in ``TraceLoad.skipped`` and loading goes on.
+    ``limit`` keeps the ``limit`` earliest-submitted jobs; the whole file is
+    still read and checked, so submit times (which some formats count from
+    the earliest row) are the same with or without it.
+    """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
+    src, fmt, label = _resolve(path, fmt)
+    loader, default_cluster = _LOADERS[fmt]
+    sink = Sink(skip_bad_rows=skip_bad_rows)
+    with _gc_paused():
+        loader(src, sink)
+        jobs = sort_jobs(sink.jobs)
+    if limit is not None:
+        jobs = jobs[:limit]
+    return TraceLoad(
+        jobs=jobs,
+        skipped=sink.skipped,
+        path=label,
+        fmt=fmt,
+        default_cluster=sink.default_cluster or default_cluster,
+        excluded=sink.excluded,
+    )

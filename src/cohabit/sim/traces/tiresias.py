@@ -1,0 +1,58 @@
+"""Tiresias-format CSV traces (Gu et al., NSDI'19; also used by Muri and mltiply).
+
+Columns ``job_id,num_gpu,submit_time,iterations,model_name,duration,interval``;
+``interval`` (the gap to the next arrival) is redundant and ignored, extra
+columns are allowed. Each row becomes::
+
+    spec  = simple_job(job_id, num_gpu, submit_time=submit_time,
+                       model=model_name, iterations=iterations)
+    truth = JobTruth(iterations=iterations, duration=duration, ref_workers=num_gpu)
+
+``submit_time`` is kept as written (seconds, not rebased). The user declared
+``iterations``; ``duration`` (seconds at ``num_gpu`` consolidated GPUs) is the
+hidden truth.
+"""
+
+from __future__ import annotations
+
+from ..truth import JobTruth, TraceJob
+from ._common import Sink, Source, build, gpu_job
+from ._csvrows import Row, read_rows
+from .errors import TraceRowError
+
+DEFAULT_CLUSTER = "tiresias"
+COLUMNS = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval")
+REQUIRED = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
+
+
+def parse_row(row: Row) -> TraceJob:
+    """One Tiresias row as a :class:`TraceJob`; raises :class:`TraceRowError`."""
+    job_id = row.text("job_id", what="a job id")
+    gpus = row.int("num_gpu", min=1)
+    submit = row.float("submit_time", min=0.0)
+    iterations = row.int("iterations", min=1)
+    model = row.text("model_name", what="a model name")
+    duration = row.float("duration", positive=True)
+    return build(
+        row.file, row.line,
+        lambda: TraceJob(
+            gpu_job(job_id, gpus, submit_time=submit, model=model, iterations=iterations),
+            JobTruth(iterations=iterations, duration=duration, ref_workers=gpus),
+        ),
+        columns={"id": "job_id", "submit_time": "submit_time", "model": "model_name", "iterations": "iterations"},
+    )
+
+
+def load(src: Source, sink: Sink) -> None:
+    """Read every row of ``src`` into ``sink``."""
+    with src.open_text() as f:
+        for row in read_rows(f, src.name, REQUIRED):
+            if isinstance(row, TraceRowError):
+                sink.bad(row)
+                continue
+            try:
+                job = parse_row(row)
+            except TraceRowError as e:
+                sink.bad(e)
+                continue
+            sink.add(src.name, row.line, job, id_column="job_id")
