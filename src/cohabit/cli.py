@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-console = Console()
+console = Console() if Console().is_terminal else Console(width=160)
 err = Console(stderr=True)
 
 

@@ -109,6 +109,8 @@ class Ledger:
         self.occupants: dict[tuple[int, int], set[str]] = {}
         self.allocations: dict[str, Allocation] = {}
         self._per_node: dict[str, dict[int, np.ndarray]] = {}
+        self._vectors: dict[Resources, np.ndarray | None] = {}
+        self._fits_cache: dict[bytes, str | None] = {}
 
     @property
     def gpu_col(self) -> int | None:
@@ -119,7 +121,18 @@ class Ledger:
         return self.capacity.shape[0]
 
     def vector(self, r: Resources) -> np.ndarray | None:
-        """``r`` as a row over the cluster's resource names; None if it names a resource no node has."""
+        """``r`` as a row over the cluster's resource names; None if it names a resource no node has.
+
+        Rows are cached per distinct demand and must not be modified."""
+        try:
+            return self._vectors[r]
+        except KeyError:
+            v = self._vectors[r] = self._make_vector(r)
+            if v is not None:
+                v.flags.writeable = False
+            return v
+
+    def _make_vector(self, r: Resources) -> np.ndarray | None:
         v = np.zeros(len(self.names))
         for name, q in r.items():
             i = self.index.get(name)
@@ -137,6 +150,12 @@ class Ledger:
 
     def ever_fits(self, demands: Sequence[np.ndarray]) -> str | None:
         """None if the tasks could run on the empty cluster, else the reason they never can."""
+        key = b"".join(d.tobytes() for d in demands)
+        if key not in self._fits_cache:
+            self._fits_cache[key] = self._ever_fits(demands)
+        return self._fits_cache[key]
+
+    def _ever_fits(self, demands: Sequence[np.ndarray]) -> str | None:
         total = np.sum(demands, axis=0)
         cap = self.capacity.sum(axis=0)
         for i, name in enumerate(self.names):

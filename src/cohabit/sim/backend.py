@@ -117,7 +117,8 @@ class SimBackend:
             others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
             factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
             run.rate = run.solo * factor
-            run.version += 1
+            self._seq += 1
+            run.version = self._seq  # globally unique: a relaunched job never matches stale entries
             remaining = max(run.truth.iterations - run.done, 0.0)
             finish = run.t0 + remaining / run.rate
             self._push(finish, _FINISH, jid, run.version)

@@ -8,7 +8,7 @@ task slots, from the embedded measured profiles:
   and by the per-model consolidation factor of ``profiles.placement``
   relative to the most consolidated placement possible for that size;
 * Pollux applications: measured step and sync times per placement
-  (``profiles.pollux``);
+  (``profiles.pollux``), work in iterations at the app's smallest batch size;
 * parameter-server jobs whose model was measured in DL2's profile: the
   measured speed for (#PS, #workers), interpolated (``profiles.ps_speed``);
 * any job sharing a GPU device: times the measured co-location speed of the
@@ -28,6 +28,7 @@ from .profiles.colocation import shared_gpu_speed
 from .profiles.placement import SpreadModel
 from .profiles.pollux import POLLUX_APPS, pollux_throughput
 from .profiles.ps_speed import PS_MODELS, ps_throughput
+from .traces.pollux import app_profile
 from .truth import JobTruth
 
 
@@ -64,8 +65,12 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
     per_node = replicas_per_node(alloc, n_workers)
     app = truth.app
     if app is not None and app in POLLUX_APPS:
-        batch = spec.batch_size or 32 * n_workers
-        return pollux_throughput(app, per_node, batch)
+        # Work is counted in iterations at the app's smallest profiled batch size (the
+        # loader's convention), so samples/s divide by that batch size. Statistical
+        # efficiency of large batches (Pollux's goodput) is not modelled: a sample is a sample.
+        prof = app_profile(app)
+        batch = spec.batch_size or prof.init_batch_size * n_workers
+        return pollux_throughput(app, per_node, batch) / prof.init_batch_size
     if app is not None and app in PS_MODELS and spec.architecture == "ps":
         return ps_throughput(app, max(spec.num_ps, 1), n_workers)
     if truth.duration is None:

@@ -54,6 +54,16 @@ class Resources(Mapping[str, float]):
     def get(self, name: str, default: Any = 0.0) -> Any:  # type: ignore[override]
         return self._v.get(name, default)
 
+    # fast paths (the Mapping mixins iterate through __getitem__)
+    def items(self):  # type: ignore[no-untyped-def, override]
+        return self._v.items()
+
+    def keys(self):  # type: ignore[no-untyped-def, override]
+        return self._v.keys()
+
+    def values(self):  # type: ignore[no-untyped-def, override]
+        return self._v.values()
+
     # Arithmetic -------------------------------------------------------
     def _combine(self, other: Mapping[str, float], sign: float) -> Resources:
         out = dict(self._v)
