@@ -30,13 +30,14 @@ def one(size: int | None, policy: str) -> dict[str, object]:
     load = load_trace("philly_82k", "philly", limit=size)
     t_load = time.perf_counter() - t0
     cluster = preset("philly")
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     out = simulate(load.jobs, cluster, make_policy(policy))
-    t_sim = time.perf_counter() - t1
+    t_sim, c_sim = time.perf_counter() - t1, time.process_time() - c1
     m = out.metrics
     n = len(load.jobs)
     return {
-        "policy": policy, "jobs": n, "load_s": round(t_load, 3), "sim_s": round(t_sim, 3),
+        "policy": policy, "jobs": n, "load_s": round(t_load, 3), "sim_s": round(t_sim, 3), "cpu_s": round(c_sim, 3),
+        "jobs_per_cpu_s": round(n / c_sim, 1),
         "jobs_per_s": round(n / t_sim, 1), "events": len(out.result.record),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "jobs_finished": m.jobs_finished, "avg_jct_h": round((m.avg_jct or 0) / 3600, 3),
@@ -65,7 +66,7 @@ def main() -> None:
             row = json.loads(res.stdout.strip().splitlines()[-1])
             rows.append(row)
             print(f"{row['policy']:6} {row['jobs']:>7} jobs  sim {row['sim_s']:>7.2f} s  "
-                  f"{row['jobs_per_s']:>9.0f} jobs/s  load {row['load_s']:.2f} s  events {row['events']:>8}  "
+                  f"{row['jobs_per_s']:>9.0f} jobs/s (cpu {row['cpu_s']:.2f} s, {row['jobs_per_cpu_s']:.0f} jobs/cpu-s)  load {row['load_s']:.2f} s  events {row['events']:>8}  "
                   f"peak {row['peak_rss_mb']:.0f} MB  finished {row['jobs_finished']}  gpu util {row['gpu_util']:.3f}",
                   flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -109,7 +109,8 @@ class Ledger:
         self.occupants: dict[tuple[int, int], set[str]] = {}
         self.allocations: dict[str, Allocation] = {}
         self._per_node: dict[str, dict[int, np.ndarray]] = {}
-        self._vectors: dict[Resources, np.ndarray | None] = {}
+        self._vectors: dict[int, tuple[Resources, np.ndarray | None]] = {}
+        self._totals: dict[tuple[int, ...], Resources] = {}
         self._fits_cache: dict[bytes, str | None] = {}
 
     @property
@@ -124,13 +125,14 @@ class Ledger:
         """``r`` as a row over the cluster's resource names; None if it names a resource no node has.
 
         Rows are cached per distinct demand and must not be modified."""
-        try:
-            return self._vectors[r]
-        except KeyError:
-            v = self._vectors[r] = self._make_vector(r)
-            if v is not None:
-                v.flags.writeable = False
-            return v
+        hit = self._vectors.get(id(r))
+        if hit is not None and hit[0] is r:
+            return hit[1]
+        v = self._make_vector(r)
+        if v is not None:
+            v.flags.writeable = False
+        self._vectors[id(r)] = (r, v)  # keeps r alive, so its id stays unique
+        return v
 
     def _make_vector(self, r: Resources) -> np.ndarray | None:
         v = np.zeros(len(self.names))
@@ -200,7 +202,12 @@ class Ledger:
         for s in slots:
             for dev, _ in s.devices:
                 self.occupants.setdefault((s.node, dev), set()).add(job)
-        total = Resources({n: float(v) for n, v in zip(self.names, np.sum(demands, axis=0)) if v > EPS})
+        key = tuple(id(d) for d in demands)
+        total = self._totals.get(key) if all(not d.flags.writeable for d in demands) else None
+        if total is None:
+            total = Resources({n: float(v) for n, v in zip(self.names, np.sum(demands, axis=0)) if v > EPS})
+            if all(not d.flags.writeable for d in demands):  # cached rows: ids are stable
+                self._totals[key] = total
         alloc = Allocation(job, tuple(slots), total)
         self.allocations[job] = alloc
         self._per_node[job] = per_node

@@ -85,6 +85,7 @@ class Scheduler:
         self.running: dict[str, JobView] = {}
         self.paused: dict[str, JobView] = {}
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float]]] = {}
         self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
         self.now = 0.0
         self._on_progress = on_progress
@@ -175,7 +176,7 @@ class Scheduler:
         self.jobs[spec.id] = job
         self.record.append(
             now, EventKind.SUBMITTED, spec.id, tenant=spec.tenant, weight=spec.weight,
-            deadline=spec.absolute_deadline, demand=spec.total_demand().as_dict(),
+            deadline=spec.absolute_deadline, demand=self._demand_dict(spec),
         )
         reason = self._admission_check(spec)
         if reason is not None:
@@ -189,6 +190,14 @@ class Scheduler:
         self.pending[spec.id] = job
         if self._hook_arrival is not None:
             self._hook_arrival(job, self.view)
+
+    def _demand_dict(self, spec: JobSpec) -> dict[str, float]:
+        """Total demand at submission; cached per shared task-group object (traces share them)."""
+        key = (id(spec.workers), id(spec.ps))
+        hit = self._demand_cache.get(key)
+        if hit is None or hit[0] is not spec.workers or hit[1] is not spec.ps:
+            hit = self._demand_cache[key] = (spec.workers, spec.ps, spec.total_demand().as_dict())
+        return dict(hit[2])
 
     def _admission_check(self, spec: JobSpec) -> str | None:
         w = self.ledger.vector(spec.workers.demand)

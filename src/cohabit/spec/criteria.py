@@ -1,5 +1,594 @@
-"""PLACEHOLDER — being written (criteria parser)."""
-from typing import Any
-Criterion = Any
-def parse_criterion(text: str) -> Any:
-    raise NotImplementedError("criteria parser not written yet")
+"""Completion criteria: when a progressive, iterative job counts as done.
+
+Rotary (Liu dissertation, ch. 3, §3.1.2, Fig. 3.2-3.3) lets users attach one
+of three kinds of *user-defined completion criteria* to a job:
+
+1. **accuracy-oriented** — reach a metric target, optionally WITHIN a budget:
+   ``accuracy >= 0.95 within 3600s``, ``loss <= 0.3 within 2h``
+   (:class:`MetricTarget`; any metric name, any of ``>= > <= <``);
+2. **convergence-oriented** — stop once the metric no longer improves by at
+   least ``delta`` per evaluation, WITHIN a budget:
+   ``converge delta 0.001 within 30 epochs``, ``converge loss delta 0.01 within 2h``
+   (:class:`Convergence`; accuracy by default);
+3. **runtime-oriented** — run for a while and return whatever is there:
+   ``run 2h``, ``run 100 epochs`` (:class:`RunFor`).
+
+A budget (:class:`Budget`) is either a duration — ``3600s``, ``30m``,
+``1.5h``, ``2d`` — or a count of ``epochs`` / ``iterations``. Durations are
+kept in seconds with microsecond resolution.
+
+``parse_criterion`` reads the text form; ``str(criterion)`` prints the
+canonical text, which parses back to an equal object. Each criterion is
+evaluated against *observed* progress (elapsed time, epochs, iterations and
+the per-evaluation metric series a job reports) with :meth:`is_met`,
+:meth:`budget_exhausted` and :meth:`is_done`: as in Rotary, a job is dequeued
+once its criterion is met or its WITHIN deadline has passed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
+
+__all__ = [
+    "ACCEPTED_FORMS", "CRITERION_TYPES", "Budget", "BudgetUnit", "Comparison", "Convergence",
+    "Criterion", "MetricTarget", "RunFor", "lower_is_better", "parse_criterion",
+]
+
+BudgetUnit = Literal["seconds", "epochs", "iterations"]
+Comparison = Literal[">=", ">", "<=", "<"]
+
+Metrics = Mapping[str, Sequence[float]]
+
+#: How to write a criterion; quoted in every parse error.
+ACCEPTED_FORMS = """accepted forms:
+  <metric> >=|>|<=|< <value>[%] [within <budget>]    e.g. accuracy >= 0.95 within 3600s, loss <= 0.3
+  converge [<metric>] delta <value>[%] within <budget>    e.g. converge delta 0.001 within 30 epochs
+  run <budget>    e.g. run 2h, run 100 epochs
+where <budget> is a duration (3600s, 30m, 1.5h, 2d) or a count (30 epochs, 5000 iterations)"""
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_.\-/@]*"
+_NAME_RE = re.compile(_NAME + r"\Z")
+_OPS: tuple[str, ...] = (">=", ">", "<=", "<")
+
+_TIME_UNITS: dict[str, float] = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1.0),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60.0),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600.0),
+    **dict.fromkeys(("d", "day", "days"), 86400.0),
+}
+_COUNT_UNITS: dict[str, BudgetUnit] = {
+    **dict.fromkeys(("epoch", "epochs"), "epochs"),
+    **dict.fromkeys(("iteration", "iterations", "iter", "iters", "step", "steps"), "iterations"),
+}
+#: Larger time units first; printing uses the largest that divides exactly.
+_PRINT_TIME_UNITS: tuple[tuple[float, str], ...] = ((86400.0, "d"), (3600.0, "h"), (60.0, "m"))
+_CONVERGE_WORDS = frozenset({"converge", "converges", "converged", "convergence"})
+_LOWER_IS_BETTER = frozenset(
+    {"loss", "error", "err", "perplexity", "ppl", "mse", "mae", "rmse", "nll", "wer", "cer"}
+)
+
+
+# ---------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------
+def _fmt_number(x: float) -> str:
+    """Shortest text that reads back as exactly ``x`` (integers without ``.0``)."""
+    if float(x).is_integer() and abs(x) < 2.0**53:
+        return str(int(x))
+    return repr(float(x))
+
+
+def _finite(name: str, value: Any) -> float:
+    """``value`` as a finite float, or a ValueError naming ``name``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return x
+
+
+def _check_metric_name(metric: Any) -> str:
+    if not isinstance(metric, str) or not _NAME_RE.match(metric):
+        raise ValueError(
+            f"metric name must start with a letter or '_' and contain only letters, digits and _.-/@, "
+            f"got {metric!r} (e.g. 'accuracy', 'val_loss', 'top-1')"
+        )
+    return metric
+
+
+def lower_is_better(metric: str) -> bool:
+    """True for loss-like metrics (loss, error, perplexity, mse, ...), False otherwise.
+
+    Decides the direction of "improvement" for :class:`Convergence`: accuracy
+    improves upwards, loss downwards (Rotary §3.1.2 names ACC and LOSS).
+    """
+    low = metric.lower()
+    return "loss" in low or any(tok in _LOWER_IS_BETTER for tok in re.split(r"[^a-z0-9]+", low))
+
+
+def _series(metrics: Metrics | None, metric: str) -> Sequence[float]:
+    if not metrics:
+        return ()
+    return metrics.get(metric, ())
+
+
+# ---------------------------------------------------------------------------
+# Budget
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How much a job may consume: seconds, epochs or iterations (Rotary's WITHIN).
+
+    ``amount`` is > 0. Durations (``unit="seconds"``) are rounded to the
+    microsecond; epoch and iteration counts must be whole numbers and are
+    stored as ``int``.
+
+    >>> str(Budget(5400, "seconds")), str(Budget(30, "epochs"))
+    ('90m', '30 epochs')
+    """
+
+    amount: float
+    unit: BudgetUnit = "seconds"
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("seconds", "epochs", "iterations"):
+            raise ValueError(f"budget unit must be 'seconds', 'epochs' or 'iterations', got {self.unit!r}")
+        x = _finite(f"budget amount ({self.unit})", self.amount)
+        if self.unit == "seconds":
+            x = round(x, 6)
+            if not x > 0:
+                raise ValueError(f"a time budget must be at least 1 microsecond, got {self.amount!r} seconds")
+            object.__setattr__(self, "amount", x)
+            return
+        if not x.is_integer() or x < 1:
+            raise ValueError(f"a budget of {self.unit} must be a whole number >= 1, got {self.amount!r}")
+        object.__setattr__(self, "amount", int(x))
+
+    def __str__(self) -> str:
+        if self.unit == "seconds":
+            return _fmt_duration(self.amount)
+        noun = self.unit if self.amount != 1 else self.unit[:-1]
+        return f"{_fmt_number(self.amount)} {noun}"
+
+    def used(self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0) -> float:
+        """The observed quantity this budget counts (seconds, epochs or iterations)."""
+        return {"seconds": elapsed_s, "epochs": epochs, "iterations": iterations}[self.unit]
+
+    def fraction_used(self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0) -> float:
+        """Share of the budget consumed, clipped to [0, 1] (Rotary's runtime progress e*/e, Alg. 6)."""
+        return min(1.0, max(0.0, self.used(elapsed_s, epochs, iterations) / self.amount))
+
+    def is_exhausted(self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0) -> bool:
+        """True once the observed quantity has reached ``amount``."""
+        return self.used(elapsed_s, epochs, iterations) >= self.amount
+
+
+def _fmt_duration(seconds: float) -> str:
+    """``seconds`` in the largest of d/h/m that divides it exactly, else in s."""
+    if seconds.is_integer() and seconds < 2.0**53:
+        for factor, suffix in _PRINT_TIME_UNITS:
+            if seconds % factor == 0:
+                return f"{int(seconds // factor)}{suffix}"
+    return f"{_fmt_number(seconds)}s"
+
+
+# ---------------------------------------------------------------------------
+# The three kinds of criteria
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class MetricTarget:
+    """Accuracy-oriented criterion (Rotary ❶): ``<metric> <op> <value> [within <budget>]``.
+
+    Met once any reported value of ``metric`` satisfies ``op value`` (a job is
+    stopped when it first meets its target, so "any" equals "latest" in
+    practice). Without ``within`` the target has no deadline of its own; the
+    job's ``deadline`` field, if any, still applies.
+    """
+
+    metric: str
+    op: Comparison
+    value: float
+    within: Budget | None = None
+
+    def __post_init__(self) -> None:
+        _check_metric_name(self.metric)
+        if self.op not in _OPS:
+            raise ValueError(f"comparison must be one of {', '.join(_OPS)}, got {self.op!r}")
+        object.__setattr__(self, "value", _finite(f"target value of {self.metric!r}", self.value))
+        if self.within is not None and not isinstance(self.within, Budget):
+            raise ValueError(f"within must be a Budget or None, got {self.within!r}")
+
+    def __str__(self) -> str:
+        text = f"{self.metric} {self.op} {_fmt_number(self.value)}"
+        return text if self.within is None else f"{text} within {self.within}"
+
+    kind = "accuracy"
+
+    @property
+    def budget(self) -> Budget | None:
+        """The WITHIN budget, or None when the target has no deadline."""
+        return self.within
+
+    def satisfied_by(self, x: float) -> bool:
+        """True if one observed value ``x`` reaches the target."""
+        if self.op == ">=":
+            return x >= self.value
+        if self.op == ">":
+            return x > self.value
+        if self.op == "<=":
+            return x <= self.value
+        return x < self.value
+
+    def is_met(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """True if any observed value of ``metrics[self.metric]`` reaches the target."""
+        return any(self.satisfied_by(x) for x in _series(metrics, self.metric))
+
+    def budget_exhausted(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """True once the WITHIN deadline has passed; never without one."""
+        return self.within is not None and self.within.is_exhausted(elapsed_s, epochs, iterations)
+
+    def is_done(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """Rotary's dequeue rule: the target is met or its deadline has passed."""
+        return self.is_met(elapsed_s, epochs, iterations, metrics) or self.budget_exhausted(
+            elapsed_s, epochs, iterations
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Convergence:
+    """Convergence-oriented criterion (Rotary ❷): ``converge [<metric>] delta <d> within <budget>``.
+
+    Met when the last improvement of ``metric`` between its two latest
+    evaluations is below ``delta`` — "performance no longer increases".
+    Improvement is upward for accuracy-like metrics and downward for
+    loss-like ones (see :func:`lower_is_better`); a drop counts as no
+    improvement. Needs at least two evaluations. The WITHIN budget is
+    required: a job that does not converge is terminated at the deadline.
+    """
+
+    delta: float
+    within: Budget
+    metric: str = "accuracy"
+
+    def __post_init__(self) -> None:
+        d = _finite("convergence delta", self.delta)
+        if not d > 0:
+            raise ValueError(f"convergence delta must be > 0, got {self.delta!r} (e.g. 0.001)")
+        object.__setattr__(self, "delta", d)
+        if not isinstance(self.within, Budget):
+            raise ValueError(
+                f"a convergence criterion needs a WITHIN budget such as Budget(30, 'epochs'), got {self.within!r}"
+            )
+        _check_metric_name(self.metric)
+
+    def __str__(self) -> str:
+        metric = "" if self.metric == "accuracy" else f" {self.metric}"
+        return f"converge{metric} delta {_fmt_number(self.delta)} within {self.within}"
+
+    kind = "convergence"
+
+    @property
+    def budget(self) -> Budget:
+        return self.within
+
+    def last_improvement(self, metrics: Metrics | None) -> float | None:
+        """Improvement of ``metric`` over its previous evaluation, or None with < 2 evaluations."""
+        s = _series(metrics, self.metric)
+        if len(s) < 2:
+            return None
+        step = float(s[-1]) - float(s[-2])
+        return -step if lower_is_better(self.metric) else step
+
+    def is_met(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """True if the last improvement of the metric is below ``delta``."""
+        gain = self.last_improvement(metrics)
+        return gain is not None and gain < self.delta
+
+    def budget_exhausted(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """True once the WITHIN deadline has passed."""
+        return self.within.is_exhausted(elapsed_s, epochs, iterations)
+
+    def is_done(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """Rotary's dequeue rule: converged, or the deadline has passed."""
+        return self.is_met(elapsed_s, epochs, iterations, metrics) or self.budget_exhausted(
+            elapsed_s, epochs, iterations
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunFor:
+    """Runtime-oriented criterion (Rotary ❸): ``run <budget>`` — run this long, then return.
+
+    Met, and its budget exhausted, at the same moment.
+    """
+
+    budget: Budget
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.budget, Budget):
+            raise ValueError(f"run needs a Budget such as Budget(7200) or Budget(100, 'epochs'), got {self.budget!r}")
+
+    def __str__(self) -> str:
+        return f"run {self.budget}"
+
+    kind = "runtime"
+
+    def is_met(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """True once the job has run for its budget."""
+        return self.budget.is_exhausted(elapsed_s, epochs, iterations)
+
+    budget_exhausted = is_met
+    is_done = is_met
+
+
+#: The concrete criterion classes, for ``isinstance`` checks.
+CRITERION_TYPES: tuple[type, ...] = (MetricTarget, Convergence, RunFor)
+
+
+# ---------------------------------------------------------------------------
+# Parser
+# ---------------------------------------------------------------------------
+_TOKEN_RE = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<op>>=|<=|==|!=|=>|=<|>|<|=)"
+    r"|(?P<pct>%)"
+    rf"|(?P<word>{_NAME})"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    kind: str  # num | op | pct | word | end
+    text: str
+    col: int  # 0-based offset in the text
+
+
+class _ParseError(Exception):
+    def __init__(self, col: int, message: str) -> None:
+        super().__init__(message)
+        self.col = col
+        self.message = message
+
+
+def _tokenize(text: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        if m is None:
+            raise _ParseError(pos, f"unexpected character {text[pos]!r}")
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            tokens.append(_Token(kind, m.group(), pos))
+        pos = m.end()
+    tokens.append(_Token("end", "", len(text)))
+    return tokens
+
+
+def _describe(tok: _Token) -> str:
+    return "the end of the text" if tok.kind == "end" else repr(tok.text)
+
+
+class _Parser:
+    """Recursive-descent parser over the token list; one method per grammar rule."""
+
+    def __init__(self, text: str) -> None:
+        self.toks = _tokenize(text)
+        self.i = 0
+
+    # token access ------------------------------------------------------
+    def peek(self, k: int = 0) -> _Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def take(self) -> _Token:
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def fail(self, tok: _Token, expected: str) -> _ParseError:
+        return _ParseError(tok.col, f"expected {expected}, got {_describe(tok)}")
+
+    def keyword(self, tok: _Token, *words: str) -> bool:
+        return tok.kind == "word" and tok.text.lower() in words
+
+    def expect_keyword(self, word: str, hint: str = "") -> None:
+        tok = self.take()
+        if not self.keyword(tok, word):
+            raise self.fail(tok, f"'{word}'{hint}")
+
+    def number(self, what: str, allow_percent: bool) -> float:
+        tok = self.take()
+        if tok.kind != "num":
+            raise self.fail(tok, f"a number for the {what}")
+        x = float(tok.text)
+        if self.peek().kind == "pct":
+            pct = self.take()
+            if not allow_percent:
+                raise _ParseError(pct.col, f"a percentage is not allowed for the {what}")
+            x = x / 100.0
+        if not math.isfinite(x):
+            raise _ParseError(tok.col, f"{tok.text} is too large for the {what}")
+        return x
+
+    def end(self) -> None:
+        tok = self.peek()
+        if tok.kind != "end":
+            raise _ParseError(tok.col, f"unexpected {_describe(tok)} after a complete criterion")
+
+    # grammar -----------------------------------------------------------
+    def criterion(self) -> MetricTarget | Convergence | RunFor:
+        first, second = self.peek(), self.peek(1)
+        if first.kind == "end":
+            raise _ParseError(0, "the criterion is empty")
+        if second.kind == "op":
+            out: MetricTarget | Convergence | RunFor = self.metric_target()
+        elif self.keyword(first, "run"):
+            out = self.run_for()
+        elif self.keyword(first, *_CONVERGE_WORDS):
+            out = self.convergence()
+        elif first.kind == "word":
+            raise self.fail(second, f"a comparison (>=, >, <=, <) after the metric {first.text!r}")
+        else:
+            raise self.fail(first, "a metric name, 'converge' or 'run'")
+        self.end()
+        return out
+
+    def metric_target(self) -> MetricTarget:
+        name = self.take()
+        if name.kind != "word":
+            raise self.fail(name, "a metric name such as 'accuracy'")
+        op = self.take()
+        if op.text not in _OPS:
+            fix = {"=>": ">=", "=<": "<="}.get(op.text, ">=, >, <= or <")
+            raise _ParseError(op.col, f"unsupported comparison {op.text!r}; use {fix}")
+        value = self.number(f"target of {name.text!r}", allow_percent=True)
+        within = self.optional_within()
+        return self.build(name, lambda: MetricTarget(name.text, op.text, value, within))  # type: ignore[arg-type]
+
+    def convergence(self) -> Convergence:
+        self.take()
+        metric = "accuracy"
+        if not (self.keyword(self.peek(), "delta") and self.peek(1).kind == "num"):
+            tok = self.take()
+            if tok.kind != "word":
+                raise self.fail(tok, "'delta' or a metric name after 'converge'")
+            metric = tok.text
+        self.expect_keyword("delta")
+        delta_tok = self.peek()
+        delta = self.number("convergence delta", allow_percent=True)
+        if self.peek().kind == "end":
+            raise _ParseError(
+                self.peek().col, "a convergence criterion needs a deadline: add 'within <budget>', e.g. 'within 30 epochs'"
+            )
+        self.expect_keyword("within")
+        within = self.budget()
+        return self.build(delta_tok, lambda: Convergence(delta, within, metric))
+
+    def run_for(self) -> RunFor:
+        self.take()
+        if self.keyword(self.peek(), "for"):
+            self.take()
+        return RunFor(self.budget())
+
+    def optional_within(self) -> Budget | None:
+        if self.peek().kind == "end":
+            return None
+        self.expect_keyword("within", " or the end of the criterion")
+        return self.budget()
+
+    def budget(self) -> Budget:
+        num_tok = self.peek()
+        amount = self.number("budget", allow_percent=False)
+        unit_tok = self.take()
+        if unit_tok.kind != "word":
+            raise self.fail(unit_tok, "a unit after the budget (s, m, h, d, epochs or iterations)")
+        unit = unit_tok.text.lower()
+        if unit in _TIME_UNITS:
+            seconds = amount * _TIME_UNITS[unit]
+            if not math.isfinite(seconds):
+                raise _ParseError(num_tok.col, f"the budget {num_tok.text}{unit_tok.text} is too large")
+            return self.build(num_tok, lambda: Budget(seconds, "seconds"))
+        if unit in _COUNT_UNITS:
+            return self.build(num_tok, lambda: Budget(amount, _COUNT_UNITS[unit]))
+        raise _ParseError(
+            unit_tok.col, f"unknown budget unit {unit_tok.text!r}; use s, m, h, d, epochs or iterations"
+        )
+
+    @staticmethod
+    def build(tok: _Token, make: Any) -> Any:
+        """Run a constructor, turning its ValueError into a parse error at ``tok``."""
+        try:
+            return make()
+        except ValueError as exc:
+            raise _ParseError(tok.col, str(exc)) from None
+
+
+def _error_message(text: str, err: _ParseError) -> str:
+    """A ValueError message quoting ``text``, pointing at the column and listing the forms."""
+    line = text.replace("\n", " ").replace("\t", " ").replace("\r", " ")
+    return (
+        f"invalid completion criterion {text!r}: {err.message} (column {err.col + 1})\n"
+        f"    {line}\n"
+        f"    {' ' * err.col}^\n"
+        f"{ACCEPTED_FORMS}"
+    )
+
+
+def parse_criterion(text: str) -> MetricTarget | Convergence | RunFor:
+    """Parse Rotary's completion-criterion text into a :data:`Criterion`.
+
+    Keywords and units are case-insensitive; metric names are kept as written.
+
+    >>> parse_criterion("accuracy >= 0.95 within 3600s")
+    MetricTarget(metric='accuracy', op='>=', value=0.95, within=Budget(amount=3600.0, unit='seconds'))
+    >>> str(parse_criterion("converge delta 0.001 within 30 epochs"))
+    'converge delta 0.001 within 30 epochs'
+
+    Raises ``ValueError`` quoting the text, pointing at the offending column
+    and listing :data:`ACCEPTED_FORMS`. Non-string input raises ``TypeError``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a completion criterion must be text such as 'run 2h', got {type(text).__name__} {text!r}")
+    try:
+        return _Parser(text).criterion()
+    except _ParseError as err:
+        raise ValueError(_error_message(text, err)) from None
+
+
+# ---------------------------------------------------------------------------
+# pydantic integration: the Criterion type
+# ---------------------------------------------------------------------------
+def _validate_criterion(value: Any) -> MetricTarget | Convergence | RunFor:
+    if isinstance(value, CRITERION_TYPES):
+        return value  # type: ignore[return-value]
+    if isinstance(value, str):
+        return parse_criterion(value)
+    raise ValueError(
+        f"expected a completion criterion such as 'accuracy >= 0.95 within 3600s', got {type(value).__name__} "
+        f"{value!r}"
+    )
+
+
+Criterion: TypeAlias = Annotated[
+    MetricTarget | Convergence | RunFor,
+    PlainValidator(_validate_criterion),
+    PlainSerializer(str, return_type=str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "title": "Completion criterion",
+            "description": ACCEPTED_FORMS,
+            "examples": ["accuracy >= 0.95 within 3600s", "converge delta 0.001 within 30 epochs", "run 2h"],
+        }
+    ),
+]
+"""A completion criterion: :class:`MetricTarget`, :class:`Convergence` or :class:`RunFor`.
+
+As a pydantic field type it accepts an instance or its text, and serialises
+(in both python and json mode) to the canonical text.
+"""
