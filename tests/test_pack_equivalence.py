@@ -72,7 +72,7 @@ def _alone(spec, seed: int, stream_seed: int = 5):
     return model, opt
 
 
-def _packed(specs, *, fast: bool = True, stream_seeds=None):
+def _packed(specs, *, fast: bool = True, stream_seeds=None, engine: str = "auto"):
     streams: dict[int, DataStream] = {}
     members = []
     for i, spec in enumerate(specs):
@@ -80,7 +80,7 @@ def _packed(specs, *, fast: bool = True, stream_seeds=None):
         stream = streams.setdefault(ss, _stream(ss))
         model, opt = _make(spec, i)
         members.append(Member(f"m{i}", model, opt, spec[3], stream=stream))
-    pm = pack(members, fast=fast)
+    pm = pack(members, fast=fast, engine=engine)
     for _ in range(STEPS):
         pm.step()
     grads = [pm.grads(m) for m in members]
@@ -119,14 +119,15 @@ def test_same_architecture_fast_path_per_optimizer(opt: str) -> None:
         _assert_same(_alone(spec, i), members[i], grads[i])
 
 
-def test_mixed_everything_one_pack() -> None:
+@pytest.mark.parametrize("engine", ["auto", "vmap", "loop"])
+def test_mixed_everything_one_pack(engine: str) -> None:
     """Different architectures, optimizers, learning rates and batch sizes in one pack."""
     specs = [
         ("mlp", "sgd", 0.1, 16), ("mlp", "momentum", 0.05, 23), ("mlp", "adam", 1e-3, 40),
         ("mlp", "adagrad", 0.05, 16), ("mlp_tanh", "adam", 3e-3, 16), ("cnn", "adam", 1e-3, 16),
         ("cnn", "momentum", 0.05, 30), ("bn", "sgd", 0.05, 20), ("mlp", "rmsprop", 1e-3, 16),
     ]
-    pm, members, grads, streams = _packed(specs)
+    pm, members, grads, streams = _packed(specs, engine=engine)
     layout = pm.layout
     assert sorted(len(u) for u in layout) == [1, 1, 2, 5], layout  # 5 stacked MLPs, 2 CNNs, tanh and BN alone
     for i, spec in enumerate(specs):

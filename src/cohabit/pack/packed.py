@@ -198,7 +198,10 @@ class _Single:
 class _Stacked:
     """Members of one architecture with stacked parameters (the fast path)."""
 
-    def __init__(self, members: list[Member]) -> None:
+    def __init__(self, members: list[Member], engine: str = "vmap") -> None:
+        if engine not in ("vmap", "loop"):
+            raise ValueError(f"unknown stacked engine {engine!r}; expected 'vmap' or 'loop'")
+        self.engine = engine
         specs = [OptSpec.of(m.optimizer, list(m.model.parameters())) for m in members]
         # Fused members first, grouped by update structure into contiguous blocks.
         order = sorted(range(len(members)), key=lambda i: (specs[i] is None, repr(specs[i].structure) if specs[i] else ""))
@@ -241,6 +244,16 @@ class _Stacked:
 
     def run(self, xs: Sequence[Tensor], shared: bool) -> Tensor:
         """Outputs ``[k, B, ...]``; ``shared`` feeds ``xs[0]`` to every member."""
+        if self.engine == "loop":
+            # One member at a time on its row of the stacked parameters: per-member
+            # kernels (no grouped convolutions) but one graph, one backward, fused optimizer.
+            rows = max(x.shape[0] for x in xs)
+            per = {n: s.unbind(0) for n, s in self.params.items()}
+            outs = []
+            for i, x in enumerate(xs):
+                o = functional_call(self.base, {n: v[i] for n, v in per.items()}, (x,))
+                outs.append(pad_rows(o, rows))
+            return torch.stack(outs)
         if shared:
             return self._fn_shared(self.params, xs[0])
         rows = max(x.shape[0] for x in xs)
@@ -308,13 +321,20 @@ class PackedModel:
 
     ``memory_limit`` (bytes) makes :meth:`add` refuse a member that would push
     the pack's estimated peak memory over it (see :mod:`cohabit.pack.memory`).
-    ``fast=False`` puts every member on the concatenated path.
+    ``fast=False`` puts every member on the concatenated path.  ``engine``
+    picks how a stacked group computes: ``"vmap"`` (batched kernels),
+    ``"loop"`` (one member after another on rows of the stacked parameters,
+    still one graph and one fused optimizer step) or ``"auto"`` (``"loop"``
+    for convolutional models on the CPU, ``"vmap"`` otherwise).
     """
 
     def __init__(self, members: Sequence[Member] = (), device: torch.device | str = "cpu", *,
-                 fast: bool = True, memory_limit: int | None = None) -> None:
+                 fast: bool = True, memory_limit: int | None = None, engine: str = "auto") -> None:
+        if engine not in ("auto", "vmap", "loop"):
+            raise ValueError(f"engine must be 'auto', 'vmap' or 'loop', got {engine!r}")
         self.device = torch.device(device)
         self.fast = fast
+        self.engine = engine
         self.memory_limit = memory_limit
         self.members: list[Member] = []
         self._units: list[_Single | _Stacked] = []
@@ -365,11 +385,20 @@ class PackedModel:
         units: list[_Single | _Stacked] = []
         for g in groups.values():
             if len(g) >= 2:
-                units.append(_Stacked(g))
+                units.append(_Stacked(g, self._engine_for(g[0].model)))
             else:
                 singles.extend(g)
         units.extend(_Single(m) for m in singles)
         self._units = units
+
+    def _engine_for(self, model: nn.Module) -> str:
+        if self.engine != "auto":
+            return self.engine
+        # Measured on a CPU (bench/pack_step.py): vmap turns a convolution with
+        # per-member weights into a grouped convolution, slower there than one
+        # convolution per member; dense layers batch well either way.
+        has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+        return "loop" if (has_conv and self.device.type == "cpu") else "vmap"
 
     def sync(self) -> None:
         """Write every member's optimizer state back into its own ``torch.optim`` object."""
@@ -501,11 +530,11 @@ class PackedModel:
 
 
 def pack(members: Sequence[Member], device: torch.device | str = "cpu", *, fast: bool = True,
-         memory_limit: int | None = None) -> PackedModel:
+         memory_limit: int | None = None, engine: str = "auto") -> PackedModel:
     """Pack ``members`` into one :class:`PackedModel` on ``device`` (§2.1.2)."""
     if not members:
         raise ValueError("pack() needs at least one member, got none")
-    return PackedModel(members, device, fast=fast, memory_limit=memory_limit)
+    return PackedModel(members, device, fast=fast, memory_limit=memory_limit, engine=engine)
 
 
 @torch.no_grad()
