@@ -66,10 +66,19 @@ class Chaos(FIFO):
                 p = draft.place(job, n)
                 if p is not None:
                     plan.append(A.Resize(job.id, p))
+        started = {a.job for a in plan if isinstance(a, A.Start)}
         for job in list(view.paused.values()):
             p = draft.place(job)
             if p is not None and rng.random() < 0.7:
                 plan.append(A.Resume(job.id, p))
+                started.add(job.id)
+        hosts = list(view.running.values())
+        for job in list(view.pending.values()) + list(view.paused.values()):
+            if job.id not in started and hosts and rng.random() < 0.3:
+                host = rng.choice(hosts)  # time-share the host's GPUs (may be refused: that is fine)
+                nodes = (host.placement * job.spec.workers.count)[: job.spec.workers.count]
+                plan.append(A.Colocate((job.id, host.id), nodes))
+                started.add(job.id)
         if rng.random() < 0.1:  # nonsense the scheduler must refuse and survive
             plan.append(A.Start("no-such-job", (0,)))
             if view.running:

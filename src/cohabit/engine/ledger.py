@@ -93,7 +93,9 @@ class AllocationError(ValueError):
 class Ledger:
     """Free capacity of every node; ``allocate`` refuses anything that would over-allocate."""
 
-    def __init__(self, cluster: ClusterSpec) -> None:
+    def __init__(self, cluster: ClusterSpec, max_share: int = 4) -> None:
+        if max_share < 1:
+            raise ValueError(f"max_share must be >= 1 job per GPU, got {max_share!r}")
         self.names: tuple[str, ...] = cluster.resource_names
         self.index = {n: i for i, n in enumerate(self.names)}
         self.capacity = np.array(
@@ -106,7 +108,9 @@ class Ledger:
         for i, g in enumerate(n_gpus):
             self.device_free[i, :g] = 1.0
         self._gpu_col = self.index.get("gpu")
-        self.occupants: dict[tuple[int, int], set[str]] = {}
+        self.max_share = max_share
+        # per GPU device: job -> the share of it the job owns (0.0 for a time-sharing guest)
+        self.dev_shares: dict[tuple[int, int], dict[str, float]] = {}
         self.allocations: dict[str, Allocation] = {}
         self._per_node: dict[str, dict[int, np.ndarray]] = {}
         self._vectors: dict[int, tuple[Resources, np.ndarray | None]] = {}
@@ -170,8 +174,15 @@ class Ledger:
         return None
 
     # Mutations -----------------------------------------------------------
-    def allocate(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> Allocation:
-        """Reserve ``demands[i]`` on node ``placement[i]``; all-or-nothing."""
+    def allocate(
+        self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray], *, share_gpus: bool = False
+    ) -> Allocation:
+        """Reserve ``demands[i]`` on node ``placement[i]``; all-or-nothing.
+
+        With ``share_gpus`` (the ``Colocate`` action), GPU demand may time-share
+        devices already in use, up to ``max_share`` jobs per device: such a
+        task takes no GPU capacity, only its other resources.
+        """
         if job in self.allocations:
             raise AllocationError(f"job {job!r} already holds an allocation")
         if len(placement) != len(demands):
@@ -181,6 +192,8 @@ class Ledger:
             if not 0 <= node < self.n_nodes:
                 raise AllocationError(f"job {job!r}: node index {node} out of range 0..{self.n_nodes - 1}")
             per_node[node] = per_node.get(node, 0.0) + d
+        if share_gpus and self._gpu_col is not None:
+            return self._allocate_shared(job, placement, demands, per_node)
         for node, d in per_node.items():
             short = d > self.free[node] + EPS
             if short.any():
@@ -199,9 +212,13 @@ class Ledger:
             raise
         for node, d in per_node.items():
             self.free[node] -= d
+        return self._commit(job, slots, demands, per_node)
+
+    def _commit(self, job: str, slots: list[TaskSlot], demands: Sequence[np.ndarray],
+                per_node: dict[int, np.ndarray]) -> Allocation:
         for s in slots:
-            for dev, _ in s.devices:
-                self.occupants.setdefault((s.node, dev), set()).add(job)
+            for dev, share in s.devices:
+                self.dev_shares.setdefault((s.node, dev), {})[job] = share
         key = tuple(id(d) for d in demands)
         total = self._totals.get(key) if all(not d.flags.writeable for d in demands) else None
         if total is None:
@@ -212,6 +229,55 @@ class Ledger:
         self.allocations[job] = alloc
         self._per_node[job] = per_node
         return alloc
+
+    def _allocate_shared(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray],
+                         per_node: dict[int, np.ndarray]) -> Allocation:
+        """Colocate: GPUs may be time-shared; every other resource must be free."""
+        g_col = self._gpu_col
+        assert g_col is not None
+        for node, d in per_node.items():
+            rest = d.copy()
+            rest[g_col] = 0.0
+            short = rest > self.free[node] + EPS
+            if short.any():
+                i = int(np.argmax(short))
+                raise AllocationError(
+                    f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {rest[i]:g}"
+                )
+        taken: dict[tuple[int, int], int] = {}
+        slots: list[TaskSlot] = []
+        owned = np.zeros(len(self.names))
+        owned_per_node: dict[int, np.ndarray] = {}
+        for node, d in zip(placement, demands):
+            k = max(int(np.ceil(d[g_col] - EPS)), 0)
+            n_dev = int((self.device_free[node] >= 0).sum())
+            # fewest jobs on the device first, then most free room
+            cand = sorted(
+                (len(self.dev_shares.get((node, i), ())) + taken.get((node, i), 0), -self.device_free[node, i], i)
+                for i in range(n_dev)
+            )
+            cand = [c for c in cand if c[0] < self.max_share]
+            if len(cand) < k:
+                raise AllocationError(
+                    f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {self.max_share} jobs, needs {k}"
+                )
+            devs = []
+            for _, _, i in cand[:k]:
+                want = min(float(d[g_col]), 1.0)
+                taken[(node, i)] = taken.get((node, i), 0) + 1
+                if not self.dev_shares.get((node, i)) and self.device_free[node, i] >= want - EPS:
+                    self.device_free[node, i] -= want  # a free device: the job owns its share
+                    devs.append((i, want))
+                    owned_per_node.setdefault(node, np.zeros(len(self.names)))[g_col] += want
+                else:
+                    devs.append((i, 0.0))  # time-sharing guest
+            slots.append(TaskSlot(node, tuple(devs)))
+        for node, d in per_node.items():
+            rest = d.copy()
+            rest[g_col] = owned_per_node.get(node, owned)[g_col]
+            per_node[node] = rest
+            self.free[node] -= rest
+        return self._commit(job, slots, demands, per_node)
 
     def _take_devices(self, job: str, node: int, d: np.ndarray) -> tuple[tuple[int, float], ...]:
         g = float(d[self._gpu_col]) if self._gpu_col is not None else 0.0
@@ -226,18 +292,33 @@ class Ledger:
 
     def release(self, job: str) -> Allocation:
         alloc = self.allocations.pop(job)
-        for s in alloc.slots:
-            for dev, share in s.devices:
-                self.device_free[s.node, dev] += share
-                occ = self.occupants.get((s.node, dev))
-                if occ is not None:
-                    occ.discard(job)
-                    if not occ:
-                        del self.occupants[(s.node, dev)]
-        for node, d in self._per_node.pop(job).items():
+        per_node = self._per_node.pop(job)
+        for key in alloc.devices:
+            shares = self.dev_shares.get(key)
+            if shares is None or job not in shares:
+                continue
+            share = shares.pop(job)
+            guests = sorted(j for j, s in shares.items() if s == 0.0)
+            if share > 0 and guests:
+                # a time-sharing guest stays on the device: it inherits the share
+                shares[guests[0]] = share
+                self._per_node[guests[0]].setdefault(key[0], np.zeros(len(self.names)))
+                self._per_node[guests[0]][key[0]] = self._per_node[guests[0]][key[0]] + self._gpu_row(share)
+                per_node[key[0]] = per_node[key[0]] - self._gpu_row(share)
+            else:
+                self.device_free[key] += share
+            if not shares:
+                del self.dev_shares[key]
+        for node, d in per_node.items():
             self.free[node] += d
         np.minimum(self.free, self.capacity, out=self.free)
         return alloc
+
+    def _gpu_row(self, share: float) -> np.ndarray:
+        row = np.zeros(len(self.names))
+        if self._gpu_col is not None:
+            row[self._gpu_col] = share
+        return row
 
     def sharers(self, job: str) -> set[str]:
         """Other jobs holding a GPU device that ``job`` holds."""
@@ -246,7 +327,7 @@ class Ledger:
             return set()
         out: set[str] = set()
         for key in alloc.devices:
-            out |= self.occupants.get(key, set())
+            out.update(self.dev_shares.get(key, ()))
         out.discard(job)
         return out
 
@@ -256,3 +337,8 @@ class Ledger:
             raise AssertionError("ledger over-allocated")
         if ((self.device_free < -EPS) & (self.device_free != -1.0)).any():
             raise AssertionError("a GPU device is over-allocated")
+        for key, shares in self.dev_shares.items():
+            if len(shares) > self.max_share:
+                raise AssertionError(f"GPU {key} has {len(shares)} jobs, more than max_share={self.max_share}")
+            if sum(shares.values()) > 1.0 + EPS:
+                raise AssertionError(f"GPU {key} owned beyond its capacity: {shares}")

@@ -97,6 +97,7 @@ class Scheduler:
         self._handlers: dict[type, Callable[[object], None]] = {
             A.Start: self._start, A.Pause: self._pause, A.Resume: self._resume,
             A.Migrate: self._migrate, A.Resize: self._resize, A.Stop: self._stop,
+            A.Colocate: self._colocate,
         }
 
     # ------------------------------------------------------------------ run
@@ -291,9 +292,10 @@ class Scheduler:
             )
         return n
 
-    def _place(self, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool) -> None:
+    def _place(self, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool,
+               share_gpus: bool = False, **extra: object) -> None:
         n = self._n_workers(job, placement)
-        alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n))
+        alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus)
         job._settle(self.now)
         check_transition(job.id, job._state, JobState.RUNNING)
         job._state = JobState.RUNNING
@@ -306,7 +308,7 @@ class Scheduler:
             job._first_start = self.now
         self.running[job.id] = job
         self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
-        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement))
+        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
 
     def _start(self, a: A.Start) -> None:
         job = self._job(a.job, JobState.PENDING)
@@ -317,6 +319,19 @@ class Scheduler:
         job = self._job(a.job, JobState.PAUSED)
         self._place(job, a.placement, EventKind.RESUMED, from_checkpoint=True)
         del self.paused[job.id]
+
+    def _colocate(self, a: A.Colocate) -> None:
+        """Start or resume ``a.jobs[0]`` on ``a.nodes``, time-sharing GPUs already in use
+        (Gandiva's packing, naive co-location). ``a.jobs[1:]`` name the intended hosts."""
+        if a.mode != "share":
+            raise Unsupported(f"Colocate mode {a.mode!r} is not supported yet (supported: 'share')")
+        if not a.jobs:
+            raise ActionError("Colocate needs at least one job")
+        job = self._job(a.jobs[0], JobState.PENDING, JobState.PAUSED)
+        resumed = job._state is JobState.PAUSED
+        kind = EventKind.RESUMED if resumed else EventKind.STARTED
+        self._place(job, a.nodes, kind, from_checkpoint=resumed, share_gpus=True, colocated_with=list(a.jobs[1:]))
+        (self.paused if resumed else self.pending).pop(job.id)
 
     def _unplace(self, job: JobView) -> None:
         job._settle(self.now)

@@ -1,0 +1,75 @@
+"""Ledger: whole and fractional GPUs, refusal of over-allocation, GPU time-sharing (Colocate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cohabit.engine.ledger import AllocationError, Ledger
+
+from conftest import small_cluster
+
+
+def vec(ledger: Ledger, **r: float) -> np.ndarray:
+    from cohabit.spec import Resources
+
+    v = ledger.vector(Resources(r))
+    assert v is not None
+    return v
+
+
+def test_whole_gpus_take_free_devices_and_release_restores() -> None:
+    led = Ledger(small_cluster(1, 4))
+    a = led.allocate("a", (0, 0), [vec(led, gpu=1, cpu=1)] * 2)
+    assert [d for s in a.slots for d, _ in s.devices] == [0, 1]
+    assert led.free[0, led.index["gpu"]] == 2
+    led.release("a")
+    assert led.free[0, led.index["gpu"]] == 4 and led.dev_shares == {}
+    led.check()
+
+
+def test_over_allocation_is_refused_and_leaves_no_trace() -> None:
+    led = Ledger(small_cluster(1, 2))
+    led.allocate("a", (0,), [vec(led, gpu=2)])
+    before = (led.free.copy(), led.device_free.copy())
+    with pytest.raises(AllocationError, match="gpu=0 free, needs 1"):
+        led.allocate("b", (0,), [vec(led, gpu=1)])
+    assert np.array_equal(before[0], led.free) and np.array_equal(before[1], led.device_free)
+
+
+def test_fractions_best_fit_on_one_device() -> None:
+    led = Ledger(small_cluster(1, 2))
+    led.allocate("a", (0,), [vec(led, gpu=0.5)])
+    b = led.allocate("b", (0,), [vec(led, gpu=0.25)])
+    assert b.slots[0].devices == ((0, 0.25),)  # lands next to "a", not on the empty GPU
+    assert led.sharers("a") == {"b"}
+    with pytest.raises(AllocationError):
+        led.allocate("c", (0,), [vec(led, gpu=1), vec(led, gpu=1)])
+    led.check()
+
+
+def test_colocate_time_shares_gpus_and_guest_inherits_the_device() -> None:
+    led = Ledger(small_cluster(1, 1), max_share=2)
+    led.allocate("host", (0,), [vec(led, gpu=1, cpu=1)])
+    with pytest.raises(AllocationError):
+        led.allocate("guest", (0,), [vec(led, gpu=1, cpu=1)])
+    g = led.allocate("guest", (0,), [vec(led, gpu=1, cpu=1)], share_gpus=True)
+    assert g.slots[0].devices == ((0, 0.0),)  # a time-sharing guest owns no capacity
+    assert led.sharers("host") == {"guest"}
+    with pytest.raises(AllocationError, match="fewer than 2 jobs"):
+        led.allocate("third", (0,), [vec(led, gpu=1)], share_gpus=True)
+    led.release("host")
+    # the guest keeps running on the GPU: it must not look free
+    assert led.free[0, led.index["gpu"]] == 0
+    assert led.dev_shares[(0, 0)] == {"guest": 1.0}
+    led.check()
+    led.release("guest")
+    assert led.free[0, led.index["gpu"]] == 1 and led.dev_shares == {}
+    led.check()
+
+
+def test_colocate_on_a_free_device_owns_it() -> None:
+    led = Ledger(small_cluster(1, 2))
+    a = led.allocate("a", (0,), [vec(led, gpu=1)], share_gpus=True)
+    assert a.slots[0].devices == ((0, 1.0),)
+    assert led.free[0, led.index["gpu"]] == 1
