@@ -31,13 +31,13 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 __all__ = [
     "ACCEPTED_FORMS", "CRITERION_TYPES", "Budget", "BudgetUnit", "Comparison", "Convergence",
-    "Criterion", "MetricTarget", "RunFor", "lower_is_better", "parse_criterion",
+    "Criterion", "MetricTarget", "RunFor", "lower_is_better", "parse_criterion", "parse_duration",
 ]
 
 BudgetUnit = Literal["seconds", "epochs", "iterations"]
@@ -199,6 +199,8 @@ class MetricTarget:
     op: Comparison
     value: float
     within: Budget | None = None
+    kind: ClassVar[str] = "accuracy"
+    """Rotary's name for this kind of criterion."""
 
     def __post_init__(self) -> None:
         _check_metric_name(self.metric)
@@ -211,8 +213,6 @@ class MetricTarget:
     def __str__(self) -> str:
         text = f"{self.metric} {self.op} {_fmt_number(self.value)}"
         return text if self.within is None else f"{text} within {self.within}"
-
-    kind = "accuracy"
 
     @property
     def budget(self) -> Budget | None:
@@ -265,6 +265,8 @@ class Convergence:
     delta: float
     within: Budget
     metric: str = "accuracy"
+    kind: ClassVar[str] = "convergence"
+    """Rotary's name for this kind of criterion."""
 
     def __post_init__(self) -> None:
         d = _finite("convergence delta", self.delta)
@@ -280,8 +282,6 @@ class Convergence:
     def __str__(self) -> str:
         metric = "" if self.metric == "accuracy" else f" {self.metric}"
         return f"converge{metric} delta {_fmt_number(self.delta)} within {self.within}"
-
-    kind = "convergence"
 
     @property
     def budget(self) -> Budget:
@@ -325,6 +325,8 @@ class RunFor:
     """
 
     budget: Budget
+    kind: ClassVar[str] = "runtime"
+    """Rotary's name for this kind of criterion."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.budget, Budget):
@@ -332,8 +334,6 @@ class RunFor:
 
     def __str__(self) -> str:
         return f"run {self.budget}"
-
-    kind = "runtime"
 
     def is_met(
         self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
@@ -483,7 +483,8 @@ class _Parser:
         delta = self.number("convergence delta", allow_percent=True)
         if self.peek().kind == "end":
             raise _ParseError(
-                self.peek().col, "a convergence criterion needs a deadline: add 'within <budget>', e.g. 'within 30 epochs'"
+                self.peek().col,
+                "a convergence criterion needs a deadline: add 'within <budget>', e.g. 'within 30 epochs'",
             )
         self.expect_keyword("within")
         within = self.budget()
@@ -558,6 +559,35 @@ def parse_criterion(text: str) -> MetricTarget | Convergence | RunFor:
         return _Parser(text).criterion()
     except _ParseError as err:
         raise ValueError(_error_message(text, err)) from None
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration such as ``3600s``, ``30m``, ``1.5h`` or ``2d`` (the units of a WITHIN budget).
+
+    >>> parse_duration("1.5h")
+    5400.0
+
+    Raises ``ValueError`` quoting the text and pointing at the offending column.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a duration must be text such as '1.5h', got {type(text).__name__} {text!r}")
+    try:
+        parser = _Parser(text)
+        first = parser.peek()
+        budget = parser.budget()
+        parser.end()
+    except _ParseError as err:
+        raise ValueError(_duration_message(text, err)) from None
+    if budget.unit != "seconds":
+        raise ValueError(_duration_message(text, _ParseError(first.col, f"expected a duration, got {budget}")))
+    return float(budget.amount)
+
+
+def _duration_message(text: str, err: _ParseError) -> str:
+    return (
+        f"invalid duration {text!r}: {err.message} (column {err.col + 1}); "
+        "write a number and a unit: s, m, h or d, e.g. 3600s, 30m, 1.5h, 2d"
+    )
 
 
 # ---------------------------------------------------------------------------
