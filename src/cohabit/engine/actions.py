@@ -78,7 +78,7 @@ class Colocate:
 
     jobs: tuple[str, ...]
     nodes: tuple[int, ...]
-    mode: str = "pipelined"
+    mode: str = "share"  # "share": time-share GPUs; "pipelined" (Harmony) comes with subtasks
 
 
 @dataclass(frozen=True, slots=True)

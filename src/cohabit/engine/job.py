@@ -44,7 +44,7 @@ class JobView:
         self._iters = 0.0
         self._report_time = spec.submit_time
         self._iter_time: float | None = None
-        self._metrics: dict[str, list[float]] = {}
+        self._metrics: dict[str, list[tuple[float, float]]] = {}
         self._reason = ""
         self._end_time: float | None = None
 
@@ -143,8 +143,8 @@ class JobView:
         return self._iters
 
     @property
-    def metrics(self) -> Mapping[str, list[float]]:
-        """Reported metric histories (e.g. ``accuracy`` per epoch)."""
+    def metrics(self) -> Mapping[str, list[tuple[float, float]]]:
+        """Reported metric histories: name -> [(iterations done, value), ...] (e.g. ``loss``)."""
         return MappingProxyType(self._metrics)
 
     # Scheduler-side updates (not for policies) --------------------------

@@ -224,6 +224,8 @@ class Scheduler:
             job._iters = float(ev.data["iterations"])
             job._report_time = self.now
             job._iter_time = float(ev.data["iter_time"])
+            for name, value in ev.data.get("metrics", {}).items():
+                job._metrics.setdefault(name, []).append((job._iters, float(value)))
             self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time)
             if self._hook_progress is not None:
                 self._hook_progress(job, self.view)

@@ -164,9 +164,17 @@ class SimBackend:
                 events.append(BackendEvent(t, BackendEventKind.FINISHED, jid, {"iterations": total}))
                 self.halt(jid, t, checkpoint=False)
             else:
-                events.append(BackendEvent(
-                    t, BackendEventKind.PROGRESS, jid, {"iterations": run.done_at(t), "iter_time": 1.0 / run.rate}
-                ))
+                done = run.done_at(t)
+                total = float(run.truth.iterations)
+                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, {
+                    "iterations": done, "iter_time": 1.0 / run.rate,
+                    "metrics": {"loss": run.truth.loss_at(done / total, jid)},
+                }))
+                every = self.cfg.report_interval_s
+                if every is not None:
+                    nxt = t + every
+                    if nxt < run.t0 + (total - run.done) / run.rate - _EPS:
+                        self._push(nxt, _PROGRESS, jid, run.version)
         return t, events
 
     def close(self) -> None:

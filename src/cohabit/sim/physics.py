@@ -40,6 +40,7 @@ class SimConfig:
     restore_s: float = 20.0
     scaling_exponent: float = 1.0
     gpus_per_node: int = 8
+    report_interval_s: float | None = None  # periodic progress + loss reports; None: first iteration only
     spread: SpreadModel = field(default_factory=SpreadModel)
 
     def __post_init__(self) -> None:
@@ -48,6 +49,8 @@ class SimConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0 < self.scaling_exponent <= 1.5:
             raise ValueError(f"scaling_exponent must be in (0, 1.5], got {self.scaling_exponent!r}")
+        if self.report_interval_s is not None and not self.report_interval_s > 0:
+            raise ValueError(f"report_interval_s must be > 0 seconds or None, got {self.report_interval_s!r}")
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node!r}")
 

@@ -39,7 +39,11 @@ def simulate(
     on_progress: Callable[[int, int, float], None] | None = None,
 ) -> SimOutcome:
     """Simulate ``policy`` on ``jobs``. The oracle is built only when ``oracle`` is set."""
-    backend = SimBackend(jobs, config_for(cluster, config))
+    cfg = config_for(cluster, config)
+    wanted = getattr(policy, "report_interval", None)
+    if cfg.report_interval_s is None and wanted:
+        cfg = replace(cfg, report_interval_s=float(wanted))  # the policy learns from periodic reports
+    backend = SimBackend(jobs, cfg)
     sched = Scheduler(
         cluster, policy, backend, oracle=backend.oracle() if oracle else None,
         strict=strict, horizon=horizon, on_progress=on_progress,

@@ -8,6 +8,7 @@ receives only ``TraceJob.spec`` and the ``SimBackend`` keeps the truth.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from ..spec.job import JobSpec
@@ -24,13 +25,27 @@ class JobTruth:
       (``ref_workers`` workers, consolidated, alone). ``None`` when the
       length comes from a profile (Pollux applications, PS jobs).
     * ``app``: profile key for profile-driven jobs (Pollux application name,
-      PS model name); ``None`` for duration-driven GPU-trace jobs.
+      PS model name); ``None`` for duration-driven GPU-trace jobs. Work units
+      follow the profile: iterations at the smallest profiled batch for Pollux
+      applications, samples for DL2 parameter-server models.
+    * ``loss_curve``: (a, b, c) of the job's loss curve (see :meth:`loss_at`).
     """
 
     iterations: int
     duration: float | None = None
     ref_workers: int = 1
     app: str | None = None
+    loss_curve: tuple[float, float, float] | None = None
+
+    def loss_at(self, fraction: float, job_id: str = "") -> float:
+        """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
+        Eq. 1): loss = 1 / (a * p + b) + c with p the fraction of iterations done.
+
+        Without a ``loss_curve`` the parameters are drawn deterministically from the job id
+        (a in [5, 30], b = 1, c in [0.05, 0.4]): synthetic but stable, so policies that learn
+        from losses (Optimus, SLAQ) have a curve to fit."""
+        a, b, c = self.loss_curve if self.loss_curve is not None else default_loss_curve(job_id)
+        return 1.0 / (a * min(max(fraction, 0.0), 1.0) + b) + c
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
@@ -39,6 +54,17 @@ class JobTruth:
             raise ValueError(f"duration must be > 0, got {self.duration}")
         if self.ref_workers < 1:
             raise ValueError(f"ref_workers must be >= 1, got {self.ref_workers}")
+        if self.loss_curve is not None:
+            a, b, c = self.loss_curve
+            if not (a >= 0 and b > 0 and c >= 0):
+                raise ValueError(f"loss_curve (a, b, c) needs a >= 0, b > 0, c >= 0, got {self.loss_curve}")
+
+
+def default_loss_curve(job_id: str) -> tuple[float, float, float]:
+    """Deterministic per-job loss-curve parameters (see :meth:`JobTruth.loss_at`)."""
+    h = zlib.crc32(job_id.encode())
+    u1, u2 = (h & 0xFFFF) / 0xFFFF, (h >> 16) / 0xFFFF
+    return 5.0 + 25.0 * u1, 1.0, 0.05 + 0.35 * u2
 
 
 @dataclass(frozen=True, slots=True)
