@@ -119,7 +119,7 @@ def test_same_architecture_fast_path_per_optimizer(opt: str) -> None:
         _assert_same(_alone(spec, i), members[i], grads[i])
 
 
-@pytest.mark.parametrize("engine", ["auto", "vmap", "loop"])
+@pytest.mark.parametrize("engine", ["auto", "seq", "vmap", "loop"])
 def test_mixed_everything_one_pack(engine: str) -> None:
     """Different architectures, optimizers, learning rates and batch sizes in one pack."""
     specs = [
@@ -129,7 +129,10 @@ def test_mixed_everything_one_pack(engine: str) -> None:
     ]
     pm, members, grads, streams = _packed(specs, engine=engine)
     layout = pm.layout
-    assert sorted(len(u) for u in layout) == [1, 1, 2, 5], layout  # 5 stacked MLPs, 2 CNNs, tanh and BN alone
+    if engine in ("auto", "seq"):  # the seq engine stacks the tanh MLP with the ReLU ones
+        assert sorted(len(u) for u in layout) == [1, 2, 6], layout
+    else:  # 5 stacked MLPs, 2 CNNs, tanh and BN alone
+        assert sorted(len(u) for u in layout) == [1, 1, 2, 5], layout
     for i, spec in enumerate(specs):
         _assert_same(_alone(spec, i), members[i], grads[i])
 
@@ -175,3 +178,23 @@ def test_forward_api_and_custom_loss() -> None:
         pm.step()
     losses = pm.step([(x, Y[:8]), (x, Y[:8])])
     assert losses.shape == (2,)
+
+
+def test_seq_engine_shared_input_with_mixed_activations() -> None:
+    """Same batch: one concatenated convolution for all CNNs; activations differ per member."""
+    def cnn(act: str):
+        return lambda: small_cnn(1, 8, 10, 4, act)
+
+    ARCH.update({"cnn_tanh": cnn("tanh"), "cnn_sig": cnn("sigmoid"), "mlp_leaky": lambda: _mlp("leaky_relu")})
+    specs = [("cnn", "adam", 1e-3, 16), ("cnn_tanh", "sgd", 0.05, 16), ("cnn_sig", "adam", 3e-3, 16),
+             ("mlp_leaky", "momentum", 0.05, 16), ("mlp_tanh", "momentum", 0.01, 16)]
+    pm, members, grads, _ = _packed(specs)
+    assert sorted(len(u) for u in pm.layout) == [2, 3]
+    for i, spec in enumerate(specs):
+        _assert_same(_alone(spec, i), members[i], grads[i])
+    x = preprocess_digits(X[:5], torch.arange(5), 0)
+    from cohabit.pack.packed import packed_forward
+
+    outs = packed_forward([m.model for m in members], x)
+    for m, o in zip(members, outs):
+        assert torch.allclose(o, m.model(x), atol=1e-5)

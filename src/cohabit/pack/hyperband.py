@@ -274,7 +274,8 @@ class ConfigFits:
         return self._fp[key]
 
     def estimate(self, configs: Sequence[Config]) -> int:
-        items = [(str(c.index), self.footprint(c), c.batch_size, c.activation, "shared") for c in configs]
+        # One architecture: the members stack whatever their activation (cohabit.pack.engines).
+        items = [(str(c.index), self.footprint(c), c.batch_size, self.w.arch, "shared") for c in configs]
         return estimate_items(items).total
 
     def __call__(self, configs: Sequence[Config]) -> bool:

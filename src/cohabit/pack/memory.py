@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from .optim import OptSpec
-from .packed import Member, PackedModel, signature
+from .packed import Member, PackedModel, signature, stack_key
 
 _OPT_COPIES = {"sgd": 0, "adam": 2, "adagrad": 1}
 
@@ -167,7 +167,7 @@ def estimate_pack(members: Sequence[Member], *, fast: bool = True,
     examples = examples or {}
     items = []
     for m in members:
-        sig = signature(m.model) if fast else None
+        sig = stack_key(m.model) if fast else None
         stream = id(m.stream) if m.stream is not None else ("own", m.name)
         items.append((m.name, footprint(m, examples.get(m.name)), m.batch_size, sig, stream))
     return estimate_items(items)

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from .batching import Batch, Cursor, DataStream, pad_rows
+from .engines import SeqStack, activation_key, seq_signature
 from .optim import OptSpec, StackedOptimizer
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
@@ -168,6 +169,32 @@ def signature(model: nn.Module) -> tuple | None:
     return tuple(parts)
 
 
+ENGINES = ("seq", "vmap", "loop")
+
+
+def stack_key(model: nn.Module, engine: str = "auto", device: torch.device | str = "cpu") -> tuple | None:
+    """``(engine, key)``: members with equal keys are stacked; ``None`` means never stacked.
+
+    ``auto`` picks ``seq`` for supported ``nn.Sequential`` models (activations
+    may differ), else ``loop`` for convolutional models on a CPU (measured:
+    ``vmap`` turns per-member convolutions into grouped ones, slower there),
+    else ``vmap``.
+    """
+    if engine in ("auto", "seq"):
+        sk = seq_signature(model)
+        if sk is not None:
+            return ("seq", sk)
+        if engine == "seq":
+            engine = "auto"
+    sig = signature(model)
+    if sig is None:
+        return None
+    if engine == "auto":
+        has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+        engine = "loop" if (has_conv and torch.device(device).type == "cpu") else "vmap"
+    return (engine, sig)
+
+
 # --------------------------------------------------------------------------
 # Execution units
 # --------------------------------------------------------------------------
@@ -199,12 +226,14 @@ class _Stacked:
     """Members of one architecture with stacked parameters (the fast path)."""
 
     def __init__(self, members: list[Member], engine: str = "vmap") -> None:
-        if engine not in ("vmap", "loop"):
-            raise ValueError(f"unknown stacked engine {engine!r}; expected 'vmap' or 'loop'")
+        if engine not in ENGINES:
+            raise ValueError(f"unknown stacked engine {engine!r}; expected one of {ENGINES}")
         self.engine = engine
         specs = [OptSpec.of(m.optimizer, list(m.model.parameters())) for m in members]
         # Fused members first, grouped by update structure into contiguous blocks.
-        order = sorted(range(len(members)), key=lambda i: (specs[i] is None, repr(specs[i].structure) if specs[i] else ""))
+        order = sorted(range(len(members)), key=lambda i: (
+            specs[i] is None, repr(specs[i].structure) if specs[i] else "",
+            repr(activation_key(members[i].model)) if engine == "seq" else ""))
         self.members = [members[i] for i in order]
         specs = [specs[i] for i in order]
         first = self.members[0].model
@@ -231,6 +260,7 @@ class _Stacked:
         states = [self._torch_state(m) if s is not None else {} for m, s in zip(self.members, specs)]
         self.opt = StackedOptimizer(self.params, blocks, specs[:n_fused], states[:n_fused])  # type: ignore[arg-type]
         self.n_fused = n_fused
+        self._seq = SeqStack([m.model for m in self.members]) if engine == "seq" else None
         self._fn = vmap(self._call, in_dims=(0, 0), randomness="different")
         self._fn_shared = vmap(self._call, in_dims=(0, None), randomness="different")
 
@@ -244,6 +274,11 @@ class _Stacked:
 
     def run(self, xs: Sequence[Tensor], shared: bool) -> Tensor:
         """Outputs ``[k, B, ...]``; ``shared`` feeds ``xs[0]`` to every member."""
+        if self._seq is not None:
+            if shared:
+                return self._seq(self.params, xs[0], True)
+            rows = max(x.shape[0] for x in xs)
+            return self._seq(self.params, torch.stack([pad_rows(x, rows) for x in xs]), False)
         if self.engine == "loop":
             # One member at a time on its row of the stacked parameters: per-member
             # kernels (no grouped convolutions) but one graph, one backward, fused optimizer.
@@ -322,16 +357,17 @@ class PackedModel:
     ``memory_limit`` (bytes) makes :meth:`add` refuse a member that would push
     the pack's estimated peak memory over it (see :mod:`cohabit.pack.memory`).
     ``fast=False`` puts every member on the concatenated path.  ``engine``
-    picks how a stacked group computes: ``"vmap"`` (batched kernels),
-    ``"loop"`` (one member after another on rows of the stacked parameters,
-    still one graph and one fused optimizer step) or ``"auto"`` (``"loop"``
-    for convolutional models on the CPU, ``"vmap"`` otherwise).
+    picks how a stacked group computes: ``"seq"`` (layer by layer for
+    ``nn.Sequential`` models; members may differ in their activations, see
+    :mod:`cohabit.pack.engines`), ``"vmap"`` (batched kernels), ``"loop"``
+    (one member after another on rows of the stacked parameters, still one
+    graph and one fused optimizer step) or ``"auto"`` (see :func:`stack_key`).
     """
 
     def __init__(self, members: Sequence[Member] = (), device: torch.device | str = "cpu", *,
                  fast: bool = True, memory_limit: int | None = None, engine: str = "auto") -> None:
-        if engine not in ("auto", "vmap", "loop"):
-            raise ValueError(f"engine must be 'auto', 'vmap' or 'loop', got {engine!r}")
+        if engine not in ("auto", *ENGINES):
+            raise ValueError(f"engine must be 'auto' or one of {ENGINES}, got {engine!r}")
         self.device = torch.device(device)
         self.fast = fast
         self.engine = engine
@@ -377,28 +413,19 @@ class PackedModel:
         groups: dict[Any, list[Member]] = {}
         singles: list[Member] = []
         for m in self.members:
-            sig = signature(m.model) if self.fast else None
-            if sig is None:
+            key = stack_key(m.model, self.engine, self.device) if self.fast else None
+            if key is None:
                 singles.append(m)
             else:
-                groups.setdefault(sig, []).append(m)
+                groups.setdefault(key, []).append(m)
         units: list[_Single | _Stacked] = []
-        for g in groups.values():
+        for key, g in groups.items():
             if len(g) >= 2:
-                units.append(_Stacked(g, self._engine_for(g[0].model)))
+                units.append(_Stacked(g, key[0]))
             else:
                 singles.extend(g)
         units.extend(_Single(m) for m in singles)
         self._units = units
-
-    def _engine_for(self, model: nn.Module) -> str:
-        if self.engine != "auto":
-            return self.engine
-        # Measured on a CPU (bench/pack_step.py): vmap turns a convolution with
-        # per-member weights into a grouped convolution, slower there than one
-        # convolution per member; dense layers batch well either way.
-        has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-        return "loop" if (has_conv and self.device.type == "cpu") else "vmap"
 
     def sync(self) -> None:
         """Write every member's optimizer state back into its own ``torch.optim`` object."""
@@ -539,20 +566,23 @@ def pack(members: Sequence[Member], device: torch.device | str = "cpu", *, fast:
 
 @torch.no_grad()
 def packed_forward(models: Sequence[nn.Module], x: Tensor) -> list[Tensor]:
-    """Evaluate ``models`` on one shared input; same-architecture models run stacked (§2.2.4)."""
+    """Evaluate ``models`` on one shared input; stackable ones run stacked (§2.2.4)."""
     groups: dict[Any, list[int]] = {}
     for i, m in enumerate(models):
-        sig = signature(m)
-        groups.setdefault(sig if sig is not None else ("single", i), []).append(i)
+        key = stack_key(m, "auto", x.device)
+        groups.setdefault(key if key is not None else ("single", i), []).append(i)
     out: list[Tensor | None] = [None] * len(models)
-    for idx in groups.values():
+    for key, idx in groups.items():
         if len(idx) == 1:
             out[idx[0]] = models[idx[0]](x)
             continue
-        base = copy.deepcopy(models[idx[0]]).to("meta")
         names = [n for n, _ in models[idx[0]].named_parameters()]
         params = {n: torch.stack([dict(models[i].named_parameters())[n].detach() for i in idx]) for n in names}
-        res = vmap(lambda p, xx: functional_call(base, p, (xx,)), in_dims=(0, None), randomness="different")(params, x)
+        if key[0] == "seq":
+            res = SeqStack([models[i] for i in idx])(params, x, True)
+        else:
+            base = copy.deepcopy(models[idx[0]]).to("meta")
+            res = vmap(lambda p, xx: functional_call(base, p, (xx,)), in_dims=(0, None), randomness="different")(params, x)
         for j, i in enumerate(idx):
             out[i] = res[j]
     return out  # type: ignore[return-value]
