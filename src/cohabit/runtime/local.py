@@ -1,0 +1,558 @@
+"""LocalBackend: real training jobs as OS processes on this machine (the embedded default).
+
+Each task of a job is a ``python -m cohabit.runtime.worker`` process
+(:mod:`.worker`) linked to the backend by a socketpair carrying JSON lines.
+The cluster's nodes are *logical*: node ``i`` is given a share of this
+machine's cores in proportion to its ``cpu`` capacity (round-robin over the
+cores the scheduler may use, wrapping when the nodes ask for more cores than
+exist) and every task is pinned to its node's cores with
+``os.sched_setaffinity``, so that a placement decision changes which jobs
+compete for which cores. Each task runs ``ceil(worker cpu demand)`` BLAS /
+torch threads.
+
+Backend protocol (``cohabit.engine.backend.Backend``); times are seconds
+since this backend was created (the wall clock):
+
+* ``launch`` starts one process per worker task (restoring the job's newest
+  good checkpoint when ``from_checkpoint``; a fresh start clears old
+  checkpoints). A multi-worker job runs data-parallel: the ranks average
+  gradients with gloo all-reduce on 127.0.0.1. Parameter-server jobs
+  (``architecture: ps``) are not run yet: they fail with that reason.
+* ``halt(checkpoint=True)`` asks every task to checkpoint at its next
+  iteration boundary and exit, and waits for that (``halt_timeout``, then
+  SIGKILL — the job then resumes from its last periodic checkpoint).
+  ``checkpoint=False`` kills the tasks.
+* ``advance(until)`` waits on the wall clock until ``until`` or the first
+  events (progress reports, completions, failures) and returns them.
+* A task that dies without finishing (crash, OOM kill, ``kill -9``) stops its
+  job's other tasks; the job restarts from its newest good checkpoint after
+  ``restart_backoff * backoff_factor**k`` seconds, up to ``max_restarts``
+  times in its life; after that (or at once for a configuration error) the
+  backend reports FAILED with the reason and the task's last log lines.
+* ``close`` terminates every process this backend started (by pid) and, if it
+  made its own temporary directory, removes it.
+
+Live state for dashboards is in :attr:`LocalBackend.status` (one
+:class:`JobStatus` per job) and, if given, ``listener(job, message)`` is
+called with every message a task sends. :attr:`LocalBackend.timings` keeps
+how long starts, restores, checkpoints and halts took (pause overhead).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine.backend import BackendEvent, BackendEventKind
+from ..engine.ledger import Allocation
+from ..spec.cluster import ClusterSpec
+from ..spec.job import JobSpec
+from .channel import Channel, ChannelClosed
+from .checkpoint import CheckpointStore
+from .worker import worker_config
+from .workloads import WorkloadConfig, WorkloadError, parse_config
+
+Listener = Callable[[str, dict[str, Any]], None]
+_LOG_TAIL = 6
+
+
+def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tuple[int, ...]]:
+    """The physical cores each logical node's tasks are pinned to.
+
+    Node ``i`` gets ``max(1, round(cpu_i))`` cores, handed out round-robin
+    from ``cores`` (default: the cores this process may run on).
+    """
+    avail = sorted(cores if cores is not None else os.sched_getaffinity(0))
+    if not avail:
+        raise ValueError("no CPU cores available to pin tasks to")
+    out: list[tuple[int, ...]] = []
+    cursor = 0
+    for node in cluster.nodes:
+        k = min(max(1, int(round(node.capacity["cpu"]))), len(avail))
+        out.append(tuple(sorted({avail[(cursor + j) % len(avail)] for j in range(k)})))
+        cursor = (cursor + k) % len(avail)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _describe_exit(rc: int | None) -> str:
+    if rc is None:
+        return "stopped responding"
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+@dataclass
+class JobStatus:
+    """What the backend knows about one job's real execution (for progress displays)."""
+
+    job: str
+    state: str = "starting"  # starting | running | halted | restarting | finished | failed
+    iterations: int = 0
+    total: int | None = None
+    iter_time: float | None = None
+    compute_s: float | None = None
+    comm_s: float | None = None
+    mem_mb: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    checkpoint_iteration: int | None = None
+    restarts: int = 0
+    nodes: tuple[int, ...] = ()
+    pids: tuple[int, ...] = ()
+    reason: str = ""
+
+
+@dataclass
+class _Task:
+    rank: int
+    node: int
+    proc: subprocess.Popen[bytes]
+    chan: Channel
+    log_path: Path
+    done: bool = False  # sent "finished" or "halted"
+    error: str | None = None
+    fatal: bool = False
+
+
+@dataclass
+class _Run:
+    spec: JobSpec
+    alloc: Allocation
+    config: WorkloadConfig
+    tasks: list[_Task] = field(default_factory=list)
+    launched: float = 0.0
+    restart_at: float | None = None
+    last_iter_time: float | None = None
+    first_progress: bool = False
+
+
+class LocalBackend:
+    """Runs jobs as local processes; see the module docstring.
+
+    ``root``: directory for checkpoints (``root/checkpoints``) and task logs
+    (``root/logs``); a temporary directory (removed by :meth:`close`) when
+    None. ``report_interval`` / ``checkpoint_interval``: seconds between
+    telemetry reports / periodic checkpoints of each task.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        *,
+        root: str | Path | None = None,
+        max_restarts: int = 2,
+        restart_backoff: float = 1.0,
+        backoff_factor: float = 2.0,
+        report_interval: float = 0.5,
+        checkpoint_interval: float = 2.0,
+        halt_timeout: float = 30.0,
+        pin_cpus: bool = True,
+        fsync: bool = True,
+        listener: Listener | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
+                        ("checkpoint_interval", checkpoint_interval)):
+            if v < 0:
+                raise ValueError(f"{name} must be >= 0, got {v!r}")
+        for name, v in (("backoff_factor", backoff_factor), ("report_interval", report_interval),
+                        ("halt_timeout", halt_timeout)):
+            if not v > 0:
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+        self.cluster = cluster
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="cohabit-run-")) if root is None else Path(root)
+        self.store = CheckpointStore(self.root / "checkpoints", fsync=fsync)
+        self.log_dir = self.root / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.max_restarts = max_restarts
+        self.restart_backoff = restart_backoff
+        self.backoff_factor = backoff_factor
+        self.report_interval = report_interval
+        self.checkpoint_interval = checkpoint_interval
+        self.halt_timeout = halt_timeout
+        self.fsync = fsync
+        self.listener = listener
+        self.python = python
+        self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
+        self.status: dict[str, JobStatus] = {}
+        self.timings: list[dict[str, Any]] = []
+        self._runs: dict[str, _Run] = {}
+        self._restarts: dict[str, int] = {}
+        self._pending: list[BackendEvent] = []
+        self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._t0 = time.monotonic()
+        self._closed = False
+
+    # ------------------------------------------------------------------ clock
+    def now(self) -> float:
+        """Seconds since the backend was created."""
+        return time.monotonic() - self._t0
+
+    # ---------------------------------------------------------------- actions
+    def launch(self, spec: JobSpec, alloc: Allocation, now: float, *, from_checkpoint: bool) -> None:
+        if spec.id in self._runs:
+            self.halt(spec.id, now, checkpoint=False)
+        st = self.status.setdefault(spec.id, JobStatus(spec.id))
+        st.state, st.reason, st.nodes = "starting", "", alloc.nodes
+        if spec.architecture == "ps":
+            self._fail_now(spec.id, "LocalBackend does not run parameter-server jobs yet (real PS processes "
+                                    "over loopback belong to the Harmony issue); use architecture single/allreduce")
+            return
+        try:
+            config = parse_config(spec.id, spec.workload)
+        except WorkloadError as exc:
+            self._fail_now(spec.id, str(exc))
+            return
+        if not from_checkpoint:
+            self.store.clear(spec.id)
+        run = _Run(spec, alloc, config)
+        self._runs[spec.id] = run
+        self._start_tasks(run, from_checkpoint=from_checkpoint)
+
+    def _fail_now(self, job: str, reason: str) -> None:
+        self.status[job].state, self.status[job].reason = "failed", reason
+        self._pending.append(BackendEvent(self.now(), BackendEventKind.FAILED, job, {"reason": reason}))
+
+    def _start_tasks(self, run: _Run, *, from_checkpoint: bool) -> None:
+        spec = run.spec
+        n = len(run.alloc.slots) - spec.num_ps
+        threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
+        port = _free_port() if n > 1 else None
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
+            env[var] = str(threads)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        run.launched = self.now()
+        run.restart_at = None
+        run.first_progress = False
+        run.tasks = []
+        for rank in range(n):
+            node = run.alloc.slots[rank].node
+            mine, theirs = socket.socketpair()
+            log_path = self.log_dir / f"{_safe(spec.id)}.{rank}.log"
+            with open(log_path, "ab") as log:
+                log.write(f"--- launch at t={self.now():.3f} rank {rank} node {node} "
+                          f"from_checkpoint={from_checkpoint}\n".encode())
+                log.flush()
+                proc = subprocess.Popen(
+                    [self.python, "-m", "cohabit.runtime.worker", "--fd", str(theirs.fileno()), "--job", spec.id,
+                     "--launched-at", repr(time.time())],
+                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=env, start_new_session=True,
+                )
+            theirs.close()
+            self._all_procs[proc.pid] = proc
+            if self.cores is not None:
+                try:
+                    os.sched_setaffinity(proc.pid, self.cores[node])
+                except OSError:
+                    pass  # the process may already be gone; its exit is handled by advance()
+            task = _Task(rank, node, proc, Channel(mine), log_path)
+            run.tasks.append(task)
+            cfg = worker_config(
+                job=spec.id, rank=rank, world_size=n, workload=run.config, iterations=spec.iterations,
+                epochs=spec.epochs, batch_size=spec.batch_size, threads=threads, store_root=str(self.store.root),
+                from_checkpoint=from_checkpoint, report_interval=self.report_interval,
+                checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
+            )
+            try:
+                task.chan.send(cfg)
+            except ChannelClosed:
+                pass  # died at once: advance() sees the closed channel
+        st = self.status[spec.id]
+        st.pids = tuple(t.proc.pid for t in run.tasks)
+        st.state = "starting"
+
+    def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
+        run = self._runs.pop(job, None)
+        if run is None:
+            return
+        st = self.status[job]
+        t0 = time.perf_counter()
+        live = [t for t in run.tasks if t.proc.poll() is None]
+        if checkpoint:
+            for t in live:
+                try:
+                    t.chan.send({"type": "halt", "checkpoint": True})
+                except ChannelClosed:
+                    pass
+            deadline = time.monotonic() + self.halt_timeout
+            save_s = None
+            while any(t.proc.poll() is None for t in live) and time.monotonic() < deadline:
+                for t in live:
+                    for msg in t.chan.recv_ready():
+                        self._notify(job, msg)
+                        if msg.get("type") == "halted" and "save_s" in msg:
+                            save_s = msg["save_s"]
+                        elif msg.get("type") == "progress":
+                            _update_status(st, msg)
+                chans = [t.chan for t in live if not t.chan.closed]
+                if chans:
+                    select.select(chans, [], [], 0.05)
+                else:
+                    time.sleep(0.01)
+            timed_out = any(t.proc.poll() is None for t in live)
+            self._kill(run.tasks)
+            ck = self.store.latest(job)
+            st.checkpoint_iteration = ck.iteration if ck is not None else None
+            self.timings.append({"job": job, "kind": "halt", "at": self.now(), "seconds": time.perf_counter() - t0,
+                                 "save_s": save_s, "timed_out": timed_out,
+                                 "checkpoint_iteration": st.checkpoint_iteration})
+            if timed_out:
+                st.reason = (f"halt timed out after {self.halt_timeout:g} s; killed; resumes from checkpoint "
+                             f"iteration {st.checkpoint_iteration}")
+        else:
+            self._kill(run.tasks)
+        st.state = "halted"
+        st.pids = ()
+
+    # ------------------------------------------------------------------- time
+    def next_event_time(self) -> float | None:
+        return self.now() if self._pending else None
+
+    def advance(self, until: float) -> tuple[float, list[BackendEvent]]:
+        while True:
+            events = self._poll()
+            t = self.now()
+            if events:
+                return t, events
+            if t >= until:
+                return t, []
+            if not self._runs and not self._pending:
+                if until == math.inf:
+                    raise RuntimeError("LocalBackend.advance(inf) with no running job: nothing can happen")
+                time.sleep(max(until - t, 0.0))
+                continue
+            wake = until
+            for run in self._runs.values():
+                if run.restart_at is not None:
+                    wake = min(wake, run.restart_at)
+            timeout = min(max(wake - t, 0.0), 1.0)  # wake at least every second to notice stuck tasks
+            chans = [task.chan for run in self._runs.values() for task in run.tasks if not task.chan.closed]
+            if chans:
+                select.select(chans, [], [], timeout)
+            else:
+                time.sleep(timeout)
+
+    def _poll(self) -> list[BackendEvent]:
+        events, self._pending = self._pending, []
+        now = self.now()
+        for job in list(self._runs):
+            run = self._runs[job]
+            if run.restart_at is not None:
+                if now >= run.restart_at:
+                    self._start_tasks(run, from_checkpoint=True)
+                continue
+            ev = self._poll_run(job, run)
+            if ev is not None:
+                events.append(ev)
+        return events
+
+    def _poll_run(self, job: str, run: _Run) -> BackendEvent | None:
+        """Read one run's messages; return its event, if any (progress, finished, failed)."""
+        st = self.status[job]
+        progress: dict[str, Any] | None = None
+        for task in run.tasks:
+            for msg in task.chan.recv_ready():
+                self._notify(job, msg)
+                kind = msg.get("type")
+                if kind == "ready":
+                    st.total = msg.get("total")
+                    self.timings.append({"job": job, "kind": "start", "at": self.now(), "rank": task.rank,
+                                         "since_launch": self.now() - run.launched,
+                                         "interpreter_s": msg.get("interpreter_s"), "imports_s": msg.get("imports_s"),
+                                         "torch_import_s": msg.get("torch_import_s"), "build_s": msg.get("build_s"),
+                                         "restore_s": msg.get("restore_s"),
+                                         "restored_iteration": msg.get("restored_iteration")})
+                    if task.rank == 0:
+                        st.iterations = int(msg.get("iteration", 0))
+                        st.state = "running"
+                elif kind == "progress" and task.rank == 0:
+                    progress = msg
+                elif kind in ("finished", "halted"):
+                    task.done = True
+                    if kind == "finished" and task.rank == 0:
+                        st.metrics.update(msg.get("metrics") or {})
+                        st.iterations = int(msg.get("iterations", st.iterations))
+                elif kind == "error":
+                    task.error, task.fatal = str(msg.get("reason")), bool(msg.get("fatal"))
+        if progress is not None:
+            _update_status(st, progress)
+            run.last_iter_time = float(progress["iter_time"])
+            if not run.first_progress:
+                run.first_progress = True
+                self.timings.append({"job": job, "kind": "first_progress", "at": self.now(),
+                                     "since_launch": self.now() - run.launched})
+        for task in run.tasks:
+            if task.chan.closed or task.proc.poll() is not None:
+                if not task.chan.closed:
+                    continue  # exited, but its last words are still in the socket: read them next turn
+                if task.done and task.proc.poll() is None:
+                    try:
+                        task.proc.wait(timeout=2.0)
+                    except subprocess.TimeoutExpired:
+                        pass
+                if not task.done or task.error:
+                    return self._on_task_death(job, run, task)
+        if run.tasks and all(t.done for t in run.tasks):
+            del self._runs[job]
+            self._kill(run.tasks)
+            st.state, st.pids = "finished", ()
+            return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
+                                                                              "metrics": dict(st.metrics)})
+        if progress is not None:
+            data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
+            for k in ("compute_s", "comm_s", "mem_mb"):
+                if progress.get(k) is not None:
+                    data[k] = float(progress[k])
+            data["metrics"] = dict(progress.get("metrics") or {})
+            return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
+        return None
+
+    def _on_task_death(self, job: str, run: _Run, task: _Task) -> BackendEvent | None:
+        try:
+            rc = task.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            rc = None
+        self._kill(run.tasks)
+        st = self.status[job]
+        what = task.error or f"task {task.rank} (pid {task.proc.pid}) on node {task.node} {_describe_exit(rc)}"
+        if task.error:
+            what = f"task {task.rank} (pid {task.proc.pid}) on node {task.node}: {task.error}"
+        tail = _tail(task.log_path)
+        used = self._restarts.get(job, 0)
+        if task.fatal or used >= self.max_restarts:
+            del self._runs[job]
+            reason = what if task.fatal else f"{what}; gave up after {used} restart(s)"
+            if tail and not task.fatal:
+                reason += f"; last log lines: {tail}"
+            st.state, st.reason, st.pids = "failed", reason, ()
+            return BackendEvent(self.now(), BackendEventKind.FAILED, job, {"reason": reason})
+        self._restarts[job] = used + 1
+        delay = self.restart_backoff * self.backoff_factor ** used
+        run.restart_at = self.now() + delay
+        run.tasks = []
+        ck = self.store.latest(job)
+        st.state, st.restarts, st.pids = "restarting", used + 1, ()
+        st.checkpoint_iteration = ck.iteration if ck is not None else None
+        st.reason = (f"{what}; restart {used + 1}/{self.max_restarts} from checkpoint iteration "
+                     f"{st.checkpoint_iteration if ck is not None else 0} in {delay:g} s")
+        self.timings.append({"job": job, "kind": "restart", "at": self.now(), "reason": st.reason,
+                             "checkpoint_iteration": st.checkpoint_iteration})
+        self._notify(job, {"type": "restarting", "reason": st.reason})
+        if run.last_iter_time is not None:
+            # progress rolls back to the checkpoint: tell the scheduler what is really done
+            st.iterations = st.checkpoint_iteration or 0
+            return BackendEvent(self.now(), BackendEventKind.PROGRESS, job,
+                                {"iterations": float(st.iterations), "iter_time": run.last_iter_time,
+                                 "restarting": True})
+        return None
+
+    # -------------------------------------------------------------- cleanup
+    def _kill(self, tasks: list[_Task], grace: float = 2.0) -> None:
+        """Make sure every process of ``tasks`` is gone (SIGTERM, then SIGKILL after ``grace``)."""
+        for t in tasks:
+            if t.proc.poll() is None:
+                try:
+                    t.proc.terminate()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + grace
+        for t in tasks:
+            try:
+                t.proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+            except subprocess.TimeoutExpired:
+                try:
+                    t.proc.kill()
+                    t.proc.wait(timeout=5.0)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            t.chan.close()
+            self._all_procs.pop(t.proc.pid, None)
+
+    def pids(self) -> list[int]:
+        """Process ids of every task still alive that this backend started."""
+        return [pid for pid, p in self._all_procs.items() if p.poll() is None]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = [t for run in self._runs.values() for t in run.tasks]
+        self._runs.clear()
+        self._kill(tasks)
+        for pid, proc in list(self._all_procs.items()):
+            if proc.poll() is None:
+                try:
+                    proc.kill()
+                    proc.wait(timeout=5.0)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        self._all_procs.clear()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _notify(self, job: str, msg: dict[str, Any]) -> None:
+        if self.listener is not None:
+            self.listener(job, msg)
+
+    def __enter__(self) -> LocalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # last resort: never leave children behind
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _update_status(st: JobStatus, msg: dict[str, Any]) -> None:
+    st.state = "running"
+    st.iterations = int(msg["iterations"])
+    st.total = msg.get("total", st.total)
+    st.iter_time = msg.get("iter_time")
+    st.compute_s = msg.get("compute_s")
+    st.comm_s = msg.get("comm_s")
+    st.mem_mb = msg.get("mem_mb")
+    st.metrics.update(msg.get("metrics") or {})
+    if msg.get("checkpoint_iteration") is not None:
+        st.checkpoint_iteration = int(msg["checkpoint_iteration"])
+
+
+def _safe(job: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in job)[:80] or "job"
+
+
+def _tail(path: Path, n: int = _LOG_TAIL) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if not ln.startswith("--- launch")]
+    return " | ".join(lines[-n:])

@@ -1,0 +1,322 @@
+"""The task process: runs one task of a job, checkpoints it, and reports telemetry.
+
+Started by :class:`~cohabit.runtime.local.LocalBackend` as
+``python -m cohabit.runtime.worker --fd N`` where ``N`` is its end of a
+socketpair (:mod:`.channel`, JSON lines). The first message it reads is its
+configuration (see :func:`worker_config`). Then:
+
+1. build the workload (:func:`cohabit.runtime.workloads.build`); when asked
+   to, restore the newest good checkpoint of the job from the store;
+2. loop over iterations; at every iteration boundary read control messages —
+   ``{"type": "halt", "checkpoint": true}`` makes it save a checkpoint and exit
+   0 (a pause / migration / resize), ``"checkpoint": false`` just exits;
+3. save a checkpoint every ``checkpoint_interval`` seconds (so a crash loses
+   at most that much work) and at the end;
+4. report ``progress`` after the first iteration and then every
+   ``report_interval`` seconds: iterations done, measured seconds per
+   iteration (wall time of the window / iterations), of which compute and
+   communication, the mean mini-batch ``loss`` and the latest other metrics,
+   resident memory (MB) and the iteration of the newest checkpoint;
+5. on completion send ``finished`` and exit 0.
+
+Messages it sends: ``ready`` (after restore), ``progress``, ``checkpoint``
+is folded into progress, ``halted``, ``finished``, ``error`` (``fatal``: the
+configuration or workload is wrong, retrying cannot help).
+
+Data-parallel jobs (``world_size > 1``): every rank runs this loop; gradients
+are averaged with gloo all-reduce over 127.0.0.1 (:class:`GlooComm`); a halt
+request seen by any rank is agreed on by an all-reduce of a flag, so all
+ranks stop at the same iteration boundary; rank 0 writes the checkpoints.
+
+If the scheduler goes away (the socket closes), the task exits.
+"""
+
+from __future__ import annotations
+
+import time
+
+_T_MODULE = time.time()  # before the heavy imports below: splits start-up into interpreter and imports
+
+import argparse
+import os
+import socket
+import sys
+import traceback
+from typing import Any
+
+from .channel import Channel, ChannelClosed
+from .checkpoint import CheckpointStore
+from .workloads import Trainable, WorkloadConfig, WorkloadContext, WorkloadError, build
+
+EXIT_OK, EXIT_CONFIG, EXIT_NO_CONFIG = 0, 3, 4
+_STOP, _STOP_CKPT = 1, 2
+
+
+def worker_config(
+    *, job: str, rank: int, world_size: int, workload: WorkloadConfig, iterations: int | None,
+    epochs: int | None, batch_size: int | None, threads: int, store_root: str, from_checkpoint: bool,
+    report_interval: float, checkpoint_interval: float, keep: int = 2, fsync: bool = True,
+    dist_port: int | None = None,
+) -> dict[str, Any]:
+    """The configuration message a worker expects (JSON-serialisable)."""
+    return {
+        "type": "config", "job": job, "rank": rank, "world_size": world_size,
+        "workload": {"target": workload.target, "label": workload.label, "seed": workload.seed,
+                     "params": workload.params},
+        "iterations": iterations, "epochs": epochs, "batch_size": batch_size, "threads": threads,
+        "store_root": store_root, "from_checkpoint": from_checkpoint, "report_interval": report_interval,
+        "checkpoint_interval": checkpoint_interval, "keep": keep, "fsync": fsync, "dist_port": dist_port,
+    }
+
+
+def rss_mb() -> float:
+    """Resident memory of this process in MB (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class GlooComm:
+    """All-reduce over gloo on 127.0.0.1 for the ranks of one data-parallel job."""
+
+    def __init__(self, port: int, rank: int, world_size: int, timeout_s: float = 60.0) -> None:
+        from datetime import timedelta
+
+        import torch
+        import torch.distributed as dist
+
+        self._torch, self._dist = torch, dist
+        self.world_size = world_size
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=timeout_s))
+        self.seconds = 0.0  # total time spent communicating
+
+    def allreduce_mean(self, arrays: list[Any]) -> None:
+        """Average ``arrays`` (torch tensors or numpy arrays, one dtype) across ranks, in place."""
+        torch = self._torch
+        t0 = time.perf_counter()
+        tensors = [a if isinstance(a, torch.Tensor) else torch.from_numpy(a) for a in arrays]
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        self._dist.all_reduce(flat)
+        flat /= self.world_size
+        o = 0
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[o:o + n].view_as(t))
+            o += n
+        self.seconds += time.perf_counter() - t0
+
+    def agree(self, flag: int) -> int:
+        """The largest ``flag`` of all ranks (a stop request anywhere stops everyone here)."""
+        t0 = time.perf_counter()
+        t = self._torch.tensor([flag], dtype=self._torch.int64)
+        self._dist.all_reduce(t, op=self._dist.ReduceOp.MAX)
+        self.seconds += time.perf_counter() - t0
+        return int(t.item())
+
+    def close(self) -> None:
+        try:
+            self._dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+class Worker:
+    """One task's training loop (see the module docstring)."""
+
+    def __init__(self, chan: Channel, cfg: dict[str, Any]) -> None:
+        self.chan = chan
+        self.cfg = cfg
+        self.job: str = cfg["job"]
+        self.rank: int = int(cfg["rank"])
+        self.world: int = int(cfg["world_size"])
+        self.store = CheckpointStore(cfg["store_root"], keep=int(cfg["keep"]), fsync=bool(cfg["fsync"]))
+        self.comm: GlooComm | None = None
+        self.last_ckpt_iter: int | None = None
+        self.halt_req: dict[str, Any] | None = None
+        self.warmup_s: float | None = None
+        self.startup: dict[str, float] = {}  # interpreter_s, imports_s (set by main)
+
+    # ------------------------------------------------------------ setup
+    def _build(self) -> tuple[Trainable, dict[str, Any]]:
+        cfg = self.cfg
+        w = cfg["workload"]
+        wc = WorkloadConfig(w["target"], w["label"], int(w["seed"]), dict(w["params"]))
+        threads = max(int(cfg["threads"]), 1)
+        t_torch = time.perf_counter()
+        if wc.uses_torch or self.world > 1:
+            import torch
+
+            torch.set_num_threads(threads)
+        torch_s = time.perf_counter() - t_torch
+        ctx = WorkloadContext(job=self.job, seed=wc.seed, iterations=cfg["iterations"], epochs=cfg["epochs"],
+                              batch_size=cfg["batch_size"], rank=self.rank, world_size=self.world, threads=threads)
+        t_build = time.perf_counter()
+        workload = build(wc, ctx)
+        info: dict[str, Any] = {"torch_import_s": torch_s, "build_s": time.perf_counter() - t_build,
+                                "restored_iteration": None}
+        if self.world > 1:
+            self.comm = GlooComm(int(cfg["dist_port"]), self.rank, self.world)
+            workload.comm = self.comm  # type: ignore[attr-defined]
+        if cfg["from_checkpoint"]:
+            t0 = time.perf_counter()
+            got = self.store.load(self.job)
+            if got is not None:
+                state, ck = got
+                workload.load_state_dict(state["workload"])
+                self.last_ckpt_iter = ck.iteration
+                info.update(restored_iteration=ck.iteration, restored_seq=ck.seq,
+                            skipped_corrupt=list(self.store.last_errors))
+            info["restore_s"] = time.perf_counter() - t0
+        return workload, info
+
+    def _save(self, workload: Trainable) -> tuple[int, float]:
+        t0 = time.perf_counter()
+        info = self.store.save(self.job, {"workload": workload.state_dict()}, iteration=workload.iteration,
+                               workload=self.cfg["workload"]["label"])
+        self.last_ckpt_iter = info.iteration
+        return info.seq, time.perf_counter() - t0
+
+    def _stop_flag(self) -> int:
+        for msg in self.chan.recv_ready():
+            if msg.get("type") == "halt":
+                self.halt_req = msg
+        if self.chan.closed and self.halt_req is None:
+            self.halt_req = {"type": "halt", "checkpoint": False, "why": "scheduler went away"}
+        if self.halt_req is None:
+            return 0
+        return _STOP_CKPT if self.halt_req.get("checkpoint", True) else _STOP
+
+    # ------------------------------------------------------------- loop
+    def run(self) -> int:
+        try:
+            workload, info = self._build()
+        except WorkloadError as exc:
+            self._send({"type": "error", "fatal": True, "reason": str(exc)})
+            return EXIT_CONFIG
+        except Exception as exc:  # noqa: BLE001 - report anything the user's code raises
+            tb = traceback.format_exc(limit=4)
+            self._send({"type": "error", "fatal": True,
+                        "reason": f"building workload {self.cfg['workload']['label']!r} failed: "
+                                  f"{type(exc).__name__}: {exc}", "traceback": tb})
+            return EXIT_CONFIG
+        self._send({"type": "ready", "iteration": workload.iteration, "total": workload.total_iterations,
+                    "pid": os.getpid(), **self.startup, **info})
+        try:
+            return self._loop(workload)
+        except Exception as exc:  # noqa: BLE001 - a crash in the user's step(): report it, let the backend retry
+            self._send({"type": "error", "fatal": False, "reason": f"{type(exc).__name__}: {exc}",
+                        "traceback": traceback.format_exc(limit=6)})
+            traceback.print_exc()
+            self._close()
+            return 1
+
+    def _loop(self, workload: Trainable) -> int:
+        report_every = float(self.cfg["report_interval"])
+        ckpt_every = float(self.cfg["checkpoint_interval"])
+        now = time.perf_counter()
+        win_start, win_steps, win_compute, win_comm = now, 0, 0.0, 0.0
+        losses: list[float] = []
+        latest: dict[str, float] = {}
+        last_ckpt = now
+        warm = True  # the first iteration (allocations, lazy init) is timed apart: it is not typical
+        first_report = True
+        while True:
+            flag = self._stop_flag()
+            if self.comm is not None:
+                flag = self.comm.agree(flag)
+            if flag:
+                msg: dict[str, Any] = {"type": "halted", "iteration": workload.iteration}
+                if flag == _STOP_CKPT and self.rank == 0:
+                    msg["checkpoint_seq"], msg["save_s"] = self._save(workload)
+                self._send(msg)
+                self._close()
+                return EXIT_OK
+            if workload.done:
+                break
+            c0 = self.comm.seconds if self.comm is not None else 0.0
+            t0 = time.perf_counter()
+            metrics = workload.step()
+            t1 = time.perf_counter()
+            comm = (self.comm.seconds - c0) if self.comm is not None else 0.0
+            win_steps += 1
+            win_comm += comm
+            win_compute += (t1 - t0) - comm
+            if "loss" in metrics:
+                losses.append(float(metrics["loss"]))
+            latest.update({k: float(v) for k, v in metrics.items() if k != "loss"})
+            if self.rank == 0 and ckpt_every > 0 and t1 - last_ckpt >= ckpt_every and not workload.done:
+                self._save(workload)
+                last_ckpt = time.perf_counter()
+            if warm:
+                warm = False
+                self.warmup_s = t1 - t0
+                win_start, win_steps, win_compute, win_comm = time.perf_counter(), 0, 0.0, 0.0
+                continue
+            due = t1 - win_start >= (min(report_every, 0.2) if first_report else report_every)
+            if due or (first_report and win_steps >= 5):
+                t_now = time.perf_counter()
+                out = dict(latest)
+                if losses:
+                    out["loss"] = sum(losses) / len(losses)
+                self._send({
+                    "type": "progress", "iterations": workload.iteration, "total": workload.total_iterations,
+                    "iter_time": (t_now - win_start) / win_steps, "compute_s": win_compute / win_steps,
+                    "comm_s": win_comm / win_steps, "metrics": out, "mem_mb": rss_mb(),
+                    "checkpoint_iteration": self.last_ckpt_iter, "warmup_s": self.warmup_s,
+                })
+                win_start, win_steps, win_compute, win_comm = t_now, 0, 0.0, 0.0
+                losses = []
+                first_report = False
+        seq = None
+        if self.rank == 0:
+            seq, _ = self._save(workload)
+        final = dict(latest)
+        if losses:
+            final["loss"] = sum(losses) / len(losses)
+        evaluate = getattr(workload, "evaluate", None)
+        if callable(evaluate) and not final:
+            final.update(evaluate())
+        self._send({"type": "finished", "iterations": workload.iteration, "metrics": final, "checkpoint_seq": seq,
+                    "mem_mb": rss_mb()})
+        self._close()
+        return EXIT_OK
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        msg.setdefault("rank", self.rank)
+        try:
+            self.chan.send(msg)
+        except ChannelClosed:
+            pass  # the scheduler is gone; the loop notices at the next boundary
+
+    def _close(self) -> None:
+        if self.comm is not None:
+            self.comm.close()
+        self.chan.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cohabit.runtime.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--fd", type=int, required=True, help="file descriptor of the control socket")
+    parser.add_argument("--job", default="?", help="job id (informational: shows in ps)")
+    parser.add_argument("--launched-at", type=float, default=None, help="time.time() when the parent spawned us")
+    args = parser.parse_args(argv)
+    t_main = time.time()
+    chan = Channel(socket.socket(fileno=args.fd))
+    try:
+        cfg = chan.recv(timeout=60.0)
+    except (TimeoutError, ChannelClosed):
+        return EXIT_NO_CONFIG
+    if cfg.get("type") != "config":
+        return EXIT_NO_CONFIG
+    worker = Worker(chan, cfg)
+    if args.launched_at is not None:
+        worker.startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE}
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

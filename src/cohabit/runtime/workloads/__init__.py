@@ -1,0 +1,145 @@
+"""Real trainable workloads and the registry that turns a job's ``workload:`` mapping into one.
+
+A job names what to run in its spec::
+
+    workload: {name: mlr, data: sample, lr: 0.1}            # a built-in workload
+    workload: {name: torch-cnn, seed: 3, channels: 8}
+    workload: {entry: "mypkg.train:make", hidden: 128}       # your own
+
+Reserved keys: ``name`` (a built-in, see :data:`BUILTINS`), ``entry``
+(``module:callable``), ``seed`` (default 0). Every other key is a keyword
+argument of the factory, which is called as ``factory(ctx, **params)`` with a
+:class:`WorkloadContext`. The job's ``iterations`` or ``epochs`` say how
+long it trains; ``batch_size`` is the default mini-batch size.
+
+A user factory returns an object with ``step() -> dict``, ``state_dict()``
+and ``load_state_dict(state)`` (see :mod:`.base`); if it has no
+``iteration``/``total_iterations``/``done`` counters they are added by
+:class:`Counted`.
+
+Built-ins:
+
+==============  ============================================================
+``mlr``         numpy multinomial logistic regression (abridged MNIST sample, or synthetic)
+``lasso``       numpy Lasso by proximal gradient (the authors' sample, or synthetic)
+``torch-mlp``   PyTorch MLP on generated Gaussian-cluster data
+``torch-cnn``   PyTorch small CNN on generated images
+==============  ============================================================
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .base import Communicator, Counted, Trainable, Workload, WorkloadContext, WorkloadError
+
+#: Built-in workload name -> "module:callable" (imported only when used).
+BUILTINS: dict[str, str] = {
+    "mlr": "cohabit.runtime.workloads.numpy_models:MultinomialLogisticRegression",
+    "lasso": "cohabit.runtime.workloads.numpy_models:Lasso",
+    "torch-mlp": "cohabit.runtime.workloads.torch_models:TorchMLP",
+    "torch-cnn": "cohabit.runtime.workloads.torch_models:TorchCNN",
+}
+RESERVED = ("name", "entry", "seed")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """A job's ``workload:`` mapping, resolved: what to import, with which seed and parameters."""
+
+    target: str  # "module:callable"
+    label: str  # the built-in name, or the entry string
+    seed: int
+    params: dict[str, Any]
+
+    @property
+    def uses_torch(self) -> bool:
+        return self.target.startswith("cohabit.runtime.workloads.torch_models:")
+
+
+def parse_config(job: str, workload: dict[str, Any] | None) -> WorkloadConfig:
+    """Check a job's ``workload:`` mapping without importing anything heavy; WorkloadError names the key."""
+    if not workload:
+        raise WorkloadError(
+            f"job {job!r}: no workload: real execution needs 'workload: {{name: ...}}' "
+            f"(built-ins: {', '.join(BUILTINS)}) or 'workload: {{entry: \"module:callable\"}}'"
+        )
+    name, entry = workload.get("name"), workload.get("entry")
+    if (name is None) == (entry is None):
+        raise WorkloadError(f"job {job!r}: workload needs exactly one of 'name' (a built-in: "
+                            f"{', '.join(BUILTINS)}) or 'entry' (\"module:callable\"), got keys {sorted(workload)}")
+    if name is not None:
+        if name not in BUILTINS:
+            raise WorkloadError(f"job {job!r}: workload.name {name!r} is not a built-in; choose one of "
+                                f"{', '.join(BUILTINS)} or give 'entry: \"module:callable\"'")
+        target, label = BUILTINS[name], str(name)
+    else:
+        if not isinstance(entry, str) or entry.count(":") != 1 or not all(entry.split(":")):
+            raise WorkloadError(f"job {job!r}: workload.entry must look like 'package.module:callable', got {entry!r}")
+        mod = entry.split(":")[0]
+        try:
+            found = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise WorkloadError(f"job {job!r}: workload.entry {entry!r}: module {mod!r} is not importable "
+                                f"(is it on PYTHONPATH / installed?)")
+        target, label = entry, entry
+    seed = workload.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise WorkloadError(f"job {job!r}: workload.seed must be a non-negative integer, got {seed!r}")
+    params = {k: v for k, v in workload.items() if k not in RESERVED}
+    if name is not None:
+        _check_params(job, name, resolve(target), params)
+    return WorkloadConfig(target, label, seed, params)
+
+
+def resolve(target: str) -> Callable[..., Any]:
+    """Import ``module:callable``; WorkloadError if it is missing or not callable."""
+    mod_name, _, attr = target.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise WorkloadError(f"workload {target!r}: cannot import {mod_name!r}: {exc}") from None
+    obj = mod
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise WorkloadError(f"workload {target!r}: module {mod_name!r} has no {attr!r}")
+    if not callable(obj):
+        raise WorkloadError(f"workload {target!r}: {attr!r} is not callable")
+    return obj
+
+
+def _check_params(job: str, label: str, factory: Callable[..., Any], params: dict[str, Any]) -> None:
+    sig = inspect.signature(factory)
+    known = [p.name for p in list(sig.parameters.values())[1:] if p.kind is p.KEYWORD_ONLY]
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return
+    for key in params:
+        if key not in known:
+            raise WorkloadError(f"job {job!r}: workload.{key} is not a parameter of {label!r}; "
+                                f"known: {', '.join(known + list(RESERVED))}")
+
+
+def build(config: WorkloadConfig, ctx: WorkloadContext) -> Trainable:
+    """Import and build the workload; wraps user objects without counters in :class:`Counted`."""
+    factory = resolve(config.target)
+    try:
+        obj = factory(ctx, **config.params)
+    except TypeError as exc:
+        raise WorkloadError(f"job {ctx.job!r}: workload {config.label!r} rejected its parameters: {exc}") from None
+    if all(hasattr(obj, a) for a in ("iteration", "total_iterations", "done")):
+        return obj  # type: ignore[no-any-return]
+    return Counted(obj, ctx)
+
+
+__all__ = [
+    "BUILTINS", "Communicator", "Counted", "RESERVED", "Trainable", "Workload", "WorkloadConfig",
+    "WorkloadContext", "WorkloadError", "build", "parse_config", "resolve",
+]
