@@ -421,13 +421,13 @@ class LocalBackend:
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
             return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
-                                                                              "metrics": dict(st.metrics)})
+                                                                              "metrics": _finite(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
             for k in ("compute_s", "comm_s", "mem_mb"):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
-            data["metrics"] = dict(progress.get("metrics") or {})
+            data["metrics"] = _finite(progress.get("metrics"))
             return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
         return None
 
@@ -543,6 +543,15 @@ def _update_status(st: JobStatus, msg: dict[str, Any]) -> None:
     st.metrics.update(msg.get("metrics") or {})
     if msg.get("checkpoint_iteration") is not None:
         st.checkpoint_iteration = int(msg["checkpoint_iteration"])
+
+
+def _finite(metrics: dict[str, Any] | None) -> dict[str, float]:
+    """Metrics as floats, leaving out non-numbers (a NaN loss arrives as null)."""
+    out = {}
+    for k, v in (metrics or {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out[k] = float(v)
+    return out
 
 
 def _safe(job: str) -> str:

@@ -225,6 +225,8 @@ class Worker:
         warm = True  # the first iteration (allocations, lazy init) is timed apart: it is not typical
         first_report = True
         while True:
+            c0 = self.comm.seconds if self.comm is not None else 0.0  # the stop agreement is communication too
+            ta = time.perf_counter()
             flag = self._stop_flag()
             if self.comm is not None:
                 flag = self.comm.agree(flag)
@@ -237,14 +239,13 @@ class Worker:
                 return EXIT_OK
             if workload.done:
                 break
-            c0 = self.comm.seconds if self.comm is not None else 0.0
             t0 = time.perf_counter()
             metrics = workload.step()
             t1 = time.perf_counter()
             comm = (self.comm.seconds - c0) if self.comm is not None else 0.0
             win_steps += 1
             win_comm += comm
-            win_compute += (t1 - t0) - comm
+            win_compute += (t1 - ta) - comm
             if "loss" in metrics:
                 losses.append(float(metrics["loss"]))
             latest.update({k: float(v) for k, v in metrics.items() if k != "loss"})

@@ -1,0 +1,175 @@
+"""``cohabit run``: run a YAML file of real jobs under one or more policies, with live progress.
+
+Mount with ``app.command("run")(cohabit.runtime.cli.run)``. Each policy runs
+the whole workload in turn on a fresh :class:`~cohabit.runtime.local.LocalBackend`
+(real time: a workload of one minute takes one minute per policy), then the
+comparison table of ``cohabit simulate`` is printed, computed the same way
+from the run's record, followed by each job's outcome (final loss/accuracy,
+preemptions, restarts).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console() if Console().is_terminal else Console(width=160)
+err = Console(stderr=True)
+
+BACKENDS = ("local", "ray")
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[bold red]error:[/] {msg}")
+    raise typer.Exit(2)
+
+
+class LiveBoard:
+    """One progress bar per job: iterations, scheduler state, loss/accuracy, restarts."""
+
+    def __init__(self, progress: Progress, specs: list[Any], label: str) -> None:
+        self.progress = progress
+        self.sched: Any = None
+        self.backend_status: dict[str, Any] = {}
+        self.tasks: dict[str, TaskID] = {}
+        self._last = 0.0
+        for s in specs:
+            self.tasks[s.id] = progress.add_task(f"{label} · {s.id}", total=s.iterations, info="waiting")
+
+    def bind(self, sched: Any) -> None:
+        self.sched = sched
+        self.backend_status = getattr(sched.backend, "status", {})
+
+    def on_message(self, job: str, msg: dict[str, Any]) -> None:
+        t = time.perf_counter()
+        if msg.get("type") in ("progress",) and t - self._last < 0.1:
+            return
+        self._last = t
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.sched is None:
+            return
+        for jid, task in self.tasks.items():
+            jv = self.sched.jobs.get(jid)
+            st = self.backend_status.get(jid)
+            state = str(jv.state) if jv is not None else "not submitted"
+            parts = [state]
+            if st is not None:
+                if st.state in ("restarting", "failed") and jv is not None and str(jv.state) == "running":
+                    parts = [st.state]
+                m = st.metrics
+                if "loss" in m:
+                    parts.append(f"loss {m['loss']:.4g}")
+                if "accuracy" in m:
+                    parts.append(f"acc {m['accuracy']:.3f}")
+                if st.iter_time:
+                    parts.append(f"{st.iter_time * 1e3:.2f} ms/it")
+                if st.restarts:
+                    parts.append(f"restarts {st.restarts}")
+            if jv is not None and jv.preemptions:
+                parts.append(f"paused {jv.preemptions}x")
+            done = st.iterations if st is not None else 0
+            total = (st.total if st is not None and st.total else None) or (jv.spec.iterations if jv else None)
+            self.progress.update(task, completed=done, total=total, info=" · ".join(parts))
+
+
+def run(
+    jobs_yaml: Annotated[Path, typer.Argument(help="YAML file of jobs; each names a workload (see examples/real_jobs.yaml).")],
+    policy: Annotated[str, typer.Option(help="Policy name(s), comma-separated; each runs the whole workload in turn.")],
+    backend: Annotated[str, typer.Option(help="Where jobs run: 'local' (processes on this machine). 'ray' is not available yet.")] = "local",
+    nodes: Annotated[Optional[int], typer.Option(help="Logical nodes (default: one per usable core; each gets cpu = cores // nodes and 80% of memory / nodes).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics and per-job results as JSON here.")] = None,
+    workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
+    max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
+    checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
+) -> None:
+    """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
+    from ..policies import REGISTRY, make_policy
+    from ..report.table import print_comparison
+    from ..spec.yamlio import SpecError, load_jobs
+    from .runner import check_jobs, local_cluster, run_local
+
+    if backend not in BACKENDS:
+        _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if backend == "ray":
+        _fail("the Ray backend is not available yet (issue 4, item 3); use --backend local")
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    unknown = [n for n in names if n not in REGISTRY]
+    if not names or unknown:
+        _fail(f"unknown policy {', '.join(unknown) or policy!r}; known policies: {', '.join(sorted(REGISTRY))}")
+    try:
+        specs = load_jobs(jobs_yaml)
+    except SpecError as exc:
+        _fail(str(exc))
+    if not specs:
+        _fail(f"{jobs_yaml}: no jobs")
+    problems = check_jobs(specs)
+    if problems:
+        _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
+    try:
+        cluster = local_cluster(nodes)
+    except ValueError as exc:
+        _fail(f"--nodes: {exc}")
+    cap = cluster.nodes[0].capacity
+    console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
+                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} (LocalBackend)")
+    results: dict[str, Any] = {}
+    outcomes: dict[str, Any] = {}
+    for name in names:
+        pol = make_policy(name)
+        root = (workdir / pol.name.replace("/", "_")) if workdir is not None else None
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
+            board = LiveBoard(bar, specs, pol.name)
+            out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
+                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval)
+            board.refresh()
+        results[pol.name] = out.metrics
+        outcomes[pol.name] = out
+        _print_jobs(pol.name, out)
+    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
+                                                   f"local node(s)")
+    if json_out is not None:
+        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster)
+        console.print(f"wrote {json_out}")
+
+
+def _print_jobs(policy: str, out: Any) -> None:
+    """Per-job outcome of one real run."""
+    sub = {e.job: e.time for e in out.result.record if e.kind == "submitted"}
+    table = Table(title=f"{policy}: jobs", title_justify="left")
+    for col in ("job", "state", "JCT (s)", "iterations", "loss", "accuracy", "paused", "restarts", "note"):
+        table.add_column(col)
+    for jid, jv in out.result.jobs.items():
+        st = out.status.get(jid)
+        m = st.metrics if st is not None else {}
+        jct = f"{jv.end_time - sub[jid]:.1f}" if jv.end_time is not None and str(jv.state) == "finished" else "—"
+        table.add_row(
+            jid, str(jv.state), jct, str(st.iterations) if st is not None else "0",
+            f"{m['loss']:.4g}" if "loss" in m else "—", f"{m['accuracy']:.3f}" if "accuracy" in m else "—",
+            str(jv.preemptions), str(st.restarts if st is not None else 0), jv.reason or (st.reason if st else ""),
+        )
+    console.print(table)
+
+
+def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any) -> None:
+    """Metrics per policy (as ``simulate --json``) plus each job's real outcome and the backend's timings."""
+    payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": "local",
+                               "policies": {}, "real": {}}
+    for name, out in outcomes.items():
+        payload["policies"][name] = out.metrics.to_json()
+        payload["real"][name] = {
+            "jobs": {jid: {"state": st.state, "iterations": st.iterations, "metrics": st.metrics,
+                           "restarts": st.restarts, "reason": st.reason} for jid, st in out.status.items()},
+            "timings": out.timings,
+        }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str))

@@ -1,0 +1,111 @@
+"""Run one policy over real jobs on :class:`LocalBackend` and compute the same metrics as the simulator.
+
+:func:`local_cluster` builds the default cluster of logical nodes for this
+machine; :func:`check_jobs` validates every job's ``workload:`` before any
+process starts; :func:`run_local` drives the scheduler on real processes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..engine.loop import RunResult, Scheduler
+from ..report.metrics import Metrics, compute_metrics
+from ..spec.cluster import ClusterSpec
+from ..spec.job import JobSpec
+from ..spec.resources import Resources
+from .local import JobStatus, Listener, LocalBackend
+from .workloads import WorkloadError, parse_config
+
+
+def machine_memory_gb() -> float:
+    """Physical memory of this machine in GB (8 if unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        return 8.0
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (affinity), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb: float | None = None) -> ClusterSpec:
+    """Logical nodes for real execution on this machine.
+
+    Defaults: one node per usable core (``os.sched_getaffinity`` /
+    ``os.cpu_count()``); each node gets ``cpu = max(1, cores // nodes)`` and
+    ``mem_gb = 0.8 * physical memory / nodes`` (rounded down to 0.1 GB). With
+    more nodes than cores, nodes share cores (LocalBackend pins node ``i`` to
+    core ``i mod cores``), so CPU capacity is oversubscribed on purpose.
+    """
+    c = cores if cores is not None else usable_cores()
+    n = nodes if nodes is not None else c
+    if n < 1:
+        raise ValueError(f"nodes must be >= 1, got {n!r}")
+    mem = mem_gb if mem_gb is not None else machine_memory_gb()
+    per_mem = math.floor(0.8 * mem / n * 10) / 10
+    return ClusterSpec.homogeneous("local", n, Resources(cpu=max(1, c // n), mem_gb=max(per_mem, 0.1)))
+
+
+def check_jobs(specs: Sequence[JobSpec]) -> list[str]:
+    """Problems that stop real execution, one message per job (empty if all jobs can run)."""
+    problems = []
+    for s in specs:
+        if s.architecture == "ps":
+            problems.append(f"job {s.id!r}: architecture 'ps' is not run by LocalBackend yet "
+                            f"(parameter-server processes come with the Harmony issue)")
+            continue
+        try:
+            parse_config(s.id, s.workload)
+        except WorkloadError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+@dataclass
+class RealOutcome:
+    """A real run: the scheduler's result, its metrics, and what the backend measured."""
+
+    result: RunResult
+    metrics: Metrics
+    status: dict[str, JobStatus] = field(default_factory=dict)
+    timings: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_local(
+    specs: Sequence[JobSpec],
+    cluster: ClusterSpec,
+    policy: object,
+    *,
+    root: str | Path | None = None,
+    listener: Listener | None = None,
+    on_scheduler: Callable[[Scheduler], None] | None = None,
+    strict: bool = False,
+    **backend_options: Any,
+) -> RealOutcome:
+    """Run ``specs`` under ``policy`` on real processes; blocks until every job ended.
+
+    ``backend_options`` go to :class:`LocalBackend` (``max_restarts``,
+    ``checkpoint_interval``, ...). ``on_scheduler`` sees the scheduler before
+    it runs (a progress display uses it to read job states).
+    """
+    backend = LocalBackend(cluster, root=root, listener=listener, **backend_options)
+    try:
+        sched = Scheduler(cluster, policy, backend, strict=strict)
+        if on_scheduler is not None:
+            on_scheduler(sched)
+        result = sched.run(specs)
+    finally:
+        backend.close()
+    return RealOutcome(result, compute_metrics(result.record, cluster.capacity), dict(backend.status),
+                       list(backend.timings))
