@@ -214,17 +214,30 @@ class Ledger:
             self.free[node] -= d
         return self._commit(job, slots, demands, per_node)
 
+    def _total_of(self, demands: Sequence[np.ndarray]) -> Resources:
+        """Sum of task demands; cached when the rows are the ledger's own (read-only, stable ids)."""
+        cacheable = all(not d.flags.writeable for d in demands)
+        key = tuple(id(d) for d in demands)
+        total = self._totals.get(key) if cacheable else None
+        if total is None:
+            total = self._as_resources(np.sum(demands, axis=0))
+            if cacheable:
+                self._totals[key] = total
+        return total
+
+    def _as_resources(self, row: np.ndarray) -> Resources:
+        return Resources({n: float(v) for n, v in zip(self.names, row) if v > EPS})
+
+    def owned(self, job: str) -> Resources:
+        """What ``job`` owns now (differs from its demand for a GPU time-sharing guest)."""
+        return self._as_resources(sum(self._per_node[job].values()))
+
     def _commit(self, job: str, slots: list[TaskSlot], demands: Sequence[np.ndarray],
-                per_node: dict[int, np.ndarray]) -> Allocation:
+                per_node: dict[int, np.ndarray], owned_total: Resources | None = None) -> Allocation:
         for s in slots:
             for dev, share in s.devices:
                 self.dev_shares.setdefault((s.node, dev), {})[job] = share
-        key = tuple(id(d) for d in demands)
-        total = self._totals.get(key) if all(not d.flags.writeable for d in demands) else None
-        if total is None:
-            total = Resources({n: float(v) for n, v in zip(self.names, np.sum(demands, axis=0)) if v > EPS})
-            if all(not d.flags.writeable for d in demands):  # cached rows: ids are stable
-                self._totals[key] = total
+        total = owned_total if owned_total is not None else self._total_of(demands)
         alloc = Allocation(job, tuple(slots), total)
         self.allocations[job] = alloc
         self._per_node[job] = per_node
@@ -277,7 +290,7 @@ class Ledger:
             rest[g_col] = owned_per_node.get(node, owned)[g_col]
             per_node[node] = rest
             self.free[node] -= rest
-        return self._commit(job, slots, demands, per_node)
+        return self._commit(job, slots, demands, per_node, owned_total=self._as_resources(sum(per_node.values())))
 
     def _take_devices(self, job: str, node: int, d: np.ndarray) -> tuple[tuple[int, float], ...]:
         g = float(d[self._gpu_col]) if self._gpu_col is not None else 0.0
@@ -290,7 +303,10 @@ class Ledger:
             )
         return got
 
-    def release(self, job: str) -> Allocation:
+    def release(self, job: str) -> list[str]:
+        """Free ``job``'s allocation. Returns the time-sharing guests that inherited one of its
+        GPUs (their owned allocation grew)."""
+        inheritors: list[str] = []
         alloc = self.allocations.pop(job)
         per_node = self._per_node.pop(job)
         for key in alloc.devices:
@@ -305,6 +321,7 @@ class Ledger:
                 self._per_node[guests[0]].setdefault(key[0], np.zeros(len(self.names)))
                 self._per_node[guests[0]][key[0]] = self._per_node[guests[0]][key[0]] + self._gpu_row(share)
                 per_node[key[0]] = per_node[key[0]] - self._gpu_row(share)
+                inheritors.append(guests[0])
             else:
                 self.device_free[key] += share
             if not shares:
@@ -312,7 +329,7 @@ class Ledger:
         for node, d in per_node.items():
             self.free[node] += d
         np.minimum(self.free, self.capacity, out=self.free)
-        return alloc
+        return inheritors
 
     def _gpu_row(self, share: float) -> np.ndarray:
         row = np.zeros(len(self.names))
@@ -338,7 +355,8 @@ class Ledger:
         if ((self.device_free < -EPS) & (self.device_free != -1.0)).any():
             raise AssertionError("a GPU device is over-allocated")
         for key, shares in self.dev_shares.items():
-            if len(shares) > self.max_share:
-                raise AssertionError(f"GPU {key} has {len(shares)} jobs, more than max_share={self.max_share}")
+            guests = sum(1 for v in shares.values() if v == 0.0)
+            if guests >= self.max_share:  # a guest may only join a device holding < max_share jobs
+                raise AssertionError(f"GPU {key} has {guests} time-sharing guests; max_share={self.max_share}")
             if sum(shares.values()) > 1.0 + EPS:
                 raise AssertionError(f"GPU {key} owned beyond its capacity: {shares}")

@@ -241,7 +241,7 @@ class Scheduler:
         check_transition(job.id, job._state, state)
         job._settle(now)
         if job._state is JobState.RUNNING:
-            self.ledger.release(job.id)
+            self._release(job.id)
             self.running.pop(job.id, None)
         self.pending.pop(job.id, None)
         self.paused.pop(job.id, None)
@@ -249,6 +249,7 @@ class Scheduler:
         job._reason = reason
         job._end_time = now
         job._alloc = Resources()
+        job._placement = ()
         self._done += 1
         data = {"reason": reason} if reason else {}
         self.record.append(now, kind, job.id, **data)
@@ -303,7 +304,7 @@ class Scheduler:
         job._state = JobState.RUNNING
         job._placement = tuple(placement)
         job._alloc = alloc.total
-        job._gpus = alloc.total["gpu"]
+        job._gpus = self._demand_gpus(job.id, len(placement))
         job._iter_time = None  # a new placement must be measured anew
         job._report_time = self.now
         if job._first_start is None:
@@ -311,6 +312,23 @@ class Scheduler:
         self.running[job.id] = job
         self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
         self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
+
+    def _demand_gpus(self, job_id: str, n_tasks: int) -> float:
+        """GPUs a job uses on ``n_tasks`` tasks (shared or owned): the rate of its attained service."""
+        col = self.ledger.gpu_col
+        if col is None:
+            return 0.0
+        spec = self.jobs[job_id].spec
+        return float(sum(v[col] for v in self._task_vectors(job_id, n_tasks - spec.num_ps)))
+
+    def _release(self, job_id: str) -> None:
+        """Free a job's allocation; GPU time-sharing guests that inherit a device are recorded."""
+        for guest in self.ledger.release(job_id):
+            g = self.jobs[guest]
+            g._settle(self.now)
+            g._alloc = self.ledger.owned(guest)
+            self.record.append(self.now, EventKind.REALLOCATED, guest, alloc=g._alloc.as_dict(),
+                               reason=f"inherited GPU from {job_id}")
 
     def _start(self, a: A.Start) -> None:
         job = self._job(a.job, JobState.PENDING)
@@ -337,7 +355,7 @@ class Scheduler:
 
     def _unplace(self, job: JobView) -> None:
         job._settle(self.now)
-        self.ledger.release(job.id)
+        self._release(job.id)
         self.backend.halt(job.id, self.now, checkpoint=True)
         del self.running[job.id]
 
@@ -356,16 +374,19 @@ class Scheduler:
         old = job._placement
         n_new = self._n_workers(job, placement)
         job._settle(self.now)
-        self.ledger.release(job.id)
+        self._release(job.id)
         try:
             alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n_new))
         except AllocationError:
-            self.ledger.allocate(job.id, old, self._task_vectors(job.id, len(old) - job.spec.num_ps))
+            # put it back where it was; GPU sharing allowed, since a guest it hosted may
+            # have inherited its devices on release
+            self.ledger.allocate(job.id, old, self._task_vectors(job.id, len(old) - job.spec.num_ps),
+                                 share_gpus=True)
             raise
         self.backend.halt(job.id, self.now, checkpoint=True)
         job._placement = tuple(placement)
         job._alloc = alloc.total
-        job._gpus = alloc.total["gpu"]
+        job._gpus = self._demand_gpus(job.id, len(placement))
         job._iter_time = None
         job._report_time = self.now
         self.backend.launch(job.spec, alloc, self.now, from_checkpoint=True)

@@ -9,6 +9,9 @@ scheduler-wide events) and a small ``data`` dict. Conventions, relied on by
 * ``started`` / ``resumed`` / ``migrated`` / ``resized``: data ``alloc`` — the
   job's total allocation *after* the event (a dict), and ``nodes`` (node
   indices, one per task).
+* ``reallocated``: the job's owned allocation changed where it runs (a GPU
+  time-sharing guest inherited its device when the owner left); data ``alloc``.
+  Records carry *owned* resources: a time-sharing guest owns no GPU.
 * ``paused`` / ``finished`` / ``stopped`` / ``failed`` / ``cancelled``: the
   job holds nothing afterwards; ``stopped`` / ``failed`` carry ``reason``.
 * ``rejected``: data ``reason`` (the job can never fit, or its spec is bad).
@@ -36,6 +39,7 @@ class EventKind(StrEnum):
     RESUMED = "resumed"
     MIGRATED = "migrated"
     RESIZED = "resized"
+    REALLOCATED = "reallocated"
     FINISHED = "finished"
     STOPPED = "stopped"
     FAILED = "failed"
@@ -50,7 +54,9 @@ RELEASING = frozenset(
     {EventKind.PAUSED, EventKind.FINISHED, EventKind.STOPPED, EventKind.FAILED, EventKind.CANCELLED}
 )
 #: Kinds that set a job's allocation to ``data["alloc"]``.
-ALLOCATING = frozenset({EventKind.STARTED, EventKind.RESUMED, EventKind.MIGRATED, EventKind.RESIZED})
+ALLOCATING = frozenset(
+    {EventKind.STARTED, EventKind.RESUMED, EventKind.MIGRATED, EventKind.RESIZED, EventKind.REALLOCATED}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from .job import JobView
+from .ledger import fit_counts
 
 if TYPE_CHECKING:
     from .ledger import Allocation, Ledger
@@ -32,7 +33,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs", "history",
-                 "_free_ro", "_cap_ro", "_dev_ro")
+                 "_free_ro", "_cap_ro", "_dev_ro", "_max_tasks")
 
     def __init__(
         self,
@@ -55,6 +56,7 @@ class ClusterView:
         self._free_ro = _readonly(ledger.free)
         self._cap_ro = _readonly(ledger.capacity)
         self._dev_ro = _readonly(ledger.device_free)
+        self._max_tasks: dict[int, tuple[np.ndarray, int]] = {}
 
     @property
     def now(self) -> float:
@@ -91,6 +93,17 @@ class ClusterView:
         v = self._ledger.vector(job.spec.workers.demand)
         assert v is not None  # jobs naming unknown resources are rejected at arrival
         return v
+
+    def target_workers(self, job: JobView) -> int:
+        """The worker count to start ``job`` with when a policy has no opinion: what it asked
+        for, lowered (not below ``n_min``) to what the empty cluster could ever hold."""
+        w = self.demand_vector(job)
+        hit = self._max_tasks.get(id(w))
+        if hit is None or hit[0] is not w:
+            empty = np.where(self._ledger.device_free >= 0, 1.0, -1.0)
+            hit = self._max_tasks[id(w)] = (w, int(fit_counts(self._ledger.capacity, empty, w,
+                                                                self._ledger.gpu_col).sum()))
+        return max(min(job.spec.workers.count, hit[1]), job.spec.min_workers)
 
     def ps_demand_vector(self, job: JobView) -> np.ndarray | None:
         return None if job.spec.ps is None else self._ledger.vector(job.spec.ps.demand)

@@ -106,7 +106,7 @@ def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None)
     """All workers on one node if one can hold them (best fit: the node left with the least
     room); else spread over the nodes with most room first, so the job spans as few nodes
     as possible. Parameter servers then go where most room is left."""
-    n = job.spec.workers.count if n_workers is None else n_workers
+    n = draft.view.target_workers(job) if n_workers is None else n_workers
     w = draft.view.demand_vector(job)
     fit = draft.tasks_fit(w)
     whole = np.flatnonzero(fit >= n)

@@ -54,14 +54,15 @@ from cohabit.spec import Resources
 MAX_SERIES_POINTS = 2000
 
 # Small integer codes for the event kinds the single pass cares about. Codes up
-# to _RESIZE set an allocation; codes _FINISH.._CANCEL end a job.
-_START, _RESUME, _MIGRATE, _RESIZE, _PAUSE, _FINISH, _STOP, _FAIL, _CANCEL, _SUBMIT, _REJECT, _DECISION, _ACT_REJ = (
-    range(13))
+# to _REALLOC set an allocation; codes _FINISH.._CANCEL end a job.
+(_START, _RESUME, _MIGRATE, _RESIZE, _REALLOC, _PAUSE, _FINISH, _STOP, _FAIL, _CANCEL, _SUBMIT, _REJECT, _DECISION,
+ _ACT_REJ) = range(14)
 _CODE: dict[str, int] = {
     EventKind.STARTED: _START,
     EventKind.RESUMED: _RESUME,
     EventKind.MIGRATED: _MIGRATE,
     EventKind.RESIZED: _RESIZE,
+    EventKind.REALLOCATED: _REALLOC,
     EventKind.PAUSED: _PAUSE,
     EventKind.FINISHED: _FINISH,
     EventKind.STOPPED: _STOP,
@@ -275,7 +276,7 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
         acc = jobs.get(job)
         if acc is None:
             acc = jobs[job] = _JobAcc(t)
-        if code <= _RESIZE:
+        if code <= _REALLOC:
             a = ev.data.get("alloc")
             row = tuple(map(a.get, names, zero)) if a else zero
             if acc.alloc is not None:
