@@ -1,31 +1,33 @@
 """Scheduling policies. Adding one = one module + one line in :data:`REGISTRY`.
 
-Each registry entry maps a name to a factory taking ``oracle: bool``; policies
-that can read true job lengths use it, others ignore it.
+Each registry line maps a policy name to ``"module:factory"``; the factory
+takes ``oracle: bool`` (policies that can read true job lengths use it, the
+others ignore it) and returns a policy. Modules are imported on first use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from importlib import import_module
 
 from .base import BasePolicy, Policy
 from .fifo import FIFO
 from .srtf import SRTF
 
-REGISTRY: dict[str, Callable[[bool], Policy]] = {
-    "fifo": lambda oracle: FIFO(),
-    "fifo-backfill": lambda oracle: FIFO(backfill=True),
-    "srtf": lambda oracle: SRTF(use_oracle=oracle),
+REGISTRY: dict[str, str] = {
+    "fifo": "cohabit.policies.fifo:make",
+    "fifo-backfill": "cohabit.policies.fifo:make_backfill",
+    "srtf": "cohabit.policies.srtf:make",
 }
 
 
 def make_policy(name: str, *, oracle: bool = False) -> Policy:
     """Build the policy registered as ``name``; unknown names list the known ones."""
     try:
-        factory = REGISTRY[name]
+        target = REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(sorted(REGISTRY))}") from None
-    return factory(oracle)
+    module, _, attr = target.partition(":")
+    return getattr(import_module(module), attr)(oracle)
 
 
 __all__ = ["REGISTRY", "BasePolicy", "FIFO", "Policy", "SRTF", "make_policy"]

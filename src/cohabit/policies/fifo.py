@@ -31,3 +31,11 @@ class FIFO(BasePolicy):
                 break
             plan.append(Start(job.id, p))
         return plan
+
+
+def make(oracle: bool = False) -> FIFO:
+    return FIFO()
+
+
+def make_backfill(oracle: bool = False) -> FIFO:
+    return FIFO(backfill=True)

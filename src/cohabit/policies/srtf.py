@@ -105,3 +105,7 @@ class SRTF(BasePolicy):
                 return p
         draft.restore(saved)
         return None
+
+
+def make(oracle: bool = False) -> SRTF:
+    return SRTF(use_oracle=oracle)
