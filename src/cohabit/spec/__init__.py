@@ -1,11 +1,13 @@
 """Validated, plain data that users write: resources, clusters, jobs, completion criteria."""
 
 from .cluster import PRESETS, ClusterSpec, NodeSpec, preset
-from .criteria import Criterion, parse_criterion
+from .criteria import Budget, Convergence, Criterion, MetricTarget, RunFor, parse_criterion, parse_duration
 from .job import JobSpec, TaskGroup, simple_job
 from .resources import STANDARD, Resources
+from .yamlio import SpecError, cluster_from_arg, load_cluster, load_jobs
 
 __all__ = [
-    "PRESETS", "STANDARD", "ClusterSpec", "Criterion", "JobSpec", "NodeSpec", "Resources",
-    "TaskGroup", "parse_criterion", "preset", "simple_job",
+    "PRESETS", "STANDARD", "Budget", "ClusterSpec", "Convergence", "Criterion", "JobSpec", "MetricTarget",
+    "NodeSpec", "Resources", "RunFor", "SpecError", "TaskGroup", "cluster_from_arg", "load_cluster", "load_jobs",
+    "parse_criterion", "parse_duration", "preset", "simple_job",
 ]

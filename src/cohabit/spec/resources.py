@@ -83,10 +83,18 @@ class Resources(Mapping[str, float]):
     __rmul__ = __mul__
 
     def __eq__(self, other: object) -> bool:
+        """Exact equality (missing names are 0), consistent with ``__hash__``; see :meth:`isclose`."""
+        if isinstance(other, Resources):
+            return self._v == other._v
         if isinstance(other, Mapping):
             names = set(self._v) | set(other)
-            return all(abs(self[n] - float(other.get(n, 0.0))) <= 1e-9 for n in names)
+            return all(self[n] == float(other.get(n, 0.0)) for n in names)
         return NotImplemented
+
+    def isclose(self, other: Mapping[str, float], tol: float = 1e-9) -> bool:
+        """Equality within ``tol`` per component (for sums of floats)."""
+        names = set(self._v) | set(other)
+        return all(abs(self[n] - float(other.get(n, 0.0))) <= tol for n in names)
 
     def __hash__(self) -> int:
         return hash(tuple(sorted(self._v.items())))
@@ -138,3 +146,11 @@ class Resources(Mapping[str, float]):
         return core_schema.no_info_plain_validator_function(
             validate, serialization=core_schema.plain_serializer_function_ser_schema(lambda r: r.as_dict())
         )
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "additionalProperties": {"type": "number", "minimum": 0},
+            "description": "resource name -> quantity (cpu, gpu, mem_gb, net_gbps, gpu_mem_gb, or any other name)",
+        }

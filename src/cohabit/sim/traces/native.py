@@ -116,7 +116,7 @@ def _job(item: Any, node: yaml.Node, index: int, file: str) -> TraceJob:
     item = dict(item)
     raw_truth = item.pop("truth", None)
     try:
-        spec = yamlio._one_job(item, node, ("jobs", index), file)
+        spec = yamlio.job_from_item(item, node, ("jobs", index), file)
     except yamlio.SpecError as e:
         raise _err(e) from None
     found = _key_node(node, "truth")
@@ -166,7 +166,7 @@ def load(src: Source, sink: Sink) -> None:
     except UnicodeDecodeError as e:
         raise TraceRowError(src.name, 1, None, f"not UTF-8 text ({e.reason})") from None
     try:
-        root, data = yamlio._parse(text, src.name)
+        root, data = yamlio.parse_yaml(text, src.name)
     except yamlio.SpecError as e:
         raise _err(e) from None
     seq, items = _top(root, data, src.name, sink)
