@@ -73,7 +73,10 @@ class JobSpec(BaseModel):
             raise ValueError("workers.count must be >= 1")
         lo, hi = self.min_workers, self.max_workers
         if self.n_min is not None and self.n_max is not None and lo > hi:
-            raise ValueError(f"n_min={lo} must be <= n_max={hi}, with workers.count={self.workers.count} between them")
+            raise ValueError(
+                f"[n_min={lo}, n_max={hi}] is empty: n_min must be <= n_max, "
+                f"with workers.count={self.workers.count} between them"
+            )
         if not lo <= self.workers.count <= hi:
             raise ValueError(f"workers.count={self.workers.count} must lie in [n_min={lo}, n_max={hi}]")
         return self
