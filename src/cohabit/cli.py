@@ -215,15 +215,16 @@ def traces() -> None:
         console.print(f"[bold]{name:20}[/] {fmt:9} {filename}")
 
 
-def _mount_optional() -> None:
-    try:
-        from .pack.cli import app as pack_app
-    except ImportError:
-        return
-    app.add_typer(pack_app, name="pack", help="Packed training (Liu, Pack) and pack-aware Hyperband.")
+def _mount_subcommands() -> None:
+    """Commands that live with their subsystem: real execution and packed training."""
+    from .pack.cli import hyperband
+    from .runtime.cli import run
+
+    app.command("run")(run)
+    app.command("hyperband")(hyperband)
 
 
-_mount_optional()
+_mount_subcommands()
 
 if __name__ == "__main__":  # pragma: no cover
     app()
