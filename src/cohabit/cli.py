@@ -119,7 +119,7 @@ def simulate(
         f"trace [bold]{load.path}[/] ({fmt}, {len(load.jobs)} jobs"
         f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
         f"[bold]{cl.name}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs)"
-        f"{' [default for this format]' if cluster is None else ''}"
+        f"{' (default for this format)' if cluster is None else ''}"
     )
     outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=Path(str(load.path)).name)
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
