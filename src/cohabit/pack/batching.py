@@ -92,6 +92,8 @@ class DataStream:
 
     ``inputs``/``targets`` hold the raw dataset (host memory, as in Fig. 2.1);
     ``preprocess`` runs once per loaded sample, shared by all members.
+    ``max_buffer`` bounds the preprocessed rows kept between the slowest and
+    the fastest reader (default: the data set size).
     """
 
     _next_id = 0
@@ -105,6 +107,7 @@ class DataStream:
         shuffle: bool = True,
         preprocess: Preprocess | None = None,
         device: torch.device | str | None = None,
+        max_buffer: int | None = None,
     ) -> None:
         if inputs.shape[0] != targets.shape[0]:
             raise ValueError(
@@ -118,6 +121,8 @@ class DataStream:
         self.shuffle = shuffle
         self.preprocess = preprocess
         self.device = torch.device(device) if device is not None else inputs.device
+        self.max_buffer = len(self) if max_buffer is None else int(max_buffer)
+        """Most rows kept loaded between the slowest and the fastest reader (default: one epoch)."""
         self.id = DataStream._next_id
         DataStream._next_id += 1
         self._orders: dict[int, Tensor] = {}
@@ -188,12 +193,12 @@ class DataStream:
         for e, s, t in windows:
             lo, hi = by_epoch.get(e, (s, t))
             by_epoch[e] = (min(lo, s), max(hi, t))
-        # Windows of one epoch are loaded as one span and kept; when the cursors
-        # drifted far apart (span much larger than what the batches need) each
-        # window is loaded on its own, so the resident window stays bounded.
+        # Windows of one epoch are loaded as one span and kept, so every sample
+        # is loaded once for all readers; only if the span would exceed
+        # ``max_buffer`` rows is each window loaded on its own (bounded memory).
         need = sum(t - s for _, s, t in windows)
         span = sum(hi - lo for lo, hi in by_epoch.values())
-        shared = span <= 4 * max(need, 1)
+        shared = span <= max(self.max_buffer, need)
         if shared:
             for e, (lo, hi) in by_epoch.items():
                 self._ensure(e, lo, hi)

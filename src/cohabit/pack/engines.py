@@ -134,7 +134,9 @@ class SeqStack:
                     if not batched:
                         h = h.expand(k, *h.shape)
                         batched = True
-                    h = torch.cat([act(h[a:b]) for a, b, act in runs])
+                    # split (not slicing): its backward is one concatenation, no zero-filled copies
+                    parts = h.split([b - a for a, b, _ in runs])
+                    h = torch.cat([act(part) for part, (_, _, act) in zip(parts, runs)])
         if not batched:
             h = h.expand(k, *h.shape)
         return h

@@ -102,12 +102,12 @@ class Workload:
         self.y_val = y_val
         self._example = self.x_val[:2]
 
-    def member(self, c: Config) -> Member:
+    def member(self, c: Config, name: str | None = None) -> Member:
         """A fresh member for ``c``; its initial weights depend only on ``c`` and the seed."""
         torch.manual_seed(self.seed * 100_003 + hash(c.index) % 100_000)
         model = make_model(self.arch, c.activation, **self.model_kwargs)
         opt = make_optimizer(c.optimizer, model.parameters(), c.lr)
-        m = Member(f"{c.index}", model, opt, c.batch_size, stream=self.stream)
+        m = Member(name or f"{c.index}", model, opt, c.batch_size, stream=self.stream)
         m.meta["config"] = c
         return m
 
@@ -163,6 +163,7 @@ class HyperbandResult:
     loaded_samples: int
     pack_opt_time: float = 0.0
     history: list[dict] = field(default_factory=list)
+    cpu_time: float = 0.0
 
     def summary(self) -> dict:
         return {
@@ -170,6 +171,7 @@ class HyperbandResult:
             "best_val_loss": self.best.val_loss,
             "best_val_acc": self.best.val_acc,
             "wall_time_s": self.wall_time,
+            "cpu_time_s": self.cpu_time,
             "trials": self.trials,
             "train_steps": self.steps,
             "packs": self.packs,
@@ -181,7 +183,13 @@ class HyperbandResult:
 
 def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None, refill: bool,
                stats: dict) -> None:
-    """Train each group as a pack; finished members make room for the next configuration."""
+    """Train each group as a pack; finished members make room for the next configuration.
+
+    Groups run longest first (by the most steps any member still needs), so
+    with ``refill`` the long trainings share their pack with a stream of short
+    ones instead of running alone at the end.
+    """
+    groups = sorted(groups, key=lambda g: -max((t.member.steps or 0) - t.member.steps_done for t in g))
     queue = deque(t for g in groups for t in g)
     starts = {id(g[0]) for g in groups if g}
     while queue:
@@ -208,51 +216,75 @@ def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None
 
 def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TABLE_2_3,
               packer: Packer | None = None, seed: int = 0, memory_limit: int | None = None,
-              refill: bool = False, log: Callable[[str], None] | None = None) -> HyperbandResult:
+              refill: bool = False, interleave: bool = False,
+              log: Callable[[str], None] | None = None) -> HyperbandResult:
     """Hyperband (Alg. 1) or, with ``packer``, pack-aware Hyperband (Alg. 2).
 
     Returns the configuration with the smallest validation loss seen at the
     end of any rung ("Conf with the smallest intermediate loss so far").
+
+    ``interleave=True`` runs the brackets in lockstep: rung ``i`` of every
+    bracket trains in one wave, so ``pack_opt`` can pack configurations of
+    different brackets together.  Brackets are independent (Hyperband's outer
+    loop "can be trivially distributed", §2.4.1), so every bracket keeps the
+    same configurations and makes the same decisions; only the order of the
+    training changes.  ``refill=True`` loads the next configuration into a
+    running pack as soon as a member finishes (§2.2.3, Fig. 2.3).
     """
     sample_rng = random.Random(seed)
     guard = MemoryGuard(memory_limit) if (memory_limit is not None and packer is not None) else None
     stats: dict = {"packs": 0, "sizes": [], "steps": 0, "pack_opt": 0.0}
-    best: Trial | None = None
     history: list[dict] = []
     loaded0 = w.stream.loaded_samples
-    t0 = time.perf_counter()
-    trials_total = 0
-    for rungs in brackets(R, eta):
-        n0 = rungs[0][0]
-        live = [Trial(c, w.member(c)) for c in space.sample(n0, sample_rng)]
-        trials_total += len(live)
-        for i, (n_i, r_i) in enumerate(rungs):
-            for t in live:
+    t0, c0 = time.perf_counter(), time.process_time()
+    plan = brackets(R, eta)
+    # Sampling happens in bracket order whatever the schedule, so all variants see the same trials.
+    live: list[list[Trial]] = []
+    for b, rungs in enumerate(plan):
+        cs = space.sample(rungs[0][0], sample_rng)
+        live.append([Trial(c, w.member(c, f"b{b}:{c.index}")) for c in cs])
+    trials_total = sum(len(t) for t in live)
+    waves = ([[(b, i) for b in range(len(plan)) if i < len(plan[b])] for i in range(len(plan[0]))] if interleave
+             else [[(b, i)] for b in range(len(plan)) for i in range(len(plan[b]))])
+    best: Trial | None = None
+    for wave in waves:
+        batch: list[Trial] = []
+        for b, i in wave:
+            r_i = plan[b][i][1]
+            for t in live[b]:
                 t.member.steps = w.steps_for(t.member, r_i - t.units)
                 stats["steps"] += t.member.steps - t.member.steps_done
-            if packer is None:
-                for t in live:
-                    train_alone(t.member, t.member.steps - t.member.steps_done)
-            else:
-                tp = time.perf_counter()
-                by_cfg = {t.config: t for t in live}
-                groups = packer([t.config for t in live])
-                stats["pack_opt"] += time.perf_counter() - tp
-                _run_packs([[by_cfg[c] for c in g] for g in groups], w, guard, refill, stats)
-            for t, (loss, acc) in zip(live, w.evaluate([t.member for t in live], packed=packer is not None)):
-                t.val_loss, t.val_acc, t.units = loss, acc, r_i
-                if best is None or loss < best.val_loss:
-                    best = t
-            history.append({"n": len(live), "r": r_i, "best_loss": min(t.val_loss for t in live)})
+            batch.extend(live[b])
+        if packer is None:
+            for t in batch:
+                train_alone(t.member, t.member.steps - t.member.steps_done)
+        else:
+            tp = time.perf_counter()
+            by_id = {id(t.config): t for t in batch}
+            groups = packer([t.config for t in batch])
+            stats["pack_opt"] += time.perf_counter() - tp
+            _run_packs([[by_id[id(c)] for c in g] for g in groups], w, guard, refill, stats)
+        results = w.evaluate([t.member for t in batch], packed=packer is not None)
+        for t, (loss, acc) in zip(batch, results):
+            t.val_loss, t.val_acc = loss, acc
+            if best is None or loss < best.val_loss:
+                best = t
+        for b, i in wave:
+            n_i, r_i = plan[b][i]
+            for t in live[b]:
+                t.units = r_i
+            history.append({"bracket": b, "rung": i, "n": len(live[b]), "r": r_i,
+                            "best_loss": min(t.val_loss for t in live[b])})
             if log:
-                log(f"bracket n={n0} rung {i}: {len(live)} configs x {r_i:g} units, best loss {history[-1]['best_loss']:.4f}")
-            keep = max(1, n_i // eta) if i + 1 < len(rungs) else 0
-            live = sorted(live, key=lambda t: (t.val_loss, t.config))[:keep]
+                log(f"bracket {b} rung {i}: {len(live[b])} configs x {r_i:g} units, "
+                    f"best loss {history[-1]['best_loss']:.4f}")
+            keep = max(1, n_i // eta) if i + 1 < len(plan[b]) else 0
+            live[b] = sorted(live[b], key=lambda t: (t.val_loss, t.config))[:keep]
     assert best is not None
     sizes = stats["sizes"]
     return HyperbandResult(best, time.perf_counter() - t0, trials_total, stats["steps"], stats["packs"],
                            (sum(sizes) / len(sizes)) if sizes else 1.0, w.stream.loaded_samples - loaded0,
-                           stats["pack_opt"], history)
+                           stats["pack_opt"], history, time.process_time() - c0)
 
 
 class ConfigFits:
@@ -275,7 +307,7 @@ class ConfigFits:
 
     def estimate(self, configs: Sequence[Config]) -> int:
         # One architecture: the members stack whatever their activation (cohabit.pack.engines).
-        items = [(str(c.index), self.footprint(c), c.batch_size, self.w.arch, "shared") for c in configs]
+        items = [(str(i), self.footprint(c), c.batch_size, self.w.arch, "shared") for i, c in enumerate(configs)]
         return estimate_items(items).total
 
     def __call__(self, configs: Sequence[Config]) -> bool:

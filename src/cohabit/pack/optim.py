@@ -77,11 +77,22 @@ class OptSpec:
                        initial_accumulator_value=float(g["initial_accumulator_value"]))
 
 
+_MEMO: dict[tuple, Tensor] = {}
+
+
 def _coef(values: list[float], like: Tensor) -> float | Tensor:
     """A Python scalar when all members agree (exactly torch's arithmetic), else a ``[k,1,..]`` tensor."""
-    if all(v == values[0] for v in values):
-        return values[0]
-    return torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *([1] * (like.dim() - 1)))
+    v0 = values[0]
+    if all(v == v0 for v in values):
+        return v0
+    key = (tuple(values), like.dim(), like.dtype, like.device)
+    t = _MEMO.get(key)
+    if t is None:
+        if len(_MEMO) > 4096:  # per-step coefficients (bias corrections) keep changing
+            _MEMO.clear()
+        t = torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *([1] * (like.dim() - 1)))
+        _MEMO[key] = t
+    return t
 
 
 @dataclass

@@ -131,21 +131,24 @@ def knn_pack(configs: Sequence[Config], *, threshold: float, rng: random.Random,
     if threshold < 0:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     _check_max(max_size)
-    remaining = list(configs)
+    # Work on positions, not values: the same configuration may be sampled twice
+    # (by two brackets) and each copy is its own trial.
+    remaining = list(range(len(configs)))
     groups: list[list[Config]] = []
     while remaining:
         centroid = remaining.pop(rng.randrange(len(remaining)))
         group = [centroid]
-        near = sorted(((distance(centroid, c), c) for c in remaining), key=lambda dc: (dc[0], dc[1]))
-        for d, c in near:
+        near = sorted(((distance(configs[centroid], configs[i]), configs[i], i) for i in remaining),
+                      key=lambda d: (d[0], d[1], d[2]))
+        for d, _, i in near:
             if d > threshold or (max_size is not None and len(group) >= max_size):
                 break
-            if not fits([*group, c]):
+            if not fits([configs[j] for j in (*group, i)]):
                 break  # "until the device runs out of memory"
-            group.append(c)
+            group.append(i)
         taken = set(group)
-        remaining = [c for c in remaining if c not in taken]
-        groups.append(group)
+        remaining = [i for i in remaining if i not in taken]
+        groups.append([configs[i] for i in group])
     return groups
 
 

@@ -237,7 +237,7 @@ class _Stacked:
         self.members = [members[i] for i in order]
         specs = [specs[i] for i in order]
         first = self.members[0].model
-        self.base = copy.deepcopy(first).to("meta")
+        self.base = None if engine == "seq" else copy.deepcopy(first).to("meta")
         self.names = [n for n, _ in first.named_parameters()]
         self.params: dict[str, Tensor] = {}
         with torch.no_grad():
@@ -362,10 +362,17 @@ class PackedModel:
     :mod:`cohabit.pack.engines`), ``"vmap"`` (batched kernels), ``"loop"``
     (one member after another on rows of the stacked parameters, still one
     graph and one fused optimizer step) or ``"auto"`` (see :func:`stack_key`).
+    ``pad_ratio`` splits a stacked group by batch size so that no member's
+    batch is padded to more than ``pad_ratio`` times its size (``None``: pad
+    everything to the largest batch, as the paper does).
     """
 
     def __init__(self, members: Sequence[Member] = (), device: torch.device | str = "cpu", *,
-                 fast: bool = True, memory_limit: int | None = None, engine: str = "auto") -> None:
+                 fast: bool = True, memory_limit: int | None = None, engine: str = "auto",
+                 pad_ratio: float | None = None) -> None:
+        if pad_ratio is not None and pad_ratio < 1:
+            raise ValueError(f"pad_ratio must be >= 1 (or None), got {pad_ratio}")
+        self.pad_ratio = pad_ratio
         if engine not in ("auto", *ENGINES):
             raise ValueError(f"engine must be 'auto' or one of {ENGINES}, got {engine!r}")
         self.device = torch.device(device)
@@ -403,29 +410,57 @@ class PackedModel:
 
             MemoryGuard(self.memory_limit, device=self.device).check(members, fast=self.fast)
 
+    def _key(self, m: Member) -> Any:
+        """The member's stacking key (cached per model object; ``("single", id)`` if never stacked)."""
+        tag = (id(m.model), self.engine, self.fast, self.device.type)
+        cached = m.meta.get("_stack_key")
+        if cached is None or cached[0] != tag:
+            key = stack_key(m.model, self.engine, self.device) if self.fast else None
+            m.meta["_stack_key"] = (tag, key if key is not None else ("single", id(m)))
+        return m.meta["_stack_key"][1]
+
     def _dissolve(self) -> None:
         for u in self._units:
             u.dissolve()
         self._units = []
 
-    def _rebuild(self) -> None:
-        self._dissolve()
-        groups: dict[Any, list[Member]] = {}
-        singles: list[Member] = []
-        for m in self.members:
-            key = stack_key(m.model, self.engine, self.device) if self.fast else None
-            if key is None:
-                singles.append(m)
-            else:
-                groups.setdefault(key, []).append(m)
+    def _rebuild(self, keys: set | None = None) -> None:
+        """Restack the units of ``keys`` (all units if None); other units keep running untouched."""
+        if keys is None:
+            self._dissolve()
+            kept: list[_Single | _Stacked] = []
+            keys = {self._key(m) for m in self.members}
+        else:
+            kept = []
+            for u in self._units:
+                if self._key(u.members[0]) in keys:
+                    u.dissolve()
+                else:
+                    kept.append(u)
         units: list[_Single | _Stacked] = []
-        for key, g in groups.items():
-            if len(g) >= 2:
-                units.append(_Stacked(g, key[0]))
+        for key in keys:
+            g = [m for m in self.members if self._key(m) == key]
+            if key[0] == "single":
+                units.extend(_Single(m) for m in g)
+                continue
+            for bucket in self._buckets(g):
+                if len(bucket) >= 2:
+                    units.append(_Stacked(bucket, key[0]))
+                else:
+                    units.extend(_Single(m) for m in bucket)
+        self._units = kept + units
+
+    def _buckets(self, group: list[Member]) -> list[list[Member]]:
+        """Split a stackable group so no member is padded beyond ``pad_ratio`` x its batch."""
+        if self.pad_ratio is None:
+            return [group]
+        out: list[list[Member]] = []
+        for m in sorted(group, key=lambda m: m.batch_size):
+            if out and m.batch_size <= self.pad_ratio * out[-1][0].batch_size:
+                out[-1].append(m)
             else:
-                singles.extend(g)
-        units.extend(_Single(m) for m in singles)
-        self._units = units
+                out.append([m])
+        return out
 
     def sync(self) -> None:
         """Write every member's optimizer state back into its own ``torch.optim`` object."""
@@ -439,19 +474,33 @@ class PackedModel:
         load(member, self.device)
         member.meta["_packed"] = True
         self.members.append(member)
-        self._rebuild()
+        self._rebuild({self._key(member)})
 
     def remove(self, member: Member | str) -> Checkpoint:
         """Take a member out of the pack and ``free`` it; returns its checkpoint (§2.2.3)."""
         m = self[member] if isinstance(member, str) else member
         if m not in self.members:
             raise ValueError(f"member {m.name!r} is not in this pack")
-        self._dissolve()
+        key = self._key(m)
+        for u in [u for u in self._units if self._key(u.members[0]) == key]:
+            u.dissolve()
+            self._units.remove(u)
         self.members.remove(m)
         m.meta.pop("_packed", None)
         ckpt = free(m)
-        self._rebuild()
+        self._rebuild_missing(key)
         return ckpt
+
+    def _rebuild_missing(self, key: Any) -> None:
+        """Rebuild the units of ``key`` after they were dissolved and taken out."""
+        g = [m for m in self.members if self._key(m) == key]
+        if not g:
+            return
+        if key[0] == "single":
+            self._units.extend(_Single(m) for m in g)
+            return
+        for bucket in self._buckets(g):
+            self._units.append(_Stacked(bucket, key[0]) if len(bucket) >= 2 else _Single(bucket[0]))
 
     def grads(self, member: Member | str) -> dict[str, Tensor | None]:
         """The member's gradients from the last step, by parameter name."""
@@ -557,11 +606,11 @@ class PackedModel:
 
 
 def pack(members: Sequence[Member], device: torch.device | str = "cpu", *, fast: bool = True,
-         memory_limit: int | None = None, engine: str = "auto") -> PackedModel:
+         memory_limit: int | None = None, engine: str = "auto", pad_ratio: float | None = None) -> PackedModel:
     """Pack ``members`` into one :class:`PackedModel` on ``device`` (§2.1.2)."""
     if not members:
         raise ValueError("pack() needs at least one member, got none")
-    return PackedModel(members, device, fast=fast, memory_limit=memory_limit, engine=engine)
+    return PackedModel(members, device, fast=fast, memory_limit=memory_limit, engine=engine, pad_ratio=pad_ratio)
 
 
 @torch.no_grad()
