@@ -17,6 +17,12 @@ REGISTRY: dict[str, str] = {
     "fifo": "cohabit.policies.fifo:make",
     "fifo-backfill": "cohabit.policies.fifo:make_backfill",
     "srtf": "cohabit.policies.srtf:make",
+    "drf": "cohabit.policies.drf:make",
+    "tetris": "cohabit.policies.tetris:make",
+    "lb": "cohabit.policies.spread:make_lb",
+    "binpack": "cohabit.policies.spread:make_binpack",
+    "static": "cohabit.policies.static:make",
+    "naive": "cohabit.policies.naive:make",
 }
 
 

@@ -1,0 +1,173 @@
+"""Naive co-location: share GPUs without any coordination or interference awareness.
+
+The "just put it somewhere" baseline that interference-aware packers (Gandiva,
+Xiao et al., OSDI'18; Lucid, Hu et al., ASPLOS'23; the Harmony papers)
+measure themselves against: jobs start in arrival order on free GPUs
+(consolidated first); when a job's GPUs are not free, it is started anyway by
+time-sharing GPUs that are already in use (the ``Colocate`` action) on the
+lowest-numbered nodes whose CPU, memory and other non-GPU resources can still
+hold it. Which jobs end up sharing a GPU is never considered; the only limit
+is ``max_jobs_per_gpu`` jobs on one device (the scheduler refuses more than 4).
+
+On each node the devices are taken the way the ledger assigns them to a
+time-sharing guest (fewest jobs first, then most free room), and a guest that
+lands on a device nobody holds owns that share. The head of the queue blocks
+the rest only when it cannot even be co-located (``backfill=True`` lets later
+jobs go).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..engine.actions import Colocate, Placement, Plan
+from ..engine.job import JobView
+from ..engine.ledger import take_devices
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .placement import Draft
+from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+
+LEDGER_MAX_SHARE = 4  # Ledger(max_share=4): the scheduler's limit of jobs per GPU device
+_EPS = 1e-9
+
+
+class _Devices:
+    """Which jobs hold each GPU device, kept in step with a plan being built."""
+
+    def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]]) -> None:
+        self.view = view
+        self.free = draft.free  # the draft's scratch array: non-GPU room and owned GPU shares
+        self.dev = view.device_free.copy()
+        self.exists = self.dev >= 0
+        self.jobs: dict[tuple[int, int], list[str]] = {}
+        self.count = np.zeros(self.dev.shape, dtype=np.int64)
+        for job in view.running.values():
+            alloc = view.allocation_of(job.id)
+            if alloc is None:
+                continue
+            for key in alloc.devices:
+                self._add(key, job.id)
+        g = view.gpu_col
+        for job, placement in started:  # replay this plan's starts as the draft took them
+            share = float(view.demand_vector(job)[g]) if g is not None else 0.0
+            for node in placement[: len(placement) - job.spec.num_ps]:
+                for i, _ in take_devices(self.dev[node], share) or ():
+                    self._add((node, i), job.id)
+
+    def _add(self, key: tuple[int, int], job: str) -> None:
+        holders = self.jobs.setdefault(key, [])
+        if job not in holders:
+            holders.append(job)
+            self.count[key] += 1
+
+    def colocate(self, job: JobView, n: int, limit: int) -> tuple[Placement, list[str]] | None:
+        """Nodes for ``job``'s ``n`` workers sharing GPUs (lowest node index first), and the
+        jobs already on the devices it will share; the room is taken. None if it does not fit."""
+        view = self.view
+        g = view.gpu_col
+        if g is None or job.spec.num_ps:
+            return None
+        w = view.demand_vector(job)
+        share = float(w[g])
+        per_task = max(int(math.ceil(share - _EPS)), 1)
+        rest = w.copy()
+        rest[g] = 0.0
+        need = rest > _EPS
+        room = (np.floor((self.free[:, need] + _EPS) / rest[need]).min(axis=1) if need.any()
+                else np.full(self.free.shape[0], n))
+        open_devs = ((self.count < limit) & self.exists).sum(axis=1)
+        cap = np.minimum(room, open_devs // per_task).astype(np.int64)
+        if cap.sum() < n:
+            return None
+        whole = np.flatnonzero(cap >= n)
+        nodes = [int(whole[0])] * n if whole.size else _fill_index_order(cap, n)
+        hosts: list[str] = []
+        for node in sorted(set(nodes)):
+            taken: dict[int, int] = {}
+            for _ in range(nodes.count(node)):
+                cand = sorted((int(self.count[node, i]) + taken.get(i, 0), -float(self.dev[node, i]), i)
+                              for i in np.flatnonzero(self.exists[node]))
+                cand = [c for c in cand if c[0] < limit][:per_task]
+                assert len(cand) == per_task
+                want = min(share, 1.0)
+                for _, _, i in cand:
+                    taken[i] = taken.get(i, 0) + 1
+                    if not self.jobs.get((node, i)) and self.dev[node, i] >= want - _EPS:
+                        self.dev[node, i] -= want  # a device nobody holds: the guest owns it
+                        self.free[node, g] -= want
+                    hosts += [h for h in self.jobs.get((node, i), []) if h not in hosts]
+                    self._add((node, i), job.id)
+            self.free[node] -= rest * nodes.count(node)
+        return tuple(nodes), hosts
+
+
+def _uses_gpu(view: ClusterView, job: JobView) -> bool:
+    g = view.gpu_col
+    return g is not None and float(view.demand_vector(job)[g]) > _EPS
+
+
+def _fill_index_order(cap: np.ndarray, n: int) -> list[int]:
+    out: list[int] = []
+    for node in np.flatnonzero(cap > 0):
+        out += [int(node)] * int(min(cap[node], n - len(out)))
+        if len(out) == n:
+            break
+    return out
+
+
+class NaiveColocation(BasePolicy):
+    """Start on free GPUs; otherwise time-share busy GPUs, blind to interference (see module doc)."""
+
+    def __init__(self, max_jobs_per_gpu: int = 2, backfill: bool = False) -> None:
+        if isinstance(max_jobs_per_gpu, bool) or not isinstance(max_jobs_per_gpu, int) \
+                or not 1 <= max_jobs_per_gpu <= LEDGER_MAX_SHARE:
+            raise ValueError(f"max_jobs_per_gpu must be an integer in [1, {LEDGER_MAX_SHARE}], "
+                             f"got {max_jobs_per_gpu!r}")
+        if not isinstance(backfill, bool):
+            raise ValueError(f"backfill must be True or False, got {backfill!r}")
+        self.max_jobs_per_gpu = max_jobs_per_gpu
+        self.backfill = backfill
+        self.name = "naive" + ("+backfill" if backfill else "")
+
+    def decide(self, view: ClusterView) -> Plan:
+        waiting = waiting_in_order(view)
+        if not waiting:
+            return []
+        draft = Draft(view)
+        memo = NoFitMemo()
+        plan: Plan = []
+        started: list[tuple[JobView, Placement]] = []
+        devices: _Devices | None = None
+        for job in waiting:
+            n = view.target_workers(job)
+            if devices is None:
+                p = place_with(draft, job, most_room_chooser, n_workers=n)
+                if p is not None:
+                    plan.append(start_or_resume(job, p))
+                    started.append((job, p))
+                    continue
+                # from here on every job goes through the device model (which also uses free GPUs)
+                devices = _Devices(view, draft, started)
+            if not _uses_gpu(view, job):  # nothing to share: an ordinary start on the room left
+                p = place_with(draft, job, most_room_chooser, n_workers=n)
+                if p is not None:
+                    plan.append(start_or_resume(job, p))
+                elif not self.backfill:
+                    break
+                continue
+            got = None if memo.known_to_fail(view, job, n) else devices.colocate(job, n, self.max_jobs_per_gpu)
+            if got is None:
+                if not self.backfill:
+                    break
+                memo.failed(view, job, n)
+                continue
+            nodes, hosts = got
+            plan.append(Colocate((job.id, *hosts), nodes))
+        return plan
+
+
+def make(oracle: bool = False) -> NaiveColocation:
+    return NaiveColocation()

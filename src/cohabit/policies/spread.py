@@ -1,0 +1,256 @@
+"""Load balancing (spread) and bin packing: FIFO queues that differ only in where tasks go.
+
+* ``lb`` — **least normalized load**, the spreading rule of Kubernetes'
+  ``LeastAllocated`` node score (kube-scheduler, NodeResourcesFit plugin) and
+  of Mesos frameworks that spread: each task goes to the feasible node whose
+  normalized load after taking the task is lowest. A node's load is the mean,
+  over the resources the task demands, of ``allocated / capacity``. Tasks of
+  one job are placed one at a time, so a job's workers fan out over the
+  emptiest nodes (water filling).
+* ``binpack`` — **fewest machines**, as Borg's best-fit packing (Verma et al.,
+  "Large-scale cluster management at Google with Borg", EuroSys'15, §3.2) and
+  Kubernetes' ``MostAllocated`` score: a job that one node can hold goes to the
+  most loaded such node; otherwise its tasks fill the most loaded feasible
+  nodes first. Nodes already in use fill up before an idle node is touched,
+  so idle machines stay idle for large jobs (or could be powered down).
+
+Both keep arrival order; the head of the queue blocks the rest unless
+``backfill=True``. Parameter servers (if any) follow the same rule after the
+workers. The placement helpers here (:func:`place_with`, :class:`NoFitMemo`)
+are shared by the other baseline modules (DRF, Tetris, static, naive).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from itertools import chain
+
+import numpy as np
+
+from ..engine.actions import Placement, Plan, Resume, Start
+from ..engine.job import JobView
+from ..engine.state import JobState
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .placement import Draft
+
+#: ``chooser(fit, free, capacity, demand, n) -> node per task`` (or None): picks nodes for
+#: ``n`` identical tasks, taking at most ``fit[node]`` on a node.
+Chooser = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], "list[int] | None"]
+
+
+# --------------------------------------------------------------------------- load
+def node_load(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: normalized load now, and the load one task of ``demand`` adds.
+
+    Load = mean over the resources the task demands of allocated / capacity
+    (resources a node lacks count as fully loaded there; such nodes cannot fit
+    the task anyway)."""
+    cols = demand > 1e-12
+    if not cols.any():
+        z = np.zeros(free.shape[0])
+        return z, z
+    cap = capacity[:, cols]
+    safe = np.where(cap > 0, cap, 1.0)
+    used = np.where(cap > 0, (cap - free[:, cols]) / safe, 1.0)
+    step = np.where(cap > 0, demand[cols] / safe, 0.0)
+    return used.mean(axis=1), step.mean(axis=1)
+
+
+def spread_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
+                   n: int) -> list[int] | None:
+    """Each task to the node with the least load after taking it (ties: lowest index)."""
+    if fit.sum() < n:
+        return None
+    load, step = node_load(free, capacity, demand)
+    after = load + step
+    ok = np.flatnonzero(fit > 0)
+    # The n smallest first-task loads hold every node the greedy can use: a node's
+    # later tasks load it more than its first one does.
+    if ok.size > n:
+        ok = ok[np.argpartition(after[ok], n - 1)[:n]]
+    heap = [(float(after[i]), int(i)) for i in ok]
+    heapq.heapify(heap)
+    left = {int(i): int(fit[i]) for i in ok}
+    out: list[int] = []
+    while len(out) < n and heap:
+        value, node = heapq.heappop(heap)
+        out.append(node)
+        left[node] -= 1
+        if left[node] > 0:
+            heapq.heappush(heap, (value + float(step[node]), node))
+    return out if len(out) == n else None
+
+
+def pack_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
+                 n: int) -> list[int] | None:
+    """The most loaded node that holds all ``n`` tasks; else fill the most loaded nodes first."""
+    if fit.sum() < n:
+        return None
+    load, _ = node_load(free, capacity, demand)
+    whole = np.flatnonzero(fit >= n)
+    if whole.size:
+        return [int(whole[np.argmax(load[whole])])] * n
+    return fill_in_order(fit, n, np.lexsort((np.arange(load.size), -load)))
+
+
+def first_fit_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
+                      n: int) -> list[int] | None:
+    """The lowest-index node that holds all ``n`` tasks; else fill nodes in index order."""
+    if fit.sum() < n:
+        return None
+    whole = np.flatnonzero(fit >= n)
+    if whole.size:
+        return [int(whole[0])] * n
+    return fill_in_order(fit, n, np.arange(fit.size))
+
+
+def most_room_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
+                      n: int) -> list[int] | None:
+    """Consolidated first (as ``placement.consolidated_first``): best-fit single node, else most room first."""
+    if fit.sum() < n:
+        return None
+    whole = np.flatnonzero(fit >= n)
+    if whole.size:
+        return [int(whole[np.argmin(fit[whole])])] * n
+    return fill_in_order(fit, n, np.argsort(-fit, kind="stable"))
+
+
+def fill_in_order(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
+    out: list[int] = []
+    for node in order:
+        k = int(min(fit[node], n - len(out)))
+        if k > 0:
+            out.extend([int(node)] * k)
+            if len(out) == n:
+                return out
+    return None
+
+
+def place_with(draft: Draft, job: JobView, chooser: Chooser, *, n_workers: int | None = None,
+               mask: np.ndarray | None = None, reserve: bool = True) -> Placement | None:
+    """Choose nodes for ``job``'s workers (then parameter servers) with ``chooser``, only on
+    nodes where ``mask`` is true, and reserve them in ``draft``. None if it does not fit."""
+    view = draft.view
+    n = view.target_workers(job) if n_workers is None else n_workers
+    w = view.demand_vector(job)
+    fit = draft.tasks_fit(w)
+    if mask is not None:
+        fit = np.where(mask, fit, 0)
+    free, cap = draft.free, view.capacity
+    workers = chooser(fit, free, cap, w, n)
+    if workers is None:
+        return None
+    placement: Placement = tuple(workers)
+    p = view.ps_demand_vector(job)
+    if p is not None and job.spec.num_ps > 0:
+        after = free.copy()
+        np.subtract.at(after, list(workers), w)
+        need = p > 1e-12
+        ps_fit = (np.floor((np.maximum(after[:, need], 0.0) + 1e-9) / p[need]).min(axis=1).astype(np.int64)
+                  if need.any() else np.full(after.shape[0], job.spec.num_ps))
+        if mask is not None:
+            ps_fit = np.where(mask, ps_fit, 0)
+        ps = chooser(ps_fit, after, cap, p, job.spec.num_ps)
+        if ps is None:
+            return None
+        placement += tuple(ps)
+    if reserve and not draft.reserve(job, placement):
+        return None
+    return placement
+
+
+class NoFitMemo:
+    """Remembers, within one decision, job shapes that did not fit.
+
+    While a plan only takes room from the draft, a job with the same task
+    shapes and at least as many workers as one that failed cannot fit either;
+    skipping it keeps a decision over a long queue cheap. Call :meth:`clear`
+    after room is given back (preemption)."""
+
+    __slots__ = ("_failed",)
+
+    def __init__(self) -> None:
+        self._failed: dict[tuple[object, ...], int] = {}
+
+    @staticmethod
+    def key(view: ClusterView, job: JobView, scope: object = None) -> tuple[object, ...]:
+        p = view.ps_demand_vector(job)
+        return (view.demand_vector(job).tobytes(), None if p is None else p.tobytes(), job.spec.num_ps, scope)
+
+    def known_to_fail(self, view: ClusterView, job: JobView, n: int, scope: object = None) -> bool:
+        m = self._failed.get(self.key(view, job, scope))
+        return m is not None and n >= m
+
+    def failed(self, view: ClusterView, job: JobView, n: int, scope: object = None) -> None:
+        k = self.key(view, job, scope)
+        self._failed[k] = min(n, self._failed.get(k, n))
+
+    def clear(self) -> None:
+        self._failed.clear()
+
+
+def waiting_in_order(view: ClusterView) -> list[JobView]:
+    """Pending and paused jobs in arrival order."""
+    if not view.paused:
+        return list(view.pending.values())
+    return sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: j.seq)
+
+
+def start_or_resume(job: JobView, placement: Placement) -> Start | Resume:
+    return Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement)
+
+
+# --------------------------------------------------------------------------- policies
+class PlacementFIFO(BasePolicy):
+    """FIFO whose placement rule is ``chooser``; the base of ``lb`` and ``binpack``."""
+
+    chooser: Chooser = staticmethod(most_room_chooser)
+    label = "placement-fifo"
+
+    def __init__(self, backfill: bool = False) -> None:
+        if not isinstance(backfill, bool):
+            raise ValueError(f"backfill must be True or False, got {backfill!r}")
+        self.backfill = backfill
+        self.name = f"{self.label}+backfill" if backfill else self.label
+
+    def decide(self, view: ClusterView) -> Plan:
+        if not view.pending and not view.paused:
+            return []
+        draft = Draft(view)
+        memo = NoFitMemo()
+        plan: Plan = []
+        for job in waiting_in_order(view):
+            n = view.target_workers(job)
+            p = None if memo.known_to_fail(view, job, n) else place_with(draft, job, type(self).chooser,
+                                                                          n_workers=n)
+            if p is None:
+                if not self.backfill:
+                    break
+                memo.failed(view, job, n)
+                continue
+            plan.append(start_or_resume(job, p))
+        return plan
+
+
+class LoadBalance(PlacementFIFO):
+    """FIFO with least-normalized-load placement (Kubernetes ``LeastAllocated``, Mesos spread)."""
+
+    chooser = staticmethod(spread_chooser)
+    label = "lb"
+
+
+class BinPack(PlacementFIFO):
+    """FIFO with fewest-machines placement (Borg best fit, Kubernetes ``MostAllocated``)."""
+
+    chooser = staticmethod(pack_chooser)
+    label = "binpack"
+
+
+def make_lb(oracle: bool = False) -> LoadBalance:
+    return LoadBalance()
+
+
+def make_binpack(oracle: bool = False) -> BinPack:
+    return BinPack()

@@ -1,0 +1,186 @@
+"""Static partitions ("isolated"): every tenant, or every job, runs only inside a fixed slice.
+
+The baseline that cluster managers without a shared scheduler give: carve the
+machines up front (as one Docker Swarm per team, or a Swarm service pinned
+to its own nodes by placement constraints) and let each slice run its own
+FIFO queue. It is the "static partition" / "isolated" baseline of Dorm (Sun et
+al., "Dorm: Dynamically Partitioning Cluster Resources for Distributed
+Machine Learning", 2017) and of the Harmony papers. Two modes:
+
+* ``by="tenant"`` (default): the nodes, in index order, are cut into
+  contiguous slices, one per tenant, **sized in proportion to the tenant's
+  weight** by the largest-remainder method, every tenant getting at least one
+  node while there are enough nodes. With ``slices={"alice": 3, "bob": 1}``
+  the partition is fixed from the first decision; the key ``"*"`` names a
+  slice shared by every tenant not listed (without it, unlisted tenants never
+  run). Without ``slices`` the tenants are learned as they arrive: the nodes
+  are re-apportioned among the tenants seen so far (weight = the largest
+  ``spec.weight`` of the tenant's jobs) when a new tenant appears, and at no
+  other time. Running jobs are never moved; a node still holding another
+  tenant's job is not used until that job ends, so tenants never share a
+  node. With one tenant the slice is the whole cluster (FIFO).
+* ``by="job"``: each job is isolated on whole machines: it gets the fewest
+  empty nodes that hold it and no other job may use them until it ends.
+
+Inside a slice jobs start in arrival order, consolidated first; the head of a
+slice's queue blocks that slice (``backfill=True`` lets later jobs start).
+A job larger than its slice waits for ever (and is reported unfinished).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..engine.actions import Plan
+from ..engine.job import JobView
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .placement import Draft
+from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+
+BY = ("tenant", "job")
+OTHERS = "*"
+
+
+def apportion(n_nodes: int, weights: list[float]) -> list[int]:
+    """Split ``n_nodes`` in proportion to ``weights`` (largest remainder; >= 1 each when possible)."""
+    k = len(weights)
+    if k == 0:
+        return []
+    floor_one = n_nodes >= k
+    rest = n_nodes - (k if floor_one else 0)
+    total = sum(weights)
+    quota = [rest * w / total for w in weights]
+    out = [int(math.floor(q)) for q in quota]
+    left = rest - sum(out)
+    for i in sorted(range(k), key=lambda i: (-(quota[i] - out[i]), i))[:left]:
+        out[i] += 1
+    return [o + 1 for o in out] if floor_one else out
+
+
+class StaticPartition(BasePolicy):
+    """Fixed per-tenant node slices, or whole machines per job (see module doc)."""
+
+    def __init__(self, by: str = "tenant", slices: Mapping[str, float] | None = None,
+                 backfill: bool = False) -> None:
+        if by not in BY:
+            raise ValueError(f"by must be one of {', '.join(BY)}, got {by!r}")
+        if not isinstance(backfill, bool):
+            raise ValueError(f"backfill must be True or False, got {backfill!r}")
+        if slices is not None:
+            if by != "tenant":
+                raise ValueError(f"slices only apply to by='tenant', got by={by!r}")
+            if not isinstance(slices, Mapping) or not slices:
+                raise ValueError(f"slices must be a non-empty mapping of tenant to weight, got {slices!r}")
+            for t, w in slices.items():
+                if not isinstance(t, str) or not t:
+                    raise ValueError(f"slices: tenant names must be non-empty strings, got {t!r}")
+                if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+                    raise ValueError(f"slices[{t!r}] must be a finite weight > 0, got {w!r}")
+        self.by = by
+        self.backfill = backfill
+        self._fixed = dict(slices) if slices is not None else None
+        self._weights: dict[str, float] = dict(self._fixed or {})
+        self._owner: np.ndarray | None = None  # node -> slice index (-1: no slice)
+        self._names: list[str] = []
+        self.name = "static" + ("-job" if by == "job" else "") + ("+backfill" if backfill else "")
+
+    # ----------------------------------------------------------------- slices
+    def slices(self) -> dict[str, tuple[int, ...]]:
+        """The current slices: name -> node indices (empty before the first decision)."""
+        if self._owner is None:
+            return {}
+        return {name: tuple(int(i) for i in np.flatnonzero(self._owner == k)) for k, name in enumerate(self._names)}
+
+    def slice_name(self, tenant: str) -> str | None:
+        """The slice a tenant's jobs run in (None: the tenant has none)."""
+        if tenant in self._weights:
+            return tenant
+        return OTHERS if self._fixed is not None and OTHERS in self._fixed else None
+
+    def _update_slices(self, view: ClusterView) -> None:
+        changed = self._owner is None
+        if self._fixed is None:
+            for job in waiting_in_order(view):
+                t = job.spec.tenant
+                if t not in self._weights:
+                    self._weights[t] = job.spec.weight
+                    changed = True
+                elif job.spec.weight > self._weights[t]:
+                    self._weights[t] = job.spec.weight  # a heavier job of a known tenant: next re-slice
+        if not changed:
+            return
+        self._names = list(self._weights)
+        sizes = apportion(view.capacity.shape[0], [self._weights[n] for n in self._names])
+        self._owner = np.repeat(np.arange(len(sizes)), sizes) if sizes else np.zeros(0, dtype=np.int64)
+        self._owner = np.concatenate([self._owner, np.full(view.capacity.shape[0] - self._owner.size, -1)])
+
+    # ----------------------------------------------------------------- decide
+    def decide(self, view: ClusterView) -> Plan:
+        waiting = waiting_in_order(view)
+        if not waiting:
+            return []
+        if self.by == "job":
+            return self._decide_isolated(view, waiting)
+        self._update_slices(view)
+        assert self._owner is not None
+        occupant = self._occupants(view)  # node -> slice index of the jobs on it (-1 none, -2 mixed)
+        draft = Draft(view)
+        memo = NoFitMemo()
+        blocked: set[str] = set()
+        plan: Plan = []
+        for job in waiting:
+            name = self.slice_name(job.spec.tenant)
+            if name is None or name in blocked:
+                continue
+            k = self._names.index(name)
+            mask = (self._owner == k) & ((occupant == -1) | (occupant == k))
+            n = view.target_workers(job)
+            p = None
+            if not memo.known_to_fail(view, job, n, scope=name):
+                p = place_with(draft, job, most_room_chooser, n_workers=n, mask=mask)
+            if p is None:
+                memo.failed(view, job, n, scope=name)
+                if not self.backfill:
+                    blocked.add(name)
+                continue
+            plan.append(start_or_resume(job, p))
+        return plan
+
+    def _occupants(self, view: ClusterView) -> np.ndarray:
+        occ = np.full(view.capacity.shape[0], -1, dtype=np.int64)
+        index = {n: i for i, n in enumerate(self._names)}
+        for job in view.running.values():
+            name = self.slice_name(job.spec.tenant)
+            k = index.get(name, -3) if name is not None else -3
+            for node in set(job.placement):
+                occ[node] = k if occ[node] in (-1, k) else -2
+        return occ
+
+    def _decide_isolated(self, view: ClusterView, waiting: list[JobView]) -> Plan:
+        empty = np.ones(view.capacity.shape[0], dtype=bool)
+        for job in view.running.values():
+            empty[list(job.placement)] = False
+        draft = Draft(view)
+        memo = NoFitMemo()
+        plan: Plan = []
+        for job in waiting:
+            n = view.target_workers(job)
+            p = None
+            if not memo.known_to_fail(view, job, n):
+                p = place_with(draft, job, most_room_chooser, n_workers=n, mask=empty)
+            if p is None:
+                if not self.backfill:
+                    break
+                memo.failed(view, job, n)
+                continue
+            empty[list(p)] = False  # (the empty set only shrinks, so the memo stays valid)
+            plan.append(start_or_resume(job, p))
+        return plan
+
+
+def make(oracle: bool = False) -> StaticPartition:
+    return StaticPartition()
