@@ -1,0 +1,111 @@
+"""Optimus's loss-curve model: exact recovery, remaining iterations, the NNLS step, the per-job cache."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import nnls
+
+from cohabit.models.loss_curve import LossCurve, LossFits, _nnls2, fit_loss_curve
+
+
+def curve_points(b0: float, b1: float, b2: float, ks) -> list[tuple[float, float]]:
+    return [(float(k), 1.0 / (b0 * k + b1) + b2) for k in ks]
+
+
+@pytest.mark.parametrize("b0,b1,b2", [(0.002, 1.0, 0.1), (0.01, 0.5, 0.0), (0.0005, 2.0, 1.5)])
+def test_fit_recovers_known_coefficients_from_exact_points(b0: float, b1: float, b2: float) -> None:
+    pts = curve_points(b0, b1, b2, np.linspace(0, 2000, 12))
+    fit = fit_loss_curve(pts)
+    assert fit is not None
+    assert (fit.beta0, fit.beta1, fit.beta2) == pytest.approx((b0, b1, b2), rel=1e-6, abs=1e-9)
+    # the grid alone (what the schedulers' cache uses) is within 1e-3
+    coarse = fit_loss_curve(pts, polish=False)
+    assert coarse is not None
+    assert (coarse.beta0, coarse.beta1, coarse.beta2) == pytest.approx((b0, b1, b2), rel=1e-3, abs=1e-4)
+
+
+def test_remaining_iterations_hand_computed() -> None:
+    # l(k) = 1/(0.01 k + 1) + 0.2, first report at k0 = 0: reducible loss 1 at k=0.
+    # tolerance 0.05 -> 1/(0.01 k + 1) <= 0.05 -> k >= (20 - 1)/0.01 = 1900 iterations.
+    pts = curve_points(0.01, 1.0, 0.2, [0, 50, 100, 200, 300])
+    fit = fit_loss_curve(pts)
+    assert fit is not None
+    assert fit.iterations_to_converge(0.05) == pytest.approx(1900, rel=1e-6)
+    assert fit.remaining_iterations(300, 0.05) == pytest.approx(1600, rel=1e-6)
+    assert fit.remaining_iterations(5000, 0.05) == 0.0
+    # loss 0.25 is reached when 1/(0.01 k + 1) = 0.05 -> the same 1900; the asymptote never is
+    assert fit.iterations_to_loss(0.25) == pytest.approx(1900, rel=1e-6)
+    assert LossCurve(0.01, 1.0, 0.2).iterations_to_loss(0.2) == math.inf
+    # predicted reduction from 100 to 200 iterations: 1/2 - 1/3
+    assert fit.reduction(100, 100) == pytest.approx(0.5 - 1 / 3, rel=1e-6)
+
+
+def test_convergence_is_relative_to_the_first_report() -> None:
+    c = LossCurve(0.01, 1.0, 0.0, k0=100.0)  # reducible loss 1/2 at k0 -> 0.05 * 1/2: 0.01 k + 1 >= 40
+    assert c.iterations_to_converge(0.05) == pytest.approx(3900)
+    with pytest.raises(ValueError, match="tolerance"):
+        c.iterations_to_converge(1.5)
+
+
+def test_fit_refuses_undetermined_or_flat_data() -> None:
+    assert fit_loss_curve([(0, 1.0), (10, 0.9)]) is None  # two points
+    assert fit_loss_curve([(5, 1.0), (5, 0.9), (5, 0.8)]) is None  # one distinct k
+    assert fit_loss_curve([(0, 1.0), (10, 1.0), (20, 1.0)]) is None  # no decrease
+    with pytest.raises(ValueError, match="grid"):
+        fit_loss_curve([(0, 1.0), (10, 0.5), (20, 0.4)], grid=2)
+    with pytest.raises(ValueError, match="weights"):
+        fit_loss_curve([(0, 1.0), (10, 0.5), (20, 0.4)], weights=[1.0])
+
+
+def test_closed_form_two_column_nnls_matches_scipy() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        k = rng.uniform(0, 100, 8)
+        z = rng.normal(0, 5, 8) + rng.uniform(-0.2, 0.2) * k
+        q = rng.uniform(0.1, 2.0, 8)
+        sums = [np.array([x]) for x in ((q * k * k).sum(), (q * k).sum(), q.sum(), (q * k * z).sum(),
+                                         (q * z).sum(), (q * z * z).sum())]
+        b0, b1 = _nnls2(*sums)
+        a = np.sqrt(q)[:, None] * np.column_stack([k, np.ones_like(k)])
+        ref, _ = nnls(a, np.sqrt(q) * z)
+        assert (b0[0], b1[0]) == pytest.approx(tuple(ref), abs=1e-7)
+
+
+def test_cache_refits_only_on_new_reports_and_tracks_drop_rates() -> None:
+    fits = LossFits(min_points=4, dense=6, growth=0.5)
+    pts = curve_points(0.01, 1.0, 0.2, range(0, 1000, 10))
+    assert fits.update("j", pts[:3]) is None and fits.fits == 0
+    first = fits.update("j", pts[:4])
+    assert first is not None and fits.fits == 1
+    assert fits.update("j", pts[:4]) is first and fits.fits == 1  # nothing new: no refit
+    fits.update("j", pts[:5])
+    assert fits.fits == 2  # dense phase: every new report
+    fits.update("j", pts[:6])
+    fits.update("j", pts[:8])
+    assert fits.fits == 2  # past `dense`: last fit at 5 points -> the next needs >= 5 * 1.5 + 1
+    fits.update("j", pts[:9])
+    assert fits.fits == 3
+    fits.update("j", pts[:10])
+    # SLAQ's normaliser: the largest drop per iteration between consecutive reports (the first one)
+    assert fits.max_rate("j") == pytest.approx((pts[0][1] - pts[1][1]) / 10)
+    assert fits.last_rate("j") == pytest.approx((pts[8][1] - pts[9][1]) / 10)
+    fits.drop("j")
+    assert fits.get("j") is None and fits.max_rate("j") == 0.0
+
+
+def test_cache_validates_its_arguments() -> None:
+    for kw, word in [({"min_points": 2}, "min_points"), ({"max_points": 3}, "max_points"),
+                     ({"dense": -1}, "dense"), ({"growth": -0.1}, "growth"), ({"recency": 0.0}, "recency")]:
+        with pytest.raises(ValueError, match=word):
+            LossFits(**kw)
+
+
+def test_long_histories_are_thinned_and_still_fit() -> None:
+    fits = LossFits(max_points=16)
+    pts = curve_points(0.001, 1.0, 0.3, np.linspace(0, 50_000, 500))
+    fit = fits.update("j", pts)
+    assert fit is not None
+    assert (fit.beta0, fit.beta1, fit.beta2) == pytest.approx((0.001, 1.0, 0.3), rel=1e-3, abs=1e-4)

@@ -1,0 +1,56 @@
+"""Optimus's resource-speed model: NNLS recovers known coefficients; the one-point prior."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cohabit.models.speed import SpeedModel, features, fit_speed, predict
+
+
+def test_sync_fit_recovers_a_known_function() -> None:
+    theta = np.array([2.0, 0.1, 0.05, 0.02, 0.03])  # f(p,w) = (2/w + 0.1 + 0.05 w/p + 0.02 w + 0.03 p)^-1
+    pts = [(p, w, predict(theta, p, w, "sync")) for p in (1, 2, 4) for w in (1, 2, 4, 8)]
+    assert fit_speed(pts, "sync") == pytest.approx(theta, rel=1e-6)
+    # hand check of one point: p=2, w=4 -> 1/(0.5 + 0.1 + 0.1 + 0.08 + 0.06) = 1/0.84
+    assert predict(theta, 2, 4, "sync") == pytest.approx(1 / 0.84)
+
+
+def test_async_fit_recovers_a_known_function() -> None:
+    theta = np.array([1.0, 0.2, 0.01, 0.05])  # f = w (1 + 0.2 w/p + 0.01 w + 0.05 p)^-1
+    pts = [(p, w, predict(theta, p, w, "async")) for p in (1, 2, 3) for w in (1, 3, 6)]
+    assert fit_speed(pts, "async") == pytest.approx(theta, rel=1e-6)
+
+
+def test_allreduce_model_and_the_one_point_prior() -> None:
+    m = SpeedModel("allreduce")
+    assert m.speed(0, 4) is None
+    m.observe(0, 2, 10.0)  # one configuration: perfect scaling from it
+    assert m.speed(0, 4) == pytest.approx(20.0)
+    assert m.speed(0, 1) == pytest.approx(5.0)
+    theta = np.array([4.0, 0.5, 0.1])  # 1/f = 4/w + 0.5 + 0.1 w
+    for w in (1, 2, 4):
+        m.observe(0, w, predict(theta, 0, w, "allreduce"))
+    assert m.theta == pytest.approx(theta, rel=1e-6)
+    assert m.speed(0, 8) == pytest.approx(1 / (0.5 + 0.5 + 0.8))
+
+
+def test_latest_measurement_replaces_an_older_one() -> None:
+    m = SpeedModel("sync")
+    m.observe(1, 2, 4.0)
+    m.observe(1, 2, 5.0)
+    assert m.points == {(1, 2): 5.0}
+    assert m.speed(1, 4) == pytest.approx(10.0)
+
+
+def test_arguments_are_validated() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        SpeedModel("ring")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="speed"):
+        SpeedModel().observe(1, 1, 0.0)
+    with pytest.raises(ValueError, match="w must be"):
+        SpeedModel().observe(1, 0, 1.0)
+    with pytest.raises(ValueError, match="p must be"):
+        features(0, 2, "sync")
+    with pytest.raises(ValueError, match="at least one"):
+        fit_speed([], "sync")
