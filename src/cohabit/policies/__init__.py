@@ -17,6 +17,8 @@ REGISTRY: dict[str, str] = {
     "fifo": "cohabit.policies.fifo:make",
     "fifo-backfill": "cohabit.policies.fifo:make_backfill",
     "srtf": "cohabit.policies.srtf:make",
+    "tiresias": "cohabit.policies.tiresias:make",
+    "tiresias-gittins": "cohabit.policies.tiresias:make_gittins",
     "drf": "cohabit.policies.drf:make",
     "tetris": "cohabit.policies.tetris:make",
     "lb": "cohabit.policies.spread:make_lb",

@@ -1,0 +1,481 @@
+"""Tiresias (Gu et al., "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI'19).
+
+Scheduling (paper §3.2)
+-----------------------
+* **Two-dimensional attained service** (§3.2.2): a job's service is the
+  product of its GPU count and the time it has run — GPU-seconds, exactly
+  ``JobView.attained_service(now)``. No job length is needed.
+* **Discretized 2D-LAS** (§3.2.3, Algorithm 1): ``K`` logical queues
+  ``Q_1..Q_K`` split by ``K-1`` service thresholds. A job enters ``Q_1``
+  and is demoted to ``Q_{i+1}`` once its attained service crosses the
+  ``i``-th threshold. Queues are served in order; within a queue jobs are
+  FIFO (by the time they entered the queue, then arrival order). A waiting
+  job preempts (``Pause``, checkpointing) running jobs of *lower* queues —
+  lowest priority first — when that makes it fit; jobs of the same queue
+  never preempt each other. Jobs that cannot be placed are skipped and later
+  jobs may use the room (the scheduler is work-conserving).
+  Default thresholds ``(3250, 7200)`` GPU-seconds (``K = 3``) are the
+  authors' simulator defaults (``queue_limit`` in SymbioticLab/Tiresias).
+* **Starvation** (§3.2.3, "PROMOTEKNOB", sensitivity in §5.4): a waiting job
+  outside ``Q_1`` whose waiting time since it last entered ``Q_1`` (counted
+  after its first start) reaches ``starve_limit`` times the time it has run
+  since then is promoted back to ``Q_1`` and its queue service restarts from
+  zero (the authors' simulator resets both counters the same way). The rule
+  is the paper's: waiting time >= knob x executed time. ``starve_limit=None``
+  turns promotion off.
+* **Discretized 2D-Gittins index** (§3.2.2 eq. 1, §3.2.3; ``gittins=True``):
+  within each queue, jobs are ordered by their Gittins index
+  ``G(a) = sup_{Δ>0} P(S - a <= Δ | S > a) / E[min(S - a, Δ) | S > a]``
+  (highest first) for attained service ``a`` and job size ``S`` (GPU-seconds)
+  drawn from a distribution *learned from finished jobs*
+  (``view.history.attained_services()``). Over the empirical distribution
+  the supremum is reached at a sample point, so ``G`` is exact and cheap
+  (:func:`gittins_index`). ``gittins_delta`` fixes ``Δ`` instead (the
+  authors' simulator uses a static ``Δ`` equal to the first threshold).
+  Until ``min_history`` jobs have finished the policy uses a documented
+  prior: a log-normal size with median ``prior_median`` GPU-seconds and log
+  standard deviation ``prior_sigma`` (heavy-tailed, as the paper's analysis
+  of Microsoft's cluster found GPU time to be), or ``prior_samples`` if
+  given (e.g. sizes from a previous run). With the oracle
+  (``use_oracle=True``, name ``tiresias-gittins[oracle]``) the distribution
+  is instead the *true* sizes of the jobs submitted so far (the paper's
+  "distribution known in advance" setting).
+
+Placement (paper §3.3)
+----------------------
+Tiresias's profiler finds that only models with a highly *skewed* tensor-size
+distribution (a few huge tensors, e.g. VGG's and AlexNet's fully-connected
+layers) suffer when spread across machines; it consolidates those (all
+workers on the fewest machines, waiting if need be) and relaxes the
+constraint for the others. :data:`MODEL_TENSOR_SKEW` is this policy's own
+profile: the share of a model's parameters held by its largest tensor,
+computed from the published architectures (e.g. VGG-16: fc6 has 102.8 M of
+138.4 M parameters, 0.74; ResNet-50: its largest 3x3 conv has 2.4 M of
+25.6 M, 0.09). A model whose skew is at least ``skew_threshold`` (0.5) is
+consolidated; unknown models are consolidated unless
+``consolidate_unknown=False`` (no profile, be safe). Relaxed jobs still go
+to one machine when one has room (``placement.consolidated_first``).
+
+Preemption cost
+---------------
+Preemption checkpoints and restores the job (seconds in the simulator,
+paper §4). To avoid thrashing, a job that (re)started less than
+``min_run_time`` seconds ago is not preempted again. ``tick_interval``
+re-evaluates queues between events (demotion and promotion happen with the
+passage of time, not only on arrivals and completions).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from statistics import NormalDist
+
+import numpy as np
+
+from ..engine.actions import Pause, Placement, Plan, Resume, Start
+from ..engine.job import JobView
+from ..engine.ledger import fit_counts
+from ..engine.oracle import Oracle
+from ..engine.state import JobState
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .placement import Draft, consolidated_first
+
+#: Authors' simulator defaults (SymbioticLab/Tiresias ``jobs.py``: ``queue_limit``), GPU-seconds.
+DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
+
+#: Share of all parameters held by the largest tensor, from the published architectures
+#: (keys: lower-case letters and digits; also matched as name prefixes, longest first).
+MODEL_TENSOR_SKEW: dict[str, float] = {
+    "vgg11": 0.77, "vgg13": 0.77, "vgg16": 0.74, "vgg19": 0.72, "vgg": 0.74,  # fc6 25088x4096
+    "alexnet": 0.62,  # fc6 9216x4096 of 61.1 M
+    "resnet18": 0.20, "resnet34": 0.11, "resnet50": 0.09, "resnet101": 0.05, "resnet152": 0.04,
+    "resnet": 0.09, "resnext": 0.09,
+    "inception3": 0.09, "inceptionv3": 0.09, "inception4": 0.04, "inceptionv4": 0.04, "inception": 0.09,
+    "googlenet": 0.15,  # fc 1024x1000 of 6.8 M
+    "bert": 0.21,  # word embeddings 30522x768 of 110 M
+}
+DEFAULT_SKEW_THRESHOLD = 0.5
+
+
+def _positive(value: object, *, allow_zero: bool = False) -> bool:
+    """A finite real number > 0 (>= 0 with ``allow_zero``); False for anything else (bools too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    v = float(value)
+    return math.isfinite(v) and (v >= 0 if allow_zero else v > 0)
+
+
+def _canonical(name: str) -> str:
+    return "".join(c for c in name.lower() if c.isalnum())
+
+
+def tensor_skew(model: str | None, table: Mapping[str, float] = MODEL_TENSOR_SKEW) -> float | None:
+    """The skew of ``model`` in ``table`` (exact name, then longest prefix); None if unknown."""
+    key = _canonical(model or "")
+    if not key:
+        return None
+    if key in table:
+        return table[key]
+    best = max((k for k in table if key.startswith(k)), key=len, default=None)
+    return table[best] if best is not None else None
+
+
+# ------------------------------------------------------------------ Gittins index
+class SizeDistribution:
+    """An empirical job-size distribution prepared for Gittins-index queries (paper eq. 1).
+
+    With sorted samples ``x_0 <= ... <= x_{n-1}`` and ``m`` of them above ``a``
+    (from index ``i0``), the index for ``Δ = x_j - a`` is
+    ``(j - i0 + 1) / (D_j - P_{i0} - m a)`` where ``P`` are prefix sums and
+    ``D_j = P_{j+1} + (n - j - 1) x_j``; the supremum over ``Δ`` is the max over
+    ``j >= i0`` (between sample points the numerator is flat and the
+    denominator grows). No sample above ``a`` gives index 0.
+    """
+
+    __slots__ = ("x", "prefix", "d")
+
+    def __init__(self, samples: Sequence[float] | np.ndarray, max_points: int = 256) -> None:
+        x = np.sort(np.asarray(samples, dtype=np.float64))
+        if x.size == 0:
+            raise ValueError("a size distribution needs at least one sample")
+        if x.size > max_points:  # equal-weight quantile summary keeps queries O(max_points)
+            x = np.quantile(x, (np.arange(max_points) + 0.5) / max_points)
+        self.x = x
+        n = x.size
+        self.prefix = np.concatenate(([0.0], np.cumsum(x)))
+        self.d = self.prefix[1:] + (n - 1 - np.arange(n)) * x
+
+    def index(self, a: np.ndarray, delta: float | None = None) -> np.ndarray:
+        """Gittins index for each attained service in ``a`` (sup over Δ, or the fixed ``delta``)."""
+        a = np.asarray(a, dtype=np.float64)
+        x, n = self.x, self.x.size
+        i0 = np.searchsorted(x, a, side="right")
+        m = n - i0
+        out = np.zeros(a.shape)
+        live = m > 0
+        if not live.any():
+            return out
+        a_l, i0_l, m_l = a[live], i0[live], m[live]
+        if delta is not None:
+            i1 = np.searchsorted(x, a_l + delta, side="right")
+            cnt = i1 - i0_l
+            done = self.prefix[i1] - self.prefix[i0_l] - cnt * a_l
+            den = done + (m_l - cnt) * delta
+            out[live] = np.where(cnt > 0, cnt / np.maximum(den, 1e-300), 0.0)
+            return out
+        j = np.arange(n)
+        num = (j[None, :] - i0_l[:, None] + 1).astype(np.float64)
+        den = self.d[None, :] - self.prefix[i0_l][:, None] - (m_l * a_l)[:, None]
+        ratio = np.where(num > 0, num / np.maximum(den, 1e-300), -np.inf)
+        out[live] = ratio.max(axis=1)
+        return out
+
+
+def gittins_index(samples: Sequence[float], a: float, delta: float | None = None) -> float:
+    """Gittins index of a job with attained service ``a`` under the empirical ``samples``."""
+    return float(SizeDistribution(samples, max_points=max(len(samples), 1)).index(np.array([a]), delta)[0])
+
+
+def lognormal_prior(median: float, sigma: float, points: int = 256) -> np.ndarray:
+    """Equal-weight quantiles of a log-normal size distribution (the prior before history exists)."""
+    nd = NormalDist()
+    z = np.array([nd.inv_cdf((i + 0.5) / points) for i in range(points)])
+    return median * np.exp(sigma * z)
+
+
+# ------------------------------------------------------------------ the policy
+class Tiresias(BasePolicy):
+    """Discretized 2D-LAS (default) or 2D-Gittins-index scheduling with profile-based placement."""
+
+    def __init__(
+        self,
+        thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+        *,
+        starve_limit: float | None = 8.0,
+        gittins: bool = False,
+        use_oracle: bool = False,
+        min_history: int = 20,
+        prior_median: float = 3600.0,
+        prior_sigma: float = 2.0,
+        prior_samples: Sequence[float] | None = None,
+        gittins_delta: float | None = None,
+        skew_threshold: float = DEFAULT_SKEW_THRESHOLD,
+        skew_table: Mapping[str, float] | None = None,
+        consolidate_unknown: bool = True,
+        min_run_time: float = 120.0,
+        tick_interval: float | None = 60.0,
+    ) -> None:
+        try:
+            th = tuple(float(t) for t in thresholds)
+        except (TypeError, ValueError):
+            raise ValueError(f"thresholds must be a sequence of GPU-second numbers, got {thresholds!r}") from None
+        if any(not (math.isfinite(t) and t > 0) for t in th) or any(b <= a for a, b in zip(th, th[1:])):
+            raise ValueError(f"thresholds must be finite, > 0 and strictly increasing GPU-seconds, got {thresholds!r}")
+        if starve_limit is not None and not _positive(starve_limit):
+            raise ValueError(f"starve_limit must be > 0 (or None to disable promotion), got {starve_limit!r}")
+        if use_oracle and not gittins:
+            raise ValueError(f"use_oracle={use_oracle!r} only applies to the Gittins variant (gittins=True)")
+        if isinstance(min_history, bool) or not isinstance(min_history, int) or min_history < 1:
+            raise ValueError(f"min_history must be an int >= 1 finished jobs, got {min_history!r}")
+        if not _positive(prior_median):
+            raise ValueError(f"prior_median must be > 0 GPU-seconds, got {prior_median!r}")
+        if not _positive(prior_sigma):
+            raise ValueError(f"prior_sigma must be > 0, got {prior_sigma!r}")
+        prior: np.ndarray | None = None
+        if prior_samples is not None:
+            try:
+                prior = np.asarray(list(prior_samples), dtype=np.float64)
+            except (TypeError, ValueError):
+                prior = None
+            if prior is None or prior.ndim != 1 or prior.size == 0 or not np.all(np.isfinite(prior)) or (prior <= 0).any():
+                raise ValueError(f"prior_samples must be a non-empty list of sizes > 0 GPU-seconds, got {prior_samples!r}")
+        if gittins_delta is not None and not _positive(gittins_delta):
+            raise ValueError(f"gittins_delta must be > 0 GPU-seconds or None, got {gittins_delta!r}")
+        if not (_positive(skew_threshold, allow_zero=True) and skew_threshold <= 1):
+            raise ValueError(f"skew_threshold must be in [0, 1], got {skew_threshold!r}")
+        try:
+            table = dict(MODEL_TENSOR_SKEW if skew_table is None else skew_table)
+        except (TypeError, ValueError):
+            raise ValueError(f"skew_table must map model names to skews in [0, 1], got {skew_table!r}") from None
+        for k, v in table.items():
+            if not (_positive(v, allow_zero=True) and v <= 1) or not _canonical(str(k)):
+                raise ValueError(f"skew_table entries must map a model name to a skew in [0, 1], got {k!r}: {v!r}")
+        if not _positive(min_run_time, allow_zero=True):
+            raise ValueError(f"min_run_time must be >= 0 seconds, got {min_run_time!r}")
+        if tick_interval is not None and not _positive(tick_interval):
+            raise ValueError(f"tick_interval must be > 0 seconds or None, got {tick_interval!r}")
+        self.thresholds = th
+        self.starve_limit = starve_limit
+        self.gittins = gittins
+        self.uses_oracle = use_oracle
+        self.min_history = min_history
+        self.prior_median = prior_median
+        self.prior_sigma = prior_sigma
+        self.gittins_delta = gittins_delta
+        self.skew_threshold = skew_threshold
+        self.skew_table = {_canonical(str(k)): float(v) for k, v in table.items()}
+        self.consolidate_unknown = consolidate_unknown
+        self.min_run_time = min_run_time
+        self.tick_interval = tick_interval
+        self.name = ("tiresias-gittins[oracle]" if use_oracle else "tiresias-gittins") if gittins else "tiresias"
+        self._oracle: Oracle | None = None
+        # per job: (service, executed, waited) when it last entered Q_1 by promotion
+        self._base: dict[str, tuple[float, float, float]] = {}
+        self._entered: dict[str, tuple[int, float]] = {}  # job -> (queue, time it entered that queue)
+        self._last_start: dict[str, float] = {}
+        self._gpus: dict[str, float] = {}
+        self._consolidate: dict[str, bool] = {}
+        self._min_nodes: dict[tuple[int, int], int] = {}
+        self._dist: SizeDistribution | None = None
+        self._dist_key: tuple[str, int] | None = None
+        self._prior: np.ndarray | None = prior
+        self.promotions = 0
+
+    def bind_oracle(self, oracle: Oracle) -> None:
+        self._oracle = oracle
+
+    # ------------------------------------------------------------- hooks
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._entered[job.id] = (0, view.now)
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        for d in (self._base, self._entered, self._last_start, self._gpus, self._consolidate):
+            d.pop(job.id, None)
+
+    # ----------------------------------------------------------- priority
+    def queue_of(self, service: float) -> int:
+        """Index (0-based) of the queue holding a job with ``service`` GPU-seconds."""
+        return bisect_right(self.thresholds, service)
+
+    def service(self, job: JobView, now: float) -> float:
+        """Attained service since the job last entered ``Q_1`` (GPU-seconds)."""
+        base = self._base.get(job.id)
+        a = job.attained_service(now)
+        return a - base[0] if base is not None else a
+
+    def _starved(self, job: JobView, now: float) -> bool:
+        """The paper's rule: waited >= starve_limit x executed, both since (re-)entering Q_1."""
+        if self.starve_limit is None or job.first_start is None:
+            return False
+        executed = job.executed_time(now)
+        waited = job.waiting_time(now)
+        base = self._base.get(job.id)
+        if base is not None:
+            executed -= base[1]
+            waited -= base[2]
+        else:
+            waited -= job.first_start - job.spec.submit_time  # queueing before the first start does not count
+        return executed > 0 and waited >= self.starve_limit * executed
+
+    def _promote(self, job: JobView, now: float) -> None:
+        self._base[job.id] = (job.attained_service(now), job.executed_time(now), job.waiting_time(now))
+        self._entered[job.id] = (0, now)
+        self.promotions += 1
+
+    def distribution(self, view: ClusterView) -> SizeDistribution:
+        """The job-size distribution the Gittins index uses now (history, prior, or oracle)."""
+        if self._oracle is not None:
+            key = ("oracle", len(view.jobs))
+            if self._dist_key != key:
+                sizes = []
+                for j in view.jobs.values():
+                    dur = self._oracle.duration(j.id)
+                    if dur is not None:
+                        sizes.append(dur * float(j.spec.num_gpus))
+                self._dist = SizeDistribution(sizes or [self.prior_median])
+                self._dist_key = key
+        else:
+            n = len(view.history)
+            key = ("history", n) if n >= self.min_history else ("prior", 0)
+            if self._dist_key != key:
+                if key[0] == "history":
+                    self._dist = SizeDistribution(view.history.attained_services())
+                else:
+                    if self._prior is None:
+                        self._prior = lognormal_prior(self.prior_median, self.prior_sigma)
+                    self._dist = SizeDistribution(self._prior)
+                self._dist_key = key
+        assert self._dist is not None
+        return self._dist
+
+    def _priorities(self, view: ClusterView, jobs: list[JobView]) -> dict[str, tuple[float, ...]]:
+        """Sort key per job: (queue, -Gittins index or 0, time it entered the queue, arrival order)."""
+        now = view.now
+        services = np.empty(len(jobs))
+        queues: list[int] = []
+        for i, job in enumerate(jobs):
+            a = self.service(job, now)
+            q = self.queue_of(a)
+            if q > 0 and job.state is not JobState.RUNNING and self._starved(job, now):
+                self._promote(job, now)
+                a, q = 0.0, 0
+            services[i] = a
+            queues.append(q)
+            entered = self._entered.get(job.id)
+            if entered is None or entered[0] != q:
+                self._entered[job.id] = (q, now)
+        if self.gittins and jobs:
+            uniq, inv = np.unique(services, return_inverse=True)
+            g = self.distribution(view).index(uniq, self.gittins_delta)[inv]
+        else:
+            g = np.zeros(len(jobs))
+        return {job.id: (queues[i], -float(g[i]), self._entered[job.id][1], job.seq) for i, job in enumerate(jobs)}
+
+    # ----------------------------------------------------------- placement
+    def gpus_of(self, job: JobView, view: ClusterView) -> float:
+        hit = self._gpus.get(job.id)
+        if hit is None:
+            g = view.gpu_col
+            hit = float(view.demand_vector(job)[g]) * view.target_workers(job) if g is not None else 0.0
+            self._gpus[job.id] = hit
+        return hit
+
+    def needs_consolidation(self, job: JobView) -> bool:
+        """Paper §3.3: consolidate only models with a skewed tensor-size distribution."""
+        hit = self._consolidate.get(job.id)
+        if hit is None:
+            skew = tensor_skew(job.spec.model, self.skew_table)
+            hit = self.consolidate_unknown if skew is None else skew >= self.skew_threshold
+            self._consolidate[job.id] = hit
+        return hit
+
+    def min_nodes(self, view: ClusterView, w: np.ndarray, n: int) -> int:
+        """Fewest nodes that can hold ``n`` tasks of ``w`` on the empty cluster."""
+        key = (id(w), n)
+        hit = self._min_nodes.get(key)
+        if hit is None:
+            empty = np.where(view.device_free >= 0, 1.0, -1.0)
+            per = np.sort(fit_counts(view.capacity, empty, w, view.gpu_col))[::-1]
+            hit = int(np.searchsorted(np.cumsum(per), n)) + 1
+            self._min_nodes[key] = hit
+        return hit
+
+    def place(self, draft: Draft, job: JobView) -> Placement | None:
+        view = draft.view
+        n = view.target_workers(job)
+        p = consolidated_first(draft, job, n)
+        if p is None:
+            return None
+        if n > 1 and self.needs_consolidation(job):
+            if len(set(p[:n])) > self.min_nodes(view, view.demand_vector(job), n):
+                return None  # would spread a skewed model: wait for a consolidated slot
+        return p if draft.reserve(job, p) else None
+
+    # -------------------------------------------------------------- decide
+    def decide(self, view: ClusterView) -> Plan:
+        if not view.pending and not view.paused:
+            if self.tick_interval is not None and view.running:
+                self._priorities(view, list(view.running.values()))  # keep queue entry times current
+            return []
+        now = view.now
+        active = list(chain(view.running.values(), view.pending.values(), view.paused.values()))
+        key = self._priorities(view, active)
+        waiting = sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: key[j.id])
+        # preemption candidates, lowest priority first
+        victims = sorted(
+            (r for r in view.running.values() if now - self._last_start.get(r.id, -math.inf) >= self.min_run_time),
+            key=lambda j: key[j.id], reverse=True,
+        )
+        draft = Draft(view)
+        g = view.gpu_col
+        plan: Plan = []
+        failed: set[tuple[int, int, bool]] = set()
+        for job in waiting:
+            shape = (id(view.demand_vector(job)), view.target_workers(job), self.needs_consolidation(job))
+            p = None
+            if shape not in failed:
+                p = self.place(draft, job)
+                if p is None:
+                    failed.add(shape)
+            if p is None and victims:
+                p = self._preempt_for(job, key[job.id][0], key, draft, victims, plan, g)
+                if p is not None:
+                    failed.clear()  # victims' leftover room may fit shapes that failed before
+            if p is None:
+                continue
+            plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
+            self._last_start[job.id] = now
+        return plan
+
+    def _preempt_for(self, job: JobView, q: int, key: Mapping[str, tuple[float, ...]], draft: Draft,
+                     victims: list[JobView], plan: Plan, g: int | None) -> Placement | None:
+        """Pause lower-queue running jobs, lowest priority first, until ``job`` fits; undo if it never does."""
+        lower = 0
+        while lower < len(victims) and key[victims[lower].id][0] > q:
+            lower += 1  # victims are sorted lowest priority first: the lower-queue ones lead
+        if lower == 0:
+            return None
+        view = draft.view
+        need = self.gpus_of(job, view)
+        if g is not None:
+            room = float(draft.free[:, g].sum()) + sum(float(v.allocation["gpu"]) for v in victims[:lower])
+            if room + 1e-9 < need:
+                return None
+        saved = draft.save()
+        freed = float(draft.free[:, g].sum()) if g is not None else 0.0
+        for k in range(lower):
+            v = victims[k]
+            draft.give_back(v)
+            freed += float(v.allocation["gpu"])
+            if g is not None and freed + 1e-9 < need:
+                continue
+            p = self.place(draft, job)
+            if p is not None:
+                for victim in victims[: k + 1]:
+                    plan.append(Pause(victim.id, reason=f"tiresias: {job.id} is in a higher-priority queue"))
+                del victims[: k + 1]
+                return p
+        draft.restore(saved)
+        return None
+
+
+def make(oracle: bool = False) -> Tiresias:
+    return Tiresias()
+
+
+def make_gittins(oracle: bool = False) -> Tiresias:
+    return Tiresias(gittins=True, use_oracle=oracle)

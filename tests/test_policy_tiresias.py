@@ -1,0 +1,203 @@
+"""Tiresias (Gu et al., NSDI'19): hand-computed cases pinning each rule, and properties."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cohabit.engine.job import JobView
+from cohabit.engine.loop import Scheduler
+from cohabit.engine.record import EventKind
+from cohabit.engine.state import JobState
+from cohabit.policies import make_policy
+from cohabit.policies.tiresias import SizeDistribution, Tiresias, gittins_index, tensor_skew
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.physics import SimConfig
+from cohabit.sim.runner import simulate
+from cohabit.sim.truth import JobTruth, TraceJob
+from cohabit.spec import simple_job
+
+from conftest import small_cluster, trace_job
+
+NO_COST = SimConfig(checkpoint_s=0.0, restore_s=0.0)
+
+
+def jcts(outcome) -> dict[str, float]:
+    sub = {e.job: e.time for e in outcome.result.record if e.kind == EventKind.SUBMITTED}
+    return {e.job: e.time - sub[e.job] for e in outcome.result.record if e.kind == EventKind.FINISHED}
+
+
+def events(outcome, kind: EventKind) -> list[tuple[float, str]]:
+    return [(e.time, e.job) for e in outcome.result.record if e.kind == kind]
+
+
+# --------------------------------------------------------------- 2D-LAS rules
+def test_demotes_a_job_once_its_attained_service_crosses_the_threshold() -> None:
+    # One GPU, Q1 < 95 GPU-s <= Q2, ticks every 10 s. A (300 s) starts at 0; B (50 s) arrives at 10 in
+    # Q1 and cannot preempt A while A is in Q1 too. The first decision after A's service passes 95 is
+    # the tick at t=100: A is in Q2, so B preempts it: B 100-150, then A resumes 150-350.
+    jobs = [trace_job("A", 1, 300, 0), trace_job("B", 1, 50, 10)]
+    pol = Tiresias(thresholds=(95,), min_run_time=0, tick_interval=10, starve_limit=None)
+    out = simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    assert events(out, EventKind.PAUSED) == [(pytest.approx(100), "A")]
+    assert jcts(out) == pytest.approx({"A": 350, "B": 140})
+
+
+def test_attained_service_counts_gpus_times_time() -> None:
+    # 2D: a 4-GPU job crosses 100 GPU-s after 25 s, a 1-GPU job after 100 s.
+    pol = Tiresias(thresholds=(100,))
+    assert pol.queue_of(99.9) == 0 and pol.queue_of(100.0) == 1
+    jobs = [trace_job("W", 4, 200, 0), trace_job("N", 4, 10, 5)]
+    pol = Tiresias(thresholds=(100,), min_run_time=0, tick_interval=5, starve_limit=None)
+    out = simulate(jobs, small_cluster(1, 4), pol, config=NO_COST, strict=True)
+    # ticks at 1 (progress), 5 (arrival), 10, 15, 20, 25: W has 4 x 25 = 100 GPU-s at t=25 -> demoted
+    assert events(out, EventKind.PAUSED) == [(pytest.approx(25), "W")]
+    assert jcts(out) == pytest.approx({"N": 30, "W": 210})
+
+
+def test_min_run_time_protects_a_freshly_started_job() -> None:
+    # A (100 s) is demoted at t=10, but it started at 0 and may not be preempted before t=50.
+    jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 20, 5)]
+    pol = Tiresias(thresholds=(10,), min_run_time=50, tick_interval=5, starve_limit=None)
+    out = simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    assert events(out, EventKind.PAUSED) == [(pytest.approx(50), "A")]
+    assert jcts(out) == pytest.approx({"A": 120, "B": 65})
+
+
+def _stream(with_promotion: bool):
+    # One GPU, Q1 < 50 GPU-s. A (90 s) runs 0-50 and is demoted; short jobs (40 s) keep Q1 busy:
+    # B1 at 45, B2 at 85, B3 at 125, B4 at 165.
+    jobs = [trace_job("A", 1, 90, 0)] + [trace_job(f"B{i}", 1, 40, 45 + 40 * (i - 1)) for i in range(1, 5)]
+    pol = Tiresias(thresholds=(50,), min_run_time=0, tick_interval=5, starve_limit=1.0 if with_promotion else None)
+    return simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True), pol
+
+
+def test_promotes_a_starved_job_back_to_the_top_queue() -> None:
+    # With STARVELIMIT 1: A waits from 50; at the tick t=101 it has waited 51 >= 1 x 50 s run, so it
+    # goes back to Q1 (entering it at 101, before B3 arrives at 125). B2 ends at 130 -> A resumes
+    # first, needs 40 s (its service restarts at 0, no demotion): A 130-170, B3 170-210, B4 210-250.
+    out, pol = _stream(with_promotion=True)
+    assert pol.promotions == 1
+    assert jcts(out) == pytest.approx({"A": 170, "B1": 45, "B2": 45, "B3": 85, "B4": 85})
+    # Without promotion A waits for the whole stream: B1..B4 run back to back, A 210-250.
+    out, pol = _stream(with_promotion=False)
+    assert pol.promotions == 0
+    assert jcts(out)["A"] == pytest.approx(250)
+
+
+# --------------------------------------------------------------- Gittins index
+def test_gittins_index_hand_computed() -> None:
+    # Sizes {100, 1000}. G(0) = max(1/(100+100), 2/(100+1000)) = 1/200; G(150) = 1/850;
+    # fixed quantum 500 at 0: P = 1/2, E = (100 + 500)/2 -> 1/600; beyond every sample: 0.
+    assert gittins_index([100, 1000], 0) == pytest.approx(1 / 200)
+    assert gittins_index([1000, 100], 150) == pytest.approx(1 / 850)
+    assert gittins_index([100, 1000], 0, delta=500) == pytest.approx(1 / 600)
+    assert gittins_index([100, 1000], 1000) == 0.0
+    d = SizeDistribution([100, 1000])
+    assert list(d.index([0, 150, 5000])) == pytest.approx([1 / 200, 1 / 850, 0.0])
+
+
+def _gittins_case(gittins: bool):
+    # One GPU, Q1 < 10 GPU-s; the known size distribution is {70, 70} (prior_samples, no history yet).
+    # X (70 s) at 0 is demoted at the tick t=12; Y (70 s, arrived at 2) preempts it (X paused at 12 GPU-s).
+    # Y is demoted at 23; Z (5 s) arrives at 30 and preempts Y (paused at 18 GPU-s); Z ends at 35.
+    # Both X and Y wait in Q2 then: FIFO (LAS) resumes X (entered Q2 first); the Gittins index from
+    # {70, 70} is 1/58 for X and 1/52 for Y, so Gittins resumes Y first.
+    jobs = [trace_job("X", 1, 70, 0), trace_job("Y", 1, 70, 2), trace_job("Z", 1, 5, 30)]
+    pol = Tiresias(thresholds=(10,), gittins=gittins, prior_samples=[70, 70], min_history=100,
+                   min_run_time=0, tick_interval=5, starve_limit=None)
+    return simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+
+
+def test_gittins_orders_jobs_by_the_index_of_a_known_distribution() -> None:
+    out = _gittins_case(gittins=True)
+    assert events(out, EventKind.RESUMED) == [(pytest.approx(35), "Y"), (pytest.approx(87), "X")]
+    assert jcts(out) == pytest.approx({"X": 145, "Y": 85, "Z": 5})
+    out = _gittins_case(gittins=False)
+    assert events(out, EventKind.RESUMED) == [(pytest.approx(35), "X"), (pytest.approx(93), "Y")]
+    assert jcts(out) == pytest.approx({"X": 93, "Y": 143, "Z": 5})
+
+
+def test_gittins_learns_from_finished_jobs_after_min_history() -> None:
+    pol = Tiresias(gittins=True, min_history=2)
+    jobs = [trace_job(f"j{i}", 1, 10 * (i + 1), 0) for i in range(4)]
+    simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    # the last distribution used: attained services of the jobs finished so far (10, 20, 30 GPU-s)
+    assert pol._dist_key == ("history", 3)
+    assert list(pol._dist.x) == pytest.approx([10, 20, 30])
+
+
+def test_oracle_variant_needs_the_oracle_and_says_so() -> None:
+    pol = make_policy("tiresias-gittins", oracle=True)
+    assert pol.name == "tiresias-gittins[oracle]" and pol.uses_oracle
+    with pytest.raises(ValueError, match="oracle"):
+        simulate([trace_job("a", 1, 10)], small_cluster(1, 1), pol, config=NO_COST)
+    out = simulate([trace_job("a", 1, 10)], small_cluster(1, 1), pol, config=NO_COST, oracle=True, strict=True)
+    assert jcts(out) == pytest.approx({"a": 10})
+
+
+# --------------------------------------------------------------- placement
+def test_consolidates_skewed_models_and_spreads_the_others() -> None:
+    assert tensor_skew("vgg16") > 0.5 and tensor_skew("AlexNet") > 0.5
+    assert tensor_skew("resnet50") < 0.5 and tensor_skew("inception3") < 0.5 and tensor_skew("nope") is None
+    # 2 nodes x 4 GPUs; 3-GPU blockers take one node each (best fit), leaving 1 + 1 GPUs free.
+    # vgg16 on 2 GPUs must be consolidated: it waits until the blockers end at 100.
+    # resnet50 on 2 GPUs may spread: it starts at once across both nodes.
+    jobs = [trace_job("B1", 3, 100, 0), trace_job("B2", 3, 100, 0),
+            trace_job("V", 2, 50, 1, model="vgg16"), trace_job("R", 2, 50, 2, model="resnet50")]
+    out = simulate(jobs, small_cluster(2, 4), Tiresias(), config=NO_COST, strict=True)
+    starts = {e.job: (e.time, e.data["nodes"]) for e in out.result.record if e.kind == EventKind.STARTED}
+    assert starts["R"][0] == pytest.approx(2) and sorted(starts["R"][1]) == [0, 1]
+    assert starts["V"][0] == pytest.approx(100) and len(set(starts["V"][1])) == 1
+    # unknown models are consolidated unless told otherwise
+    assert Tiresias().needs_consolidation(JobView(simple_job("u", 2, model="x"), 0))
+    assert not Tiresias(consolidate_unknown=False).needs_consolidation(JobView(simple_job("u", 2, model="x"), 0))
+
+
+@pytest.mark.parametrize("kw, bad", [
+    ({"thresholds": (100, 50)}, "(100, 50)"), ({"thresholds": (0,)}, "(0,)"), ({"starve_limit": -1}, "-1"),
+    ({"min_history": 0}, "0"), ({"prior_median": 0}, "0"), ({"prior_sigma": float("nan")}, "nan"),
+    ({"prior_samples": []}, "[]"), ({"gittins_delta": -5}, "-5"), ({"skew_threshold": 1.5}, "1.5"),
+    ({"skew_table": {"vgg": 2}}, "2"), ({"min_run_time": -1}, "-1"), ({"tick_interval": 0}, "0"),
+    ({"use_oracle": True}, "True"),
+])
+def test_constructor_rejects_bad_values_naming_them(kw, bad) -> None:
+    with pytest.raises(ValueError, match=bad.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        Tiresias(**kw)
+
+
+# --------------------------------------------------------------- properties
+class Audited(Scheduler):
+    """Checks the ledger after every applied action."""
+
+    def _apply(self, action):  # type: ignore[override]
+        super()._apply(action)
+        self.ledger.check()
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> list[TraceJob]:
+    n = draw(st.integers(1, 20))
+    out, t = [], 0.0
+    for i in range(n):
+        t += draw(st.floats(0, 60))
+        g = draw(st.sampled_from([1, 1, 1, 2, 4, 8]))
+        dur = draw(st.floats(1, 400))
+        model = draw(st.sampled_from(["resnet50", "vgg16", "bert", "unknown"]))
+        spec = simple_job(f"j{i}", g, submit_time=t, model=model, iterations=max(int(dur), 1))
+        out.append(TraceJob(spec, JobTruth(iterations=max(int(dur), 1), duration=dur, ref_workers=g)))
+    return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.sampled_from([0.5, 2.0, 8.0]), st.booleans())
+def test_with_promotion_every_job_terminates_and_nothing_over_allocates(jobs, knob, gittins) -> None:
+    pol = Tiresias(thresholds=(200, 800), starve_limit=knob, gittins=gittins, min_history=3,
+                   min_run_time=30, tick_interval=20)
+    backend = SimBackend(jobs, SimConfig(checkpoint_s=3, restore_s=4, gpus_per_node=4))
+    result = Audited(small_cluster(2, 4), pol, backend, strict=True).run([j.spec for j in jobs])
+    assert result.unfinished == {}
+    assert all(j.state is JobState.FINISHED for j in result.jobs.values())
+    assert [e for e in result.record if e.kind == EventKind.ACTION_REJECTED] == []
