@@ -194,7 +194,7 @@ def test_local_user_entry_workload_runs(tmp_path, monkeypatch) -> None:
         assert final_model(be, "mine") == {"iteration": 50, "user": {"x": 50.0}}
 
 
-def test_local_data_parallel_job_allreduces_and_survives_a_pause(tmp_path) -> None:
+def test_local_data_parallel_job_allreduces_and_survives_a_resize(tmp_path) -> None:
     cl = cluster(2)
     spec = job("dp", {"name": "torch-mlp", "n_samples": 2048}, 400, workers=2)
     led = Ledger(cl)
@@ -202,16 +202,20 @@ def test_local_data_parallel_job_allreduces_and_survives_a_pause(tmp_path) -> No
         be.launch(spec, allocate(cl, spec, (0, 1), led), 0.0, from_checkpoint=False)
         events = wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.data["iterations"] > 20 for e in ev))
         assert len(be.status["dp"].pids) == 2
+        prog = [e for e in events if e.kind is K.PROGRESS]
+        assert all(e.data["comm_s"] > 0 for e in prog)  # gradients really travel between the ranks
+        # Resize (Dorm): checkpoint, stop, re-create with another task count, resume
         be.halt("dp", be.now(), checkpoint=True)
         led.release("dp")
         at = be.store.latest("dp").iteration
         assert at > 20
-        be.launch(spec, allocate(cl, spec, (1, 0), led), be.now(), from_checkpoint=True)
+        be.launch(spec, allocate(cl, spec, (1,), led), be.now(), from_checkpoint=True)
         events += wait_for(be, ended("dp"))
+        assert be.status["dp"].nodes == (1,)
         fin = final_event(events, "dp")
         assert fin.kind is K.FINISHED and fin.data["iterations"] == 400
-        prog = [e for e in events if e.kind is K.PROGRESS]
-        assert all(e.data["comm_s"] > 0 for e in prog)  # gradients really travel between the ranks
+        restored = [t["restored_iteration"] for t in be.timings if t["kind"] == "start"]
+        assert restored[-1] == at  # the single remaining worker continued from the 2-worker checkpoint
         assert fin.data["metrics"]["loss"] < 0.5 * losses(events, "dp")[0]
 
 
