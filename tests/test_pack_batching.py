@@ -19,9 +19,9 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-def _ids_stream(n: int, seed: int = 0) -> DataStream:
+def _ids_stream(n: int, seed: int = 0, chunk: int = 1) -> DataStream:
     # The sample's value is its index, so consumed values tell which samples a member saw.
-    return DataStream(torch.arange(n).float()[:, None], torch.arange(n), seed=seed)
+    return DataStream(torch.arange(n).float()[:, None], torch.arange(n), seed=seed, chunk=chunk)
 
 
 @settings(max_examples=80, deadline=None)
@@ -31,9 +31,11 @@ def _ids_stream(n: int, seed: int = 0) -> DataStream:
     steps=st.integers(1, 40),
     seed=st.integers(0, 3),
     absent=st.lists(st.booleans(), min_size=40, max_size=40),
+    chunk=st.sampled_from([1, 7, 256]),
+    max_buffer=st.sampled_from([None, 10]),
 )
-def test_no_member_skips_or_repeats_a_sample_within_an_epoch(n, sizes, steps, seed, absent) -> None:
-    stream = _ids_stream(n, seed)
+def test_no_member_skips_or_repeats_a_sample_within_an_epoch(n, sizes, steps, seed, absent, chunk, max_buffer) -> None:
+    stream = DataStream(torch.arange(n).float()[:, None], torch.arange(n), seed=seed, chunk=chunk, max_buffer=max_buffer)
     cursors = [Cursor(b) for b in sizes]
     seen: list[dict[int, list[int]]] = [{} for _ in sizes]
     for k in range(steps):
@@ -89,6 +91,14 @@ def test_steps_until_and_partial_last_batch() -> None:
     stream = _ids_stream(100)
     sizes = [stream.take([c])[0].size for _ in range(4)]
     assert sizes == [30, 30, 30, 10] and c.epoch == 1 and c.pos == 0
+
+
+def test_read_ahead_loads_in_chunks() -> None:
+    stream = _ids_stream(100, chunk=40)
+    c = Cursor(10)
+    for _ in range(4):
+        stream.take([c])
+    assert stream.loaded_samples == 40  # one preprocessing call covered four batches
 
 
 def test_pad_rows_and_errors() -> None:

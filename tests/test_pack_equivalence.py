@@ -58,7 +58,7 @@ def _make(spec: tuple[str, str, float, int], seed: int):
 
 
 def _stream(seed: int = 5) -> DataStream:
-    return DataStream(X, Y, seed=seed, preprocess=preprocess_digits)
+    return DataStream(X, Y, seed=seed, preprocess=preprocess_digits, chunk=1)
 
 
 def _alone(spec, seed: int, stream_seed: int = 5):

@@ -93,7 +93,9 @@ class DataStream:
     ``inputs``/``targets`` hold the raw dataset (host memory, as in Fig. 2.1);
     ``preprocess`` runs once per loaded sample, shared by all members.
     ``max_buffer`` bounds the preprocessed rows kept between the slowest and
-    the fastest reader (default: the data set size).
+    the fastest reader (default: the data set size); ``chunk`` is the
+    read-ahead: a load covers at least that many rows (a member alone reads
+    through the same code, so the comparison stays fair).
     """
 
     _next_id = 0
@@ -108,6 +110,7 @@ class DataStream:
         preprocess: Preprocess | None = None,
         device: torch.device | str | None = None,
         max_buffer: int | None = None,
+        chunk: int = 256,
     ) -> None:
         if inputs.shape[0] != targets.shape[0]:
             raise ValueError(
@@ -122,6 +125,10 @@ class DataStream:
         self.preprocess = preprocess
         self.device = torch.device(device) if device is not None else inputs.device
         self.max_buffer = len(self) if max_buffer is None else int(max_buffer)
+        if chunk < 1:
+            raise ValueError(f"chunk must be >= 1, got {chunk}")
+        self.chunk = int(chunk)
+        """Rows loaded at least per load call (read-ahead; fewer, larger preprocessing calls)."""
         """Most rows kept loaded between the slowest and the fastest reader (default: one epoch)."""
         self.id = DataStream._next_id
         DataStream._next_id += 1
@@ -159,6 +166,8 @@ class DataStream:
     def _ensure(self, epoch: int, start: int, stop: int) -> None:
         """Make positions ``[start, stop)`` of ``epoch`` resident, loading only new ones."""
         cur = self._buf.get(epoch)
+        if cur is None or not (cur[0] <= start and stop <= cur[0] + cur[1].shape[0]):
+            stop = min(max(stop, start + self.chunk), len(self))  # read ahead
         if cur is not None:
             lo, bx, by = cur
             hi = lo + bx.shape[0]

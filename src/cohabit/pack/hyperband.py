@@ -44,6 +44,7 @@ from .pack_opt import (
     SearchSpace,
     TimeDistance,
     batch_size_pack,
+    index_distance,
     knn_pack,
     random_pack,
 )
@@ -216,7 +217,7 @@ def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None
 
 def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TABLE_2_3,
               packer: Packer | None = None, seed: int = 0, memory_limit: int | None = None,
-              refill: bool = False, interleave: bool = False,
+              refill: bool = False, interleave: bool = False, chooser: Chooser | None = None,
               log: Callable[[str], None] | None = None) -> HyperbandResult:
     """Hyperband (Alg. 1) or, with ``packer``, pack-aware Hyperband (Alg. 2).
 
@@ -230,6 +231,14 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
     same configurations and makes the same decisions; only the order of the
     training changes.  ``refill=True`` loads the next configuration into a
     running pack as soon as a member finishes (§2.2.3, Fig. 2.3).
+
+    ``chooser`` selects the asynchronous schedule (an extension beyond Alg. 2):
+    one pack runs continuously; whenever a member finishes it is freed, and
+    when a bracket's rung is complete its survivors become ready at once.
+    ``chooser(pack_configs, ready_configs)`` names the ready configuration to
+    load next (kNN: nearest to the pack's oldest member within the threshold;
+    random; same batch size), as long as memory allows.  The brackets'
+    decisions are again unchanged.
     """
     sample_rng = random.Random(seed)
     guard = MemoryGuard(memory_limit) if (memory_limit is not None and packer is not None) else None
@@ -244,6 +253,12 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
         cs = space.sample(rungs[0][0], sample_rng)
         live.append([Trial(c, w.member(c, f"b{b}:{c.index}")) for c in cs])
     trials_total = sum(len(t) for t in live)
+    if chooser is not None:
+        best = _async(w, plan, live, chooser, guard, eta, stats, history, log)
+        sizes = stats["sizes"]
+        return HyperbandResult(best, time.perf_counter() - t0, trials_total, stats["steps"], stats["packs"],
+                               (sum(sizes) / len(sizes)) if sizes else 1.0, w.stream.loaded_samples - loaded0,
+                               stats["pack_opt"], history, time.process_time() - c0)
     waves = ([[(b, i) for b in range(len(plan)) if i < len(plan[b])] for i in range(len(plan[0]))] if interleave
              else [[(b, i)] for b in range(len(plan)) for i in range(len(plan[b]))])
     best: Trial | None = None
@@ -285,6 +300,106 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
     return HyperbandResult(best, time.perf_counter() - t0, trials_total, stats["steps"], stats["packs"],
                            (sum(sizes) / len(sizes)) if sizes else 1.0, w.stream.loaded_samples - loaded0,
                            stats["pack_opt"], history, time.process_time() - c0)
+
+
+Chooser = Callable[[Sequence[Config], Sequence[Config]], int | None]
+
+
+def _async(w: Workload, plan: list[list[tuple[int, float]]], live: list[list[Trial]], chooser: Chooser,
+           guard: MemoryGuard | None, eta: int, stats: dict, history: list[dict],
+           log: Callable[[str], None] | None) -> Trial:
+    """One pack, always refilled from the configurations that are ready (see :func:`hyperband`)."""
+    rung = [0] * len(plan)
+    left = [len(ts) for ts in live]
+    bracket_of: dict[int, int] = {}
+    ready: list[Trial] = []
+    best: Trial | None = None
+
+    def start_rung(b: int) -> None:
+        r_i = plan[b][rung[b]][1]
+        for t in live[b]:
+            t.member.steps = w.steps_for(t.member, r_i - t.units)
+            stats["steps"] += t.member.steps - t.member.steps_done
+            bracket_of[id(t.member)] = b
+        left[b] = len(live[b])
+        ready.extend(live[b])
+
+    for b in range(len(plan)):
+        start_rung(b)
+    by_member = {id(t.member): t for ts in live for t in ts}
+    pm = PackedModel([], memory_limit=guard.capacity if guard else None)
+    stats["packs"] = 1
+    loaded = 0
+    while ready or pm.members:
+        while ready:
+            tp = time.perf_counter()
+            i = chooser([by_member[id(m)].config for m in pm.members], [t.config for t in ready])
+            stats["pack_opt"] += time.perf_counter() - tp
+            if i is None and not pm.members:
+                i = 0  # an empty device takes any configuration
+            if i is None:
+                break
+            cand = ready[i]
+            if pm.members and guard is not None and not guard.fits([*pm.members, cand.member]):
+                break
+            ready.pop(i)
+            pm.add(cand.member)
+            loaded += 1
+        done = [m for m in pm.members if m.done]
+        if not done:
+            pm.step()
+            done = [m for m in pm.members if m.done]
+        for m in done:
+            pm.remove(m)
+            b = bracket_of[id(m)]
+            left[b] -= 1
+            if left[b]:
+                continue
+            i = rung[b]
+            n_i, r_i = plan[b][i]
+            results = w.evaluate([t.member for t in live[b]], packed=True)
+            for t, (loss, acc) in zip(live[b], results):
+                t.val_loss, t.val_acc, t.units = loss, acc, r_i
+                if best is None or loss < best.val_loss:
+                    best = t
+            history.append({"bracket": b, "rung": i, "n": len(live[b]), "r": r_i,
+                            "best_loss": min(t.val_loss for t in live[b])})
+            if log:
+                log(f"bracket {b} rung {i}: {len(live[b])} configs x {r_i:g} units, "
+                    f"best loss {history[-1]['best_loss']:.4f}")
+            keep = max(1, n_i // eta) if i + 1 < len(plan[b]) else 0
+            live[b] = sorted(live[b], key=lambda t: (t.val_loss, t.config))[:keep]
+            if keep:
+                rung[b] += 1
+                start_rung(b)
+    stats["sizes"] = [loaded]
+    assert best is not None
+    return best
+
+
+def make_chooser(kind: str, *, threshold: float = 6.0, seed: int = 0) -> Chooser:
+    """Refill rule of the asynchronous schedule for ``kind`` in knn, random, batch-size."""
+    rng = random.Random(seed + 2)
+    if kind == "knn":
+        def knn(pack: Sequence[Config], ready: Sequence[Config]) -> int | None:
+            if not pack:
+                return rng.randrange(len(ready))  # a new random centroid
+            d, i = min((index_distance(pack[0], c), i) for i, c in enumerate(ready))
+            return i if d <= threshold else None
+        return knn
+    if kind == "random":
+        return lambda pack, ready: rng.randrange(len(ready))
+    if kind == "batch-size":
+        def same_bs(pack: Sequence[Config], ready: Sequence[Config]) -> int | None:
+            if not pack:
+                counts: dict[int, int] = {}
+                for c in ready:
+                    counts[c.batch_size] = counts.get(c.batch_size, 0) + 1
+                bs = max(counts, key=lambda b: (counts[b], -b))
+                return next(i for i, c in enumerate(ready) if c.batch_size == bs)
+            return next((i for i, c in enumerate(ready) if c.batch_size == pack[0].batch_size), None)
+        return same_bs
+    raise ValueError(f"unknown chooser {kind!r}; expected knn, random or batch-size")
 
 
 class ConfigFits:

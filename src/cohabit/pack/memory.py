@@ -111,7 +111,21 @@ def _example(member: Member, example: Tensor | None) -> Tensor:
 
 
 def footprint(member: Member, example: Tensor | None = None) -> Footprint:
-    """Estimate one member's memory footprint (probe forward at batch 1 and 2)."""
+    """Estimate one member's memory footprint (probe forward at batch 1 and 2).
+
+    Cached on the member (per model and optimizer object) unless ``example`` is given.
+    """
+    tag = (id(member.model), id(member.optimizer), id(member.stream))
+    cached = member.meta.get("_footprint")
+    if example is None and cached is not None and cached[0] == tag:
+        return cached[1]
+    fp = _footprint(member, example)
+    if example is None:
+        member.meta["_footprint"] = (tag, fp)
+    return fp
+
+
+def _footprint(member: Member, example: Tensor | None) -> Footprint:
     params = sum(p.numel() * p.element_size() for p in member.model.parameters())
     grads = sum(p.numel() * p.element_size() for p in member.model.parameters() if p.requires_grad)
     x = _example(member, example)
@@ -167,10 +181,19 @@ def estimate_pack(members: Sequence[Member], *, fast: bool = True,
     examples = examples or {}
     items = []
     for m in members:
-        sig = stack_key(m.model) if fast else None
+        sig = _cached_key(m) if fast else None
         stream = id(m.stream) if m.stream is not None else ("own", m.name)
         items.append((m.name, footprint(m, examples.get(m.name)), m.batch_size, sig, stream))
     return estimate_items(items)
+
+
+def _cached_key(m: Member) -> object:
+    tag = id(m.model)
+    cached = m.meta.get("_mem_key")
+    if cached is None or cached[0] != tag:
+        cached = (tag, stack_key(m.model))
+        m.meta["_mem_key"] = cached
+    return cached[1]
 
 
 def device_capacity(device: torch.device | str = "cpu") -> int:
