@@ -216,7 +216,8 @@ def main() -> None:
 
     # the simulator's one resume-cost knob: the mean directly measured pause + resume cost
     restore = statistics.mean(o["per_pause_resume_s"] for o in ov)
-    cfg = SimConfig(checkpoint_s=0.0, restore_s=restore)
+    # progress reports as often as LocalBackend's (0.5 s), so the policy decides as often in both worlds
+    cfg = SimConfig(checkpoint_s=0.0, restore_s=restore, report_interval_s=0.5)
     prof_fifo, prof_srtf = profile(real_fifo), profile(real_srtf)
     runs = {
         # prediction: everything the simulator knows comes from the FIFO run and the overhead runs
