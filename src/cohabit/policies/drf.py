@@ -48,42 +48,40 @@ _TOL = 1e-12
 
 def job_usage(view: ClusterView, job: JobView, n_workers: int | None = None) -> np.ndarray:
     """What ``job`` demands in total with ``n_workers`` workers (default: its current count
-    if running, else the count it would start with)."""
+    if running, else the count it would start with). Read-only; shared by jobs of one shape."""
     if n_workers is None:
         n_workers = job.n_workers if job.placement else view.target_workers(job)
-    u = view.demand_vector(job) * n_workers
+    w = view.demand_vector(job)
     p = view.ps_demand_vector(job)
-    if p is not None and job.spec.num_ps:
-        u = u + p * job.spec.num_ps
-    return u
+    n_ps = job.spec.num_ps if p is not None else 0
+    key = (id(w), n_workers, id(p), n_ps)
+    hit = _USAGE.get(key)
+    if hit is None or hit[0] is not w or hit[1] is not p:
+        u = w * n_workers + (p * n_ps if p is not None and n_ps else 0.0)
+        u.flags.writeable = False
+        if len(_USAGE) > 4096:
+            _USAGE.clear()
+        hit = _USAGE[key] = (w, p, u)
+    return hit[2]
+
+
+# (id(worker row), workers, id(ps row), ps) -> (worker row, ps row, total): the rows are the
+# ledger's cached read-only vectors, kept alive here so that their ids stay unique
+_USAGE: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray | None, np.ndarray]] = {}
 
 
 class TenantShares:
-    """Usage and weighted dominant share of every tenant seen in a view.
+    """Usage and weighted dominant share of every tenant, for one decision.
 
     ``share(t) = max_r usage[t, r] / capacity[r] / weight[t]`` over resources with
     positive cluster capacity."""
 
-    def __init__(self, view: ClusterView, jobs: Iterable[JobView] | None = None) -> None:
-        total = view.capacity.sum(axis=0)
-        self._cols = total > _TOL
-        self._inv = np.zeros_like(total)
-        self._inv[self._cols] = 1.0 / total[self._cols]
-        self.usage: dict[str, np.ndarray] = {}
-        self.weight: dict[str, float] = {}
-        self.order: dict[str, int] = {}  # first seen (arrival order of its earliest job here)
-        for job in view.running.values():
-            self.add(job.spec.tenant, job_usage(view, job))
-            self._see(job)
-        for job in (chain_waiting(view) if jobs is None else jobs):
-            self._see(job)
-
-    def _see(self, job: JobView) -> None:
-        t = job.spec.tenant
-        self.weight[t] = max(self.weight.get(t, 0.0), job.spec.weight)
-        self.order[t] = min(self.order.get(t, job.seq), job.seq)
-        if t not in self.usage:
-            self.usage[t] = np.zeros_like(self._inv)
+    def __init__(self, inv_capacity: np.ndarray, usage: dict[str, np.ndarray], weight: dict[str, float],
+                 order: dict[str, int]) -> None:
+        self._inv = inv_capacity
+        self.usage = usage
+        self.weight = weight
+        self.order = order  # tenant -> arrival number of its first job (ties in share)
 
     def add(self, tenant: str, amount: np.ndarray) -> None:
         u = self.usage.get(tenant)
@@ -94,12 +92,88 @@ class TenantShares:
         return float((amount * self._inv).max(initial=0.0))
 
     def share(self, tenant: str) -> float:
-        return self.dominant(self.usage[tenant]) / self.weight.get(tenant, 1.0)
+        u = self.usage.get(tenant)
+        return 0.0 if u is None else self.dominant(u) / self.weight.get(tenant, 1.0)
 
 
-def chain_waiting(view: ClusterView) -> Iterable[JobView]:
-    yield from view.pending.values()
-    yield from view.paused.values()
+class TenantBook:
+    """Per-tenant weight, first arrival and running usage, kept across decisions.
+
+    Usage is updated incrementally from the difference between the running
+    set at this decision and the last one (a running job's demand does not
+    change while it runs, except by a resize this book's policies never
+    make), and recomputed from scratch every ``RESYNC`` decisions against
+    floating-point drift. Weight = the largest ``spec.weight`` seen for the
+    tenant (hook ``see`` on arrival; jobs shown to :meth:`shares` also count)."""
+
+    RESYNC = 500
+
+    def __init__(self) -> None:
+        self._view: ClusterView | None = None
+        self.weight: dict[str, float] = {}
+        self.order: dict[str, int] = {}
+        self._usage: dict[str, np.ndarray] = {}
+        self._running: dict[str, tuple[str, np.ndarray]] = {}
+        self._inv = np.zeros(0)
+        self._syncs = 0
+
+    def see(self, job: JobView, view: ClusterView) -> None:
+        if view is not self._view:
+            self._reset(view)
+        t = job.spec.tenant
+        w = self.weight.get(t)
+        if w is None or job.spec.weight > w:
+            self.weight[t] = job.spec.weight
+        if t not in self.order:
+            self.order[t] = job.seq
+
+    def _reset(self, view: ClusterView) -> None:
+        """Start over for a new run (a new view): forget tenants and usage."""
+        self._view = view
+        self.weight = {}
+        self.order = {}
+        self._resync(view)
+
+    def _resync(self, view: ClusterView) -> None:
+        total = view.capacity.sum(axis=0)
+        self._inv = np.where(total > _TOL, 1.0 / np.where(total > _TOL, total, 1.0), 0.0)
+        self._usage = {}
+        self._running = {}
+        self._syncs = 0
+
+    def sync(self, view: ClusterView) -> None:
+        if view is not self._view:
+            self._reset(view)
+        self._syncs += 1
+        if self._syncs % self.RESYNC == 0:
+            self._resync(view)
+        running = view.running
+        for jid in self._running.keys() - running.keys():
+            tenant, u = self._running.pop(jid)
+            self._usage[tenant] = self._usage[tenant] - u
+        for jid in running.keys() - self._running.keys():
+            job = running[jid]
+            tenant, u = job.spec.tenant, job_usage(view, job)
+            self._running[jid] = (tenant, u)
+            self._usage[tenant] = self._usage[tenant] + u if tenant in self._usage else u.copy()
+            if tenant not in self.weight:
+                self.see(job, view)
+
+    def expect(self, job: JobView, usage: np.ndarray) -> None:
+        """Count a job this decision starts as running from now (the next :meth:`sync` drops it
+        again if the scheduler refused the start)."""
+        if job.id not in self._running:
+            t = job.spec.tenant
+            self._running[job.id] = (t, usage)
+            self._usage[t] = self._usage[t] + usage if t in self._usage else usage.copy()
+
+    def shares(self, view: ClusterView, waiting: Iterable[JobView] = ()) -> TenantShares:
+        """A snapshot for one decision (``waiting`` jobs of unseen tenants are seen first)."""
+        self.sync(view)
+        for job in waiting:
+            if job.spec.tenant not in self.order:
+                self.see(job, view)
+        return TenantShares(self._inv, {t: u.copy() for t, u in self._usage.items()}, self.weight, self.order)
 
 
 class DRF(BasePolicy):
@@ -112,15 +186,19 @@ class DRF(BasePolicy):
         self.preemptive = preemptive
         self.backfill = backfill
         self.name = "drf" + ("+preempt" if preemptive else "") + ("+backfill" if backfill else "")
+        self._book = TenantBook()
+
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._book.see(job, view)
 
     def decide(self, view: ClusterView) -> Plan:
         waiting = waiting_in_order(view)
         if not waiting:
             return []
-        shares = TenantShares(view, waiting)
         queues: dict[str, list[JobView]] = {}
         for job in waiting:
             queues.setdefault(job.spec.tenant, []).append(job)
+        shares = self._book.shares(view, (q[0] for q in queues.values()))
         heads = {t: 0 for t in queues}
         heap = [(shares.share(t), shares.order[t], t) for t in queues]
         heapq.heapify(heap)
@@ -147,7 +225,9 @@ class DRF(BasePolicy):
                         stale = True  # victims' shares dropped: re-rank the tenants still queued
                 if p is not None:
                     plan.append(start_or_resume(job, p))
-                    shares.add(tenant, job_usage(view, job, n))
+                    u = job_usage(view, job, n)
+                    shares.add(tenant, u)
+                    self._book.expect(job, u)
                     if victims is not None:
                         victims.started.add(job.id)
                     heads[tenant] += 1

@@ -35,24 +35,30 @@ _EPS = 1e-9
 
 
 class _Devices:
-    """Which jobs hold each GPU device, kept in step with a plan being built."""
+    """Which jobs hold each GPU device, kept in step with a plan being built.
 
-    def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]]) -> None:
+    Per task shape it caches how many time-sharing tasks each node can take,
+    and after a placement refreshes only the nodes it touched."""
+
+    def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]],
+                 limit: int) -> None:
         self.view = view
+        self.limit = limit
+        self.g = view.gpu_col
         self.free = draft.free  # the draft's scratch array: non-GPU room and owned GPU shares
         self.dev = view.device_free.copy()
         self.exists = self.dev >= 0
         self.jobs: dict[tuple[int, int], list[str]] = {}
         self.count = np.zeros(self.dev.shape, dtype=np.int64)
+        self._caps: dict[bytes, tuple[np.ndarray, np.ndarray, int, np.ndarray]] = {}
         for job in view.running.values():
             alloc = view.allocation_of(job.id)
             if alloc is None:
                 continue
             for key in alloc.devices:
                 self._add(key, job.id)
-        g = view.gpu_col
         for job, placement in started:  # replay this plan's starts as the draft took them
-            share = float(view.demand_vector(job)[g]) if g is not None else 0.0
+            share = float(view.demand_vector(job)[self.g]) if self.g is not None else 0.0
             for node in placement[: len(placement) - job.spec.num_ps]:
                 for i, _ in take_devices(self.dev[node], share) or ():
                     self._add((node, i), job.id)
@@ -63,45 +69,66 @@ class _Devices:
             holders.append(job)
             self.count[key] += 1
 
-    def colocate(self, job: JobView, n: int, limit: int) -> tuple[Placement, list[str]] | None:
+    def _node_caps(self, rest: np.ndarray, per_task: int, rows: np.ndarray | slice) -> np.ndarray:
+        need = rest > _EPS
+        free = self.free[rows]
+        room = (np.floor((free[:, need] + _EPS) / rest[need]).min(axis=1) if need.any()
+                else np.full(free.shape[0], 1 << 30))
+        open_devs = ((self.count[rows] < self.limit) & self.exists[rows]).sum(axis=1)
+        return np.minimum(room, open_devs // per_task).astype(np.int64)
+
+    def _caps_for(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+        key = w.tobytes()
+        hit = self._caps.get(key)
+        if hit is None:
+            g = self.g
+            assert g is not None
+            rest = w.copy()
+            rest[g] = 0.0
+            per_task = max(int(math.ceil(float(w[g]) - _EPS)), 1)
+            hit = self._caps[key] = (w, rest, per_task, self._node_caps(rest, per_task, slice(None)))
+        return hit
+
+    def colocate(self, job: JobView, n: int) -> tuple[Placement, list[str]] | None:
         """Nodes for ``job``'s ``n`` workers sharing GPUs (lowest node index first), and the
         jobs already on the devices it will share; the room is taken. None if it does not fit."""
         view = self.view
-        g = view.gpu_col
-        if g is None or job.spec.num_ps:
+        if self.g is None or job.spec.num_ps:
             return None
-        w = view.demand_vector(job)
-        share = float(w[g])
-        per_task = max(int(math.ceil(share - _EPS)), 1)
-        rest = w.copy()
-        rest[g] = 0.0
-        need = rest > _EPS
-        room = (np.floor((self.free[:, need] + _EPS) / rest[need]).min(axis=1) if need.any()
-                else np.full(self.free.shape[0], n))
-        open_devs = ((self.count < limit) & self.exists).sum(axis=1)
-        cap = np.minimum(room, open_devs // per_task).astype(np.int64)
-        if cap.sum() < n:
-            return None
+        w, rest, per_task, cap = self._caps_for(view.demand_vector(job))
         whole = np.flatnonzero(cap >= n)
-        nodes = [int(whole[0])] * n if whole.size else _fill_index_order(cap, n)
+        if whole.size:
+            nodes = [int(whole[0])] * n
+        else:
+            if cap.sum() < n:
+                return None
+            nodes = _fill_index_order(cap, n)
         hosts: list[str] = []
-        for node in sorted(set(nodes)):
+        want = min(float(w[self.g]), 1.0)
+        touched = sorted(set(nodes))
+        for node in touched:
+            k = nodes.count(node)
             taken: dict[int, int] = {}
-            for _ in range(nodes.count(node)):
+            for _ in range(k):  # each task: the devices with fewest jobs, then most free room
                 cand = sorted((int(self.count[node, i]) + taken.get(i, 0), -float(self.dev[node, i]), i)
                               for i in np.flatnonzero(self.exists[node]))
-                cand = [c for c in cand if c[0] < limit][:per_task]
-                assert len(cand) == per_task
-                want = min(share, 1.0)
-                for _, _, i in cand:
+                for _, _, i in [c for c in cand if c[0] < self.limit][:per_task]:
                     taken[i] = taken.get(i, 0) + 1
                     if not self.jobs.get((node, i)) and self.dev[node, i] >= want - _EPS:
                         self.dev[node, i] -= want  # a device nobody holds: the guest owns it
-                        self.free[node, g] -= want
-                    hosts += [h for h in self.jobs.get((node, i), []) if h not in hosts]
-                    self._add((node, i), job.id)
-            self.free[node] -= rest * nodes.count(node)
+                        self.free[node, self.g] -= want
+            for i in taken:
+                hosts += [h for h in self.jobs.get((node, i), []) if h not in hosts]
+                self._add((node, i), job.id)
+            self.free[node] -= rest * k
+        self.refresh(touched)
         return tuple(nodes), hosts
+
+    def refresh(self, nodes: list[int]) -> None:
+        """Recompute the cached capacities of ``nodes`` after room there was taken."""
+        rows = np.asarray(sorted(set(nodes)))
+        for _, r, pt, c in self._caps.values():
+            c[rows] = self._node_caps(r, pt, rows)
 
 
 def _uses_gpu(view: ClusterView, job: JobView) -> bool:
@@ -150,15 +177,16 @@ class NaiveColocation(BasePolicy):
                     started.append((job, p))
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
-                devices = _Devices(view, draft, started)
+                devices = _Devices(view, draft, started, self.max_jobs_per_gpu)
             if not _uses_gpu(view, job):  # nothing to share: an ordinary start on the room left
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
                     plan.append(start_or_resume(job, p))
+                    devices.refresh(list(p))
                 elif not self.backfill:
                     break
                 continue
-            got = None if memo.known_to_fail(view, job, n) else devices.colocate(job, n, self.max_jobs_per_gpu)
+            got = None if memo.known_to_fail(view, job, n) else devices.colocate(job, n)
             if got is None:
                 if not self.backfill:
                     break

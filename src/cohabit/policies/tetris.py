@@ -43,10 +43,9 @@ from ..engine.job import JobView
 from ..engine.oracle import Oracle
 from ..engine.view import ClusterView
 from .base import BasePolicy
-from .drf import TenantShares, job_usage
+from .drf import TenantBook, job_usage
 from .placement import Draft
 from .spread import place_with, start_or_resume, waiting_in_order
-from .srtf import SRTF
 
 
 def alignment(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
@@ -89,35 +88,99 @@ class Tetris(BasePolicy):
         self.epsilon = float(epsilon)
         self.fairness = float(fairness)
         self.uses_oracle = use_oracle
-        self._estimator = SRTF(use_oracle=use_oracle)
+        self._book = TenantBook()
+        self._view: ClusterView | None = None
+        self._groups: dict[tuple[int, int, int | None], tuple[object, object, tuple[bytes, np.ndarray, int, float]]] = {}
+        self._rows: dict[str, tuple[tuple[float, int], tuple[float, ...]]] = {}
+        self._models: dict[str, int] = {}
+        self._oracle: Oracle | None = None
+        self._inv = np.zeros(0)
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        if self.fairness > 0:
+            self._book.see(job, view)
+
     def bind_oracle(self, oracle: Oracle) -> None:
-        self._estimator.bind_oracle(oracle)
+        self._oracle = oracle
 
     # ------------------------------------------------------------ candidates
     def _candidates(self, view: ClusterView, waiting: list[JobView]) -> list[JobView]:
         if self.fairness <= 0 or len(waiting) <= 1:
             return waiting
-        shares = TenantShares(view, waiting)
+        shares = self._book.shares(view, waiting)
         keep = math.ceil((1.0 - self.fairness) * len(waiting))
         ranked = sorted(waiting, key=lambda j: (shares.share(j.spec.tenant), j.seq))
         return ranked[:keep]
 
-    def _srtf_term(self, view: ClusterView, jobs: list[JobView]) -> np.ndarray:
+    def _info(self, view: ClusterView, job: JobView) -> tuple[bytes, np.ndarray, int, float]:
+        """Per task group (trace loaders share them between jobs): shape key, worker demand,
+        start size, and total demand normalised by the cluster's capacity."""
+        if view is not self._view:
+            self._view, self._groups, self._rows, self._models = view, {}, {}, {}
+            total = view.capacity.sum(axis=0)
+            self._inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
+        spec = job.spec
+        key = (id(spec.workers), id(spec.ps), spec.n_min)
+        hit = self._groups.get(key)
+        if hit is None or hit[0] is not spec.workers or hit[1] is not spec.ps:
+            w = view.demand_vector(job)
+            n = view.target_workers(job)
+            size = float((job_usage(view, job, n) * self._inv).sum())
+            hit = self._groups[key] = (spec.workers, spec.ps, (w.tobytes(), w, n, size))
+        return hit[2]
+
+    def _remaining(self, view: ClusterView, jobs: list[JobView]) -> np.ndarray:
+        """Remaining seconds of waiting ``jobs``: :meth:`SRTF.remaining <.srtf.SRTF.remaining>`
+        vectorised. A waiting job's own numbers are cached until it runs again; what comes from
+        history (mean seconds per iteration per model, mean run time) is looked up per round."""
+        out: list[tuple[float, ...]] = []
+        models = self._models
+        for job in jobs:
+            stamp = (job.reported_iterations, job.preemptions)
+            hit = self._rows.get(job.id)
+            if hit is None or hit[0] != stamp:
+                spec = job.spec
+                total = dur = math.nan
+                if self._oracle is not None:
+                    total = float(self._oracle.total_iterations(job.id))
+                    d = self._oracle.duration(job.id)
+                    dur = math.nan if d is None else float(d)
+                m = models.setdefault(spec.model, len(models))
+                hit = self._rows[job.id] = (stamp, (
+                    job.reported_iterations, job.iter_time or math.nan,
+                    math.nan if spec.iterations is None else float(spec.iterations),
+                    m, job.executed_time(view.now), total, dur))
+            out.append(hit[1])
+        done, own_it, iters, model, executed, total, dur = np.array(out, dtype=float).reshape(-1, 7).T
+        hist = np.array([view.history.mean_iter_time(name) or math.nan for name in models])
+        it = np.where(own_it > 0, own_it, hist[model.astype(np.int64)] if hist.size else math.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if self._oracle is not None:
+                left = np.maximum(total - done, 0.0)
+                rem = np.where(own_it > 0, left * own_it,
+                               np.where(np.isfinite(dur), dur * np.maximum(1.0 - done / total, 0.0),
+                                        np.where(np.isfinite(it), left * it, math.inf)))
+            else:
+                mean = view.history.mean_run_time()
+                fallback = math.inf if mean is None else np.maximum(mean - executed, 0.0)
+                rem = np.where(np.isfinite(iters) & np.isfinite(it), np.maximum(iters - done, 0.0) * it, fallback)
+        return np.asarray(rem, dtype=float)
+
+    def _srtf_term(self, view: ClusterView, jobs: list[JobView], size: np.ndarray) -> np.ndarray:
         """``p`` per job: 1 for no remaining work, 0 for the most (or unknown)."""
         if self.epsilon == 0 or not jobs:
             return np.zeros(len(jobs))
-        total = view.capacity.sum(axis=0)
-        inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
-        work = np.array([self._estimator.remaining(j, view) * float((job_usage(view, j) * inv).sum())
-                         for j in jobs])
+        work = self._remaining(view, jobs) * size
         known = np.isfinite(work)
         p = np.zeros(len(jobs))
         if known.any():
             top = work[known].max()
             p[known] = 1.0 - work[known] / top if top > 0 else 1.0
         return p
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._rows.pop(job.id, None)
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
@@ -132,15 +195,15 @@ class Tetris(BasePolicy):
         shapes: list[np.ndarray] = []
         idx = np.empty(len(jobs), dtype=np.int64)
         need = np.empty(len(jobs), dtype=np.int64)
+        size = np.empty(len(jobs))
         for k, job in enumerate(jobs):
-            w = view.demand_vector(job)
-            key = w.tobytes()
-            if key not in shape_of:
-                shape_of[key] = len(shapes)
+            key, w, need[k], size[k] = self._info(view, job)
+            s = shape_of.get(key)
+            if s is None:
+                s = shape_of[key] = len(shapes)
                 shapes.append(w)
-            idx[k] = shape_of[key]
-            need[k] = view.target_workers(job)
-        p = self._srtf_term(view, jobs)
+            idx[k] = s
+        p = self._srtf_term(view, jobs, size)
         alive = np.ones(len(jobs), dtype=bool)
         plan: Plan = []
         while alive.any():
