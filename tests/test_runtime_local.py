@@ -96,6 +96,8 @@ def test_local_pause_resume_and_migrate_equal_uninterrupted(tmp_path, workload, 
         starts = [t for t in be.timings if t["kind"] == "start"]
         assert [s["restored_iteration"] for s in starts][0] is None and all(
             s["restored_iteration"] is not None for s in starts[1:])
+        assert starts[0]["interpreter_s"] is not None  # a fresh process ...
+        assert all(s["interpreter_s"] is None for s in starts[1:])  # ... then warm spares, imports done
         halts = [t for t in be.timings if t["kind"] == "halt"]
         assert len(halts) == 2 and not any(h["timed_out"] for h in halts)
         got = final_model(be, "j")
