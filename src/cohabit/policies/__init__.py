@@ -24,6 +24,10 @@ REGISTRY: dict[str, str] = {
     "lb": "cohabit.policies.spread:make_lb",
     "binpack": "cohabit.policies.spread:make_binpack",
     "static": "cohabit.policies.static:make",
+    "dorm": "cohabit.policies.dorm.policy:make",
+    "dorm-1": "cohabit.policies.dorm.policy:make_1",
+    "dorm-2": "cohabit.policies.dorm.policy:make_2",
+    "dorm-3": "cohabit.policies.dorm.policy:make_3",
     "naive": "cohabit.policies.naive:make",
 }
 

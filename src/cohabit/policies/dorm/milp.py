@@ -1,0 +1,297 @@
+"""Dorm's utilization-fairness optimizer: problem P2 (Sun et al., §IV-B, Eq. 10-18) solved with HiGHS.
+
+Variables (one decision at time t):
+
+* x_{i,j} ∈ Z₀⁺ — containers of application i on server j (Eq. 9);
+* l_i ∈ R₀⁺ — application i's fairness loss (Eq. 17);
+* r_i ∈ {0, 1} — application i is adjusted (killed, resized, resumed), for the
+  applications running at both t−1 and t (Eq. 18).
+
+P2::
+
+    max  Σ_k Σ_i Σ_j x_{i,j} d_{i,k} / Σ_h c_{h,k}                 (10) utilization
+    s.t. l_i ≥ s_i − ŝ_i,  l_i ≥ ŝ_i − s_i                          (11), (12)
+         M r_i ≥ x^{t−1}_{i,j} − x_{i,j},  M r_i ≥ x_{i,j} − x^{t−1}_{i,j}   (13), (14)
+         Σ_i l_i ≤ ⌈θ1 · 2m⌉                                         (15)
+         Σ_i r_i ≤ ⌈θ2 · |A^t ∩ A^{t−1}|⌉                            (16)
+         Σ_i x_{i,j} d_{i,k} ≤ c_{j,k}   ∀ j, k                      (6)
+         n_min_i ≤ Σ_j x_{i,j} ≤ n_max_i                              (7), (8)
+
+with s_i = max_k d_{i,k} Σ_j x_{i,j} / Σ_h c_{h,k} (Eq. 2), which is linear
+because an application's dominant resource does not depend on its container
+count: s_i = δ_i Σ_j x_{i,j} with δ_i the dominant share of one container.
+ŝ_i are the weighted-DRF theoretical shares (:mod:`.shares`) and m the number
+of resource types the cluster has (positive total capacity).
+
+Modelling choices, none of which changes the feasible set of (x, r):
+
+* the big-M of Eq. 13-14 is per application, M_i = max(n_max_i, max_j x^{t−1}_{i,j}),
+  the smallest valid one (|x − x^{t−1}| never exceeds it);
+* rows of Eq. 13 where x^{t−1}_{i,j} = 0 and of Eq. 14 where x_{i,j} is fixed
+  to 0 are left out (they read M r_i ≥ −x or M r_i ≥ −x^{t−1}: always true);
+* x_{i,j} gets the upper bound min(n_max_i, containers of d_i that fit an
+  empty server j) (implied by Eq. 6-7); pairs where it is 0 have no column.
+
+A time limit returns the best incumbent found (status ``time_limit``);
+with no incumbent, or when P2 is infeasible, the caller keeps the current
+allocation (§IV-B, last paragraph).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import highspy
+import numpy as np
+from scipy import sparse
+
+from .shares import AppDemand, container_share, inverse_capacity, theoretical_shares
+
+_TOL = 1e-9
+INF = highspy.kHighsInf
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """θ1 (fairness loss) and θ2 (adjustment overhead), both in [0, 1] (Eq. 15-16)."""
+
+    theta1: float
+    theta2: float
+
+    def __post_init__(self) -> None:
+        for name in ("theta1", "theta2"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
+
+    def fairness_bound(self, m: int) -> int:
+        """Right-hand side of Eq. 15: ⌈θ1 · 2m⌉."""
+        return _ceil(self.theta1 * 2 * m)
+
+    def adjust_bound(self, running: int) -> int:
+        """Right-hand side of Eq. 16: ⌈θ2 · |A^t ∩ A^{t−1}|⌉."""
+        return _ceil(self.theta2 * running)
+
+
+#: The paper's three settings (§V-A-2, as its text pins them down: Dorm-1 and Dorm-3 share
+#: θ2 and differ in θ1 = 0.2 / 0.1; Dorm-2 and Dorm-3 share θ1 and differ in θ2 = 0.2 / 0.1).
+PAPER_SETTINGS: dict[str, Thresholds] = {
+    "dorm-1": Thresholds(0.2, 0.1),
+    "dorm-2": Thresholds(0.1, 0.2),
+    "dorm-3": Thresholds(0.1, 0.1),
+}
+
+
+def _ceil(x: float) -> int:
+    return int(math.ceil(x - 1e-9))
+
+
+@dataclass
+class Problem:
+    """One instance of P2.
+
+    ``capacity``: (servers, resources) c_{j,k}; ``previous``: (apps, servers) x^{t−1}
+    (zero rows for applications not running); ``running``: which applications are in
+    A^t ∩ A^{t−1} (default: those with a non-zero previous row); ``shares``: ŝ_i
+    (default: weighted DRF, :func:`.shares.theoretical_shares`)."""
+
+    apps: Sequence[AppDemand]
+    capacity: np.ndarray
+    previous: np.ndarray | None = None
+    running: np.ndarray | None = None
+    shares: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.capacity = np.asarray(self.capacity, dtype=float)
+        n, b = len(self.apps), self.capacity.shape[0]
+        prev = np.zeros((n, b), dtype=np.int64) if self.previous is None else np.asarray(self.previous)
+        if prev.shape != (n, b):
+            raise ValueError(f"previous allocation has shape {prev.shape}, expected {(n, b)}")
+        self.previous = np.rint(prev).astype(np.int64)
+        self.running = (self.previous.sum(axis=1) > 0) if self.running is None else np.asarray(self.running, bool)
+        if self.shares is None:
+            hat = theoretical_shares(self.apps, self.capacity)
+            self.shares = np.array([hat[a.id] for a in self.apps], dtype=float)
+        self.demand = np.array([np.asarray(a.demand, dtype=float) for a in self.apps]).reshape(n, -1)
+        inv = inverse_capacity(self.capacity)
+        self.delta = np.array([container_share(d, inv) for d in self.demand])
+        self.util_per_container = (self.demand * inv).sum(axis=1) if n else np.zeros(0)
+
+    @property
+    def m(self) -> int:
+        """Resource types the cluster has (positive total capacity): the m of Eq. 15."""
+        return int((self.capacity.sum(axis=0) > _TOL).sum())
+
+    def fit_bounds(self) -> np.ndarray:
+        """(apps, servers): containers of d_i an empty server j holds, capped at n_max_i."""
+        n, b = len(self.apps), self.capacity.shape[0]
+        ub = np.zeros((n, b), dtype=np.int64)
+        for i, a in enumerate(self.apps):
+            d = self.demand[i]
+            need = d > _TOL
+            per = (np.floor((self.capacity[:, need] + 1e-9) / d[need]).min(axis=1) if need.any()
+                   else np.full(b, a.n_max))
+            ub[i] = np.minimum(per, a.n_max)
+        assert self.previous is not None
+        return np.maximum(ub, self.previous)
+
+
+@dataclass
+class Solution:
+    """Outcome of one solve. ``x`` is None unless ``status`` is optimal or time_limit."""
+
+    status: str  # "optimal" | "time_limit" | "infeasible" | "no_solution"
+    x: np.ndarray | None
+    utilization: float = 0.0
+    fairness_loss: float = 0.0
+    adjusted: tuple[int, ...] = ()
+    fairness_bound: float = 0.0
+    adjust_bound: int = 0
+    gap: float | None = None
+    seconds: float = 0.0
+    size: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.x is not None
+
+
+def evaluate(problem: Problem, x: np.ndarray) -> tuple[float, float, tuple[int, ...]]:
+    """(utilization Eq. 1, fairness loss Eq. 2, adjusted running applications Eq. 3) of ``x``."""
+    assert problem.previous is not None and problem.running is not None and problem.shares is not None
+    n_i = x.sum(axis=1)
+    util = float((n_i * problem.util_per_container).sum())
+    loss = float(np.abs(n_i * problem.delta - problem.shares).sum())
+    changed = (x != problem.previous).any(axis=1) & problem.running
+    return util, loss, tuple(int(i) for i in np.flatnonzero(changed))
+
+
+def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0, mip_rel_gap: float = 1e-4,
+          threads: int | None = None) -> Solution:
+    """Build P2 for ``problem`` and solve it with HiGHS (see module doc)."""
+    t0 = time.perf_counter()
+    assert problem.previous is not None and problem.running is not None and problem.shares is not None
+    apps, cap, prev = problem.apps, problem.capacity, problem.previous
+    n, b = len(apps), cap.shape[0]
+    fair_rhs = float(thresholds.fairness_bound(problem.m))
+    run_idx = np.flatnonzero(problem.running)
+    adj_rhs = thresholds.adjust_bound(len(run_idx))
+    if n == 0:
+        return Solution("optimal", np.zeros((0, b), dtype=np.int64), fairness_bound=fair_rhs, adjust_bound=adj_rhs,
+                        gap=0.0, seconds=time.perf_counter() - t0)
+
+    ub = problem.fit_bounds()
+    xi, xj = np.nonzero(ub > 0)  # one column per (app, server) pair that can hold a container
+    nx = xi.size
+    col_l = nx + np.arange(n)  # l_i
+    col_r = nx + n + np.arange(len(run_idx))  # r_i, running apps only
+    ncol = nx + n + len(run_idx)
+
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    lo: list[np.ndarray] = []
+    hi: list[np.ndarray] = []
+    nrow = 0
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, rl: np.ndarray, ru: np.ndarray) -> None:
+        nonlocal nrow
+        rows.append(r + nrow)
+        cols.append(c)
+        vals.append(v)
+        lo.append(rl)
+        hi.append(ru)
+        nrow += rl.size
+
+    # (6) capacity of server j in resource k, for resources some application demands
+    ks = np.flatnonzero((problem.demand > _TOL).any(axis=0))
+    for kk, k in enumerate(ks):
+        d = problem.demand[xi, k]
+        keep = d > _TOL
+        add(xj[keep], np.flatnonzero(keep), d[keep], np.full(b, -INF), cap[:, k].copy())
+    # (7), (8) n_min_i <= Σ_j x_ij <= n_max_i, one ranged row per application
+    add(xi, np.arange(nx), np.ones(nx), np.array([a.n_min for a in apps], float),
+        np.array([a.n_max for a in apps], float))
+    # (11) l_i − δ_i Σ_j x_ij >= −ŝ_i ; (12) l_i + δ_i Σ_j x_ij >= ŝ_i
+    hat = problem.shares
+    for sign, rl in ((-1.0, -hat), (1.0, hat)):
+        add(np.concatenate([xi, np.arange(n)]), np.concatenate([np.arange(nx), col_l]),
+            np.concatenate([sign * problem.delta[xi], np.ones(n)]), rl.astype(float), np.full(n, INF))
+    # (13), (14) big-M adjustment indicator for running apps
+    if len(run_idx):
+        pos = np.full(n, -1)
+        pos[run_idx] = np.arange(len(run_idx))
+        big_m = np.maximum([a.n_max for a in apps], prev.max(axis=1)).astype(float)
+        colmap = -np.ones((n, b), dtype=np.int64)
+        colmap[xi, xj] = np.arange(nx)
+        # (13) M r_i + x_ij >= x^{t-1}_ij where x^{t-1}_ij > 0
+        pi, pj = np.nonzero(prev[run_idx] > 0)
+        pi = run_idx[pi]
+        k13 = pi.size
+        add(np.concatenate([np.arange(k13), np.arange(k13)]), np.concatenate([col_r[pos[pi]], colmap[pi, pj]]),
+            np.concatenate([big_m[pi], np.ones(k13)]), prev[pi, pj].astype(float), np.full(k13, INF))
+        # (14) M r_i − x_ij >= −x^{t-1}_ij for every column of a running app
+        sel = np.flatnonzero(problem.running[xi])
+        k14 = sel.size
+        add(np.concatenate([np.arange(k14), np.arange(k14)]), np.concatenate([col_r[pos[xi[sel]]], sel]),
+            np.concatenate([big_m[xi[sel]], -np.ones(k14)]), -prev[xi[sel], xj[sel]].astype(float),
+            np.full(k14, INF))
+        # (16) Σ r_i <= ⌈θ2 |A^t ∩ A^{t-1}|⌉
+        add(np.zeros(len(run_idx), dtype=np.int64), col_r, np.ones(len(run_idx)), np.array([-INF]),
+            np.array([float(adj_rhs)]))
+    # (15) Σ l_i <= ⌈θ1 · 2m⌉
+    add(np.zeros(n, dtype=np.int64), col_l, np.ones(n), np.array([-INF]), np.array([fair_rhs]))
+
+    a = sparse.coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                          shape=(nrow, ncol)).tocsc()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = ncol, nrow
+    cost = np.zeros(ncol)
+    cost[:nx] = problem.util_per_container[xi]  # (10)
+    lp.col_cost_ = cost
+    lp.col_lower_ = np.zeros(ncol)
+    upper = np.concatenate([ub[xi, xj].astype(float), np.full(n, INF), np.ones(len(run_idx))])
+    lp.col_upper_ = upper
+    lp.row_lower_ = np.concatenate(lo).astype(float)
+    lp.row_upper_ = np.concatenate(hi).astype(float)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = a.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = a.indices.astype(np.int32)
+    lp.a_matrix_.value_ = a.data.astype(float)
+    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = ncol, nrow
+    integer, continuous = highspy.HighsVarType.kInteger, highspy.HighsVarType.kContinuous
+    lp.integrality_ = [integer] * nx + [continuous] * n + [integer] * len(run_idx)
+    lp.sense_ = highspy.ObjSense.kMaximize
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
+    h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
+    if threads is not None:
+        h.setOptionValue("threads", int(threads))
+    h.passModel(lp)
+    h.run()
+    status = h.getModelStatus()
+    info = h.getInfo()
+    size = {"columns": ncol, "rows": nrow, "integer": nx + len(run_idx), "nonzeros": int(a.nnz)}
+    S = highspy.HighsModelStatus
+    has_point = info.primal_solution_status == highspy.SolutionStatus.kSolutionStatusFeasible
+    if status == S.kOptimal:
+        label = "optimal"
+    elif status in (S.kInfeasible, S.kUnboundedOrInfeasible):
+        label = "infeasible"
+    else:
+        label = "time_limit" if has_point else "no_solution"
+    out = Solution(label, None, fairness_bound=fair_rhs, adjust_bound=adj_rhs, seconds=time.perf_counter() - t0,
+                   size=size)
+    if label in ("optimal", "time_limit"):
+        value = np.asarray(h.getSolution().col_value)
+        x = np.zeros((n, b), dtype=np.int64)
+        x[xi, xj] = np.rint(value[:nx]).astype(np.int64)
+        out.x = x
+        out.utilization, out.fairness_loss, out.adjusted = evaluate(problem, x)
+        out.gap = float(info.mip_gap) if label == "time_limit" else 0.0
+    return out

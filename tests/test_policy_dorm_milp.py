@@ -1,0 +1,136 @@
+"""Dorm's optimizer: DRF theoretical shares (textbook example) and P2 (Eq. 10-18) against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from cohabit.policies.dorm.milp import PAPER_SETTINGS, Problem, Thresholds, evaluate, solve
+from cohabit.policies.dorm.shares import AppDemand, drf_containers, fairness_loss, theoretical_shares
+
+
+def test_drf_textbook_example():
+    # Ghodsi et al. (NSDI'11) §4: <9 CPU, 18 GB>; A needs <1 CPU, 4 GB>, B needs <3 CPU, 1 GB>.
+    cap = np.array([[9.0, 18.0]])
+    apps = [AppDemand("A", np.array([1.0, 4.0]), n_max=100), AppDemand("B", np.array([3.0, 1.0]), n_max=100)]
+    assert drf_containers(apps, cap) == {"A": 3, "B": 2}
+    shares = theoretical_shares(apps, cap)
+    assert shares["A"] == pytest.approx(2 / 3) and shares["B"] == pytest.approx(2 / 3)
+
+
+def test_drf_respects_weights_and_n_max():
+    cap = np.array([[12.0, 0.0]])
+    apps = [AppDemand("a", np.array([1.0, 0.0]), weight=1.0, n_max=100),
+            AppDemand("b", np.array([1.0, 0.0]), weight=2.0, n_max=100)]
+    assert drf_containers(apps, cap) == {"a": 4, "b": 8}
+    capped = [apps[0], AppDemand("b", np.array([1.0, 0.0]), weight=2.0, n_max=3)]
+    assert drf_containers(capped, cap) == {"a": 9, "b": 3}  # b saturates at n_max; a takes the rest
+
+
+def test_drf_pooled_capacity_and_integer_containers():
+    # two servers of 3 CPUs: pooled 6; containers of 4 CPUs -> only one fits the pool
+    cap = np.array([[3.0], [3.0]])
+    apps = [AppDemand("big", np.array([4.0]), n_max=5), AppDemand("small", np.array([1.0]), n_max=5)]
+    assert drf_containers(apps, cap) == {"big": 1, "small": 2}
+
+
+def brute_force(problem: Problem, th: Thresholds) -> float | None:
+    """Best utilization over every integer x within the column bounds; None if infeasible."""
+    ub = problem.fit_bounds()
+    n, b = ub.shape
+    ranges = [range(int(ub[i, j]) + 1) for i in range(n) for j in range(b)]
+    best = None
+    m = problem.m
+    for flat in itertools.product(*ranges):
+        x = np.array(flat, dtype=np.int64).reshape(n, b)
+        if ((x[:, :, None] * problem.demand[:, None, :]).sum(axis=0) > problem.capacity + 1e-9).any():
+            continue
+        tot = x.sum(axis=1)
+        if any(not a.n_min <= t <= a.n_max for a, t in zip(problem.apps, tot)):
+            continue
+        util, loss, adjusted = evaluate(problem, x)
+        if loss > th.fairness_bound(m) + 1e-9:
+            continue
+        if len(adjusted) > th.adjust_bound(int(problem.running.sum())):
+            continue
+        best = util if best is None else max(best, util)
+    return best
+
+
+def random_instance(rng: np.random.Generator) -> Problem:
+    n_apps, n_srv = int(rng.integers(2, 4)), 2
+    cap = np.array([[float(rng.integers(2, 6)), float(rng.integers(0, 2)), float(rng.integers(4, 10))]
+                    for _ in range(n_srv)])
+    apps = []
+    for i in range(n_apps):
+        d = np.array([float(rng.integers(1, 3)), float(rng.integers(0, 2)) * (cap[:, 1].sum() > 0),
+                      float(rng.integers(1, 5))])
+        apps.append(AppDemand(f"a{i}", d, weight=float(rng.integers(1, 4)), n_min=int(rng.integers(0, 2)) or 1,
+                              n_max=int(rng.integers(1, 4))))
+    prob = Problem(apps, cap)
+    # a previous allocation: a feasible random one for a random subset (the others are new)
+    prev = np.zeros((n_apps, n_srv), dtype=np.int64)
+    free = cap.copy()
+    for i in range(n_apps - 1):
+        for j in range(n_srv):
+            for _ in range(int(rng.integers(0, 3))):
+                if prev[i].sum() < apps[i].n_max and (free[j] - apps[i].demand >= -1e-9).all():
+                    prev[i, j] += 1
+                    free[j] -= apps[i].demand
+    prev[[i for i in range(n_apps) if prev[i].sum() < apps[i].n_min]] = 0
+    return Problem(apps, cap, previous=prev)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_milp_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    prob = random_instance(rng)
+    th = Thresholds(float(rng.choice([0.05, 0.1, 0.2, 1.0])), float(rng.choice([0.0, 0.3, 0.5, 1.0])))
+    want = brute_force(prob, th)
+    got = solve(prob, th, mip_rel_gap=0.0)
+    if want is None:
+        assert got.status == "infeasible" and got.x is None
+        return
+    assert got.status == "optimal"
+    assert got.utilization == pytest.approx(want, abs=1e-6)
+    util, loss, adjusted = evaluate(prob, got.x)
+    assert loss <= got.fairness_bound + 1e-6
+    assert len(adjusted) <= got.adjust_bound
+
+
+def test_bounds_are_the_papers_ceilings():
+    th = PAPER_SETTINGS["dorm-3"]
+    assert th.fairness_bound(3) == 1  # ⌈0.1 * 2 * 3⌉
+    assert PAPER_SETTINGS["dorm-1"].fairness_bound(3) == 2  # ⌈0.2 * 6⌉ = ⌈1.2⌉
+    assert th.adjust_bound(15) == 2 and th.adjust_bound(0) == 0
+    with pytest.raises(ValueError):
+        Thresholds(1.5, 0.1)
+
+
+def test_hand_instance_adjustment_bound_binds():
+    # one server, 4 CPUs; two running apps of 1 CPU holding 2 each; a third arrives (n_min 1).
+    cap = np.array([[4.0]])
+    apps = [AppDemand(f"a{i}", np.array([1.0]), n_max=4) for i in range(3)]
+    prev = np.array([[2], [2], [0]])
+    # θ2 = 0 forbids touching a0, a1: no room for a2 -> infeasible
+    assert solve(Problem(apps, cap, previous=prev), Thresholds(1.0, 0.0)).status == "infeasible"
+    # θ2 = 0.5 allows one: a2 gets a container from one of them, the cluster stays full
+    s = solve(Problem(apps, cap, previous=prev), Thresholds(1.0, 0.5))
+    assert s.status == "optimal" and s.utilization == pytest.approx(1.0)
+    assert sorted(s.x[:, 0].tolist()) == [1, 1, 2] and len(s.adjusted) == 1
+
+
+def test_infeasible_fairness_bound():
+    # ŝ = 1/2 each, but a's n_min forces it to hold the whole server: loss 1 > ⌈0 · 2⌉ = 0
+    cap = np.array([[2.0]])
+    apps = [AppDemand("a", np.array([1.0]), n_min=2, n_max=2), AppDemand("b", np.array([1.0]), n_max=2)]
+    assert solve(Problem(apps, cap), Thresholds(0.0, 1.0)).status == "infeasible"
+
+
+def test_fairness_loss_helper():
+    cap = np.array([[9.0, 18.0]])
+    apps = [AppDemand("A", np.array([1.0, 4.0]), n_max=100), AppDemand("B", np.array([3.0, 1.0]), n_max=100)]
+    assert fairness_loss({"A": 3, "B": 2}, apps, cap) == pytest.approx(0.0)
+    assert fairness_loss({"A": 0, "B": 2}, apps, cap) == pytest.approx(2 / 3)
