@@ -48,6 +48,9 @@ from .placement import Draft
 from .spread import place_with, start_or_resume, waiting_in_order
 
 
+_GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, start size, normalised size
+
+
 def alignment(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """Per node: dot product of the capacity-normalised demand and free vectors."""
     safe = np.where(capacity > 0, capacity, np.inf)
@@ -90,7 +93,7 @@ class Tetris(BasePolicy):
         self.uses_oracle = use_oracle
         self._book = TenantBook()
         self._view: ClusterView | None = None
-        self._groups: dict[tuple[int, int, int | None], tuple[object, object, tuple[bytes, np.ndarray, int, float]]] = {}
+        self._groups: dict[tuple[int, int, int | None], tuple[object, object, _GroupInfo]] = {}
         self._rows: dict[str, tuple[tuple[float, int], tuple[float, ...]]] = {}
         self._models: dict[str, int] = {}
         self._oracle: Oracle | None = None
@@ -113,7 +116,7 @@ class Tetris(BasePolicy):
         ranked = sorted(waiting, key=lambda j: (shares.share(j.spec.tenant), j.seq))
         return ranked[:keep]
 
-    def _info(self, view: ClusterView, job: JobView) -> tuple[bytes, np.ndarray, int, float]:
+    def _info(self, view: ClusterView, job: JobView) -> _GroupInfo:
         """Per task group (trace loaders share them between jobs): shape key, worker demand,
         start size, and total demand normalised by the cluster's capacity."""
         if view is not self._view:
