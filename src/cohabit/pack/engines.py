@@ -48,6 +48,9 @@ def seq_signature(model: nn.Module) -> tuple | None:
         return None
     if any(True for _ in model.buffers()):
         return None
+    ps = list(model.parameters())
+    if not ps or len({(p.dtype, p.device) for p in ps}) != 1:
+        return None
     parts: list[Any] = []
     for i, mod in enumerate(model):
         if isinstance(mod, ELEMENTWISE) and type(mod) in ELEMENTWISE:

@@ -198,7 +198,7 @@ def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None
         while queue and id(queue[0]) not in starts:
             first.append(queue.popleft())
         members = [t.member for t in first]
-        pm = PackedModel(members, memory_limit=guard.capacity if guard else None)
+        pm = PackedModel(members, memory_limit=guard.capacity if guard else None, pad_ratio=stats.get("pad_ratio"))
         stats["packs"] += 1
         stats["sizes"].append(len(members))
 
@@ -218,7 +218,7 @@ def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None
 def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TABLE_2_3,
               packer: Packer | None = None, seed: int = 0, memory_limit: int | None = None,
               refill: bool = False, interleave: bool = False, chooser: Chooser | None = None,
-              log: Callable[[str], None] | None = None) -> HyperbandResult:
+              pad_ratio: float | None = None, log: Callable[[str], None] | None = None) -> HyperbandResult:
     """Hyperband (Alg. 1) or, with ``packer``, pack-aware Hyperband (Alg. 2).
 
     Returns the configuration with the smallest validation loss seen at the
@@ -242,7 +242,7 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
     """
     sample_rng = random.Random(seed)
     guard = MemoryGuard(memory_limit) if (memory_limit is not None and packer is not None) else None
-    stats: dict = {"packs": 0, "sizes": [], "steps": 0, "pack_opt": 0.0}
+    stats: dict = {"packs": 0, "sizes": [], "steps": 0, "pack_opt": 0.0, "pad_ratio": pad_ratio}
     history: list[dict] = []
     loaded0 = w.stream.loaded_samples
     t0, c0 = time.perf_counter(), time.process_time()
@@ -327,7 +327,7 @@ def _async(w: Workload, plan: list[list[tuple[int, float]]], live: list[list[Tri
     for b in range(len(plan)):
         start_rung(b)
     by_member = {id(t.member): t for ts in live for t in ts}
-    pm = PackedModel([], memory_limit=guard.capacity if guard else None)
+    pm = PackedModel([], memory_limit=guard.capacity if guard else None, pad_ratio=stats.get("pad_ratio"))
     stats["packs"] = 1
     loaded = 0
     while ready or pm.members:

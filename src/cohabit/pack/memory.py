@@ -281,8 +281,7 @@ def measure_step_peak(packed: PackedModel) -> int:
         opt = getattr(u, "opt", None)
         if opt is not None:
             for blk in opt.blocks:
-                for slots in blk.state.values():
-                    static.extend(slots.values())
+                static.extend(blk.state.values())
     for m in packed.members:
         for st in m.optimizer.state.values():
             static.extend(v for v in st.values() if isinstance(v, Tensor))

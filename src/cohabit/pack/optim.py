@@ -8,8 +8,9 @@ live in one stacked tensor ``[k, ...]``; calling ``k`` PyTorch optimizers on
 more than the packed forward and backward together.  :class:`StackedOptimizer`
 runs the same update rules (SGD, SGD with momentum/Nesterov, Adam, Adagrad —
 the four optimizers of Table 2.3) once per block of members that share the
-update *structure*, with per-member learning rates and coefficients broadcast
-along dim 0, and per-member step counts.  The formulas follow
+update *structure*, on one flat ``[k, P]`` buffer holding all parameters, with
+per-member learning rates and coefficients broadcast along dim 0 and
+per-member step counts.  The formulas follow
 ``torch.optim``'s single-tensor implementations, so results agree within
 floating-point tolerance; :meth:`StackedOptimizer.export` writes the state
 back in ``torch.optim`` format so the member's own optimizer can carry on.
@@ -81,18 +82,28 @@ _MEMO: dict[tuple, Tensor] = {}
 
 
 def _coef(values: list[float], like: Tensor) -> float | Tensor:
-    """A Python scalar when all members agree (exactly torch's arithmetic), else a ``[k,1,..]`` tensor."""
+    """A Python scalar when all members agree (exactly torch's arithmetic), else a ``[k, 1]`` column."""
     v0 = values[0]
     if all(v == v0 for v in values):
         return v0
-    key = (tuple(values), like.dim(), like.dtype, like.device)
+    key = (tuple(values), like.dtype, like.device)
     t = _MEMO.get(key)
     if t is None:
         if len(_MEMO) > 4096:  # per-step coefficients (bias corrections) keep changing
             _MEMO.clear()
-        t = torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, *([1] * (like.dim() - 1)))
+        t = torch.tensor(values, dtype=like.dtype, device=like.device).view(-1, 1)
         _MEMO[key] = t
     return t
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Where one named parameter lives in a member's flat row."""
+
+    name: str
+    offset: int
+    numel: int
+    shape: tuple[int, ...]
 
 
 @dataclass
@@ -103,49 +114,52 @@ class _Block:
     b: int
     specs: list[OptSpec]
     steps: list[int]
-    state: dict[str, dict[str, Tensor]] = field(default_factory=dict)  # param name -> slot -> [k, ...]
+    state: dict[str, Tensor] = field(default_factory=dict)  # slot -> [k, P]
     initialised: list[bool] = field(default_factory=list)  # SGD momentum buffers
 
 
 class StackedOptimizer:
-    """Apply each member's own optimizer rule to its rows of stacked parameters.
+    """Apply each member's own optimizer rule to its row of a flat parameter buffer.
 
-    ``params`` maps names to stacked leaf tensors ``[n, ...]``; members ``a..b``
-    of each block are contiguous rows.  ``states[i]`` is member ``i``'s torch
-    optimizer state keyed by parameter name (``{}`` for a fresh optimizer).
+    ``flat`` (``[n, P]``) holds every member's parameters back to back (see
+    ``segments``) and ``grad`` their gradients; members ``a..b`` of each block
+    are contiguous rows, so one block's update is a handful of whole-buffer
+    operations whatever the number of parameters.  ``states[i]`` is member
+    ``i``'s torch optimizer state keyed by parameter name (``{}`` if fresh).
     """
 
-    def __init__(self, params: dict[str, Tensor], blocks: list[tuple[int, int]],
+    def __init__(self, flat: Tensor, grad: Tensor, segments: list[Segment], blocks: list[tuple[int, int]],
                  specs: list[OptSpec], states: list[dict[str, dict]]) -> None:
-        self.params = params
+        self.flat, self.grad, self.segments = flat, grad, segments
         self.blocks: list[_Block] = []
         for a, b in blocks:
             sp = specs[a:b]
-            if len({s.structure for s in sp}) != 1:
-                raise ValueError(f"members {a}..{b - 1} mix optimizer structures {sorted({s.structure for s in sp})}")
+            if len({x.structure for x in sp}) != 1:
+                raise ValueError(f"members {a}..{b - 1} mix optimizer structures {sorted({x.structure for x in sp})}")
             blk = _Block(a, b, sp, steps=[0] * (b - a), initialised=[False] * (b - a))
             self._import(blk, states[a:b])
             self.blocks.append(blk)
 
     # -- state in/out -------------------------------------------------------
-    def _slots(self, kind: str, momentum: bool) -> tuple[str, ...]:
+    @staticmethod
+    def _slots(kind: str, momentum: bool) -> tuple[str, ...]:
         return {"adam": ("exp_avg", "exp_avg_sq"), "adagrad": ("sum",), "sgd": ("momentum_buffer",) if momentum else ()}[kind]
 
     def _import(self, blk: _Block, states: list[dict[str, dict]]) -> None:
         kind, has_mom = blk.specs[0].kind, blk.specs[0].momentum != 0.0
-        for name, p in self.params.items():
-            rows = p.detach()[blk.a:blk.b]
-            blk.state[name] = {}
-            for slot in self._slots(kind, has_mom):
-                if kind == "adagrad":
-                    init = [torch.full_like(rows[0], s.initial_accumulator_value) for s in blk.specs]
-                else:
-                    init = [torch.zeros_like(rows[0]) for _ in blk.specs]
-                for i, st in enumerate(states):
-                    t = st.get(name, {}).get(slot)
-                    if t is not None:
-                        init[i] = t.detach().to(rows.device, rows.dtype)
-                blk.state[name][slot] = torch.stack(init)
+        rows = self.flat[blk.a:blk.b]
+        for slot in self._slots(kind, has_mom):
+            if kind == "adagrad":
+                t = torch.tensor([x.initial_accumulator_value for x in blk.specs], dtype=rows.dtype,
+                                 device=rows.device).view(-1, 1).expand_as(rows).clone()
+            else:
+                t = torch.zeros_like(rows)
+            for i, st in enumerate(states):
+                for seg in self.segments:
+                    v = st.get(seg.name, {}).get(slot)
+                    if v is not None:
+                        t[i, seg.offset:seg.offset + seg.numel] = v.detach().reshape(-1).to(rows.device, rows.dtype)
+            blk.state[slot] = t
         for i, st in enumerate(states):
             any_state = next(iter(st.values()), {}) if st else {}
             if "step" in any_state:
@@ -160,105 +174,102 @@ class StackedOptimizer:
                 i = member - blk.a
                 spec = blk.specs[i]
                 out: dict[str, dict] = {}
-                for name, slots in blk.state.items():
-                    st: dict = {k: v[i].clone() for k, v in slots.items()}
+                for seg in self.segments:
+                    st: dict = {k: v[i, seg.offset:seg.offset + seg.numel].view(seg.shape).clone()
+                                for k, v in blk.state.items()}
                     if spec.kind in ("adam", "adagrad"):
                         st["step"] = torch.tensor(float(blk.steps[i]))
                     if spec.kind == "sgd" and spec.momentum != 0.0 and not blk.initialised[i]:
                         st["momentum_buffer"] = None
-                    out[name] = st
+                    out[seg.name] = st
                 return out
         raise ValueError(f"member index {member} is not in any optimizer block")
 
     # -- the update -----------------------------------------------------------
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, touched: set[str] | None = None) -> None:
+        """Update every block; ``touched`` names the parameters that got a gradient (None: all).
+
+        Like ``torch.optim``, a parameter without a gradient is left alone,
+        state included.
+        """
+        if touched is None or len(touched) == len(self.segments):
+            cols = [slice(None)]
+        else:
+            cols = [slice(x.offset, x.offset + x.numel) for x in self.segments if x.name in touched]
         for blk in self.blocks:
-            getattr(self, "_" + blk.specs[0].kind)(blk)
-            blk.steps = [s + 1 for s in blk.steps]
+            fn = getattr(self, "_" + blk.specs[0].kind)
+            for c in cols:
+                fn(blk, c)
+            if cols:
+                blk.steps = [x + 1 for x in blk.steps]
+                if blk.specs[0].kind == "sgd" and blk.specs[0].momentum != 0.0:
+                    blk.initialised = [True] * len(blk.specs)
 
-    def _rows(self, blk: _Block, name: str) -> tuple[Tensor, Tensor | None]:
-        p = self.params[name]
-        g = p.grad
-        return p.detach()[blk.a:blk.b], (None if g is None else g[blk.a:blk.b])
-
-    def _sgd(self, blk: _Block) -> None:
+    def _sgd(self, blk: _Block, c: slice) -> None:
         sp = blk.specs
-        for name in self.params:
-            p, g = self._rows(blk, name)
-            if g is None:
-                continue
-            lr = _coef([-s.lr for s in sp], p)
-            if sp[0].weight_decay != 0.0:
-                g = g + _coef([s.weight_decay for s in sp], p) * p
-            if sp[0].momentum != 0.0:
-                mu = _coef([s.momentum for s in sp], p)
-                buf = blk.state[name]["momentum_buffer"]
-                if all(blk.initialised):
-                    damp = _coef([1 - s.dampening for s in sp], p)
-                    if isinstance(damp, float):
-                        buf.mul_(mu).add_(g, alpha=damp)
-                    else:
-                        buf.mul_(mu).add_(g * damp)
-                elif not any(blk.initialised):  # torch starts the buffer at the first gradient
-                    buf.copy_(g)
-                else:  # first step of some members: torch starts their buffer at the gradient
-                    for i, s in enumerate(sp):
-                        if blk.initialised[i]:
-                            buf[i].mul_(s.momentum).add_(g[i], alpha=1 - s.dampening)
-                        else:
-                            buf[i].copy_(g[i])
-                g = g + mu * buf if sp[0].nesterov else buf
-            if isinstance(lr, float):
-                p.add_(g, alpha=lr)
-            else:
-                p.add_(g * lr)
+        p, g = self.flat[blk.a:blk.b, c], self.grad[blk.a:blk.b, c]
+        lr = _coef([-x.lr for x in sp], p)
+        if sp[0].weight_decay != 0.0:
+            g = g + _coef([x.weight_decay for x in sp], p) * p
         if sp[0].momentum != 0.0:
-            blk.initialised = [True] * len(sp)
-
-    def _adam(self, blk: _Block) -> None:
-        sp = blk.specs
-        steps = [s + 1 for s in blk.steps]
-        for name in self.params:
-            p, g = self._rows(blk, name)
-            if g is None:
-                continue
-            st = blk.state[name]
-            m, v = st["exp_avg"], st["exp_avg_sq"]
-            if sp[0].weight_decay != 0.0:
-                wd = _coef([s.weight_decay for s in sp], p)
-                if sp[0].decoupled:
-                    p.mul_(_coef([1 - s.lr * s.weight_decay for s in sp], p))
+            mu = _coef([x.momentum for x in sp], p)
+            buf = blk.state["momentum_buffer"][:, c]
+            if all(blk.initialised):
+                damp = _coef([1 - x.dampening for x in sp], p)
+                if isinstance(damp, float):
+                    buf.mul_(mu).add_(g, alpha=damp)
                 else:
-                    g = g + wd * p
-            m.lerp_(g, _coef([1 - s.beta1 for s in sp], p))
-            b2 = _coef([s.beta2 for s in sp], p)
-            if isinstance(b2, float):
-                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                    buf.mul_(mu).add_(g * damp)
+            elif not any(blk.initialised):  # torch starts the buffer at the first gradient
+                buf.copy_(g)
             else:
-                v.mul_(b2).add_(g * g * (1 - b2))
-            step_size = _coef([s.lr / (1 - s.beta1**k) for s, k in zip(sp, steps)], p)
-            bc2 = _coef([math.sqrt(1 - s.beta2**k) for s, k in zip(sp, steps)], p)
-            denom = (v.sqrt() / bc2).add_(_coef([s.eps for s in sp], p))
-            if isinstance(step_size, float):
-                p.addcdiv_(m, denom, value=-step_size)
-            else:
-                p.sub_(step_size * (m / denom))
+                for i, x in enumerate(sp):
+                    if blk.initialised[i]:
+                        buf[i].mul_(x.momentum).add_(g[i], alpha=1 - x.dampening)
+                    else:
+                        buf[i].copy_(g[i])
+            g = g + mu * buf if sp[0].nesterov else buf
+        if isinstance(lr, float):
+            p.add_(g, alpha=lr)
+        else:
+            p.add_(g * lr)
 
-    def _adagrad(self, blk: _Block) -> None:
+    def _adam(self, blk: _Block, c: slice) -> None:
         sp = blk.specs
-        steps = [s + 1 for s in blk.steps]
-        for name in self.params:
-            p, g = self._rows(blk, name)
-            if g is None:
-                continue
-            if sp[0].weight_decay != 0.0:
-                g = g + _coef([s.weight_decay for s in sp], p) * p
-            clr = _coef([s.lr / (1 + (k - 1) * s.lr_decay) for s, k in zip(sp, steps)], p)
-            acc = blk.state[name]["sum"]
-            acc.addcmul_(g, g, value=1)
-            std = acc.sqrt().add_(_coef([s.eps for s in sp], p))
-            if isinstance(clr, float):
-                p.addcdiv_(g, std, value=-clr)
+        steps = [x + 1 for x in blk.steps]
+        p, g = self.flat[blk.a:blk.b, c], self.grad[blk.a:blk.b, c]
+        m, v = blk.state["exp_avg"][:, c], blk.state["exp_avg_sq"][:, c]
+        if sp[0].weight_decay != 0.0:
+            if sp[0].decoupled:
+                p.mul_(_coef([1 - x.lr * x.weight_decay for x in sp], p))
             else:
-                p.sub_(clr * (g / std))
+                g = g + _coef([x.weight_decay for x in sp], p) * p
+        m.lerp_(g, _coef([1 - x.beta1 for x in sp], p))
+        b2 = _coef([x.beta2 for x in sp], p)
+        if isinstance(b2, float):
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        else:
+            v.mul_(b2).add_(g * g * (1 - b2))
+        step_size = _coef([x.lr / (1 - x.beta1**k) for x, k in zip(sp, steps)], p)
+        bc2 = _coef([math.sqrt(1 - x.beta2**k) for x, k in zip(sp, steps)], p)
+        denom = (v.sqrt() / bc2).add_(_coef([x.eps for x in sp], p))
+        if isinstance(step_size, float):
+            p.addcdiv_(m, denom, value=-step_size)
+        else:
+            p.sub_(step_size * (m / denom))
+
+    def _adagrad(self, blk: _Block, c: slice) -> None:
+        sp = blk.specs
+        steps = [x + 1 for x in blk.steps]
+        p, g = self.flat[blk.a:blk.b, c], self.grad[blk.a:blk.b, c]
+        if sp[0].weight_decay != 0.0:
+            g = g + _coef([x.weight_decay for x in sp], p) * p
+        clr = _coef([x.lr / (1 + (k - 1) * x.lr_decay) for x, k in zip(sp, steps)], p)
+        acc = blk.state["sum"][:, c]
+        acc.addcmul_(g, g, value=1)
+        std = acc.sqrt().add_(_coef([x.eps for x in sp], p))
+        if isinstance(clr, float):
+            p.addcdiv_(g, std, value=-clr)
+        else:
+            p.sub_(clr * (g / std))

@@ -31,6 +31,7 @@ Fig. 2.3).
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ from torch.func import functional_call, vmap
 
 from .batching import Batch, Cursor, DataStream, pad_rows
 from .engines import SeqStack, activation_key, seq_signature
-from .optim import OptSpec, StackedOptimizer
+from .optim import OptSpec, Segment, StackedOptimizer
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -164,6 +165,9 @@ def signature(model: nn.Module) -> tuple | None:
             ):
                 attrs.append((k, v))
         parts.append((name, type(mod), mod.training, tuple(attrs)))
+    ps = list(model.parameters())
+    if not ps or len({(p.dtype, p.device) for p in ps}) != 1:
+        return None  # one flat buffer per stacked group needs one dtype and device
     for name, p in model.named_parameters():
         parts.append((name, tuple(p.shape), p.dtype, str(p.device), p.requires_grad))
     return tuple(parts)
@@ -238,16 +242,36 @@ class _Stacked:
         specs = [specs[i] for i in order]
         first = self.members[0].model
         self.base = None if engine == "seq" else copy.deepcopy(first).to("meta")
-        self.names = [n for n, _ in first.named_parameters()]
+        named = [list(m.model.named_parameters()) for m in self.members]
+        self.names = [n for n, _ in named[0]]
+        segs, off = [], 0
+        for n, p in named[0]:
+            segs.append(Segment(n, off, p.numel(), tuple(p.shape)))
+            off += p.numel()
+        self.segments = segs
+        p0 = named[0][0][1]
+        k = len(self.members)
+        # One flat buffer holds every member's parameters (row i = member i) and one its
+        # gradients; each stacked parameter is a leaf view into it, and so is each
+        # member's own nn.Parameter.  Autograd accumulates into the preset .grad views.
+        self.flat = torch.empty(k, off, dtype=p0.dtype, device=p0.device)
+        self.grad = torch.zeros_like(self.flat)
         self.params: dict[str, Tensor] = {}
+        self.touched: set[str] = set()
         with torch.no_grad():
-            for n in self.names:
-                rows = [dict(m.model.named_parameters())[n] for m in self.members]
-                s = torch.stack([r.detach() for r in rows]).requires_grad_(rows[0].requires_grad)
-                self.params[n] = s
-                for i, r in enumerate(rows):
-                    r.data = s.data[i]
-                    r.grad = None
+            for i, ps in enumerate(named):
+                for seg, (_, p) in zip(segs, ps):
+                    self.flat[i, seg.offset:seg.offset + seg.numel] = p.detach().reshape(-1)
+            for seg, (_, p) in zip(segs, named[0]):
+                view = self.flat[:, seg.offset:seg.offset + seg.numel].view(k, *seg.shape)
+                view.requires_grad_(p.requires_grad)
+                view.grad = self.grad[:, seg.offset:seg.offset + seg.numel].view(k, *seg.shape)
+                view.register_post_accumulate_grad_hook(lambda _t, name=seg.name: self.touched.add(name))
+                self.params[seg.name] = view
+            for i, ps in enumerate(named):
+                for seg, (_, p) in zip(segs, ps):
+                    p.data = self.flat[i, seg.offset:seg.offset + seg.numel].view(seg.shape)
+                    p.grad = None
         n_fused = sum(s is not None for s in specs)
         blocks: list[tuple[int, int]] = []
         a = 0
@@ -258,7 +282,7 @@ class _Stacked:
             blocks.append((a, b))
             a = b
         states = [self._torch_state(m) if s is not None else {} for m, s in zip(self.members, specs)]
-        self.opt = StackedOptimizer(self.params, blocks, specs[:n_fused], states[:n_fused])  # type: ignore[arg-type]
+        self.opt = StackedOptimizer(self.flat, self.grad, segs, blocks, specs[:n_fused], states[:n_fused])  # type: ignore[arg-type]
         self.n_fused = n_fused
         self._seq = SeqStack([m.model for m in self.members]) if engine == "seq" else None
         self._fn = vmap(self._call, in_dims=(0, 0), randomness="different")
@@ -317,18 +341,24 @@ class _Stacked:
         return torch.stack([m.loss(out[i, : b.size], b.y) for i, (m, b) in enumerate(zip(self.members, batches))])
 
     def zero_grad(self) -> None:
-        for s in self.params.values():
-            s.grad = None
+        self.grad.zero_()
+        self.touched.clear()
+
+    def grad_of(self, i: int, name: str) -> Tensor | None:
+        if name not in self.touched:
+            return None
+        return self.params[name].grad[i]  # type: ignore[index]
 
     def step(self) -> None:
-        self.opt.step()
+        self.opt.step(self.touched)
         if self.n_fused < len(self.members):
             for i in range(self.n_fused, len(self.members)):
                 m = self.members[i]
                 for n, p in m.model.named_parameters():
-                    g = self.params[n].grad
-                    p.grad = None if g is None else g[i]
+                    p.grad = self.grad_of(i, n)
                 m.optimizer.step()
+                for p in m.model.parameters():
+                    p.grad = None
 
     def dissolve(self) -> None:
         """Give every member its own storage and its optimizer state back in torch format."""
@@ -345,6 +375,7 @@ class _Stacked:
                         else:
                             m.optimizer.state.pop(p, None)
         self.params = {}
+        self.flat = self.grad = torch.empty(0)
 
 
 # --------------------------------------------------------------------------
@@ -508,7 +539,7 @@ class PackedModel:
         for u in self._units:
             if isinstance(u, _Stacked) and m in u.members:
                 i = u.members.index(m)
-                return {n: (None if s.grad is None else s.grad[i]) for n, s in u.params.items()}
+                return {n: u.grad_of(i, n) for n in u.params}
         return {n: p.grad for n, p in m.model.named_parameters()}
 
     @property
@@ -566,7 +597,10 @@ class PackedModel:
             parts.append(ls)
             for m, v in zip(u.members, ls):
                 losses[m.name] = v
-        torch.cat(parts).sum().backward()
+        with warnings.catch_warnings():
+            # Stacked gradients are strided views of one flat buffer, by design.
+            warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout")
+            torch.cat(parts).sum().backward()
         for u in self._units:
             u.step()
         for m in self.members:
