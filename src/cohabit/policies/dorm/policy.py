@@ -20,6 +20,18 @@ them is paused (checkpoint, release) and resumed at the end of the same plan
 with its new containers — the same checkpoint-kill-resume, spelled with two
 actions. New applications start last.
 
+Admission (an addition to the paper). P2 gives every application in A^t at
+least n_min containers, so if the waiting applications' n_min do not fit
+together, P2 stays infeasible at every event and — when nothing is running —
+no event ever comes: the paper's "keep the current allocation until running
+applications finish" deadlocks (three 1-GPU applications on two GPUs do it).
+With ``admit_prefix`` (default) A^t holds the running applications plus the
+longest arrival-ordered prefix of the waiting ones whose n_min containers fit
+the cluster's pooled capacity next to the running ones' n_min; the rest wait
+for a later event. On the paper's workload (Σ n_min = 124 of 240 CPUs, 4 of 5
+GPUs) every waiting application is admitted and nothing changes.
+``admit_prefix=False`` is the paper's rule as written.
+
 Applications with parameter-server task groups are outside Dorm's container
 model (all containers of an application are alike) and are not scheduled.
 """
@@ -63,8 +75,9 @@ class Dorm(BasePolicy):
     """Dorm with thresholds θ1 (fairness loss) and θ2 (adjustment overhead)."""
 
     def __init__(self, theta1: float = 0.1, theta2: float = 0.1, *, time_limit: float = 10.0,
-                 mip_rel_gap: float = 1e-4, name: str | None = None) -> None:
+                 mip_rel_gap: float = 1e-4, admit_prefix: bool = True, name: str | None = None) -> None:
         self.thresholds = Thresholds(theta1, theta2)
+        self.admit_prefix = admit_prefix
         self.time_limit = time_limit
         self.mip_rel_gap = mip_rel_gap
         self.name = name or f"dorm(θ1={theta1:g},θ2={theta2:g})"
@@ -87,8 +100,7 @@ class Dorm(BasePolicy):
         if not self._dirty:
             return []
         self._dirty = False
-        jobs = sorted((j for group in (view.running, view.pending, view.paused) for j in group.values()
-                       if j.spec.num_ps == 0), key=lambda j: j.seq)
+        jobs = self.admitted(view)
         if not jobs:
             return []
         problem = self.problem(view, jobs)
@@ -102,6 +114,25 @@ class Dorm(BasePolicy):
         return plan
 
     # ------------------------------------------------------------------ model
+    def admitted(self, view: ClusterView) -> list[JobView]:
+        """A^t: the running applications, then waiting ones in arrival order (see module doc)."""
+        running = sorted((j for j in view.running.values() if j.spec.num_ps == 0), key=lambda j: j.seq)
+        waiting = sorted((j for g in (view.pending, view.paused) for j in g.values() if j.spec.num_ps == 0),
+                         key=lambda j: j.seq)
+        if not self.admit_prefix:
+            return sorted(running + waiting, key=lambda j: j.seq)
+        room = np.asarray(view.capacity, dtype=float).sum(axis=0)
+        for j in running:
+            room = room - j.spec.min_workers * view.demand_vector(j)
+        out = list(running)
+        for j in waiting:
+            need = j.spec.min_workers * view.demand_vector(j)
+            if (room - need < -1e-9).any():
+                break
+            room = room - need
+            out.append(j)
+        return sorted(out, key=lambda j: j.seq)
+
     @staticmethod
     def problem(view: ClusterView, jobs: list[JobView]) -> Problem:
         """P2's data from the view: demands, weights, bounds, capacity, current containers."""
