@@ -19,6 +19,7 @@ jobs go).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,39 +35,69 @@ LEDGER_MAX_SHARE = 4  # Ledger(max_share=4): the scheduler's limit of jobs per G
 _EPS = 1e-9
 
 
+class _Holders:
+    """Which running jobs hold each GPU device, kept across decisions by the difference of the
+    running set (a running job keeps its devices: naive co-location never moves a job)."""
+
+    def __init__(self) -> None:
+        self._view: ClusterView | None = None
+        self.jobs: dict[tuple[int, int], list[str]] = {}
+        self.count = np.zeros((0, 0), dtype=np.int64)
+        self._keys: dict[str, tuple[tuple[int, int], ...]] = {}
+
+    def sync(self, view: ClusterView) -> None:
+        if view is not self._view:
+            self._view, self.jobs, self._keys = view, {}, {}
+            self.count = np.zeros(view.device_free.shape, dtype=np.int64)
+        running = view.running
+        for jid in self._keys.keys() - running.keys():
+            for key in self._keys.pop(jid):
+                holders = self.jobs[key]
+                holders.remove(jid)
+                self.count[key] -= 1
+                if not holders:
+                    del self.jobs[key]
+        for jid in running.keys() - self._keys.keys():
+            alloc = view.allocation_of(jid)
+            keys = tuple(sorted(alloc.devices)) if alloc is not None else ()
+            self._keys[jid] = keys
+            for key in keys:
+                self.jobs.setdefault(key, []).append(jid)
+                self.count[key] += 1
+
+
 class _Devices:
-    """Which jobs hold each GPU device, kept in step with a plan being built.
+    """The device holders of :class:`_Holders` plus what the plan being built adds.
 
     Per task shape it caches how many time-sharing tasks each node can take,
     and after a placement refreshes only the nodes it touched."""
 
     def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]],
-                 limit: int) -> None:
+                 limit: int, holders: _Holders) -> None:
         self.view = view
         self.limit = limit
         self.g = view.gpu_col
         self.free = draft.free  # the draft's scratch array: non-GPU room and owned GPU shares
         self.dev = view.device_free.copy()
         self.exists = self.dev >= 0
-        self.jobs: dict[tuple[int, int], list[str]] = {}
-        self.count = np.zeros(self.dev.shape, dtype=np.int64)
-        self._caps: dict[bytes, tuple[np.ndarray, np.ndarray, int, np.ndarray]] = {}
-        for job in view.running.values():
-            alloc = view.allocation_of(job.id)
-            if alloc is None:
-                continue
-            for key in alloc.devices:
-                self._add(key, job.id)
+        holders.sync(view)
+        self._base = holders.jobs
+        self._extra: dict[tuple[int, int], list[str]] = {}
+        self.count = holders.count.copy()
+        self._caps: dict[bytes, _Shape] = {}
         for job, placement in started:  # replay this plan's starts as the draft took them
             share = float(view.demand_vector(job)[self.g]) if self.g is not None else 0.0
             for node in placement[: len(placement) - job.spec.num_ps]:
                 for i, _ in take_devices(self.dev[node], share) or ():
                     self._add((node, i), job.id)
 
+    def holders(self, key: tuple[int, int]) -> list[str]:
+        return self._base.get(key, []) + self._extra.get(key, [])
+
     def _add(self, key: tuple[int, int], job: str) -> None:
-        holders = self.jobs.setdefault(key, [])
-        if job not in holders:
-            holders.append(job)
+        extra = self._extra.setdefault(key, [])
+        if job not in extra:
+            extra.append(job)
             self.count[key] += 1
 
     def _node_caps(self, rest: np.ndarray, per_task: int, rows: np.ndarray | slice) -> np.ndarray:
@@ -77,7 +108,7 @@ class _Devices:
         open_devs = ((self.count[rows] < self.limit) & self.exists[rows]).sum(axis=1)
         return np.minimum(room, open_devs // per_task).astype(np.int64)
 
-    def _caps_for(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    def _caps_for(self, w: np.ndarray) -> _Shape:
         key = w.tobytes()
         hit = self._caps.get(key)
         if hit is None:
@@ -86,49 +117,70 @@ class _Devices:
             rest = w.copy()
             rest[g] = 0.0
             per_task = max(int(math.ceil(float(w[g]) - _EPS)), 1)
-            hit = self._caps[key] = (w, rest, per_task, self._node_caps(rest, per_task, slice(None)))
+            cols = [(int(c), float(rest[c])) for c in np.flatnonzero(rest > _EPS)]
+            hit = self._caps[key] = _Shape(w, rest, per_task, cols, self._node_caps(rest, per_task, slice(None)))
         return hit
 
     def colocate(self, job: JobView, n: int) -> tuple[Placement, list[str]] | None:
         """Nodes for ``job``'s ``n`` workers sharing GPUs (lowest node index first), and the
         jobs already on the devices it will share; the room is taken. None if it does not fit."""
         view = self.view
-        if self.g is None or job.spec.num_ps:
+        g = self.g
+        if g is None or job.spec.num_ps:
             return None
-        w, rest, per_task, cap = self._caps_for(view.demand_vector(job))
-        whole = np.flatnonzero(cap >= n)
-        if whole.size:
-            nodes = [int(whole[0])] * n
+        shape = self._caps_for(view.demand_vector(job))
+        cap = shape.cap
+        first = int(np.argmax(cap >= n))
+        if cap[first] >= n:
+            nodes = [first] * n
         else:
             if cap.sum() < n:
                 return None
             nodes = _fill_index_order(cap, n)
         hosts: list[str] = []
-        want = min(float(w[self.g]), 1.0)
+        want = min(float(shape.w[g]), 1.0)
         touched = sorted(set(nodes))
         for node in touched:
             k = nodes.count(node)
+            count = self.count[node].tolist()
+            dev = self.dev[node].tolist()
+            devices = [i for i, e in enumerate(self.exists[node].tolist()) if e]
             taken: dict[int, int] = {}
             for _ in range(k):  # each task: the devices with fewest jobs, then most free room
-                cand = sorted((int(self.count[node, i]) + taken.get(i, 0), -float(self.dev[node, i]), i)
-                              for i in np.flatnonzero(self.exists[node]))
-                for _, _, i in [c for c in cand if c[0] < self.limit][:per_task]:
+                cand = sorted((count[i] + taken.get(i, 0), -dev[i], i) for i in devices)
+                for _, _, i in [c for c in cand if c[0] < self.limit][: shape.per_task]:
                     taken[i] = taken.get(i, 0) + 1
-                    if not self.jobs.get((node, i)) and self.dev[node, i] >= want - _EPS:
-                        self.dev[node, i] -= want  # a device nobody holds: the guest owns it
-                        self.free[node, self.g] -= want
+                    if not count[i] and dev[i] >= want - _EPS:
+                        dev[i] -= want  # a device nobody holds: the guest owns it
+                        self.dev[node, i] = dev[i]
+                        self.free[node, g] -= want
             for i in taken:
-                hosts += [h for h in self.jobs.get((node, i), []) if h not in hosts]
+                hosts += [h for h in self.holders((node, i)) if h not in hosts]
                 self._add((node, i), job.id)
-            self.free[node] -= rest * k
+            self.free[node] -= shape.rest * k
         self.refresh(touched)
         return tuple(nodes), hosts
 
     def refresh(self, nodes: list[int]) -> None:
         """Recompute the cached capacities of ``nodes`` after room there was taken."""
-        rows = np.asarray(sorted(set(nodes)))
-        for _, r, pt, c in self._caps.values():
-            c[rows] = self._node_caps(r, pt, rows)
+        for node in set(nodes):
+            free = self.free[node].tolist()
+            open_devs = sum(1 for c, e in zip(self.count[node].tolist(), self.exists[node].tolist())
+                            if e and c < self.limit)
+            for shape in self._caps.values():
+                room = min((math.floor((free[c] + _EPS) / a) for c, a in shape.cols), default=1 << 30)
+                shape.cap[node] = max(min(room, open_devs // shape.per_task), 0)
+
+
+class _Shape(NamedTuple):
+    """A worker demand, its non-GPU part, GPU devices per task, non-GPU columns, and how many
+    time-sharing tasks of it each node can take now."""
+
+    w: np.ndarray
+    rest: np.ndarray
+    per_task: int
+    cols: list[tuple[int, float]]
+    cap: np.ndarray
 
 
 def _uses_gpu(view: ClusterView, job: JobView) -> bool:
@@ -157,6 +209,7 @@ class NaiveColocation(BasePolicy):
             raise ValueError(f"backfill must be True or False, got {backfill!r}")
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.backfill = backfill
+        self._holders = _Holders()
         self.name = "naive" + ("+backfill" if backfill else "")
 
     def decide(self, view: ClusterView) -> Plan:
@@ -177,7 +230,7 @@ class NaiveColocation(BasePolicy):
                     started.append((job, p))
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
-                devices = _Devices(view, draft, started, self.max_jobs_per_gpu)
+                devices = _Devices(view, draft, started, self.max_jobs_per_gpu, self._holders)
             if not _uses_gpu(view, job):  # nothing to share: an ordinary start on the room left
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
