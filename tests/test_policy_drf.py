@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from cohabit.engine.record import EventKind
 from cohabit.engine.state import JobState
 from cohabit.policies import make_policy
-from cohabit.policies.drf import DRF
+from cohabit.policies.drf import DRF, job_usage
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import JobTruth, TraceJob
@@ -126,11 +127,24 @@ def tenant_workloads(draw: st.DrawFn) -> list[TraceJob]:
     return out
 
 
+class Checked(DRF):
+    """DRF that checks its incrementally kept tenant usage against a recount at every decision."""
+
+    def decide(self, view):  # type: ignore[override]
+        shares = self._book.shares(view)
+        fresh: dict[str, np.ndarray] = {}
+        for j in view.running.values():
+            fresh[j.spec.tenant] = fresh.get(j.spec.tenant, 0.0) + job_usage(view, j)
+        for t in set(fresh) | set(shares.usage):
+            assert np.allclose(shares.usage.get(t, 0.0), fresh.get(t, 0.0)), t
+        return super().decide(view)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tenant_workloads(), st.booleans(), st.booleans())
 def test_never_over_allocates_and_every_job_ends(jobs, preemptive, backfill) -> None:
     cluster = ClusterSpec.homogeneous("h", 2, Resources(gpu=4, cpu=32, mem_gb=256))
-    out = simulate(jobs, cluster, DRF(preemptive=preemptive, backfill=backfill),
+    out = simulate(jobs, cluster, Checked(preemptive=preemptive, backfill=backfill),
                    config=SimConfig(checkpoint_s=2.0, restore_s=3.0), strict=True)
     assert out.result.unfinished == {}
     assert all(j.state in (JobState.FINISHED, JobState.REJECTED) for j in out.result.jobs.values())

@@ -214,9 +214,10 @@ class DRF(BasePolicy):
             while heads[tenant] < len(queue):
                 job = queue[heads[tenant]]
                 n = view.target_workers(job)
-                p = None if memo.known_to_fail(view, job, n) else place_with(draft, job, most_room_chooser,
-                                                                              n_workers=n)
-                if p is None and self.preemptive:
+                scope = tenant if self.preemptive else None  # what preemption may free depends on the tenant
+                known = memo.known_to_fail(view, job, n, scope)
+                p = None if known else place_with(draft, job, most_room_chooser, n_workers=n)
+                if p is None and self.preemptive and not known:
                     if victims is None:
                         victims = _Victims(view)
                     p = self._preempt_for(job, n, view, draft, shares, victims, plan)
@@ -233,7 +234,7 @@ class DRF(BasePolicy):
                     heads[tenant] += 1
                     placed = True
                     break
-                memo.failed(view, job, n)
+                memo.failed(view, job, n, scope)
                 if not self.backfill:
                     break
                 heads[tenant] += 1
