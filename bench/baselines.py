@@ -125,6 +125,7 @@ def run_workload(jobs: list[TraceJob], cluster: ClusterSpec, names: list[str],
             out = simulate(jobs, cluster, policy, oracle=oracle)
             wall[label] = time.perf_counter() - t0
             results[label] = out.metrics
+            console.print(f"  {label}: {wall[label]:.1f} s", style="dim")
         except Exception as exc:  # keep going: one broken policy must not hide the others
             errors[label] = f"{type(exc).__name__}: {exc}"
             console.print(f"[red]{label} failed:[/red] {errors[label]}")

@@ -33,6 +33,14 @@ def test_hyperband_command_writes_json(tmp_path) -> None:
     assert data["trials"] == 5 and data["pack"] == "random" and 0 <= data["best_val_acc"] <= 1
 
 
+def test_hyperband_async_schedule(tmp_path) -> None:
+    out = tmp_path / "hb.json"
+    r = CliRunner().invoke(_parent(), ["hyperband", "--R", "3", "--samples", "300", "--unit", "16", "--pack", "knn",
+                                        "--schedule", "async", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["schedule"] == "async"
+
+
 def test_hyperband_command_rejects_bad_values() -> None:
     r = CliRunner().invoke(_parent(), ["hyperband", "--pack", "magic"])
     assert r.exit_code != 0 and "magic" in r.output

@@ -22,6 +22,7 @@ def hyperband(
     max_pack: int = typer.Option(0, help="At most this many models per pack (0: memory decides)."),
     threshold: float = typer.Option(6.0, help="kNN similarity threshold (index distance)."),
     refill: bool = typer.Option(False, help="Load the next configuration into a running pack when a member finishes."),
+    schedule: str = typer.Option("alg2", help="alg2 (packs per rung, Alg. 2) or async (one pack refilled as members finish)."),
     seed: int = typer.Option(0, help="Seed for data, sampling and packing."),
     threads: int = typer.Option(1, help="torch intra-op threads."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here."),
@@ -32,7 +33,7 @@ def hyperband(
     from rich.console import Console
     from rich.table import Table
 
-    from .hyperband import PACKERS, Workload, make_packer
+    from .hyperband import PACKERS, Workload, make_chooser, make_packer
     from .hyperband import hyperband as run
     from .models import make_digits, split
 
@@ -40,6 +41,10 @@ def hyperband(
         raise typer.BadParameter(f"--pack must be one of {', '.join(PACKERS)}, got {pack!r}")
     if model not in ("mlp3", "cnn"):
         raise typer.BadParameter(f"--model must be mlp3 or cnn, got {model!r}")
+    if schedule not in ("alg2", "async"):
+        raise typer.BadParameter(f"--schedule must be alg2 or async, got {schedule!r}")
+    if schedule == "async" and pack not in ("knn", "random", "batch-size"):
+        raise typer.BadParameter(f"--schedule async needs --pack knn, random or batch-size, got {pack!r}")
     if memory_mb <= 0:
         raise typer.BadParameter(f"--memory-mb must be positive, got {memory_mb}")
     torch.set_num_threads(threads)
@@ -49,9 +54,10 @@ def hyperband(
     w = Workload(model, xt, yt, xv, yv, unit_samples=unit, seed=seed)
     limit = int(memory_mb * 2**20)
     packer = make_packer(pack, w, memory_limit=limit, threshold=threshold, max_size=max_pack or None, seed=seed)
-    res = run(w, r, eta, packer=packer, seed=seed, memory_limit=limit, refill=refill,
+    chooser = make_chooser(pack, threshold=threshold, seed=seed) if schedule == "async" else None
+    res = run(w, r, eta, packer=packer, seed=seed, memory_limit=limit, refill=refill, chooser=chooser,
               log=console.print if verbose else None)
-    s = res.summary() | {"pack": pack, "model": model, "R": r, "eta": eta}
+    s = res.summary() | {"pack": pack, "schedule": schedule, "model": model, "R": r, "eta": eta}
     t = Table(title=f"Hyperband R={r} eta={eta} pack={pack} model={model}")
     t.add_column("metric")
     t.add_column("value", justify="right")
