@@ -22,9 +22,9 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "real_jobs.yaml"
 
 def three_jobs() -> list:
     return [
-        job("a", {"name": "mlr"}, 1500, model="mlr"),
-        job("b", {"name": "torch-mlp", "n_samples": 1024}, 600, submit=0.2),
-        job("c", {"name": "lasso"}, 20000, submit=0.4),
+        job("a", {"name": "mlr"}, 800, model="mlr"),
+        job("b", {"name": "torch-mlp", "n_samples": 512}, 300, submit=0.2),
+        job("c", {"name": "lasso"}, 8000, submit=0.4),
     ]
 
 

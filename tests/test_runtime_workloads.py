@@ -13,9 +13,29 @@ from cohabit.runtime.workloads import WorkloadContext, WorkloadError, build, par
 from cohabit.runtime.workloads import data as D
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _restore_torch_threads():
+    yield
+    if _saved_threads:
+        import torch
+
+        torch.set_num_threads(_saved_threads[0])
+
+
+_saved_threads: list[int] = []
+
+
 def make(workload: dict, iterations: int | None = None, epochs: int | None = None, job: str = "j"):
-    return build(parse_config(job, workload), WorkloadContext(job, seed=workload.get("seed", 0),
-                                                              iterations=iterations, epochs=epochs))
+    cfg = parse_config(job, workload)
+    if cfg.uses_torch:
+        # one thread, as in a task process: tiny models on a busy 2-core machine run far slower
+        # (and less predictably) with several spinning OpenMP threads
+        import torch
+
+        if not _saved_threads:
+            _saved_threads.append(torch.get_num_threads())
+        torch.set_num_threads(1)
+    return build(cfg, WorkloadContext(job, seed=workload.get("seed", 0), iterations=iterations, epochs=epochs))
 
 
 def run_to_end(w) -> dict:
@@ -104,7 +124,7 @@ def test_workloads_train_to_a_lower_loss(workload, epochs, metric) -> None:
     {"name": "mlr", "seed": 3},
     {"name": "lasso", "data": "synthetic", "n_samples": 600, "n_features": 20},
     {"name": "torch-mlp", "n_samples": 512, "seed": 1},
-    {"name": "torch-cnn", "n_samples": 256},
+    {"name": "torch-cnn", "n_samples": 160, "channels": 4},
 ])
 def test_workloads_resume_from_state_dict_equals_uninterrupted(workload) -> None:
     ref = make(workload, iterations=40)
