@@ -81,3 +81,10 @@ def test_spread_job_runs_slower_than_consolidated() -> None:
     spread = solo_rate(tj.spec, tj.truth, two, cfg)
     assert consolidated == pytest.approx(1.0)  # 100 iterations in 100 s, as the trace says
     assert spread < consolidated
+
+
+def test_finished_job_reports_exactly_its_iterations() -> None:
+    # the simulator's first report comes after one iteration; the finish report is final
+    jobs = [trace_job("A", 1, 100, 0, iterations=1000)]
+    out = simulate(jobs, small_cluster(1, 1), FIFO(), config=NO_COST, strict=True)
+    assert out.result.jobs["A"].reported_iterations == pytest.approx(1000)

@@ -230,8 +230,10 @@ class Scheduler:
             if self._hook_progress is not None:
                 self._hook_progress(job, self.view)
         elif ev.kind is BackendEventKind.FINISHED:
-            if "iterations" in ev.data:
+            job._settle(self.now)
+            if "iterations" in ev.data:  # the job's own count is final: no extrapolation past it
                 job._iters = float(ev.data["iterations"])
+                job._report_time = self.now
             self._end(job, JobState.FINISHED, EventKind.FINISHED, "")
         elif ev.kind is BackendEventKind.FAILED:
             self._end(job, JobState.FAILED, EventKind.FAILED, str(ev.data.get("reason", "failed")))
