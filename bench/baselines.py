@@ -284,6 +284,8 @@ def columns(results: dict[str, Metrics]) -> list[Column]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policies", default="all", help="comma-separated registry names, or 'all'")
+    ap.add_argument("--workloads", default="all", help="comma-separated: tiresias_480, synthetic-heavy, "
+                    "multi-tenant, or 'all'")
     ap.add_argument("--synthetic-jobs", type=int, default=1000)
     ap.add_argument("--skip-micro", action="store_true")
     ap.add_argument("--json", default="bench/results/baselines.json")
@@ -294,7 +296,13 @@ def main() -> None:
         raise SystemExit(f"unknown policies {unknown}; registered: {', '.join(REGISTRY)}")
     console = Console(width=200)
     doc: dict[str, Any] = {"benchmark": "baselines", "policies": names, "workloads": {}}
-    for wname, (jobs, cluster) in workloads(args.synthetic_jobs).items():
+    chosen = workloads(args.synthetic_jobs)
+    if args.workloads != "all":
+        keep = [w.strip() for w in args.workloads.split(",")]
+        if unknown := [w for w in keep if w not in chosen]:
+            raise SystemExit(f"unknown workloads {unknown}; known: {', '.join(chosen)}")
+        chosen = {w: chosen[w] for w in keep}
+    for wname, (jobs, cluster) in chosen.items():
         console.rule(f"{wname}: {len(jobs)} jobs on {cluster.name} ({len(cluster.nodes)} nodes)")
         results, errors, wall = run_workload(jobs, cluster, names, console)
         if any(m.tenant_jain_fairness is not None for m in results.values()):

@@ -86,6 +86,9 @@ class StaticPartition(BasePolicy):
         self._weights: dict[str, float] = dict(self._fixed or {})
         self._owner: np.ndarray | None = None  # node -> slice index (-1: no slice)
         self._names: list[str] = []
+        self._index: dict[str, int] = {}
+        self._dirty = False
+        self._foreign: dict[str, tuple[int, ...]] = {}  # job -> nodes, for jobs left outside their slice
         self.name = "static" + ("-job" if by == "job" else "") + ("+backfill" if backfill else "")
 
     # ----------------------------------------------------------------- slices
@@ -101,22 +104,40 @@ class StaticPartition(BasePolicy):
             return tenant
         return OTHERS if self._fixed is not None and OTHERS in self._fixed else None
 
-    def _update_slices(self, view: ClusterView) -> None:
-        changed = self._owner is None
-        if self._fixed is None:
-            for job in waiting_in_order(view):
-                t = job.spec.tenant
-                if t not in self._weights:
-                    self._weights[t] = job.spec.weight
-                    changed = True
-                elif job.spec.weight > self._weights[t]:
-                    self._weights[t] = job.spec.weight  # a heavier job of a known tenant: next re-slice
-        if not changed:
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._see(job)
+
+    def _see(self, job: JobView) -> None:
+        """Learn a tenant (``slices`` not given): a new one re-cuts the slices at the next decision."""
+        if self._fixed is not None:
             return
+        t, w = job.spec.tenant, job.spec.weight
+        if t not in self._weights:
+            self._weights[t] = w
+            self._dirty = True
+        elif w > self._weights[t]:
+            self._weights[t] = w  # a heavier job of a known tenant: counts at the next re-slice
+
+    def _update_slices(self, view: ClusterView, waiting: list[JobView]) -> None:
+        if self._owner is None:
+            for job in waiting:  # (when the arrival hook was not called)
+                self._see(job)
+        elif not self._dirty:
+            return
+        self._dirty = False
+        n_nodes = view.capacity.shape[0]
         self._names = list(self._weights)
-        sizes = apportion(view.capacity.shape[0], [self._weights[n] for n in self._names])
-        self._owner = np.repeat(np.arange(len(sizes)), sizes) if sizes else np.zeros(0, dtype=np.int64)
-        self._owner = np.concatenate([self._owner, np.full(view.capacity.shape[0] - self._owner.size, -1)])
+        self._index = {name: k for k, name in enumerate(self._names)}
+        sizes = apportion(n_nodes, [self._weights[n] for n in self._names])
+        owner = np.repeat(np.arange(len(sizes)), sizes) if sizes else np.zeros(0, dtype=np.int64)
+        self._owner = np.concatenate([owner, np.full(n_nodes - owner.size, -1)])
+        # running jobs now outside their tenant's slice stay where they are; nobody else may
+        # start on their nodes until they leave
+        for job in view.running.values():
+            name = self.slice_name(job.spec.tenant)
+            k = self._index.get(name, -1) if name is not None else -1
+            if (self._owner[list(job.placement)] != k).any():
+                self._foreign[job.id] = tuple(set(job.placement))
 
     # ----------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
@@ -125,19 +146,25 @@ class StaticPartition(BasePolicy):
             return []
         if self.by == "job":
             return self._decide_isolated(view, waiting)
-        self._update_slices(view)
+        self._update_slices(view, waiting)
         assert self._owner is not None
-        occupant = self._occupants(view)  # node -> slice index of the jobs on it (-1 none, -2 mixed)
+        usable = np.ones(view.capacity.shape[0], dtype=bool)
+        for jid in [j for j in self._foreign if j not in view.running]:
+            del self._foreign[jid]
+        for nodes in self._foreign.values():
+            usable[list(nodes)] = False
         draft = Draft(view)
         memo = NoFitMemo()
         blocked: set[str] = set()
         plan: Plan = []
         for job in waiting:
             name = self.slice_name(job.spec.tenant)
-            if name is None or name in blocked:
+            if name is None or name not in self._index:
+                self._see(job)  # a tenant the arrival hook did not show: sliced next time
                 continue
-            k = self._names.index(name)
-            mask = (self._owner == k) & ((occupant == -1) | (occupant == k))
+            if name in blocked:
+                continue
+            mask = (self._owner == self._index[name]) & usable
             n = view.target_workers(job)
             p = None
             if not memo.known_to_fail(view, job, n, scope=name):
@@ -146,24 +173,15 @@ class StaticPartition(BasePolicy):
                 memo.failed(view, job, n, scope=name)
                 if not self.backfill:
                     blocked.add(name)
+                    if len(blocked) == len(self._names):
+                        break
                 continue
             plan.append(start_or_resume(job, p))
         return plan
 
-    def _occupants(self, view: ClusterView) -> np.ndarray:
-        occ = np.full(view.capacity.shape[0], -1, dtype=np.int64)
-        index = {n: i for i, n in enumerate(self._names)}
-        for job in view.running.values():
-            name = self.slice_name(job.spec.tenant)
-            k = index.get(name, -3) if name is not None else -3
-            for node in set(job.placement):
-                occ[node] = k if occ[node] in (-1, k) else -2
-        return occ
-
     def _decide_isolated(self, view: ClusterView, waiting: list[JobView]) -> Plan:
-        empty = np.ones(view.capacity.shape[0], dtype=bool)
-        for job in view.running.values():
-            empty[list(job.placement)] = False
+        # a node nothing runs on has all its capacity free (every job holds some of something)
+        empty = (view.free >= view.capacity - 1e-9).all(axis=1)
         draft = Draft(view)
         memo = NoFitMemo()
         plan: Plan = []
