@@ -125,10 +125,10 @@ def run_workload(jobs: list[TraceJob], cluster: ClusterSpec, names: list[str],
             out = simulate(jobs, cluster, policy, oracle=oracle)
             wall[label] = time.perf_counter() - t0
             results[label] = out.metrics
-            console.print(f"  {label}: {wall[label]:.1f} s", style="dim")
+            console.print(f"  {label}: {wall[label]:.1f} s", style="dim", markup=False)
         except Exception as exc:  # keep going: one broken policy must not hide the others
             errors[label] = f"{type(exc).__name__}: {exc}"
-            console.print(f"[red]{label} failed:[/red] {errors[label]}")
+            console.print(f"{label} failed: {errors[label]}", style="red", markup=False)
             traceback.print_exc(file=sys.stderr)
     return results, errors, wall
 
@@ -247,13 +247,14 @@ def micro(names: list[str], console: Console) -> list[dict[str, Any]]:
         try:
             rows.append(micro_one(name))
         except Exception as exc:
-            console.print(f"[red]{name} micro-benchmark failed:[/red] {type(exc).__name__}: {exc}")
+            console.print(f"{name} micro-benchmark failed: {type(exc).__name__}: {exc}", style="red", markup=False)
             rows.append({"policy": name, "error": f"{type(exc).__name__}: {exc}"})
     return rows
 
 
 def print_micro(rows: list[dict[str, Any]], console: Console) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="Decision time, 500 nodes: CPU ms per decide (goal < 10 ms per round)",
                   caption="steady: a round with >= 1,000 jobs waiting; arrival: the round in which "
@@ -262,11 +263,11 @@ def print_micro(rows: list[dict[str, Any]], console: Console) -> None:
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
         if "error" in r:
-            table.add_row(r["policy"], r["error"], "", "", "", "", "")
+            table.add_row(Text(r["policy"]), Text(r["error"]), "", "", "", "", "")
             continue
         style = "" if r["steady_round_ms_median"] < 10.0 else "bold red"
         started = r["queue_at_arrival"] - r.get("arrival_left", r["queue_at_arrival"])
-        table.add_row(r["policy"], f"{r['steady_round_ms_median']:.2f} ms", f"{r['steady_round_ms_max']:.2f} ms",
+        table.add_row(Text(r["policy"]), f"{r['steady_round_ms_median']:.2f} ms", f"{r['steady_round_ms_max']:.2f} ms",
                       f"{r['queue_waiting']:,}", f"{r['running']:,}", f"{r['arrival_round_ms']:.2f} ms",
                       f"{started:,}", style=style)
     console.print(table)
