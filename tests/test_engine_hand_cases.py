@@ -83,8 +83,42 @@ def test_spread_job_runs_slower_than_consolidated() -> None:
     assert spread < consolidated
 
 
+class ScriptedBackend:
+    """A backend that replays fixed events (a fake runner, as Ray Tune tests its schedulers)."""
+
+    def __init__(self, events):
+        self.events = list(events)
+
+    def launch(self, spec, alloc, now, *, from_checkpoint):
+        pass
+
+    def halt(self, job, now, *, checkpoint):
+        pass
+
+    def next_event_time(self):
+        return self.events[0].time if self.events else None
+
+    def advance(self, until):
+        if not self.events or self.events[0].time > until:
+            return until, []
+        t = self.events[0].time
+        out = [e for e in self.events if e.time == t]
+        self.events = [e for e in self.events if e.time != t]
+        return t, out
+
+    def close(self):
+        pass
+
+
 def test_finished_job_reports_exactly_its_iterations() -> None:
-    # the simulator's first report comes after one iteration; the finish report is final
-    jobs = [trace_job("A", 1, 100, 0, iterations=1000)]
-    out = simulate(jobs, small_cluster(1, 1), FIFO(), config=NO_COST, strict=True)
-    assert out.result.jobs["A"].reported_iterations == pytest.approx(1000)
+    from cohabit.engine.backend import BackendEvent, BackendEventKind as K
+    from cohabit.engine.loop import Scheduler
+
+    # the job measured 1 s/iteration early on, then slowed down: its final count (5) is the truth,
+    # not the extrapolation from the first measurement (9.5)
+    backend = ScriptedBackend([
+        BackendEvent(0.5, K.PROGRESS, "A", {"iterations": 0.0, "iter_time": 1.0}),
+        BackendEvent(10.0, K.FINISHED, "A", {"iterations": 5.0}),
+    ])
+    result = Scheduler(small_cluster(1, 1), FIFO(), backend, strict=True).run([trace_job("A", 1, 10).spec])
+    assert result.jobs["A"].reported_iterations == pytest.approx(5.0)
