@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from cohabit.policies.dorm.milp import PAPER_SETTINGS, Problem, Thresholds, evaluate, solve
+from cohabit.policies.dorm.milp import PAPER_SETTINGS, Problem, Thresholds, evaluate, keep_and_fill, solve
 from cohabit.policies.dorm.shares import AppDemand, drf_containers, fairness_loss, theoretical_shares
 
 
@@ -134,3 +134,17 @@ def test_fairness_loss_helper():
     apps = [AppDemand("A", np.array([1.0, 4.0]), n_max=100), AppDemand("B", np.array([3.0, 1.0]), n_max=100)]
     assert fairness_loss({"A": 3, "B": 2}, apps, cap) == pytest.approx(0.0)
     assert fairness_loss({"A": 0, "B": 2}, apps, cap) == pytest.approx(2 / 3)
+
+
+def test_keep_and_fill_makes_room_within_the_adjustment_bound():
+    # a full server: a holds 4 of 4 CPUs (n_max 4), b arrives needing 1; one adjustment allowed
+    cap = np.array([[4.0]])
+    apps = [AppDemand("a", np.array([1.0]), n_max=4), AppDemand("b", np.array([1.0]), n_max=4)]
+    prob = Problem(apps, cap, previous=np.array([[4], [0]]))
+    x0 = keep_and_fill(prob, adjust_bound=1)
+    assert x0.tolist() == [[3], [1]]
+    assert keep_and_fill(prob, adjust_bound=0).tolist() == [[4], [0]]  # may not touch a: b gets nothing
+    got = solve(prob, Thresholds(1.0, 1.0), start=x0, time_limit=5.0)
+    assert got.status == "optimal" and got.x.sum(axis=1).tolist() in ([2, 2], [3, 1], [1, 3])
+    util, loss, adjusted = evaluate(prob, x0)
+    assert util == pytest.approx(1.0) and adjusted == (0,)

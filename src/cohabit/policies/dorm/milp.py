@@ -175,9 +175,57 @@ def evaluate(problem: Problem, x: np.ndarray) -> tuple[float, float, tuple[int, 
     return util, loss, tuple(int(i) for i in np.flatnonzero(changed))
 
 
+def keep_and_fill(problem: Problem, adjust_bound: int | None = None) -> np.ndarray:
+    """A starting point for the solver: running applications keep x^{t−1}, and each new one
+    gets n_min containers first-fit into free room; where there is none, containers are taken
+    from the running application furthest above its theoretical share on a server where that
+    makes room, at most ``adjust_bound`` applications being touched (Eq. 16). The point may
+    still break Eq. 8 or 15; HiGHS ignores an infeasible start."""
+    assert problem.previous is not None and problem.running is not None and problem.shares is not None
+    x = problem.previous.copy()
+    d = problem.demand
+    free = problem.capacity - x.T.astype(float) @ d if len(problem.apps) else problem.capacity.copy()
+    left = len(problem.apps) if adjust_bound is None else adjust_bound
+    touched: set[int] = set()
+    for i in np.flatnonzero(~problem.running):
+        a = problem.apps[i]
+        x[i] = 0
+        while x[i].sum() < a.n_min:
+            fits = np.flatnonzero((free - d[i] >= -1e-9).all(axis=1))
+            if fits.size:
+                x[i, fits[0]] += 1
+                free[fits[0]] -= d[i]
+                continue
+            over = x.sum(axis=1) * problem.delta - problem.shares
+            donors = [v for v in np.argsort(-over) if problem.running[v] and x[v].sum() > problem.apps[v].n_min
+                      and (v in touched or len(touched) < left)]
+            moved = False
+            for v in donors:
+                for j in np.flatnonzero(x[v] > 0):
+                    spare = x[v].sum() - problem.apps[v].n_min
+                    k = 0
+                    room = free[j].copy()
+                    while k < min(x[v, j], spare) and (room - d[i] < -1e-9).any():
+                        k += 1
+                        room += d[v]
+                    if (room - d[i] >= -1e-9).all():
+                        x[v, j] -= k
+                        free[j] = room - d[i]
+                        x[i, j] += 1
+                        touched.add(int(v))
+                        moved = True
+                        break
+                if moved:
+                    break
+            if not moved:
+                return x  # no room to make: give up (the start is infeasible)
+    return x
+
+
 def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0, mip_rel_gap: float = 1e-4,
-          threads: int | None = None) -> Solution:
-    """Build P2 for ``problem`` and solve it with HiGHS (see module doc)."""
+          threads: int | None = None, start: np.ndarray | None = None) -> Solution:
+    """Build P2 for ``problem`` and solve it with HiGHS (see module doc). ``start`` (apps x servers)
+    is offered to HiGHS as a first incumbent (e.g. :func:`keep_and_fill`); it is used only if feasible."""
     t0 = time.perf_counter()
     assert problem.previous is not None and problem.running is not None and problem.shares is not None
     apps, cap, prev = problem.apps, problem.capacity, problem.previous
@@ -290,6 +338,14 @@ def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0,
     if threads is not None:
         h.setOptionValue("threads", int(threads))
     h.passModel(lp)
+    if start is not None:
+        n_i = start.sum(axis=1)
+        point = np.concatenate([start[xi, xj].astype(float), np.abs(n_i * problem.delta - hat),
+                                (start[run_idx] != prev[run_idx]).any(axis=1).astype(float)])
+        sol0 = highspy.HighsSolution()
+        sol0.col_value = point.tolist()
+        sol0.value_valid = True
+        h.setSolution(sol0)
     h.run()
     status = h.getModelStatus()
     info = h.getInfo()

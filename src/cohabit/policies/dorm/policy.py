@@ -6,7 +6,10 @@ containers every application in the system gets on every server; the
 DormMaster then enforces it by the checkpoint protocol — save the state of
 each application whose containers change, kill it, create/destroy containers,
 resume it from the saved state (cohabit's :class:`~cohabit.engine.actions.Resize`).
-New applications are started on their containers. If P2 has no feasible
+New applications are started on their containers. The solver is offered a
+first incumbent (:func:`.milp.keep_and_fill`: keep everyone, make room for the
+new applications' n_min by shrinking the most over-served ones), so that a
+time-limited solve on a large cluster has a feasible point. If P2 has no feasible
 solution (or the time limit passes without one), the current allocation is
 kept and waiting applications go on waiting until the next arrival or
 completion.
@@ -48,7 +51,7 @@ from ...engine.state import JobState
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
-from .milp import PAPER_SETTINGS, Problem, Solution, Thresholds, solve
+from .milp import PAPER_SETTINGS, Problem, Solution, Thresholds, keep_and_fill, solve
 from .shares import AppDemand
 
 
@@ -104,7 +107,10 @@ class Dorm(BasePolicy):
         if not jobs:
             return []
         problem = self.problem(view, jobs)
-        sol = solve(problem, self.thresholds, time_limit=self.time_limit, mip_rel_gap=self.mip_rel_gap)
+        assert problem.running is not None
+        start = keep_and_fill(problem, self.thresholds.adjust_bound(int(problem.running.sum())))
+        sol = solve(problem, self.thresholds, time_limit=self.time_limit, mip_rel_gap=self.mip_rel_gap,
+                    start=start)
         plan: Plan = []
         cycles = 0
         if sol.ok:
