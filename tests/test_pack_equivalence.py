@@ -188,7 +188,7 @@ def test_seq_engine_shared_input_with_mixed_activations() -> None:
     ARCH.update({"cnn_tanh": cnn("tanh"), "cnn_sig": cnn("sigmoid"), "mlp_leaky": lambda: _mlp("leaky_relu")})
     specs = [("cnn", "adam", 1e-3, 16), ("cnn_tanh", "sgd", 0.05, 16), ("cnn_sig", "adam", 3e-3, 16),
              ("mlp_leaky", "momentum", 0.05, 16), ("mlp_tanh", "momentum", 0.01, 16)]
-    pm, members, grads, _ = _packed(specs)
+    pm, members, grads, _ = _packed(specs, engine="seq")
     assert sorted(len(u) for u in pm.layout) == [2, 3]
     for i, spec in enumerate(specs):
         _assert_same(_alone(spec, i), members[i], grads[i])

@@ -61,23 +61,24 @@ ENGINES = ("seq", "vmap", "loop")
 def stack_key(model: nn.Module, engine: str = "auto", device: torch.device | str = "cpu") -> tuple | None:
     """``(engine, key)``: members with equal keys are stacked; ``None`` means never stacked.
 
-    ``auto`` picks ``seq`` for supported ``nn.Sequential`` models (activations
-    may differ), else ``loop`` for convolutional models on a CPU (measured:
-    ``vmap`` turns per-member convolutions into grouped ones, slower there),
-    else ``vmap``.
+    ``auto`` picks, as measured on a 2-core CPU (bench/pack_step.py): ``loop``
+    for convolutional models on a CPU (one convolution per member beats both
+    the grouped convolutions of ``vmap`` and the concatenated-filter
+    convolution of ``seq`` there), else ``seq`` for supported ``nn.Sequential``
+    models (activations may differ), else ``vmap``.
     """
-    if engine in ("auto", "seq"):
+    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    on_cpu = torch.device(device).type == "cpu"
+    if engine == "seq" or (engine == "auto" and not (has_conv and on_cpu)):
         sk = seq_signature(model)
         if sk is not None:
             return ("seq", sk)
-        if engine == "seq":
-            engine = "auto"
+        engine = "auto"
     sig = signature(model)
     if sig is None:
         return None
     if engine == "auto":
-        has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-        engine = "loop" if (has_conv and torch.device(device).type == "cpu") else "vmap"
+        engine = "loop" if (has_conv and on_cpu) else "vmap"
     return (engine, sig)
 
 
