@@ -126,3 +126,24 @@ def test_config_fits_and_time_packer_run() -> None:
     assert res.trials == 5
     with pytest.raises(ValueError, match="unknown packer 'best'"):
         make_packer("best", w, memory_limit=None)
+
+
+def test_pack_profile_interpolates_measured_impv(tmp_path) -> None:
+    import json
+
+    from cohabit.pack.profile import PackProfile
+
+    rows = [{"model": "mlp3", "n": n, "batch": b, "IMPV": v}
+            for n, b, v in [(2, 32, 0.2), (2, 128, 0.4), (4, 32, 0.5), (4, 128, 0.6)]]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"impv": rows}))
+    p = PackProfile.load(path)
+    assert p.impv("mlp3", 1, 64) == 0.0
+    assert p.impv("mlp3", 2, 80) == pytest.approx(0.3)
+    assert p.impv("mlp3", 3, 32) == pytest.approx(0.35)
+    assert p.impv("mlp3", 8, 500) == pytest.approx(0.6)  # clamped to the measured range
+    assert p.speed("mlp3", 2, 32) == pytest.approx(1 / (0.8 * 2))
+    with pytest.raises(ValueError, match="no profile for model 'gpt'"):
+        p.impv("gpt", 2, 32)
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
+        p.impv("mlp3", 0, 32)

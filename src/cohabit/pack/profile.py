@@ -1,0 +1,69 @@
+"""Packing profile for schedulers and simulators (Liu, ch. 2, §2.3.3, Eq. 2.3).
+
+``bench/pack_step.py`` measures IMPV = (T_s(Seq) - T_s(Pack)) / T_s(Seq) for
+n = 2, 4, 8 packed models per model family and batch size.  A simulator that
+models a ``Pack(jobs, device)`` action needs the speed of each packed job:
+with n jobs packed, one packed step takes ``(1 - IMPV) * T_s(Seq)``, so each
+job advances at ``n * T_s(model) / T_s(Pack)`` of its solo speed when the n
+models have similar step times.  :class:`PackProfile` reads the benchmark's
+JSON and answers that, interpolating linearly in the number of models and the
+batch size (clamped to the measured range).
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from pathlib import Path
+
+
+def _interp(xs: list[float], ys: list[float], x: float) -> float:
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect_left(xs, x)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+
+
+class PackProfile:
+    """IMPV measured per (model, n, batch); see the module docstring."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.table: dict[str, dict[int, dict[int, float]]] = {}
+        for r in rows:
+            self.table.setdefault(r["model"], {}).setdefault(int(r["n"]), {})[int(r["batch"])] = float(r["IMPV"])
+        if not self.table:
+            raise ValueError("a pack profile needs at least one measured row, got none")
+
+    @classmethod
+    def load(cls, path: str | Path = "bench/results/pack_step.json") -> PackProfile:
+        data = json.loads(Path(path).read_text())
+        return cls(data["impv"])
+
+    def impv(self, model: str, n: int, batch: int) -> float:
+        """Eq. 2.3 for ``n`` packed ``model`` jobs at ``batch`` (n=1 is 0 by definition)."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        if model not in self.table:
+            raise ValueError(f"no profile for model {model!r}; measured: {sorted(self.table)}")
+        if n == 1:
+            return 0.0
+        per_n = self.table[model]
+        ns = sorted(per_n)
+        vals = []
+        for k in ns:
+            bs = sorted(per_n[k])
+            vals.append(_interp([float(b) for b in bs], [per_n[k][b] for b in bs], float(batch)))
+        return _interp([1.0, *map(float, ns)], [0.0, *vals], float(n))
+
+    def speed(self, model: str, n: int, batch: int) -> float:
+        """Each packed job's speed relative to running alone.
+
+        With n similar jobs, a packed step costs ``(1 - IMPV) * n`` solo steps
+        and advances every job by one step, so each job runs at
+        ``1 / ((1 - IMPV) * n)`` of its solo speed, and the device as a whole
+        at ``1 / (1 - IMPV)`` times the throughput of running them in turn.
+        """
+        return 1.0 / ((1.0 - self.impv(model, n, batch)) * n)
