@@ -98,10 +98,11 @@ class Workload:
         self.model_kwargs = model_kwargs or {}
         self.stream = DataStream(x_train, y_train, seed=seed, preprocess=preprocess)
         idx = torch.arange(x_val.shape[0])
-        self.x_val = preprocess(x_val, idx, 0, augment=False) if preprocess is preprocess_digits else (
-            preprocess(x_val, idx, 0) if preprocess is not None else x_val)
+        if preprocess is preprocess_digits:  # validation data is decoded, never augmented
+            self.x_val = preprocess_digits(x_val, idx, 0, augment=False)
+        else:
+            self.x_val = preprocess(x_val, idx, 0) if preprocess is not None else x_val
         self.y_val = y_val
-        self._example = self.x_val[:2]
 
     def member(self, c: Config, name: str | None = None) -> Member:
         """A fresh member for ``c``; its initial weights depend only on ``c`` and the seed."""
@@ -182,7 +183,7 @@ class HyperbandResult:
         }
 
 
-def _run_packs(groups: list[list[Trial]], w: Workload, guard: MemoryGuard | None, refill: bool,
+def _run_packs(groups: list[list[Trial]], guard: MemoryGuard | None, refill: bool,
                stats: dict) -> None:
     """Train each group as a pack; finished members make room for the next configuration.
 
@@ -278,7 +279,7 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
             by_id = {id(t.config): t for t in batch}
             groups = packer([t.config for t in batch])
             stats["pack_opt"] += time.perf_counter() - tp
-            _run_packs([[by_id[id(c)] for c in g] for g in groups], w, guard, refill, stats)
+            _run_packs([[by_id[id(c)] for c in g] for g in groups], guard, refill, stats)
         results = w.evaluate([t.member for t in batch], packed=packer is not None)
         for t, (loss, acc) in zip(batch, results):
             t.val_loss, t.val_acc = loss, acc
