@@ -21,7 +21,7 @@ relative errors. ``M`` is fixed per job, so ``theta0 * M`` is fitted as one
 coefficient of ``1 / w``.
 
 All-reduce jobs have no parameter servers; for them (mode ``"allreduce"``) we
-keep the terms that do not involve ``p``: ``f(w) = (theta0 / w + theta1 + theta3 * w) ^ -1``
+keep the terms that do not involve ``p``: ``f(w) = (theta0 / w + theta1 + theta2 * w) ^ -1``
 (computation split over workers, a constant per-step cost, and a cost that
 grows with the ring) — our adaptation, not in the paper.
 
@@ -96,7 +96,7 @@ class SpeedModel:
     redone lazily, only after a new measurement.
     """
 
-    __slots__ = ("mode", "_points", "_theta", "_dirty")
+    __slots__ = ("mode", "_points", "_theta", "_dirty", "_abc")
 
     def __init__(self, mode: Mode = "sync") -> None:
         if mode not in MODES:
@@ -105,21 +105,27 @@ class SpeedModel:
         self._points: dict[tuple[int, int], float] = {}
         self._theta: np.ndarray | None = None
         self._dirty = False
+        self._abc: dict[int, tuple[float, float, float]] = {}
 
     @property
     def points(self) -> dict[tuple[int, int], float]:
         return dict(self._points)
 
-    def observe(self, p: int, w: int, speed: float) -> None:
-        """Record a measured speed (work units per second) at ``p`` PS and ``w`` workers."""
+    def observe(self, p: int, w: int, speed: float) -> bool:
+        """Record a measured speed (work units per second) at ``p`` PS and ``w`` workers.
+
+        Returns whether the model changed (a new configuration or a different speed)."""
         if w < 1:
             raise ValueError(f"w must be >= 1 worker, got {w!r}")
         if not speed > 0:
             raise ValueError(f"speed must be > 0, got {speed!r}")
         key = (int(p), int(w))
-        if self._points.get(key) != speed:
-            self._points[key] = float(speed)
-            self._dirty = True
+        if self._points.get(key) == speed:
+            return False
+        self._points[key] = float(speed)
+        self._dirty = True
+        self._abc.clear()
+        return True
 
     @property
     def theta(self) -> np.ndarray | None:
@@ -134,6 +140,28 @@ class SpeedModel:
                 self._theta[0] = w / s
             self._dirty = False
         return self._theta
+
+    def coefficients(self, p: int) -> tuple[float, float, float] | None:
+        """``(A, B, C)`` with ``1 / f(p, w) = A / w + B + C * w`` at a fixed ``p`` (sync, allreduce).
+
+        Synchronous: ``A = theta0, B = theta1 + theta4 p, C = theta2 / p + theta3``;
+        all-reduce: ``(theta0, theta1, theta2)``. Lets a scheduler evaluate many sizes at once.
+        None before any measurement."""
+        if self.mode == "async":
+            raise ValueError("coefficients() needs mode 'sync' or 'allreduce'; async speed is not of that form")
+        hit = self._abc.get(p)
+        if hit is not None:
+            return hit
+        theta = self.theta
+        if theta is None:
+            return None
+        if self.mode == "sync":
+            q = max(p, 1)
+            abc = (float(theta[0]), float(theta[1] + theta[4] * q), float(theta[2] / q + theta[3]))
+        else:
+            abc = (float(theta[0]), float(theta[1]), float(theta[2]))
+        self._abc[p] = abc
+        return abc
 
     def speed(self, p: int, w: int) -> float | None:
         """Predicted speed at (p, w); None before any measurement."""

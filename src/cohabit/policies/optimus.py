@@ -1,0 +1,636 @@
+"""Optimus: greedy marginal-gain allocation on online loss and speed models (Peng et al., EuroSys'18).
+
+What the paper does, and how it maps here:
+
+* **Convergence model (§3.1, Eq. 1).** Each job's training loss is fitted online as
+  ``l(k) = 1/(beta0 k + beta1) + beta2`` (NNLS, :mod:`cohabit.models.loss_curve`) from the
+  loss the job reports every ``report_interval`` seconds; the fit predicts the iterations
+  left until convergence, ``Q_j`` (convergence: reducible loss down to ``tolerance`` of
+  its value at the first report). A job that declared an iteration count stops there at
+  the latest, so ``Q_j`` is capped by it. Optimus *estimates* the number of epochs — the
+  paper assumes no known length — so there is no oracle switch.
+* **Resource-speed model (§3.2, Eq. 3-4).** ``f_j(p, w)`` is fitted by NNLS from the
+  speeds the job measured at the configurations it ran with (:mod:`cohabit.models.speed`).
+  The engine fixes a job's parameter-server count in its spec (``Resize`` changes workers
+  only), so Optimus here allocates workers; ``p`` enters the model as the job's constant.
+* **Allocation (§4.1).** Every job first gets its minimum (``n_min`` workers plus its
+  parameter servers) — running jobs keep at least that, waiting jobs are admitted in
+  arrival order while the cluster's aggregate free capacity holds their minimum (the paper
+  assumes room for every job's minimum; when there is none, jobs queue in arrival order,
+  later ones back-filling). Then, repeatedly, the next worker goes to the job with the
+  largest marginal gain ``(T_j(w) - T_j(w+1)) / d_j``, where ``T_j(w) = Q_j / f_j(p, w)``
+  is the estimated remaining time and ``d_j`` the worker's dominant share of the cluster,
+  until resources run out or no gain is positive. Rigid jobs (``n_min == n_max``) keep
+  their size. With ``1/f_j(w) = A/w + B + C w`` (the model at the job's ``p``) the gain is
+  ``Q_j (A / (w (w+1)) - C)``, non-increasing in ``w``, so the one-worker-at-a-time loop
+  hands out workers in globally sorted order of gain: :func:`greedy_by_value` sorts once
+  instead of popping a heap per worker (same result, vectorised).
+* **Resize cost (our addition).** Changing a running job's size costs a checkpoint-restore
+  (Dorm-style ``Resize``), which the paper does not model: a running job grows only if the
+  estimated time it saves, ``T_j(cur) - T_j(new)``, exceeds ``restart_cost``. Shrinks that
+  make room for others always happen.
+* **Placement (§4.2, Theorem 1).** A job's ``w`` workers and ``p`` parameter servers go on
+  the fewest servers ``k`` that can each hold an even share (``ceil(w/k)`` workers,
+  ``ceil(p/k)`` PS) (:func:`balanced_placement`). The theorem fixes ``k``, not which
+  servers; among those that can hold the share we take the ones with the least room left
+  (best fit), which keeps whole servers free for large jobs.
+
+Start-up rule (the models need observations). A new job starts at once if its minimum
+fits, sized by the same greedy over the room that is free, using the perfect-scaling
+prior of the speed model (speed proportional to ``w``, scaled from the model's
+finished-job iteration time, else 1 iteration/s). Its first report — after one
+iteration — is the first measured speed; loss reports every ``report_interval`` seconds
+feed the loss fit, which needs 4 reports. Until then ``Q_j`` is the declared iterations
+left, else the mean iterations of finished jobs of the same model (any model if none),
+else as many iterations as it has done (it is expected to run as long again).
+
+Rounds. The full re-allocation (which may shrink and grow running jobs) runs every
+``interval`` seconds (``tick_interval``); between rounds, arrivals and departures only
+start waiting jobs in free room (no running job is touched).
+
+Shared with the SLAQ and Themis policies: the per-job models (:class:`JobModels`) and
+their per-round arrays (:class:`Snapshot`), the sorted greedy (:func:`greedy_by_value`),
+and the step from target worker counts to a plan (:func:`apply_targets`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+
+from ..engine.actions import Pause, Placement, Plan, Resize, Resume, Start
+from ..engine.job import JobView
+from ..engine.state import JobState
+from ..engine.view import ClusterView
+from ..models.loss_curve import LossCurve, LossFits
+from ..models.speed import Mode, SpeedModel
+from .base import BasePolicy
+from .placement import Draft, consolidated_first
+
+EPS = 1e-9
+Placer = Callable[[Draft, JobView, int], "Placement | None"]
+
+
+# ----------------------------------------------------------------------------- validation
+def check_positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    ok = value >= 0 if allow_zero else value > 0
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not ok or not math.isfinite(value):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return float(value)
+
+
+# ----------------------------------------------------------------------------- job models
+class JobModels:
+    """Loss fits, speed models and length priors learned from reports, per job.
+
+    ``observe`` is called from a policy's ``on_progress`` hook, so fitting happens when a
+    report arrives, never inside a decision; ``forget`` from ``on_finish``. What a decision
+    needs per job is cached as plain numbers, so :meth:`snapshot` is one cheap pass.
+    ``trust_declared``: take a declared iteration count as the job's length (Themis's jobs
+    report their remaining work) instead of capping the loss-curve estimate with it.
+    """
+
+    def __init__(self, tolerance: float = 0.05, recency: float | None = None, trust_declared: bool = False) -> None:
+        if not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
+            raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
+        self.tolerance = float(tolerance)
+        self.trust_declared = trust_declared
+        self.loss = LossFits(recency=recency)
+        self._speed: dict[str, SpeedModel] = {}
+        self._abc: dict[str, tuple[float, float, float]] = {}
+        # per job: (loss-curve estimate of total iterations, beta0, beta1, max drop rate, last drop rate)
+        self._fit: dict[str, tuple[float, float, float, float, float]] = {}
+        self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
+        self._row_index: dict[bytes, int] = {}
+        self._row_list: list[np.ndarray] = []
+        self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
+        self._iters_by_model: dict[str, tuple[float, int]] = {}
+        self._iters_all = (0.0, 0)
+        self._iter_time_by_model: dict[str, tuple[float, int]] = {}
+
+    # -- observations
+    def observe(self, job: JobView) -> None:
+        pts = job.metrics.get("loss")
+        if pts:
+            curve = self.loss.update(job.id, pts)
+            total = math.nan
+            b0 = b1 = math.nan
+            if curve is not None:
+                b0, b1 = curve.beta0, curve.beta1
+                total = curve.iterations_to_converge(self.tolerance)
+                if job.spec.iterations is not None:
+                    total = min(total, float(job.spec.iterations))
+            self._fit[job.id] = (total, b0, b1, self.loss.max_rate(job.id), self.loss.last_rate(job.id))
+        it, w = job.iter_time, job.n_workers
+        if it and w > 0:
+            m = self._speed.get(job.id)
+            if m is None:
+                m = self._speed[job.id] = SpeedModel(speed_mode(job))
+            if m.observe(job.spec.num_ps, w, 1.0 / it):
+                self._abc.pop(job.id, None)
+
+    def forget(self, job: JobView) -> None:
+        if job.state is JobState.FINISHED and job.reported_iterations > 0:
+            s, n = self._iters_by_model.get(job.spec.model, (0.0, 0))
+            self._iters_by_model[job.spec.model] = (s + job.reported_iterations, n + 1)
+            s, n = self._iters_all
+            self._iters_all = (s + job.reported_iterations, n + 1)
+            m = self._speed.get(job.id)
+            abc = None if m is None else m.coefficients(job.spec.num_ps)
+            if abc is not None and sum(abc) > 0:  # seconds per iteration on one worker, for unseen jobs
+                s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
+                self._iter_time_by_model[job.spec.model] = (s + sum(abc), n + 1)
+        self.loss.drop(job.id)
+        for cache in (self._speed, self._abc, self._fit, self._static):
+            cache.pop(job.id, None)  # type: ignore[attr-defined]
+
+    # -- estimates
+    def curve(self, job: JobView) -> LossCurve | None:
+        return self.loss.get(job.id)
+
+    def coefficients(self, job: JobView) -> tuple[float, float, float]:
+        """``(A, B, C)`` of ``1/f(w) = A/w + B + C w`` (s/iteration): the fitted speed model, or
+        before any measurement the perfect-scaling prior from finished jobs of the same model
+        (1 s per iteration on one worker if none finished)."""
+        hit = self._abc.get(job.id)
+        if hit is not None:
+            return hit
+        m = self._speed.get(job.id)
+        abc = None if m is None else m.coefficients(job.spec.num_ps)
+        if abc is None:
+            s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
+            return (s / n if n else 1.0, 0.0, 0.0)  # prior: not cached, history may grow
+        self._abc[job.id] = abc
+        return abc
+
+    def speed(self, job: JobView, w: float) -> float:
+        """Predicted iterations/s of ``job`` on ``w`` workers (0 if none)."""
+        if w <= 0:
+            return 0.0
+        a, b, c = self.coefficients(job)
+        t = a / w + b + c * w
+        return 1.0 / t if t > 0 else 0.0
+
+    def remaining_iterations(self, job: JobView, now: float) -> float:
+        """Estimated iterations left (>= 1), per the rule in the module docstring."""
+        snap = self.snapshot_of([job], now, None)
+        return float(snap.remaining[0])
+
+    def _history_iterations(self, model: str) -> float:
+        s, n = self._iters_by_model.get(model, (0.0, 0))
+        if not n:
+            s, n = self._iters_all
+        return s / n if n else math.nan
+
+    def _static_of(self, view: ClusterView | None, job: JobView) -> tuple[int, int, int, float, float, str, int, int]:
+        """Per-job constants: seq, n_min, n_max, submit time, declared iterations (nan: none),
+        model, and the rows of its worker and parameter-server demand in :attr:`_rows`."""
+        hit = self._static.get(job.id)
+        if hit is None:
+            spec = job.spec
+            declared = float(spec.iterations) if spec.iterations is not None else math.nan
+            w_row = p_row = 0
+            if view is not None:
+                w = view.demand_vector(job)
+                p = view.ps_demand_vector(job)
+                ps = p * spec.num_ps if p is not None and spec.num_ps else np.zeros_like(w)
+                w_row, p_row = self._row(w), self._row(ps)
+            hit = (job.seq, spec.min_workers, spec.max_workers, spec.submit_time, declared, spec.model, w_row, p_row)
+            if view is not None:
+                self._static[job.id] = hit
+        return hit
+
+    def _row(self, v: np.ndarray) -> int:
+        key = v.tobytes()
+        i = self._row_index.get(key)
+        if i is None:
+            i = self._row_index[key] = len(self._row_list)
+            self._row_list.append(np.array(v, dtype=np.float64))
+            self._rows = np.array(self._row_list)
+        return i
+
+    def snapshot(self, view: ClusterView, jobs: Sequence[JobView]) -> Snapshot:
+        """The jobs' state and estimates as arrays, for vectorised allocation."""
+        return self.snapshot_of(jobs, view.now, view)
+
+    def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None) -> Snapshot:
+        ints: list[int] = []
+        flts: list[float] = []
+        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
+        running, paused = JobState.RUNNING, JobState.PAUSED
+        static, abcs, fits = self._static, self._abc, self._fit
+        hist: dict[str, float] = {}
+        prior: dict[str, tuple[float, float, float]] = {}
+        ids: list[str] = []
+        for job in jobs:
+            jid = job.id
+            ids.append(jid)
+            seq, lo, hi, submit, declared, model, w_row, p_row = static.get(jid) or self._static_of(view, job)
+            st = job.state
+            if st is running:
+                code, cur = 1, job.n_workers
+            else:
+                code, cur = (2 if st is paused else 0), 0
+            abc = abcs.get(jid)
+            if abc is None:
+                if jid in self._speed:
+                    abc = self.coefficients(job)
+                else:  # the prior depends only on the model
+                    abc = prior.get(model)
+                    if abc is None:
+                        abc = prior[model] = self.coefficients(job)
+            a, b, c = abc
+            h = hist.get(model)
+            if h is None:
+                h = hist[model] = self._history_iterations(model)
+            ints.extend((seq, cur, lo, hi, code, w_row, p_row))
+            flts.extend((job.iterations_done(now), submit, declared, a, b, c))
+            flts.extend(fits.get(jid, nan5))
+            flts.append(h)
+        n = len(jobs)
+        iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
+        fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
+        done, submit, declared, a, b, c, total, b0, b1, max_rate, last_rate, hist_iters = fv
+        remaining = self._remaining(done, declared, total, hist_iters)
+        if view is not None and self._rows is not None:
+            worker, ps, cap = self._rows[iv[5]], self._rows[iv[6]], view.capacity.sum(axis=0)
+        else:
+            worker = ps = np.zeros((n, 0))
+            cap = np.zeros(0)
+        return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
+                        declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
+        """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),
+        the declared count, the mean of finished jobs, or as many as done — in that order
+        (declared first with ``trust_declared``)."""
+        has_decl, has_fit = ~np.isnan(declared), ~np.isnan(total)
+        fitted = np.maximum(np.maximum(total - done, 0.05 * done), 1.0)
+        decl = np.maximum(declared - done, 1.0)
+        fallback = np.where(hist > done, hist - done, np.maximum(done, 1.0))
+        if self.trust_declared:
+            return np.where(has_decl, decl, np.where(has_fit, fitted, fallback))
+        return np.where(has_fit, fitted, np.where(has_decl, decl, fallback))
+
+
+def speed_mode(job: JobView) -> Mode:
+    return "sync" if job.spec.architecture == "ps" and job.spec.num_ps > 0 else "allreduce"
+
+
+@dataclass
+class Snapshot:
+    """Per-job arrays (one entry per job, in ``jobs`` order) for one allocation round."""
+
+    jobs: list[JobView]
+    ids: list[str]
+    seq: np.ndarray
+    cur: np.ndarray  # workers held now (0 unless running)
+    n_min: np.ndarray
+    n_max: np.ndarray
+    state: np.ndarray  # 0 pending, 1 running, 2 paused
+    done: np.ndarray
+    remaining: np.ndarray  # estimated iterations left
+    a: np.ndarray  # 1/f(w) = a/w + b + c w
+    b: np.ndarray
+    c: np.ndarray
+    submit: np.ndarray
+    declared: np.ndarray  # declared iterations (nan: none)
+    beta0: np.ndarray  # loss curve (nan: no fit yet)
+    beta1: np.ndarray
+    max_rate: np.ndarray  # largest observed loss drop per iteration (0: none yet)
+    last_rate: np.ndarray  # loss drop per iteration between the last two reports
+    worker: np.ndarray  # (jobs, resources): one worker's demand
+    ps: np.ndarray  # (jobs, resources): all parameter servers' demand
+    total: np.ndarray  # (resources,): cluster capacity
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def share(self, v: np.ndarray) -> np.ndarray:
+        """Dominant share of each row of ``v`` in the cluster (DRF's dominant resource, as Optimus uses)."""
+        inv = np.where(self.total > EPS, 1.0 / np.where(self.total > EPS, self.total, 1.0), 0.0)
+        return (v * inv).max(axis=1)
+
+    def bundle(self, n: np.ndarray) -> np.ndarray:
+        """Demand rows of ``n`` workers plus the parameter servers, per job."""
+        return self.worker * n[:, None] + self.ps
+
+    def inv_speed(self, w: np.ndarray) -> np.ndarray:
+        """Seconds per iteration at ``w`` workers (same shape as ``w``, one row per job); inf where ``w <= 0``."""
+        wf = np.asarray(w, dtype=np.float64)
+        shape = (-1,) + (1,) * (wf.ndim - 1)
+        safe = np.where(wf > 0, wf, 1.0)
+        t = self.a.reshape(shape) / safe + self.b.reshape(shape) + self.c.reshape(shape) * safe
+        return np.where((wf > 0) & (t > 0), t, np.inf)
+
+    def fits_units(self, free: np.ndarray) -> np.ndarray:
+        """How many more workers of each job the aggregate ``free`` holds."""
+        need = self.worker > EPS
+        q = np.where(need, np.floor((free[None, :] + EPS) / np.where(need, self.worker, 1.0)), np.inf)
+        units = q.min(axis=1) if q.shape[1] else np.full(len(self), np.inf)
+        return np.where(np.isfinite(units), units, 1 << 20).astype(np.int64)
+
+
+def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.ndarray, free: np.ndarray,
+                    *, floor: float = 0.0, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Give units to jobs in decreasing order of value while they fit the aggregate ``free``.
+
+    ``values[j, i]``: value of job ``j``'s unit ``i`` (-inf where it has none); unit 0 costs
+    ``first_cost[j]``, later units ``unit_cost[j]``. Rows are made non-increasing (running
+    minimum), so a job's units go in order. Units worth ``<= floor`` are never given. A job
+    whose next unit does not fit gets no more, and the others carry on (back-filling).
+
+    This is the one-unit-at-a-time greedy of Optimus §4.1 / SLAQ §3.3 (a max-heap on the
+    next unit's value): with non-increasing rows the heap pops units in globally sorted
+    order, so we sort once and take the longest prefix whose cumulative demand fits, then
+    scan up to ``scan`` further units for back-filling. Ties go to the lower row.
+    Returns (units per job, capacity left).
+    """
+    n_jobs = values.shape[0]
+    counts = np.zeros(n_jobs, dtype=np.int64)
+    rem = free.astype(np.float64).copy()
+    if values.size == 0:
+        return counts, rem
+    vals = np.minimum.accumulate(values, axis=1)
+    jj, ii = np.nonzero(vals > floor)
+    if jj.size == 0:
+        return counts, rem
+    order = np.argsort(-vals[jj, ii], kind="stable")
+    jj, ii = jj[order], ii[order]
+    cost = np.where((ii == 0)[:, None], first_cost[jj], unit_cost[jj])
+    cum = np.cumsum(cost, axis=0)
+    ok = (cum <= rem + EPS).all(axis=1)
+    cut = int(jj.size if ok.all() else np.argmin(ok))
+    if cut:
+        counts += np.bincount(jj[:cut], minlength=n_jobs)
+        rem -= cum[cut - 1]
+    smallest = np.minimum(first_cost.min(axis=0), unit_cost.min(axis=0))
+    blocked: set[int] = set()
+    for e in range(cut, min(jj.size, cut + scan)):
+        if not (smallest <= rem + EPS).all():
+            break
+        j = int(jj[e])
+        if j in blocked:
+            continue
+        i = int(ii[e])
+        if i != counts[j]:
+            blocked.add(j)
+            continue
+        c = first_cost[j] if i == 0 else unit_cost[j]
+        if (c <= rem + EPS).all():
+            rem -= c
+            counts[j] += 1
+        else:
+            blocked.add(j)
+    return counts, rem
+
+
+def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
+    """Admit jobs in row order while their ``cost`` fits ``free`` (skipping those that do not)."""
+    n = cost.shape[0]
+    values = (n - np.arange(n, dtype=np.float64))[:, None]
+    counts, rem = greedy_by_value(values, cost, cost, free, scan=scan)
+    return counts > 0, rem
+
+
+def is_rigid(job: JobView) -> bool:
+    return job.spec.min_workers == job.spec.max_workers
+
+
+def waiting_jobs(view: ClusterView) -> list[JobView]:
+    """Paused then pending jobs, each in the engine's order (pause order, arrival order)."""
+    return list(chain(view.paused.values(), view.pending.values()))
+
+
+# ----------------------------------------------------------------------------- placement
+def balanced_placement(draft: Draft, job: JobView, n_workers: int, max_tries: int = 16) -> Placement | None:
+    """Optimus's placement (§4.2): the fewest servers ``k`` that each take an even share of the
+    ``n_workers`` workers and ``p`` parameter servers, servers with most room first.
+    Reserves the placement in ``draft``; falls back to consolidated-first, else None."""
+    view = draft.view
+    wv = view.demand_vector(job)
+    pv = view.ps_demand_vector(job)
+    p = job.spec.num_ps if pv is not None else 0
+    wfit = draft.tasks_fit(wv)
+    if wfit.sum() < n_workers:
+        return None
+    order = np.argsort(-wfit, kind="stable")
+    k_min = int(np.searchsorted(np.cumsum(wfit[order]), n_workers)) + 1
+    free = draft.free
+    n_nodes = free.shape[0]
+    for k in range(max(k_min, 1), min(n_nodes, max(n_workers, p, 1), k_min + max_tries) + 1):
+        a, b = -(-n_workers // k), -(-p // k)
+        need = wv * a + (pv * b if pv is not None else 0.0)
+        ok = (wfit >= a) & (free >= need - EPS).all(axis=1)
+        cand = np.flatnonzero(ok)
+        if cand.size < k:
+            continue
+        chosen = cand[np.argsort(wfit[cand], kind="stable")[:k]]
+        workers = _spread(n_workers, chosen)
+        placement = tuple(workers + _spread(p, chosen))
+        if draft.reserve(job, placement):
+            return placement
+    fallback = consolidated_first(draft, job, n_workers)
+    if fallback is not None and draft.reserve(job, fallback):
+        return fallback
+    return None
+
+
+def _spread(n: int, nodes: np.ndarray) -> list[int]:
+    """``n`` tasks over ``nodes`` as evenly as possible (the first ones take the remainder)."""
+    k = len(nodes)
+    if n == 0 or k == 0:
+        return []
+    base, extra = divmod(n, k)
+    out: list[int] = []
+    for i, node in enumerate(nodes):
+        out.extend([int(node)] * (base + (1 if i < extra else 0)))
+    return out
+
+
+def consolidated_placer(draft: Draft, job: JobView, n: int) -> Placement | None:
+    return draft.place(job, n)
+
+
+def shrink_placement(job: JobView, n: int) -> Placement:
+    """``job``'s placement with ``n`` workers: drop workers from the nodes holding fewest of them."""
+    nw = job.n_workers
+    workers, ps = job.placement[:nw], job.placement[nw:]
+    counts = Counter(workers)
+    drop = nw - n
+    for node, c in sorted(counts.items(), key=lambda x: (x[1], x[0])):
+        if drop <= 0:
+            break
+        take = min(c, drop)
+        counts[node] -= take
+        drop -= take
+    kept = [node for node in sorted(counts) for _ in range(counts[node])]
+    return tuple(kept) + tuple(ps)
+
+
+def apply_targets(view: ClusterView, targets: Mapping[str, int], order: Iterable[JobView], place: Placer,
+                  *, reason: str) -> Plan:
+    """Turn target worker counts into a plan the scheduler will accept.
+
+    ``targets``: job id -> workers wanted, 0 = not running; jobs absent keep what they have.
+    Running jobs set to 0 are paused and those set lower are shrunk in place first (their
+    room is given back); then, in ``order``, running jobs set higher are resized and waiting
+    jobs started or resumed. A job that cannot be placed at its target takes the largest
+    size (at least ``n_min``, or more than it has when growing) that can, else keeps what it
+    has. Every step is reserved in a :class:`Draft`, in plan order, so the plan never
+    over-allocates.
+    """
+    draft = Draft(view)
+    plan: Plan = []
+    for job in view.running.values():
+        t = targets.get(job.id)
+        if t is None or t >= job.n_workers:
+            continue
+        draft.give_back(job)
+        if t <= 0:
+            plan.append(Pause(job.id, reason=reason))
+        else:
+            p = shrink_placement(job, t)
+            ok = draft.reserve(job, p)
+            assert ok, "a subset of a job's own placement always fits the room it gave back"
+            plan.append(Resize(job.id, p))
+    for job in order:
+        t = targets.get(job.id, 0)
+        if t <= 0:
+            continue
+        if job.state is JobState.RUNNING:
+            cur = job.n_workers
+            if t <= cur:
+                continue
+            saved = draft.save()
+            draft.give_back(job)
+            p = _place_down(draft, job, t, cur + 1, place)
+            if p is None:
+                draft.restore(saved)
+                continue
+            plan.append(Resize(job.id, p))
+        elif job.state in (JobState.PENDING, JobState.PAUSED):
+            p = _place_down(draft, job, t, job.spec.min_workers, place)
+            if p is not None:
+                plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
+    return plan
+
+
+def _place_down(draft: Draft, job: JobView, hi: int, lo: int, place: Placer) -> Placement | None:
+    """Place ``job`` with the largest worker count in ``[lo, hi]`` that fits (a few tries)."""
+    if hi < lo:
+        return None
+    p = place(draft, job, hi)
+    if p is not None:
+        return p
+    room = int(draft.tasks_fit(draft.view.demand_vector(job)).sum())
+    n = min(hi - 1, room)
+    tries = 0
+    while n >= lo and tries < 8:
+        p = place(draft, job, n)
+        if p is not None:
+            return p
+        n -= 1
+        tries += 1
+    return None
+
+
+# ----------------------------------------------------------------------------- the policy
+class Optimus(BasePolicy):
+    """See the module docstring. All durations are seconds."""
+
+    def __init__(self, interval: float = 300.0, report_interval: float = 60.0, tolerance: float = 0.05,
+                 restart_cost: float = 30.0) -> None:
+        self.tick_interval = check_positive("interval", interval)
+        self.report_interval = check_positive("report_interval", report_interval)
+        self.restart_cost = check_positive("restart_cost", restart_cost, allow_zero=True)
+        self.models = JobModels(tolerance)
+        self.name = "optimus"
+        self._next_full = 0.0
+        self._event = False
+
+    # hooks
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._event = True
+
+    def on_progress(self, job: JobView, view: ClusterView) -> None:
+        self.models.observe(job)
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self.models.forget(job)
+        self._event = True
+
+    # decision
+    def decide(self, view: ClusterView) -> Plan:
+        now = view.now
+        waiting = waiting_jobs(view)
+        if now >= self._next_full and (waiting or view.running):
+            self._next_full = now + self.tick_interval
+            self._event = False
+            return self._round(view, waiting, full=True)
+        if self._event and waiting:
+            self._event = False
+            return self._round(view, waiting, full=False)
+        self._event = False
+        return []
+
+    def targets(self, view: ClusterView, waiting: Sequence[JobView], *, full: bool) -> dict[str, int]:
+        """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
+
+        Full round: running jobs keep their minimum (rigid ones their size), waiting jobs are
+        admitted at theirs in arrival order, then every elastic job grows by marginal gain.
+        Event round: running jobs are left alone; waiting jobs are admitted into free room
+        and sized by the same greedy."""
+        running = list(view.running.values()) if full else []
+        snap = self.models.snapshot(view, running + list(waiting))
+        n_run = len(running)
+        rigid = snap.n_min == snap.n_max
+        base = snap.n_min.copy()
+        base[:n_run] = np.where(rigid[:n_run], snap.cur[:n_run], snap.n_min[:n_run])
+        free = snap.total.copy() if full else view.free.sum(axis=0)
+        free -= snap.bundle(base)[:n_run].sum(axis=0)
+        admitted = np.ones(len(snap), dtype=bool)
+        if len(snap) > n_run:
+            ok, free = admit_in_order(snap.bundle(base)[n_run:], free)
+            admitted[n_run:] = ok
+        counts = self.growth(snap, base, admitted, free)
+        n = np.where(admitted, base + counts, 0)
+        # a running job grows only if that saves more than the restart it costs
+        with np.errstate(invalid="ignore"):
+            saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
+        stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
+        n = np.where(stay, snap.cur, n)
+        return dict(zip(snap.ids, n.tolist()))
+
+    def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """Workers added beyond ``base`` by the marginal-gain greedy.
+
+        The gain of worker ``w -> w + 1`` is ``T(w) - T(w+1) = Q (A / (w (w+1)) - C)`` seconds
+        (with ``T(w) = Q (A/w + B + C w)``), per dominant share of one worker."""
+        room = np.minimum(snap.n_max - base, snap.fits_units(free))
+        room = np.where(admitted, np.maximum(room, 0), 0)
+        width = int(room.max()) if len(room) else 0
+        if width <= 0:
+            return np.zeros(len(snap), dtype=np.int64)
+        w = base[:, None] + np.arange(width)[None, :]
+        gain = snap.remaining[:, None] * (snap.a[:, None] / (w * (w + 1.0)) - snap.c[:, None])
+        d = np.maximum(snap.share(snap.worker), 1e-12)
+        values = np.where(np.arange(width)[None, :] < room[:, None], gain / d[:, None], -np.inf)
+        counts, _ = greedy_by_value(values, snap.worker, snap.worker, free)
+        return counts
+
+    def _round(self, view: ClusterView, waiting: list[JobView], *, full: bool) -> Plan:
+        targets = self.targets(view, waiting, full=full)
+        order = list(chain(view.running.values(), waiting))
+        return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
+
+
+def make(oracle: bool = False) -> Optimus:
+    """Optimus estimates job lengths from the loss curve; ``oracle`` is ignored."""
+    return Optimus()

@@ -1,0 +1,153 @@
+"""SLAQ: quality-driven allocation by predicted loss reduction per unit of resource (Zhang et al., SoCC'17).
+
+SLAQ schedules approximate ML training jobs to maximise the system-wide improvement
+of model quality. What the paper does, and how it maps here:
+
+* **Normalised quality (§3.1).** Loss scales differ between jobs, so SLAQ normalises a
+  job's loss reduction by the largest reduction that job has shown so far. Reports here
+  come every ``report_interval`` seconds, not every iteration, so the normaliser is the
+  largest observed loss drop *per iteration* between two consecutive reports
+  (:meth:`LossFits.max_rate`); a prediction of ``dL`` over ``x`` iterations counts as
+  ``dL / max_rate`` — "iterations' worth of the job's best progress".
+* **Predicting quality improvement (§3.2).** SLAQ fits each job's loss history (weighing
+  recent iterations more) and extrapolates it. We use the loss-curve model shared with
+  Optimus, ``l(k) = 1/(beta0 k + beta1) + beta2``, fitted with recency weights
+  ``recency ** age``; iterations in the next epoch come from the job's measured speed and
+  the NNLS speed model (:mod:`cohabit.models.speed`), as SLAQ predicts iteration time
+  for other allocations from measured ones. Before a fit exists (new job, fewer than
+  four reports) a job is predicted to keep improving at its last observed normalised
+  rate — 1 for a job that has not run: a new job's first iterations are by definition
+  its best, which is why SLAQ favours new jobs.
+* **Scheduling (§3.3).** Every scheduling epoch (``tick_interval = epoch``) all resources are
+  re-assigned: starting from nothing, the next unit goes to the job with the largest
+  predicted normalised loss reduction over the epoch per unit of resource (the worker's
+  dominant share), until resources run out or no job gains (a max-heap, as the paper's
+  greedy). A job's first unit is its minimum (``n_min`` workers plus its parameter
+  servers); rigid jobs take their whole size as one unit. Jobs that get nothing are
+  paused (checkpointed); leftover room is then given to waiting jobs in arrival order so
+  no resource idles while a job waits.
+
+Adaptation: SLAQ's epochs were seconds on Spark, where moving cores is cheap. Here a
+changed allocation costs a checkpoint-restore, so the prediction for a job whose size
+would change (or that resumes) counts only ``epoch - restart_cost`` seconds of progress,
+and the default epoch is 5 minutes. Between epochs, arrivals and departures only start
+waiting jobs in free room, by the same ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+
+import numpy as np
+
+from ..engine.actions import Plan
+from ..engine.job import JobView
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .optimus import (
+    JobModels, Snapshot, admit_in_order, apply_targets, check_positive, consolidated_placer, greedy_by_value,
+    waiting_jobs,
+)
+
+
+class SLAQ(BasePolicy):
+    """See the module docstring. All durations are seconds."""
+
+    def __init__(self, epoch: float = 300.0, report_interval: float = 60.0, restart_cost: float = 30.0,
+                 recency: float = 0.95) -> None:
+        self.tick_interval = check_positive("epoch", epoch)
+        self.report_interval = check_positive("report_interval", report_interval)
+        self.restart_cost = check_positive("restart_cost", restart_cost, allow_zero=True)
+        if not isinstance(recency, (int, float)) or not 0 < recency <= 1:
+            raise ValueError(f"recency must be in (0, 1], got {recency!r}")
+        self.models = JobModels(recency=float(recency))
+        self.name = "slaq"
+        self._next_full = 0.0
+        self._event = False
+
+    # hooks
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._event = True
+
+    def on_progress(self, job: JobView, view: ClusterView) -> None:
+        self.models.observe(job)
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self.models.forget(job)
+        self._event = True
+
+    # prediction
+    def predicted_gains(self, snap: Snapshot, w: np.ndarray) -> np.ndarray:
+        """Normalised loss reduction each job is predicted to make in the next epoch on ``w[j, i]``
+        workers (see the module docstring); 0 where ``w <= 0``."""
+        has_fit = ~np.isnan(snap.beta0)
+        b0 = np.where(has_fit, snap.beta0, 0.0)
+        u = np.where(has_fit, np.maximum(snap.beta0 * snap.done + snap.beta1, 1e-12), 1.0)
+        norm = snap.max_rate
+        has_fit &= norm > 0
+        rate = np.where(norm > 0, snap.last_rate / np.where(norm > 0, norm, 1.0), 1.0)
+        cap = np.where(np.isnan(snap.declared), np.inf, np.maximum(snap.declared - snap.done, 0.0))
+        restart = (snap.state[:, None] == 2) | ((snap.state[:, None] == 1) & (w != snap.cur[:, None]))
+        run = np.maximum(self.tick_interval - np.where(restart, self.restart_cost, 0.0), 0.0)
+        x = np.where(w > 0, np.minimum(run / snap.inv_speed(w), cap[:, None]), 0.0)
+        bx = b0[:, None] * x
+        safe_norm = np.where(has_fit, norm, 1.0)[:, None]
+        fitted = bx / (u[:, None] * (u[:, None] + bx)) / safe_norm
+        return np.where(has_fit[:, None], fitted, rate[:, None] * x)
+
+    # decision
+    def decide(self, view: ClusterView) -> Plan:
+        now = view.now
+        waiting = waiting_jobs(view)
+        if now >= self._next_full and (waiting or view.running):
+            self._next_full = now + self.tick_interval
+            self._event = False
+            return self._round(view, list(chain(view.running.values(), waiting)), full=True)
+        if self._event and waiting:
+            self._event = False
+            return self._round(view, waiting, full=False)
+        self._event = False
+        return []
+
+    def targets(self, view: ClusterView, jobs: Sequence[JobView], *, full: bool) -> tuple[dict[str, int], list[str]]:
+        """SLAQ's greedy: units to the largest predicted normalised loss reduction per dominant share.
+
+        Unit 0 of a job is its minimum (``n_min`` workers and its parameter servers), unit ``i``
+        one more worker. Returns the worker counts and the jobs by the value of their first unit
+        (the order in which they are placed)."""
+        snap = self.models.snapshot(view, jobs)
+        free = snap.total.copy() if full else view.free.sum(axis=0)
+        width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
+        width = min(width, int(snap.fits_units(free).max()) + 1) if len(snap) else 0
+        if width <= 0:
+            return {}, []
+        w = snap.n_min[:, None] + np.arange(width)[None, :]
+        valid = w <= snap.n_max[:, None]
+        gains = self.predicted_gains(snap, np.where(valid, w, 0))
+        first = snap.bundle(snap.n_min)
+        marginal = np.diff(gains, axis=1, prepend=0.0)
+        cost = np.concatenate([snap.share(first)[:, None], np.repeat(snap.share(snap.worker)[:, None], width - 1, 1)], 1)
+        values = np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
+        counts, free = greedy_by_value(values, first, snap.worker, free)
+        # work conservation: jobs left out take leftover room, in arrival order
+        left = np.flatnonzero(counts == 0)
+        if left.size:
+            left = left[np.argsort(snap.seq[left], kind="stable")]
+            ok, free = admit_in_order(first[left], free)
+            counts[left[ok]] = 1
+        n = np.where(counts > 0, snap.n_min + counts - 1, 0)
+        ranked = np.argsort(-values[:, 0], kind="stable")
+        targets = dict(zip(snap.ids, n.tolist()))
+        return targets, [snap.ids[i] for i in ranked[n[ranked] > 0]]
+
+    def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool) -> Plan:
+        targets, ranked = self.targets(view, jobs, full=full)
+        order = [view.jobs[jid] for jid in ranked]
+        return apply_targets(view, targets, order, consolidated_placer, reason="slaq: larger loss reductions elsewhere")
+
+
+def make(oracle: bool = False) -> SLAQ:
+    """SLAQ predicts from observed losses only; ``oracle`` is ignored."""
+    return SLAQ()
+

@@ -1,0 +1,204 @@
+"""Themis-style finish-time fairness: worst rho first when leases expire (Mahajan et al., NSDI'20).
+
+Themis (§3) measures how unfair sharing is to a job by its finish-time fairness
+
+    rho = T_sh / T_id
+
+where ``T_sh`` is the job's finish time in the shared cluster and ``T_id`` the time it
+would take running alone on an exclusive ``1/N`` share of the cluster, ``N`` the number of
+contending jobs (averaged over the job's lifetime). Resources are granted as *leases*;
+when a lease expires, Themis offers the resources to the fraction ``1 - f`` of jobs with
+the worst rho (``f``: the fairness knob, §4), which bid through a partial-allocation
+auction; leftovers go to the other jobs so nothing idles.
+
+What we implement (observable inputs only):
+
+* ``T_id = W / f_j(x)``: total work ``W`` (iterations done + iterations left) at the speed
+  the job would have with ``x`` workers, ``x`` = how many of its workers an exclusive
+  ``1/N`` share of every resource holds, ``N`` = time-averaged number of active jobs since
+  the job arrived. ``x`` is clipped to ``[n_min, n_max]``; below ``n_min`` the job would
+  time-share its minimum, so the speed is scaled by ``x / n_min``. Speeds come from the
+  job's measured speeds and the NNLS speed model (:mod:`cohabit.models.speed`).
+* ``T_sh(w) = (now - submit) + R / f_j(w)`` for an allocation of ``w`` workers, with ``R``
+  the iterations left: declared iterations minus done (Themis's apps report their
+  remaining work); for jobs that declare none, the Optimus loss-curve estimate
+  (:class:`~cohabit.policies.optimus.JobModels`), else the mean of finished jobs.
+  Changing a running job's size, or resuming it, adds ``restart_cost``.
+* **Leases.** A job that receives resources holds them for ``lease`` seconds (renewed if it
+  wins them again at expiry). Leases expire at their own times; a round re-allocates only
+  the resources of the leases that have expired (within ``tick_interval`` of now) plus the
+  free room, among the jobs whose leases expired and the waiting jobs. Arrivals and
+  departures trigger a round over the free room.
+* **Allocation: greedy worst-rho-first, not the auction.** In a round, the worst ``1 - f``
+  fraction of the candidates by current rho go first: repeatedly, the job whose rho at
+  its tentative allocation is worst receives its next unit (its minimum first, then one
+  worker), while that fits and lowers its rho. A job holding nothing has an unbounded
+  ``T_sh``, so every candidate's minimum comes before any candidate grows (ordered among
+  themselves by ``rho`` if the job waited one more lease, ``T_sh(0) = (now - submit) +
+  lease + R / f_j(x)``). Then the other candidates share what is left the same way
+  (Themis's work-conserving leftover allocation). Candidates that receive nothing are
+  paused. The partial-allocation auction (bids of rho for each offer, maximising the
+  product of 1/rho with hidden payments) is **not** implemented; greedy worst-rho-first
+  water-filling is its fairness-only approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..engine.actions import Plan, Resume, Start
+from ..engine.job import JobView
+from ..engine.view import ClusterView
+from .base import BasePolicy
+from .optimus import (
+    JobModels, Snapshot, apply_targets, check_positive, consolidated_placer, greedy_by_value, waiting_jobs,
+)
+
+UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
+
+
+class Themis(BasePolicy):
+    """See the module docstring. All durations are seconds; ``fairness`` is Themis's knob f."""
+
+    def __init__(self, lease: float = 600.0, fairness: float = 0.8, report_interval: float = 60.0,
+                 restart_cost: float = 30.0, tick: float = 60.0) -> None:
+        self.lease = check_positive("lease", lease)
+        if not isinstance(fairness, (int, float)) or isinstance(fairness, bool) or not 0 <= fairness < 1:
+            raise ValueError(f"fairness (Themis's f) must be in [0, 1), got {fairness!r}")
+        self.fairness = float(fairness)
+        self.report_interval = check_positive("report_interval", report_interval)
+        self.restart_cost = check_positive("restart_cost", restart_cost, allow_zero=True)
+        self.tick_interval = check_positive("tick", tick)
+        self.models = JobModels(trust_declared=True)
+        self.name = "themis"
+        self._event = False
+        self._expiry: dict[str, float] = {}  # running job -> end of its lease
+        # contention integral: C(t) = integral of the number of active jobs
+        self._c = 0.0
+        self._t = 0.0
+        self._n = 0
+        self._arrived: dict[str, tuple[float, float]] = {}
+
+    # contention ---------------------------------------------------------------
+    def _advance(self, view: ClusterView) -> None:
+        now = view.now
+        self._c += self._n * max(now - self._t, 0.0)
+        self._t = now
+        self._n = len(view.running) + len(view.pending) + len(view.paused)
+
+    def contention(self, job: JobView, now: float) -> float:
+        """Average number of active jobs since ``job`` arrived (at least 1)."""
+        entry = self._arrived.get(job.id)
+        if entry is None or now <= entry[0]:
+            return float(max(self._n, 1))
+        t0, c0 = entry
+        c = self._c + self._n * max(now - self._t, 0.0)
+        return max((c - c0) / (now - t0), 1.0)
+
+    # hooks --------------------------------------------------------------------
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._advance(view)
+        self._arrived[job.id] = (view.now, self._c)
+        self._event = True
+
+    def on_progress(self, job: JobView, view: ClusterView) -> None:
+        self.models.observe(job)
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._advance(view)
+        self._arrived.pop(job.id, None)
+        self._expiry.pop(job.id, None)
+        self.models.forget(job)
+        self._event = True
+
+    # finish-time fairness -----------------------------------------------------
+    def rho_table(self, view: ClusterView, snap: Snapshot, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``rho`` of each job if it held ``w[j, i]`` workers from now on (``w = 0``: nothing this
+        lease, ``T_sh(0)``), and each job's ``rho`` at what it holds now."""
+        now = view.now
+        n_avg = np.array([self.contention(job, now) for job in snap.jobs])
+        need = snap.worker > 1e-12
+        per = np.where(need, snap.total[None, :] / n_avg[:, None] / np.where(need, snap.worker, 1.0), np.inf)
+        x = per.min(axis=1) if per.shape[1] else np.full(len(snap), np.inf)
+        x = np.where(np.isfinite(x), x, snap.n_max)
+        w_id = np.clip(np.floor(x), snap.n_min, snap.n_max)
+        f_id = np.where(x >= snap.n_min, 1.0, x / snap.n_min) / snap.inv_speed(w_id)
+        r = snap.remaining
+        t_id = (snap.done + r) / f_id
+        elapsed = now - snap.submit
+        wait = (elapsed + self.lease + r / f_id) / t_id
+
+        def rho(ws: np.ndarray) -> np.ndarray:  # ws: (jobs, k)
+            restart = (snap.state[:, None] == 2) | ((snap.state[:, None] == 1) & (ws != snap.cur[:, None]))
+            t_sh = elapsed[:, None] + r[:, None] * snap.inv_speed(ws) + np.where(restart, self.restart_cost, 0.0)
+            return np.where(ws > 0, t_sh / t_id[:, None], wait[:, None])
+
+        return rho(w), rho(snap.cur[:, None])[:, 0]
+
+    # decision -----------------------------------------------------------------
+    def decide(self, view: ClusterView) -> Plan:
+        self._advance(view)
+        now = view.now
+        horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
+        expired = [job for jid, job in view.running.items() if self._expiry.get(jid, -math.inf) <= horizon]
+        waiting = waiting_jobs(view)
+        if not expired and not (self._event and waiting):
+            self._event = False
+            return []
+        self._event = False
+        targets, served = self.targets(view, expired + waiting)
+        for jid, n in targets.items():
+            if n > 0:
+                self._expiry[jid] = now + self.lease
+            else:
+                self._expiry.pop(jid, None)
+        order = [view.jobs[jid] for jid in served]
+        plan = apply_targets(view, targets, order, consolidated_placer, reason="themis: lease expired")
+        started = {a.job for a in plan if isinstance(a, (Start, Resume))}
+        for job in waiting:  # a job that could not be placed holds no lease
+            if job.id not in started:
+                self._expiry.pop(job.id, None)
+        return plan
+
+    def targets(self, view: ClusterView, jobs: Sequence[JobView]) -> tuple[dict[str, int], list[str]]:
+        """Greedy worst-rho-first allocation of the free room plus what ``jobs`` hold now.
+
+        Unit 0 of a job is its minimum, unit ``i`` one more worker; the value of a unit is the
+        job's rho before it (the worst rho is served first), and a unit that would not lower
+        the job's rho is not offered. Jobs holding nothing come first (their rho is unbounded).
+        Returns worker counts and the jobs in serving order."""
+        snap = self.models.snapshot(view, jobs)
+        if not len(snap):
+            return {}, []
+        free = view.free.sum(axis=0) + snap.bundle(snap.cur)[snap.state == 1].sum(axis=0)
+        width = min(int((snap.n_max - snap.n_min).max()) + 1, int(snap.fits_units(free).max()) + 1)
+        held = np.concatenate([np.zeros((len(snap), 1), dtype=np.int64),
+                               snap.n_min[:, None] + np.arange(max(width, 1))[None, :]], axis=1)
+        table, now_rho = self.rho_table(view, snap, held)
+        before, after = table[:, :-1], table[:, 1:]
+        valid = (held[:, 1:] <= snap.n_max[:, None]) & (after < before - 1e-12)
+        valid[:, 0] = True  # a job with nothing always takes its minimum, if it fits
+        valid = np.logical_and.accumulate(valid, axis=1)
+        values = np.where(valid, before, -np.inf)
+        values[:, 0] += UNSERVED
+        now_rho = np.where(snap.state == 1, now_rho, now_rho + UNSERVED)
+        first = snap.bundle(snap.n_min)
+        rank = np.argsort(-now_rho, kind="stable")
+        n_first = max(1, math.ceil((1.0 - self.fairness) * len(snap)))
+        counts = np.zeros(len(snap), dtype=np.int64)
+        for group in (rank[:n_first], rank[n_first:]):
+            if group.size:
+                got, free = greedy_by_value(values[group], first[group], snap.worker[group], free, floor=-np.inf)
+                counts[group] = got
+        n = np.where(counts > 0, snap.n_min + counts - 1, 0)
+        served = np.argsort(-values[:, 0], kind="stable")
+        targets = dict(zip(snap.ids, n.tolist()))
+        return targets, [snap.ids[i] for i in served[n[served] > 0]]
+
+
+def make(oracle: bool = False) -> Themis:
+    """Themis-style policy on observed estimates; ``oracle`` is ignored."""
+    return Themis()

@@ -1,0 +1,92 @@
+"""Themis-style finish-time fairness (Mahajan et al., NSDI'20): worst rho first at lease expiry; properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cohabit.engine.loop import Scheduler
+from cohabit.engine.record import EventKind
+from cohabit.policies import make_policy
+from cohabit.policies.themis import Themis
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.physics import SimConfig
+from cohabit.sim.runner import simulate
+
+from conftest import small_cluster, trace_job
+from test_policy_optimus import check_terminates
+
+NO_COST = SimConfig(checkpoint_s=0.0, restore_s=0.0)
+
+
+def test_the_job_with_the_worst_rho_gets_the_gpu() -> None:
+    # One GPU, two new 1-GPU jobs, lease 100 s. Contention N = 2, so the exclusive share is half a
+    # GPU: f_id = 0.5 iteration/s (prior: 1 s per iteration). With nothing, a job waits a lease and
+    # then runs at f_id: rho(0) = (0 + 100 + W / 0.5) / (W / 0.5) = 1 + 50 / W.
+    #   A: W = 1000 -> rho 1.05;   B: W = 200 -> rho 1.25.   Worst rho: B starts, A waits.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 200, 0)]
+    pol = Themis(lease=100.0, restart_cost=0.0)
+    sched = Scheduler(small_cluster(1, 1), pol, SimBackend(jobs, NO_COST), horizon=0.0, strict=True)
+    sched.run([j.spec for j in jobs])
+    view = sched.view
+    assert list(view.running) == ["B"] and list(view.pending) == ["A"]
+    snap = pol.models.snapshot(view, [view.jobs["A"], view.jobs["B"]])
+    table, _ = pol.rho_table(view, snap, np.zeros((2, 1), dtype=np.int64))
+    assert table[:, 0] == pytest.approx([1.05, 1.25])
+
+
+def test_at_lease_expiry_a_job_holding_nothing_is_worse_off_than_any_running_one() -> None:
+    # Continuing: at t=100 B's lease ends. B ran 100 of 200 s: T_sh = 100 + 100 = 200 against
+    # T_id = 200 / 0.5 = 400 -> rho 0.5; A holds nothing, so its T_sh is unbounded: A takes the GPU.
+    # A's lease ends at 200: A has rho (200 + 900) / 2000 = 0.55 but B, holding nothing, is worse off.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 200, 0)]
+    # (tick=1: leases are checked every second, so expiries land on the second)
+    out = simulate(jobs, small_cluster(1, 1), Themis(lease=100.0, restart_cost=0.0, tick=1.0), config=NO_COST,
+                   strict=True)
+    paused = [(round(e.time), e.job) for e in out.result.record if e.kind == EventKind.PAUSED]
+    assert paused[:2] == [(100, "B"), (200, "A")]
+    # B finishes first (it needs 100 more seconds after 200): JCT 300; A: 1000 s of work by 1200
+    jct = {e.job: e.time for e in out.result.record if e.kind == EventKind.FINISHED}
+    assert jct["B"] == pytest.approx(300.0)
+    assert jct["A"] == pytest.approx(1200.0)
+
+
+def test_running_jobs_keep_their_lease_until_it_expires() -> None:
+    # C arrives at t=10 while A holds the only GPU with a lease until 100: C waits for the expiry.
+    jobs = [trace_job("A", 1, 500, 0), trace_job("C", 1, 50, 10)]
+    out = simulate(jobs, small_cluster(1, 1), Themis(lease=100.0, restart_cost=0.0, tick=1.0), config=NO_COST,
+                   strict=True)
+    first_c = min(e.time for e in out.result.record if e.kind == EventKind.STARTED and e.job == "C")
+    assert first_c == pytest.approx(100.0)
+
+
+def test_contention_is_the_time_average_of_active_jobs() -> None:
+    # A alone from 0 to 100, then A and B: A's average number of active jobs is 1.5 at t=200
+    # and 2 for B, which has always shared with A.
+    jobs = [trace_job("A", 2, 1000, 0), trace_job("B", 2, 1000, 100)]
+    pol = Themis(lease=50.0, tick=50.0)
+    sched = Scheduler(small_cluster(1, 4), pol, SimBackend(jobs, NO_COST), horizon=150.0, strict=True)
+    sched.run([j.spec for j in jobs])
+    assert pol.contention(sched.view.jobs["A"], 200.0) == pytest.approx(1.5)
+    assert pol.contention(sched.view.jobs["B"], 200.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("kw,word", [({"lease": 0}, "lease"), ({"fairness": 1.0}, "fairness"),
+                                     ({"fairness": -0.1}, "fairness"), ({"report_interval": 0.0}, "report_interval"),
+                                     ({"restart_cost": -3}, "restart_cost"), ({"tick": -1.0}, "tick")])
+def test_constructor_rejects_bad_values(kw: dict, word: str) -> None:
+    with pytest.raises(ValueError, match=word) as err:
+        Themis(**kw)
+    assert repr(next(iter(kw.values()))) in str(err.value)
+
+
+def test_registry_builds_it() -> None:
+    assert make_policy("themis").name == "themis"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31), st.sampled_from([0.0, 0.5, 0.8]))
+def test_property_no_over_allocation_and_every_job_terminates(seed: int, f: float) -> None:
+    check_terminates(Themis(lease=60.0, fairness=f, report_interval=15.0, restart_cost=5.0, tick=20.0), seed)
