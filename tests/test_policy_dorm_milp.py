@@ -83,13 +83,14 @@ def random_instance(rng: np.random.Generator) -> Problem:
     return Problem(apps, cap, previous=prev)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_milp_matches_brute_force(seed):
+@pytest.mark.parametrize("compact", [True, False])
+@pytest.mark.parametrize("seed", range(30))
+def test_milp_matches_brute_force(seed, compact):
     rng = np.random.default_rng(seed)
     prob = random_instance(rng)
     th = Thresholds(float(rng.choice([0.05, 0.1, 0.2, 1.0])), float(rng.choice([0.0, 0.3, 0.5, 1.0])))
     want = brute_force(prob, th)
-    got = solve(prob, th, mip_rel_gap=0.0)
+    got = solve(prob, th, mip_rel_gap=0.0, compact=compact)
     if want is None:
         assert got.status == "infeasible" and got.x is None
         return

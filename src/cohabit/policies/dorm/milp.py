@@ -35,6 +35,12 @@ Modelling choices, none of which changes the feasible set of (x, r):
   and 14 over servers with their smallest M: n^{t−1}_i − (n^{t−1}_i − n_min_i) r_i
   ≤ Σ_j x_{i,j} ≤ n^{t−1}_i + (n_max_i − n^{t−1}_i) r_i. Every solution of Eq. 13-14
   satisfies them; they only cut fractional points of the LP relaxation;
+* compact form (default): Eq. 14 is kept only where x^{t−1}_{i,j} > 0. With Eq. 13
+  and the upper valid inequality, r_i = 0 already forces Σ_j x_{i,j} ≤ n^{t−1}_i and
+  x_{i,j} ≥ x^{t−1}_{i,j}, hence x_i = x^{t−1}_i, so the integer solutions are the same;
+  the model shrinks from O(apps x servers) rows to O(containers) and solves faster
+  (200 x 100: optimal in 8-18 s instead of a 20 s time limit). ``compact=False`` keeps
+  every row of Eq. 14;
 * x_{i,j} gets the upper bound min(n_max_i, containers of d_i that fit an
   empty server j) (implied by Eq. 6-7); pairs where it is 0 have no column.
 
@@ -58,6 +64,9 @@ from .shares import AppDemand, container_share, inverse_capacity, theoretical_sh
 
 _TOL = 1e-9
 INF = highspy.kHighsInf
+#: ``solve(compact=None)`` drops the Eq. 14 rows of empty (app, server) pairs when running
+#: applications have more columns than this (see the module doc); 0: always.
+COMPACT_ABOVE = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,7 +232,7 @@ def keep_and_fill(problem: Problem, adjust_bound: int | None = None) -> np.ndarr
 
 
 def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0, mip_rel_gap: float = 1e-4,
-          threads: int | None = None, start: np.ndarray | None = None) -> Solution:
+          threads: int | None = None, start: np.ndarray | None = None, compact: bool | None = None) -> Solution:
     """Build P2 for ``problem`` and solve it with HiGHS (see module doc). ``start`` (apps x servers)
     is offered to HiGHS as a first incumbent (e.g. :func:`keep_and_fill`); it is used only if feasible."""
     t0 = time.perf_counter()
@@ -238,7 +247,9 @@ def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0,
                         gap=0.0, seconds=time.perf_counter() - t0)
 
     ub = problem.fit_bounds()
-    xi, xj = np.nonzero(ub > 0)  # one column per (app, server) pair that can hold a container
+    xi, xj = np.nonzero(ub > 0)
+    if compact is None:
+        compact = int(problem.running[xi].sum()) > COMPACT_ABOVE  # one column per (app, server) pair that can hold a container
     nx = xi.size
     col_l = nx + np.arange(n)  # l_i
     col_r = nx + n + np.arange(len(run_idx))  # r_i, running apps only
@@ -287,8 +298,10 @@ def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0,
         add(np.concatenate([np.arange(k13), np.arange(k13)]), np.concatenate([col_r[pos[pi]], colmap[pi, pj]]),
             np.concatenate([prev[pi, pj].astype(float), np.ones(k13)]), prev[pi, pj].astype(float),
             np.full(k13, INF))
-        # (14) M r_i − x_ij >= −x^{t-1}_ij for every column of a running app
-        sel = np.flatnonzero(problem.running[xi] & (ub[xi, xj] > prev[xi, xj]))
+        # (14) M r_i − x_ij >= −x^{t-1}_ij for every column of a running app (compact: only where
+        # x^{t-1}_ij > 0; with (13) and the upper valid cut below, r_i = 0 still pins x_i = x^{t-1}_i)
+        sel = np.flatnonzero(problem.running[xi] & (ub[xi, xj] > prev[xi, xj])
+                             & ((prev[xi, xj] > 0) if compact else True))
         k14 = sel.size
         m14 = (ub[xi[sel], xj[sel]] - prev[xi[sel], xj[sel]]).astype(float)
         add(np.concatenate([np.arange(k14), np.arange(k14)]), np.concatenate([col_r[pos[xi[sel]]], sel]),
