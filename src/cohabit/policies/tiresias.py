@@ -67,10 +67,11 @@ passage of time, not only on arrivals and completions).
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
-from itertools import chain
+from operator import attrgetter
 from statistics import NormalDist
 
 import numpy as np
@@ -99,6 +100,7 @@ MODEL_TENSOR_SKEW: dict[str, float] = {
     "bert": 0.21,  # word embeddings 30522x768 of 110 M
 }
 DEFAULT_SKEW_THRESHOLD = 0.5
+MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
 
 
 def _positive(value: object, *, allow_zero: bool = False) -> bool:
@@ -263,15 +265,19 @@ class Tiresias(BasePolicy):
         self.tick_interval = tick_interval
         self.name = ("tiresias-gittins[oracle]" if use_oracle else "tiresias-gittins") if gittins else "tiresias"
         self._oracle: Oracle | None = None
-        # per job: (service, executed, waited) when it last entered Q_1 by promotion
-        self._base: dict[str, tuple[float, float, float]] = {}
-        self._entered: dict[str, tuple[int, float]] = {}  # job -> (queue, time it entered that queue)
-        self._last_start: dict[str, float] = {}
-        self._gpus: dict[str, float] = {}
+        k = len(th) + 1
+        self._recs: dict[str, _Rec] = {}
+        self._wait: list[dict[str, _Rec]] = [{} for _ in range(k)]  # waiting jobs per queue
+        self._run: list[dict[str, _Rec]] = [{} for _ in range(k)]  # running jobs per queue, by entry
+        self._run_gpus = [0.0] * k
+        self._heap: list[tuple[float, int, str, int]] = []  # (when, seq, job, epoch): re-check a job
+        self._seq = 0
+        self._last_plan: list[tuple[bool, str]] = []  # (started?, job) of the previous plan
         self._consolidate: dict[str, bool] = {}
         self._min_nodes: dict[tuple[int, int], int] = {}
         self._dist: SizeDistribution | None = None
         self._dist_key: tuple[str, int] | None = None
+        self._dist_version = 0
         self._prior: np.ndarray | None = prior
         self.promotions = 0
 
@@ -280,11 +286,31 @@ class Tiresias(BasePolicy):
 
     # ------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
-        self._entered[job.id] = (0, view.now)
+        rec = _Rec(job, view.now)
+        g = view.gpu_col
+        per = float(view.demand_vector(job)[g]) if g is not None else 0.0
+        n = view.target_workers(job)
+        ps = view.ps_demand_vector(job)
+        rec.gpus = per * n + (float(ps[g]) * job.spec.num_ps if ps is not None and g is not None else 0.0)
+        if rec.gpus > 0:
+            rec.rate = rec.gpus
+        else:  # CPU-only: attained service is CPU-seconds
+            cpu = view.resource_index("cpu")
+            rec.rate = max(float(view.demand_vector(job)[cpu]) * n if cpu is not None else 0.0, 1e-9) or 1.0
+        ps_bytes = ps.tobytes() if ps is not None else b""
+        rec.shape = (view.demand_vector(job).tobytes() + ps_bytes, n, self.needs_consolidation(job))
+        self._recs[job.id] = rec
+        self._wait[0][job.id] = rec
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
-        for d in (self._base, self._entered, self._last_start, self._gpus, self._consolidate):
-            d.pop(job.id, None)
+        rec = self._recs.pop(job.id, None)
+        if rec is not None:
+            if rec.running:
+                del self._run[rec.q][job.id]
+                self._run_gpus[rec.q] -= rec.gpus
+            else:
+                del self._wait[rec.q][job.id]
+        self._consolidate.pop(job.id, None)
 
     # ----------------------------------------------------------- priority
     def queue_of(self, service: float) -> int:
@@ -293,28 +319,97 @@ class Tiresias(BasePolicy):
 
     def service(self, job: JobView, now: float) -> float:
         """Attained service since the job last entered ``Q_1`` (GPU-seconds)."""
-        base = self._base.get(job.id)
+        rec = self._recs.get(job.id)
         a = job.attained_service(now)
-        return a - base[0] if base is not None else a
+        return a - rec.base[0] if rec is not None and rec.base is not None else a
 
-    def _starved(self, job: JobView, now: float) -> bool:
+    def _since_top(self, rec: _Rec, now: float) -> tuple[float, float]:
+        """(executed, waited) seconds since the job last entered ``Q_1``; waiting before the first
+        start does not count (as in the authors' simulator)."""
+        job = rec.job
+        executed, waited = job.executed_time(now), job.waiting_time(now)
+        if rec.base is not None:
+            return executed - rec.base[1], waited - rec.base[2]
+        first = job.first_start
+        return executed, waited - ((first - job.spec.submit_time) if first is not None else waited)
+
+    def _starved(self, rec: _Rec, now: float) -> bool:
         """The paper's rule: waited >= starve_limit x executed, both since (re-)entering Q_1."""
-        if self.starve_limit is None or job.first_start is None:
+        if self.starve_limit is None or rec.job.first_start is None:
             return False
-        executed = job.executed_time(now)
-        waited = job.waiting_time(now)
-        base = self._base.get(job.id)
-        if base is not None:
-            executed -= base[1]
-            waited -= base[2]
-        else:
-            waited -= job.first_start - job.spec.submit_time  # queueing before the first start does not count
-        return executed > 0 and waited >= self.starve_limit * executed
+        executed, waited = self._since_top(rec, now)
+        return executed > 0 and waited >= self.starve_limit * executed - 1e-9
 
-    def _promote(self, job: JobView, now: float) -> None:
-        self._base[job.id] = (job.attained_service(now), job.executed_time(now), job.waiting_time(now))
-        self._entered[job.id] = (0, now)
+    def _push(self, when: float, rec: _Rec) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (when, self._seq, rec.job.id, rec.epoch))
+
+    def _schedule(self, rec: _Rec, now: float) -> None:
+        """Queue the next moment this job's queue may change: demotion if running, promotion if waiting."""
+        rec.epoch += 1
+        rec.g_version = -1  # its service changed: recompute its Gittins index when it waits
+        if rec.running:
+            if rec.q < len(self.thresholds):
+                left = self.thresholds[rec.q] - self.service(rec.job, now)
+                self._push(now + max(left, 0.0) / rec.rate, rec)
+        elif rec.q > 0 and self.starve_limit is not None and rec.job.first_start is not None:
+            executed, waited = self._since_top(rec, now)
+            if executed > 0:
+                self._push(now + max(self.starve_limit * executed - waited, 0.0), rec)
+
+    def _move(self, rec: _Rec, q: int, now: float) -> None:
+        """Put the job in queue ``q`` (it enters at the back)."""
+        table = self._run if rec.running else self._wait
+        del table[rec.q][rec.job.id]
+        table[q][rec.job.id] = rec
+        if rec.running:
+            self._run_gpus[rec.q] -= rec.gpus
+            self._run_gpus[q] += rec.gpus
+        rec.q = q
+        rec.entered = now
+        rec.key = (q, 0.0, now, rec.job.seq)
+
+    def _set_running(self, rec: _Rec, now: float, running: bool) -> None:
+        if rec.running == running:
+            return
+        src, dst = (self._wait, self._run) if running else (self._run, self._wait)
+        del src[rec.q][rec.job.id]
+        dst[rec.q][rec.job.id] = rec
+        self._run_gpus[rec.q] += rec.gpus if running else -rec.gpus
+        rec.running = running
+        if running:
+            rec.last_start = now
+        self._schedule(rec, now)
+
+    def _promote(self, rec: _Rec, now: float) -> None:
+        job = rec.job
+        rec.base = (job.attained_service(now), job.executed_time(now), job.waiting_time(now))
+        self._move(rec, 0, now)
         self.promotions += 1
+
+    def _catch_up(self, view: ClusterView) -> None:
+        """Undo what the scheduler refused from the last plan; apply demotions and promotions due."""
+        now = view.now
+        for started, job_id in self._last_plan:
+            rec = self._recs.get(job_id)
+            if rec is not None and rec.running != started:
+                continue  # already reconciled (e.g. finished and gone)
+            if rec is not None and (rec.job.state is JobState.RUNNING) != started:
+                self._set_running(rec, now, not started)
+        self._last_plan = []
+        heap = self._heap
+        while heap and heap[0][0] <= now + 1e-9:
+            _, _, job_id, epoch = heapq.heappop(heap)
+            rec = self._recs.get(job_id)
+            if rec is None or rec.epoch != epoch:
+                continue
+            if rec.running:
+                q = self.queue_of(self.service(rec.job, now))
+                if q > rec.q:
+                    self._move(rec, q, now)  # demotion (paper §3.2.3)
+            elif self._starved(rec, now):
+                self._promote(rec, now)
+            self._schedule(rec, now)
 
     def distribution(self, view: ClusterView) -> SizeDistribution:
         """The job-size distribution the Gittins index uses now (history, prior, or oracle)."""
@@ -327,7 +422,6 @@ class Tiresias(BasePolicy):
                     if dur is not None:
                         sizes.append(dur * float(j.spec.num_gpus))
                 self._dist = SizeDistribution(sizes or [self.prior_median])
-                self._dist_key = key
         else:
             n = len(view.history)
             key = ("history", n) if n >= self.min_history else ("prior", 0)
@@ -338,41 +432,39 @@ class Tiresias(BasePolicy):
                     if self._prior is None:
                         self._prior = lognormal_prior(self.prior_median, self.prior_sigma)
                     self._dist = SizeDistribution(self._prior)
-                self._dist_key = key
+        if self._dist_key != key:
+            self._dist_key = key
+            self._dist_version += 1
         assert self._dist is not None
         return self._dist
 
-    def _priorities(self, view: ClusterView, jobs: list[JobView]) -> dict[str, tuple[float, ...]]:
-        """Sort key per job: (queue, -Gittins index or 0, time it entered the queue, arrival order)."""
-        now = view.now
-        services = np.empty(len(jobs))
-        queues: list[int] = []
-        for i, job in enumerate(jobs):
-            a = self.service(job, now)
-            q = self.queue_of(a)
-            if q > 0 and job.state is not JobState.RUNNING and self._starved(job, now):
-                self._promote(job, now)
-                a, q = 0.0, 0
-            services[i] = a
-            queues.append(q)
-            entered = self._entered.get(job.id)
-            if entered is None or entered[0] != q:
-                self._entered[job.id] = (q, now)
-        if self.gittins and jobs:
-            uniq, inv = np.unique(services, return_inverse=True)
-            g = self.distribution(view).index(uniq, self.gittins_delta)[inv]
-        else:
-            g = np.zeros(len(jobs))
-        return {job.id: (queues[i], -float(g[i]), self._entered[job.id][1], job.seq) for i, job in enumerate(jobs)}
+    def _waiting_order(self, view: ClusterView) -> list[_Rec]:
+        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry."""
+        recs = [r for table in self._wait for r in table.values()]
+        if not self.gittins:
+            recs.sort(key=_KEY)
+            return recs
+        dist = self.distribution(view)
+        version = self._dist_version
+        stale = [r for r in recs if r.g_version != version]
+        if stale:
+            now = view.now
+            a = np.array([self.service(r.job, now) for r in stale])
+            uniq, inv = np.unique(a, return_inverse=True)
+            g = dist.index(uniq, self.gittins_delta)[inv]
+            for r, gi in zip(stale, g.tolist()):
+                r.g_index, r.g_version = gi, version
+                r.key = (r.q, -gi, r.entered, r.job.seq)
+        recs.sort(key=_KEY)
+        return recs
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
-        hit = self._gpus.get(job.id)
-        if hit is None:
-            g = view.gpu_col
-            hit = float(view.demand_vector(job)[g]) * view.target_workers(job) if g is not None else 0.0
-            self._gpus[job.id] = hit
-        return hit
+        rec = self._recs.get(job.id)
+        if rec is not None:
+            return rec.gpus
+        g = view.gpu_col
+        return float(view.demand_vector(job)[g]) * view.target_workers(job) if g is not None else 0.0
 
     def needs_consolidation(self, job: JobView) -> bool:
         """Paper §3.3: consolidate only models with a skewed tensor-size distribution."""
@@ -395,6 +487,7 @@ class Tiresias(BasePolicy):
         return hit
 
     def place(self, draft: Draft, job: JobView) -> Placement | None:
+        """Reserve a placement: consolidated-first; skewed models only on the fewest nodes."""
         view = draft.view
         n = view.target_workers(job)
         p = consolidated_first(draft, job, n)
@@ -407,70 +500,144 @@ class Tiresias(BasePolicy):
 
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        if not view.pending and not view.paused:
-            if self.tick_interval is not None and view.running:
-                self._priorities(view, list(view.running.values()))  # keep queue entry times current
+        self._catch_up(view)
+        if not any(self._wait):
             return []
         now = view.now
-        active = list(chain(view.running.values(), view.pending.values(), view.paused.values()))
-        key = self._priorities(view, active)
-        waiting = sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: key[j.id])
-        # preemption candidates, lowest priority first
-        victims = sorted(
-            (r for r in view.running.values() if now - self._last_start.get(r.id, -math.inf) >= self.min_run_time),
-            key=lambda j: key[j.id], reverse=True,
-        )
         draft = Draft(view)
-        g = view.gpu_col
         plan: Plan = []
-        failed: set[tuple[int, int, bool]] = set()
-        for job in waiting:
-            shape = (id(view.demand_vector(job)), view.target_workers(job), self.needs_consolidation(job))
+        failed: set[tuple[bytes, int, bool]] = set()  # shapes with no free room left this round
+        hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
+        victims: list[_Rec] | None = None
+        top = len(self.thresholds)
+        g = view.gpu_col
+        order = self._waiting_order(view)
+        min_need = min(r.gpus for r in order)
+        free_gpus = float(draft.free[:, g].sum()) if g is not None else math.inf
+        lower = self._lower_gpus()  # lower[q]: GPUs held by running jobs of queues below q
+        for rec in order:
+            if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
+                break  # no room and nobody left to preempt for this queue or any later one
+            job = rec.job
             p = None
-            if shape not in failed:
+            if rec.shape not in failed and free_gpus + 1e-9 >= rec.gpus:
                 p = self.place(draft, job)
                 if p is None:
-                    failed.add(shape)
-            if p is None and victims:
-                p = self._preempt_for(job, key[job.id][0], key, draft, victims, plan, g)
-                if p is not None:
-                    failed.clear()  # victims' leftover room may fit shapes that failed before
+                    failed.add(rec.shape)
+            if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
+                if victims is None:
+                    victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
+                               if now - v.last_start >= self.min_run_time]
+                got = self._preempt_for(rec, draft, victims)
+                if got is None:
+                    hopeless.add((rec.shape, rec.q))
+                else:
+                    p, paused = got
+                    for v in paused:
+                        plan.append(Pause(v.job.id, reason=f"tiresias: {job.id} is in a higher-priority queue"))
+                        self._set_running(v, now, False)
+                        self._last_plan.append((False, v.job.id))
+                    gone = {id(v) for v in paused}
+                    victims = [v for v in victims if id(v) not in gone]
+                    lower = self._lower_gpus(victims)
+                    free_gpus = (float(draft.free[:, g].sum()) + rec.gpus) if g is not None else math.inf
+                    failed.clear()  # the victims' leftover room may fit shapes that failed before
+                    hopeless.clear()
             if p is None:
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
-            self._last_start[job.id] = now
+            self._set_running(rec, now, True)
+            self._last_plan.append((True, job.id))
+            free_gpus -= rec.gpus
         return plan
 
-    def _preempt_for(self, job: JobView, q: int, key: Mapping[str, tuple[float, ...]], draft: Draft,
-                     victims: list[JobView], plan: Plan, g: int | None) -> Placement | None:
-        """Pause lower-queue running jobs, lowest priority first, until ``job`` fits; undo if it never does."""
-        lower = 0
-        while lower < len(victims) and key[victims[lower].id][0] > q:
-            lower += 1  # victims are sorted lowest priority first: the lower-queue ones lead
-        if lower == 0:
+    def _lower_gpus(self, victims: list[_Rec] | None = None) -> list[float]:
+        """Per queue q: GPUs of running jobs in queues below it (only ``victims`` if given)."""
+        k = len(self.thresholds) + 1
+        held = list(self._run_gpus) if victims is None else [0.0] * k
+        if victims is not None:
+            for v in victims:
+                held[v.q] += v.gpus
+        out = [0.0] * k
+        for q in range(k - 2, -1, -1):
+            out[q] = out[q + 1] + max(held[q + 1], 0.0)
+        return out
+
+    def _preempt_for(self, rec: _Rec, draft: Draft, victims: list[_Rec]) -> tuple[Placement, list[_Rec]] | None:
+        """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
+        only the victims it needs. None (draft untouched) if it never fits.
+
+        Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
+        and once more with every candidate given back."""
+        cands = [v for v in victims if v.q > rec.q]
+        if not cands:
             return None
-        view = draft.view
-        need = self.gpus_of(job, view)
-        if g is not None:
-            room = float(draft.free[:, g].sum()) + sum(float(v.allocation["gpu"]) for v in victims[:lower])
-            if room + 1e-9 < need:
-                return None
+        g = draft.view.gpu_col
+        free = float(draft.free[:, g].sum()) if g is not None else 0.0
+        need = rec.gpus
+        if free + sum(v.gpus for v in cands) + 1e-9 < need:
+            return None
         saved = draft.save()
-        freed = float(draft.free[:, g].sum()) if g is not None else 0.0
-        for k in range(lower):
-            v = victims[k]
-            draft.give_back(v)
-            freed += float(v.allocation["gpu"])
-            if g is not None and freed + 1e-9 < need:
+        job = rec.job
+        chosen: list[_Rec] = []
+        freed, target = free, need
+        p = None
+        for i, v in enumerate(cands):
+            draft.give_back(v.job)
+            chosen.append(v)
+            freed += v.gpus
+            if freed + 1e-9 < target and i < len(cands) - 1:
                 continue
             p = self.place(draft, job)
             if p is not None:
-                for victim in victims[: k + 1]:
-                    plan.append(Pause(victim.id, reason=f"tiresias: {job.id} is in a higher-priority queue"))
-                del victims[: k + 1]
-                return p
-        draft.restore(saved)
-        return None
+                break
+            target = max(2.0 * target, freed + 1e-9)
+        if p is None:
+            draft.restore(saved)
+            return None
+        if 1 < len(chosen) <= MAX_PRUNE:  # keep the higher-priority victims the job does not need
+            best = chosen
+            for i in range(len(chosen) - 1, -1, -1):
+                trial = [v for v in best if v is not chosen[i]]
+                if free + sum(v.gpus for v in trial) + 1e-9 < need:
+                    continue
+                draft.restore(saved)
+                for v in trial:
+                    draft.give_back(v.job)
+                if self.place(draft, job) is not None:
+                    best = trial
+            draft.restore(saved)
+            for v in best:
+                draft.give_back(v.job)
+            p = self.place(draft, job)
+            assert p is not None
+            chosen = best
+        return p, chosen
+
+
+class _Rec:
+    """What the policy keeps per active job."""
+
+    __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "rate", "shape",
+                 "g_index", "g_version", "key")
+
+    def __init__(self, job: JobView, now: float) -> None:
+        self.job = job
+        self.q = 0
+        self.entered = now
+        self.running = False
+        self.epoch = 0
+        self.base: tuple[float, float, float] | None = None  # (service, executed, waited) at promotion
+        self.last_start = -math.inf
+        self.gpus = 0.0
+        self.rate = 1.0
+        self.shape: tuple[bytes, int, bool] = (b"", 0, False)  # what placement depends on
+        self.g_index = 0.0
+        self.g_version = -1
+        self.key: tuple[int, float, float, int] = (0, 0.0, now, job.seq)  # waiting order
+
+
+_KEY = attrgetter("key")
 
 
 def make(oracle: bool = False) -> Tiresias:
