@@ -353,9 +353,9 @@ def real_apps() -> list[Any]:
                        n_max=workers, containers=workers, cmd=workload, iterations=iters).to_spec()
 
     return [
-        app("mlr-mnist", 1, 450_000, {"name": "mlr", "data": "sample", "lr": 0.1}, 0.5),
-        app("cnn", 1, 30_000, {"name": "torch-cnn", "channels": 8}, 1.0),
-        app("mlp-dp2", 2, 11_000, {"name": "torch-mlp", "hidden": 64}, 1.0),
+        app("mlr-mnist", 1, 1_500_000, {"name": "mlr", "data": "sample", "lr": 0.1}, 0.5),
+        app("cnn", 1, 110_000, {"name": "torch-cnn", "channels": 8}, 1.0),
+        app("mlp-dp2", 2, 30_000, {"name": "torch-mlp", "hidden": 64}, 1.0),
     ]
 
 
