@@ -16,7 +16,7 @@ about that many models, as a GPU's memory would.
 
 Usage:
   python bench/pack_hyperband.py --quick            # R=27, small units: about a minute
-  python bench/pack_hyperband.py                    # R=81, eta=3, both models
+  python bench/pack_hyperband.py                    # R=81, eta=3, unit 512 samples, both models
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main() -> None:
     args = ap.parse_args()
     args.R = args.R or (27 if args.quick else 81)
     args.samples = args.samples or (1280 if args.quick else 2560)
-    args.unit = args.unit or (32 if args.quick else 128)
+    args.unit = args.unit or (32 if args.quick else 512)
     torch.set_num_threads(args.threads)
     load0 = os.getloadavg()
     rows = []
