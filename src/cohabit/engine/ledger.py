@@ -6,6 +6,16 @@ devices a node does not have) so that fractional requests (Alibaba's
 ``gpu_milli``) land on one physical GPU and the simulator knows which jobs
 share a device. Whole-GPU requests take fully free devices; fractional ones
 take the best-fitting device (smallest free fraction that still fits).
+
+Pipelined groups (Harmony, ``Colocate(mode="pipelined")``; the uncoordinated
+``"naive"`` mode uses the same mechanism): a group *holds whole machines*. Its
+key is ``(mode, sorted node indices)``; node sets of groups are disjoint. The
+first member to arrive takes every node of the group out of ``free`` (it owns
+them); later members join owning nothing (their tasks time-share the group's
+machines, which is the point of co-location). When the owner leaves, the next
+member inherits the machines (like a GPU guest inheriting a device); when the
+last member leaves, the machines are free again. Nothing outside the group
+can be placed on a held node, so the group never over-allocates.
 """
 
 from __future__ import annotations
@@ -46,19 +56,22 @@ def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | N
     """
     if g <= EPS:
         return ()
+    vals = row.tolist()  # a node has few GPUs: plain Python beats numpy calls here
     if g < 1.0 - EPS:
-        ok = np.flatnonzero(row >= g - EPS)
-        if ok.size == 0:
+        best, room = -1, 2.0
+        for i, x in enumerate(vals):
+            if g - EPS <= x < room:
+                best, room = i, x
+        if best < 0:
             return None
-        best = int(ok[np.argmin(row[ok])])
         row[best] -= g
         return ((best, g),)
     k = int(round(g))
-    whole = np.flatnonzero(row >= 1.0 - EPS)
-    if whole.size < k:
+    whole = [i for i, x in enumerate(vals) if x >= 1.0 - EPS][:k]
+    if len(whole) < k:
         return None
-    row[whole[:k]] = 0.0
-    return tuple((int(i), 1.0) for i in whole[:k])
+    row[whole] = 0.0
+    return tuple((i, 1.0) for i in whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +89,7 @@ class Allocation:
     job: str
     slots: tuple[TaskSlot, ...]
     total: Resources
+    group: tuple[str, tuple[int, ...]] | None = None  # (mode, nodes) of a pipelined/naive group
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -116,6 +130,10 @@ class Ledger:
         self._vectors: dict[int, tuple[Resources, np.ndarray | None]] = {}
         self._totals: dict[tuple[int, ...], Resources] = {}
         self._fits_cache: dict[bytes, str | None] = {}
+        # pipelined groups: key (mode, nodes) -> members, first = owner of the machines
+        self.groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+        self.group_of_node: dict[int, tuple[str, tuple[int, ...]]] = {}
+        self._node_jobs: dict[int, set[str]] = {}  # node -> jobs with a task on it
 
     @property
     def gpu_col(self) -> int | None:
@@ -192,6 +210,10 @@ class Ledger:
             if not 0 <= node < self.n_nodes:
                 raise AllocationError(f"job {job!r}: node index {node} out of range 0..{self.n_nodes - 1}")
             per_node[node] = per_node.get(node, 0.0) + d
+        for node in per_node:
+            if node in self.group_of_node:
+                raise AllocationError(f"job {job!r}: node {node} is held by the {self.group_of_node[node][0]} "
+                                      f"group on nodes {list(self.group_of_node[node][1])}")
         if share_gpus and self._gpu_col is not None:
             return self._allocate_shared(job, placement, demands, per_node)
         for node, d in per_node.items():
@@ -233,15 +255,105 @@ class Ledger:
         return self._as_resources(sum(self._per_node[job].values()))
 
     def _commit(self, job: str, slots: list[TaskSlot], demands: Sequence[np.ndarray],
-                per_node: dict[int, np.ndarray], owned_total: Resources | None = None) -> Allocation:
+                per_node: dict[int, np.ndarray], owned_total: Resources | None = None,
+                group: tuple[str, tuple[int, ...]] | None = None) -> Allocation:
         for s in slots:
+            self._node_jobs.setdefault(s.node, set()).add(job)
             for dev, share in s.devices:
                 self.dev_shares.setdefault((s.node, dev), {})[job] = share
         total = owned_total if owned_total is not None else self._total_of(demands)
-        alloc = Allocation(job, tuple(slots), total)
+        alloc = Allocation(job, tuple(slots), total, group)
         self.allocations[job] = alloc
         self._per_node[job] = per_node
         return alloc
+
+    # Pipelined groups ------------------------------------------------------
+    @staticmethod
+    def group_key(mode: str, nodes: Sequence[int]) -> tuple[str, tuple[int, ...]]:
+        return (mode, tuple(sorted(int(n) for n in nodes)))
+
+    def group_blocked(self, nodes: Sequence[int], key: tuple[str, tuple[int, ...]],
+                      leaving: set[str] | frozenset[str] = frozenset()) -> str | None:
+        """Why a group ``key`` cannot hold ``nodes`` once the jobs in ``leaving`` have been released
+        (None if it can): each node must be held by group ``key`` already, or be left with no job."""
+        for n in nodes:
+            if not 0 <= n < self.n_nodes:
+                return f"node index {n} out of range 0..{self.n_nodes - 1}"
+            g = self.group_of_node.get(n)
+            if g == key:
+                continue
+            others = sorted(j for j in self._node_jobs.get(n, ()) if j not in leaving)
+            if others:
+                where = f"the {g[0]} group on nodes {list(g[1])}" if g is not None else "jobs"
+                return f"node {n} is held by {where} {others}; pause or move them first"
+        return None
+
+    def group_task_fits(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> str | None:
+        """Each task of a group member must fit its machine alone, and use no GPU (None if so)."""
+        for node, d in zip(placement, demands):
+            if self._gpu_col is not None and d[self._gpu_col] > EPS:
+                return f"job {job!r}: pipelined groups hold CPU machines; GPU tasks cannot join one"
+            short = d > self.capacity[node] + EPS
+            if short.any():
+                i = int(np.argmax(short))
+                return (f"job {job!r}: a task needs {self.names[i]}={d[i]:g} but node {node} "
+                        f"has {self.capacity[node, i]:g}")
+        return None
+
+    def allocate_group(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray], *,
+                       mode: str, nodes: Sequence[int]) -> Allocation:
+        """Place ``job`` in the group ``(mode, nodes)``: the first member takes the (wholly free)
+        machines, later members join it owning nothing. All-or-nothing."""
+        if job in self.allocations:
+            raise AllocationError(f"job {job!r} already holds an allocation")
+        if len(placement) != len(demands):
+            raise AllocationError(f"job {job!r}: placement has {len(placement)} nodes for {len(demands)} tasks")
+        key = self.group_key(mode, nodes)
+        if not set(placement) <= set(key[1]):
+            raise AllocationError(f"job {job!r}: placement {list(placement)} leaves the group's nodes {list(key[1])}")
+        reason = self.group_blocked(key[1], key) or self.group_task_fits(job, placement, demands)
+        if reason is not None:
+            raise AllocationError(reason)
+        slots = [TaskSlot(int(n), ()) for n in placement]
+        members = self.groups.get(key)
+        if members is None:  # a new group: it takes the machines whole
+            per_node = {n: self.capacity[n].copy() for n in key[1]}
+            for n in key[1]:
+                self.free[n] = 0.0
+                self.device_free[n][self.device_free[n] >= 0] = 0.0
+                self.group_of_node[n] = key
+            self.groups[key] = members = []
+            owned = self._as_resources(sum(per_node.values()))
+        else:
+            per_node = {}
+            owned = Resources()
+        members.append(job)
+        return self._commit(job, slots, demands, per_node, owned_total=owned, group=key)
+
+    def group_members(self, key: tuple[str, tuple[int, ...]]) -> tuple[str, ...]:
+        return tuple(self.groups.get(key, ()))
+
+    def _release_group(self, job: str, alloc: Allocation, per_node: dict[int, np.ndarray]) -> list[str]:
+        key = alloc.group
+        assert key is not None
+        members = self.groups[key]
+        members.remove(job)
+        if not members:  # the last member: the machines are free again
+            for n, d in per_node.items():
+                self.free[n] += d
+                self.device_free[n][self.device_free[n] >= 0] = 1.0
+            for n in key[1]:
+                del self.group_of_node[n]
+            del self.groups[key]
+            np.minimum(self.free, self.capacity, out=self.free)
+            return []
+        if not per_node:
+            return []
+        heir = members[0]  # the owner left: the next member inherits the machines
+        self._per_node[heir] = per_node
+        old = self.allocations[heir]
+        self.allocations[heir] = Allocation(heir, old.slots, self._as_resources(sum(per_node.values())), key)
+        return [heir]
 
     def _allocate_shared(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray],
                          per_node: dict[int, np.ndarray]) -> Allocation:
@@ -309,6 +421,14 @@ class Ledger:
         inheritors: list[str] = []
         alloc = self.allocations.pop(job)
         per_node = self._per_node.pop(job)
+        for node in alloc.nodes:
+            held = self._node_jobs.get(node)
+            if held is not None:
+                held.discard(job)
+                if not held:
+                    del self._node_jobs[node]
+        if alloc.group is not None:
+            return self._release_group(job, alloc, per_node)
         for key in alloc.devices:
             shares = self.dev_shares.get(key)
             if shares is None or job not in shares:
@@ -360,3 +480,11 @@ class Ledger:
                 raise AssertionError(f"GPU {key} has {guests} time-sharing guests; max_share={self.max_share}")
             if sum(shares.values()) > 1.0 + EPS:
                 raise AssertionError(f"GPU {key} owned beyond its capacity: {shares}")
+        for key, members in self.groups.items():
+            if not members or any(self.allocations[j].group != key for j in members):
+                raise AssertionError(f"group {key} has inconsistent members {members}")
+            if (self.free[list(key[1])] > EPS).any():
+                raise AssertionError(f"group {key} does not hold its machines whole")
+            owned = sum(self._per_node[j].get(n, 0.0) for j in members for n in key[1])
+            if not np.allclose(owned, self.capacity[list(key[1])].sum(axis=0)):
+                raise AssertionError(f"group {key}: owned machines {owned} differ from the group's capacity")

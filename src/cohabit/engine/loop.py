@@ -10,6 +10,7 @@ policy's mistake unless ``strict`` is set (tests use it).
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -110,6 +111,10 @@ class Scheduler:
         idle_turns = 0
         decide = self.policy.decide  # type: ignore[attr-defined]
         rec = self.record
+        # The loop makes many long-lived objects and few cycles: the cyclic collector's
+        # full sweeps only cost time here (they grow with the heap). Restored on exit.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
             while True:
                 t_arr = arrivals[i].submit_time if i < total else math.inf
@@ -146,6 +151,8 @@ class Scheduler:
                     if idle_turns > 3:
                         break
         finally:
+            if gc_was_enabled:
+                gc.enable()
             self.backend.close()
         unfinished = self._close_unfinished(i, total)
         return RunResult(
@@ -224,9 +231,14 @@ class Scheduler:
             job._iters = float(ev.data["iterations"])
             job._report_time = self.now
             job._iter_time = float(ev.data["iter_time"])
+            split = {k: float(ev.data[k]) for k in ("compute_s", "comm_s") if ev.data.get(k) is not None}
+            if split:  # the iteration split into computation and communication (subtask times)
+                job._comp_time = split.get("compute_s", job._comp_time)
+                job._comm_time = split.get("comm_s", job._comm_time)
             for name, value in ev.data.get("metrics", {}).items():
                 job._metrics.setdefault(name, []).append((job._iters, float(value)))
-            self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time)
+            self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time,
+                               **split)
             if self._hook_progress is not None:
                 self._hook_progress(job, self.view)
         elif ev.kind is BackendEventKind.FINISHED:
@@ -298,9 +310,14 @@ class Scheduler:
         return n
 
     def _place(self, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool,
-               share_gpus: bool = False, **extra: object) -> None:
+               share_gpus: bool = False, group: tuple[str, tuple[int, ...]] | None = None,
+               **extra: object) -> None:
         n = self._n_workers(job, placement)
-        alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus)
+        if group is not None:
+            alloc = self.ledger.allocate_group(job.id, placement, self._task_vectors(job.id, n),
+                                               mode=group[0], nodes=group[1])
+        else:
+            alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus)
         job._settle(self.now)
         check_transition(job.id, job._state, JobState.RUNNING)
         job._state = JobState.RUNNING
@@ -343,10 +360,15 @@ class Scheduler:
         del self.paused[job.id]
 
     def _colocate(self, a: A.Colocate) -> None:
-        """Start or resume ``a.jobs[0]`` on ``a.nodes``, time-sharing GPUs already in use
-        (Gandiva's packing, naive co-location). ``a.jobs[1:]`` name the intended hosts."""
+        """Mode ``share``: start or resume ``a.jobs[0]`` on ``a.nodes``, time-sharing GPUs already in
+        use (Gandiva's packing, naive co-location); ``a.jobs[1:]`` name the intended hosts.
+        Modes ``pipelined`` / ``naive``: see :meth:`_group`."""
+        if a.mode in A.GROUP_MODES:
+            self._group(a)
+            return
         if a.mode != "share":
-            raise Unsupported(f"Colocate mode {a.mode!r} is not supported yet (supported: 'share')")
+            raise Unsupported(f"Colocate mode {a.mode!r} is not supported "
+                              f"(supported: 'share', {', '.join(repr(m) for m in A.GROUP_MODES)})")
         if not a.jobs:
             raise ActionError("Colocate needs at least one job")
         job = self._job(a.jobs[0], JobState.PENDING, JobState.PAUSED)
@@ -354,6 +376,64 @@ class Scheduler:
         kind = EventKind.RESUMED if resumed else EventKind.STARTED
         self._place(job, a.nodes, kind, from_checkpoint=resumed, share_gpus=True, colocated_with=list(a.jobs[1:]))
         (self.paused if resumed else self.pending).pop(job.id)
+
+    def _group(self, a: A.Colocate) -> None:
+        """Put ``a.jobs`` in the group that holds machines ``a.nodes`` (Harmony's job group).
+
+        Each job runs one worker on every machine of the group (its DoP is ``len(nodes)``) and its
+        parameter servers co-located on the same machines. Pending jobs start, paused ones resume
+        from their checkpoint, running ones already in this group stay untouched, running ones
+        elsewhere move here (checkpoint at the iteration boundary, restore: a migration, or a
+        resize if their DoP changes). Members of the group not listed stay. Every machine must be
+        held by this group already or be left empty once the moving jobs have gone; otherwise the
+        whole action is refused and nothing changes."""
+        if not a.jobs or len(set(a.jobs)) != len(a.jobs):
+            raise ActionError(f"Colocate needs distinct jobs, got {list(a.jobs)}")
+        nodes = tuple(int(n) for n in a.nodes)
+        if not nodes or len(set(nodes)) != len(nodes):
+            raise ActionError(f"Colocate({a.mode!r}) needs distinct nodes, got {list(a.nodes)}")
+        key = self.ledger.group_key(a.mode, nodes)
+        jobs = [self._job(j, JobState.PENDING, JobState.PAUSED, JobState.RUNNING) for j in a.jobs]
+        placements = {j.id: self._group_placement(j, nodes) for j in jobs}
+        for j in jobs:
+            self._n_workers(j, placements[j.id])
+        alloc_of = self.ledger.allocations
+        joining = [j for j in jobs if j._state is not JobState.RUNNING or alloc_of[j.id].group != key]
+        movers = {j.id for j in joining if j._state is JobState.RUNNING}
+        reason = self.ledger.group_blocked(nodes, key, movers)
+        for j in joining:
+            if reason is None:
+                reason = self.ledger.group_task_fits(j.id, placements[j.id],
+                                                     self._task_vectors(j.id, len(nodes)))
+        if reason is not None:
+            raise AllocationError(reason)
+        kinds: dict[str, EventKind] = {}
+        for j in joining:  # every mover leaves its old place first (checkpoint at the iteration boundary)
+            if j.id in movers:
+                j._settle(self.now)
+                resized = j.n_workers != len(nodes)
+                self._release(j.id)
+                self.backend.halt(j.id, self.now, checkpoint=True)
+                del self.running[j.id]
+                kinds[j.id] = EventKind.RESIZED if resized else EventKind.MIGRATED
+        for j in joining:
+            kind = kinds.get(j.id)
+            if kind is None:
+                kind = EventKind.RESUMED if j._state is JobState.PAUSED else EventKind.STARTED
+            elif kind is EventKind.RESIZED:
+                j._resizes += 1
+            else:
+                j._migrations += 1
+            others = [o for o in a.jobs if o != j.id]
+            self._place(j, placements[j.id], kind, from_checkpoint=kind is not EventKind.STARTED, group=key,
+                        group_nodes=list(key[1]), mode=a.mode, colocated_with=others)
+            self.pending.pop(j.id, None)
+            self.paused.pop(j.id, None)
+
+    @staticmethod
+    def _group_placement(job: JobView, nodes: tuple[int, ...]) -> A.Placement:
+        """One worker per machine of the group, parameter servers co-located round-robin."""
+        return nodes + tuple(nodes[i % len(nodes)] for i in range(job.spec.num_ps))
 
     def _unplace(self, job: JobView) -> None:
         job._settle(self.now)
@@ -375,6 +455,10 @@ class Scheduler:
         """Checkpoint ``job``, release it, and restore it on ``placement`` (Migrate / Resize)."""
         old = job._placement
         n_new = self._n_workers(job, placement)
+        alloc_now = self.ledger.allocations.get(job.id)
+        if alloc_now is not None and alloc_now.group is not None:
+            raise ActionError(f"job {job.id!r} is in a {alloc_now.group[0]} group; move it with Colocate "
+                              f"or Pause it")
         job._settle(self.now)
         self._release(job.id)
         try:

@@ -59,14 +59,16 @@ class Draft:
         """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit."""
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
-        saved_free, saved_dev = free.copy(), dev.copy()
+        nodes = sorted(set(placement))
+        saved = [(n, free[n].copy(), dev[n].copy()) for n in nodes]  # only the rows touched
         g = self.view.gpu_col
         for node, d in zip(placement, vecs):
             free[node] -= d
             got = take_devices(dev[node], float(d[g]) if g is not None else 0.0)
             if got is None or (free[node] < -1e-9).any():
-                free[:] = saved_free
-                dev[:] = saved_dev
+                for n, f_row, d_row in saved:
+                    free[n] = f_row
+                    dev[n] = d_row
                 return False
         return True
 
