@@ -72,13 +72,28 @@ class Stop:
     outcome: Literal["stopped-early", "cancelled"] = "stopped-early"
 
 
+GROUP_MODES = ("pipelined", "naive")
+"""Colocate modes where the jobs form a group that holds whole machines (see ``Ledger``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Colocate:
-    """Run ``jobs`` together on ``nodes`` (Harmony subtask pipelining, Gandiva packing)."""
+    """Run ``jobs`` together on ``nodes`` (Harmony subtask pipelining, Gandiva packing).
+
+    * ``mode="share"``: start or resume ``jobs[0]`` time-sharing the GPUs already in use on
+      ``nodes`` (one node per task); ``jobs[1:]`` name the intended hosts.
+    * ``mode="pipelined"`` (Harmony, Lee et al.): ``jobs`` form a job group holding the machines
+      ``nodes``; each job runs a worker on every machine (DoP = ``len(nodes)``) and its
+      parameter servers co-located, and their COMP / COMM subtasks are interleaved by the
+      runtime. Pending jobs start, paused jobs resume, running jobs elsewhere move in at an
+      iteration boundary; members already in the group stay.
+    * ``mode="naive"``: the same group of machines, shared without subtask coordination (the
+      naively co-located baseline).
+    """
 
     jobs: tuple[str, ...]
     nodes: tuple[int, ...]
-    mode: str = "share"  # "share": time-share GPUs; "pipelined" (Harmony) comes with subtasks
+    mode: str = "share"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,8 @@ from .ledger import Allocation
 
 
 class BackendEventKind(StrEnum):
-    PROGRESS = "progress"  # data: iterations (done so far), iter_time (measured s/iteration)
+    PROGRESS = "progress"  # data: iterations (done so far), iter_time (measured s/iteration);
+    # optional compute_s / comm_s (seconds/iteration computing and communicating: subtask times)
     FINISHED = "finished"
     FAILED = "failed"  # data: reason
 

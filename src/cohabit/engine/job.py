@@ -24,7 +24,7 @@ class JobView:
     __slots__ = (
         "_spec", "_state", "_placement", "_alloc", "_gpus", "_first_start", "_attained", "_run_time",
         "_since", "_preemptions", "_migrations", "_resizes", "_iters", "_report_time", "_iter_time",
-        "_metrics", "_reason", "_end_time", "_seq",
+        "_metrics", "_reason", "_end_time", "_seq", "_comp_time", "_comm_time",
     )
 
     def __init__(self, spec: JobSpec, seq: int) -> None:
@@ -44,6 +44,8 @@ class JobView:
         self._iters = 0.0
         self._report_time = spec.submit_time
         self._iter_time: float | None = None
+        self._comp_time: float | None = None
+        self._comm_time: float | None = None
         self._metrics: dict[str, list[tuple[float, float]]] = {}
         self._reason = ""
         self._end_time: float | None = None
@@ -127,6 +129,17 @@ class JobView:
     def iter_time(self) -> float | None:
         """Measured seconds per iteration at the current placement (None before the first report)."""
         return self._iter_time
+
+    @property
+    def comp_time(self) -> float | None:
+        """Measured computation seconds per iteration (COMP subtasks), as last reported; None if the
+        backend does not split iterations. Reported at the placement of that report."""
+        return self._comp_time
+
+    @property
+    def comm_time(self) -> float | None:
+        """Measured communication seconds per iteration (PULL + PUSH subtasks), as last reported."""
+        return self._comm_time
 
     @property
     def reported_iterations(self) -> float:

@@ -5,7 +5,11 @@ keeps a heap of future events (first measured iteration -> a progress report;
 completion) and jumps time between them. Pause checkpoints all progress;
 resume and migrate pay ``checkpoint_s + restore_s`` before progress continues.
 When jobs join or leave a shared GPU, the speeds of everyone on it change and
-their events are rescheduled.
+their events are rescheduled. Parameter-server jobs with a ``PSTruth`` (Harmony)
+run in groups: the members of one pipelined or naive group (same
+``Allocation.group``), or alone on dedicated machines; when a member joins or
+leaves, ``harmony_physics.group_speeds`` gives every member its new speed and
+the telemetry it reports (computation and communication seconds per iteration).
 
 The truth (``JobTruth`` per job) lives only here. The scheduler receives
 specs; a policy receives a ``ClusterView``, which has no path to this object.
@@ -21,6 +25,7 @@ from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
+from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import SimConfig, colocation_factor, solo_rate
 from .truth import JobTruth, TraceJob
 
@@ -29,7 +34,7 @@ _EPS = 1e-9
 
 
 class _Run:
-    __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices")
+    __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -41,6 +46,8 @@ class _Run:
         self.t0 = t0  # progress accrues from here (after any restore delay)
         self.version = 0
         self.devices = alloc.devices
+        self.group: tuple = ()  # parameter-server jobs: the key of the group of jobs sharing its machines
+        self.speed: MemberSpeed | None = None
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -57,6 +64,10 @@ class SimBackend:
         self._heap: list[tuple[float, int, int, str, int]] = []
         self._seq = 0
         self._device_jobs: dict[tuple[int, int], set[str]] = {}
+        self._ps_groups: dict[tuple, set[str]] = {}
+        #: parameter-server work done (machine-seconds): "cpu" = iterations x T_cpu on one machine,
+        #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful)
+        self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -72,10 +83,21 @@ class SimBackend:
         if truth is None:
             raise ValueError(f"SimBackend has no ground truth for job {spec.id!r}; submit it through a trace")
         done = self._checkpoint.get(spec.id, 0.0) if from_checkpoint else 0.0
+        touched: set[str] = {spec.id}
+        if truth.ps is not None:
+            m = len(set(alloc.nodes[: len(alloc.slots) - spec.num_ps]))
+            run = _Run(spec, truth, alloc, 0.0, done, now + launch_delay(truth.ps, m, from_checkpoint,
+                                                                          self.cfg.harmony))
+            run.group = alloc.group if alloc.group is not None else ("solo", spec.id)
+            members = self._ps_groups.setdefault(run.group, set())
+            touched |= members
+            members.add(spec.id)
+            self._runs[spec.id] = run
+            self._reschedule(touched, now)
+            return
         delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else 0.0
         run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
         self._runs[spec.id] = run
-        touched: set[str] = {spec.id}
         for dev in run.devices:
             occ = self._device_jobs.setdefault(dev, set())
             touched |= occ
@@ -86,9 +108,17 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
+        self._fold(run, now)
         if checkpoint:
             self._checkpoint[job] = min(run.done_at(now), float(run.truth.iterations))
         touched: set[str] = set()
+        if run.group:
+            members = self._ps_groups.get(run.group)
+            if members is not None:
+                members.discard(job)
+                touched |= members
+                if not members:
+                    del self._ps_groups[run.group]
         for dev in run.devices:
             occ = self._device_jobs.get(dev)
             if occ is not None:
@@ -104,19 +134,48 @@ class SimBackend:
         return run.done_at(now) if run is not None else self._checkpoint.get(job, 0.0)
 
     # ---------------------------------------------------------- physics
+    def _fold(self, run: _Run, now: float) -> None:
+        """Fold progress up to ``now`` at the current rate (and count parameter-server work)."""
+        if now > run.t0:
+            done = min(run.done_at(now), float(run.truth.iterations))
+            ps = run.truth.ps
+            if ps is not None and done > run.done:
+                m = len(run.alloc.slots) - run.spec.num_ps
+                self.ps_work["cpu"] += (done - run.done) * ps.t_cpu1
+                self.ps_work["net"] += (done - run.done) * ps.t_net * m
+            run.done = done
+            run.t0 = now
+
+    def _ps_speeds(self, jobs: set[str]) -> None:
+        """New speeds of every parameter-server group that ``jobs`` belong to."""
+        for key in {self._runs[j].group for j in jobs if j in self._runs and self._runs[j].group}:
+            members = sorted(self._ps_groups.get(key, ()))
+            if not members:
+                continue
+            runs = [self._runs[j] for j in members]
+            mode = key[0] if key[0] != "solo" else None
+            m = len(runs[0].alloc.slots) - runs[0].spec.num_ps
+            speeds = group_speeds(mode, tuple(r.truth.ps for r in runs), m, self.cfg.harmony)  # type: ignore[misc]
+            for r, sp in zip(runs, speeds):
+                r.speed = sp
+
     def _reschedule(self, jobs: set[str], now: float) -> None:
-        """Recompute speeds of ``jobs`` (their GPU sharing may have changed) and their next events."""
+        """Recompute speeds of ``jobs`` (their GPU sharing or group may have changed) and their next events."""
+        for jid in jobs:
+            run = self._runs.get(jid)
+            if run is not None:
+                self._fold(run, now)  # progress up to now at the old rate
+        self._ps_speeds(jobs)
         for jid in jobs:
             run = self._runs.get(jid)
             if run is None:
                 continue
-            # fold progress up to now at the old rate
-            if now > run.t0:
-                run.done = run.done_at(now)
-                run.t0 = now
-            others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
-            factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
-            run.rate = run.solo * factor
+            if run.speed is not None:
+                run.rate = 1.0 / run.speed.iter_time
+            else:
+                others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
+                factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
+                run.rate = run.solo * factor
             self._seq += 1
             run.version = self._seq  # globally unique: a relaunched job never matches stale entries
             remaining = max(run.truth.iterations - run.done, 0.0)
@@ -166,10 +225,14 @@ class SimBackend:
             else:
                 done = run.done_at(t)
                 total = float(run.truth.iterations)
-                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, {
+                data = {
                     "iterations": done, "iter_time": 1.0 / run.rate,
                     "metrics": {"loss": run.truth.loss_at(done / total, jid)},
-                }))
+                }
+                if run.speed is not None:  # the runtime's subtask timers
+                    data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
+                                mem_gb=run.speed.mem_gb)
+                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
                 every = self.cfg.report_interval_s
                 if every is not None:
                     nxt = t + every

@@ -14,6 +14,9 @@ task slots, from the embedded measured profiles:
 * any job sharing a GPU device: times the measured co-location speed of the
   models on that device (``profiles.colocation``, Lucid's pairs).
 
+Harmony's parameter-server jobs (a ``JobTruth`` with ``ps``) take their speed from
+``sim.harmony_physics`` instead: per group of jobs sharing machines, pipelined or not.
+
 This module is simulator-only: policies never import it.
 """
 
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..engine.ledger import Allocation
 from ..spec.job import JobSpec
+from .harmony_physics import HarmonyWorld
 from .profiles.colocation import shared_gpu_speed
 from .profiles.placement import SpreadModel
 from .profiles.pollux import POLLUX_APPS, pollux_throughput
@@ -42,6 +46,7 @@ class SimConfig:
     gpus_per_node: int = 8
     report_interval_s: float | None = None  # periodic progress + loss reports; None: first iteration only
     spread: SpreadModel = field(default_factory=SpreadModel)
+    harmony: HarmonyWorld = field(default_factory=HarmonyWorld)  # parameter-server jobs with a PSTruth
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_s", "restore_s"):

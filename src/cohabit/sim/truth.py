@@ -15,6 +15,47 @@ from ..spec.job import JobSpec
 
 
 @dataclass(frozen=True, slots=True)
+class PSTruth:
+    """Ground truth of a parameter-server job in Harmony's world (``sim.harmony_physics``).
+
+    One iteration is PULL (network) -> COMP (CPU) -> PUSH (network) on every machine of the
+    job's group, with a worker and a server shard co-located on each machine (Lee et al.).
+
+    * ``t_cpu1``: seconds of one COMP subtask on a single machine, input in memory and no
+      memory pressure; on ``m`` machines it takes ``t_cpu1 / m`` (Harmony Eq. 2).
+    * ``t_pull`` / ``t_push``: seconds of the PULL and PUSH subtasks alone on the link
+      (independent of the DoP, as the paper observes); ``t_net = t_pull + t_push``.
+    * ``input_gb`` / ``model_gb``: input data and model sizes (Table I of the paper).
+    * ``iters_per_epoch``: iterations in one pass over the input (the share of the input one
+      COMP subtask reads: what must be reloaded from disk per iteration for spilled blocks).
+    * ``deser``: extra CPU for deserialising reloaded blocks, as a fraction of COMP time when
+      every block is on disk (alpha = 1).
+    """
+
+    t_cpu1: float
+    t_pull: float
+    t_push: float
+    input_gb: float
+    model_gb: float
+    iters_per_epoch: int = 20
+    deser: float = 0.15
+
+    @property
+    def t_net(self) -> float:
+        return self.t_pull + self.t_push
+
+    def __post_init__(self) -> None:
+        for name in ("t_cpu1", "t_pull", "t_push", "input_gb", "model_gb", "deser"):
+            v = getattr(self, name)
+            if not v >= 0:
+                raise ValueError(f"PSTruth.{name} must be >= 0, got {v!r}")
+        if not self.t_cpu1 > 0 or not self.t_net > 0:
+            raise ValueError("PSTruth needs t_cpu1 > 0 and t_pull + t_push > 0")
+        if self.iters_per_epoch < 1:
+            raise ValueError(f"PSTruth.iters_per_epoch must be >= 1, got {self.iters_per_epoch!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class JobTruth:
     """Ground truth of one job.
 
@@ -29,6 +70,8 @@ class JobTruth:
       follow the profile: iterations at the smallest profiled batch for Pollux
       applications, samples for DL2 parameter-server models.
     * ``loss_curve``: (a, b, c) of the job's loss curve (see :meth:`loss_at`).
+    * ``ps``: a Harmony parameter-server job's subtask times and data sizes (:class:`PSTruth`);
+      when set, ``sim.harmony_physics`` gives its speed (``iterations`` to convergence).
     """
 
     iterations: int
@@ -36,6 +79,7 @@ class JobTruth:
     ref_workers: int = 1
     app: str | None = None
     loss_curve: tuple[float, float, float] | None = None
+    ps: PSTruth | None = None
 
     def loss_at(self, fraction: float, job_id: str = "") -> float:
         """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
