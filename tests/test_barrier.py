@@ -108,14 +108,42 @@ def test_policies_cannot_mutate_what_they_see() -> None:
     assert seen["done"]
 
 
+def sim_imports(source: str, package: list[str]) -> list[str]:
+    """Imports of ``cohabit.sim`` in ``source``, a module of ``package`` (e.g. ["cohabit", "policies"])."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            names = [".".join(base + ([node.module] if node.module else []))]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        out += [n for n in names if n == "cohabit.sim" or n.startswith("cohabit.sim.")]
+    return out
+
+
 def test_policy_modules_do_not_import_the_simulator() -> None:
     import pathlib
 
     import cohabit.policies as pol
 
     root = pathlib.Path(pol.__file__).parent
-    offenders = [
-        str(p.relative_to(root)) for p in root.rglob("*.py")
-        if "cohabit.sim" in p.read_text() or "from ..sim" in p.read_text()
-    ]
-    assert offenders == []
+    offenders = {}
+    for path in root.rglob("*.py"):
+        package = ["cohabit", "policies", *path.relative_to(root).parts[:-1]]
+        found = sim_imports(path.read_text(), package)
+        if found:
+            offenders[str(path.relative_to(root))] = found
+    assert offenders == {}
+
+
+def test_the_import_check_catches_direct_and_relative_imports() -> None:
+    pol, dorm = ["cohabit", "policies"], ["cohabit", "policies", "dorm"]
+    assert sim_imports("import cohabit.sim.physics", pol) == ["cohabit.sim.physics"]
+    assert sim_imports("from ..sim.backend import SimBackend", pol) == ["cohabit.sim.backend"]
+    assert sim_imports("from ...sim import truth", dorm) == ["cohabit.sim"]
+    assert sim_imports("from ..engine.view import ClusterView\n# cohabit.sim in a comment", pol) == []
+    assert sim_imports("from .sim import x", pol) == []  # cohabit.policies.sim, not the simulator

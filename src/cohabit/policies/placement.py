@@ -19,17 +19,20 @@ from ..engine.view import ClusterView
 
 
 class Draft:
-    __slots__ = ("view", "_free", "_dev")
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self._free: np.ndarray | None = None
         self._dev: np.ndarray | None = None
+        self._total: np.ndarray | None = None  # column sums of _free, kept in step with it
+        self._no_room: set[tuple[int, int]] = set()  # (demand row id, workers) that failed since room last grew
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
             self._free = self.view.free.copy()
             self._dev = self.view.device_free.copy()
+            self._total = self._free.sum(axis=0)
         assert self._dev is not None
         return self._free, self._dev
 
@@ -54,6 +57,8 @@ class Draft:
         free, dev = self._arrays()
         free[:] = saved[0]
         dev[:] = saved[1]
+        self._total = free.sum(axis=0)
+        self._no_room.clear()
 
     def reserve(self, job: JobView, placement: Placement) -> bool:
         """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit."""
@@ -70,6 +75,8 @@ class Draft:
                     free[n] = f_row
                     dev[n] = d_row
                 return False
+        assert self._total is not None
+        self._total -= np.sum(vecs, axis=0)
         return True
 
     def give_back(self, job: JobView) -> None:
@@ -83,12 +90,29 @@ class Draft:
             free[slot.node] += d
             for i, share in slot.devices:
                 dev[slot.node, i] += share
+        self._total = free.sum(axis=0)
+        self._no_room.clear()
+
+    def could_fit(self, job: JobView, n_workers: int) -> bool:
+        """Cheap necessary condition: the total free room covers the job's workers, and no job
+        of the same shape failed to fit since room last grew in this draft."""
+        self._arrays()
+        w = self.view.demand_vector(job)
+        if (id(w), n_workers) in self._no_room:
+            return False
+        assert self._total is not None
+        return bool((self._total >= w * n_workers - 1e-9).all())
 
     def place(self, job: JobView, n_workers: int | None = None) -> Placement | None:
         """Find and reserve a placement (see :func:`consolidated_first`); None if none fits."""
-        p = consolidated_first(self, job, n_workers)
+        n = self.view.target_workers(job) if n_workers is None else n_workers
+        if not self.could_fit(job, n):
+            return None
+        p = consolidated_first(self, job, n)
         if p is not None and self.reserve(job, p):
             return p
+        if job.spec.num_ps == 0:  # same-shape jobs cannot fit either until room grows
+            self._no_room.add((id(self.view.demand_vector(job)), n))
         return None
 
 

@@ -90,6 +90,8 @@ class SRTF(BasePolicy):
                      victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:
         """Pause the longest-remaining running jobs until ``job`` fits; undo if it never does."""
         mine = self.remaining(job, view)
+        if not victims or victims[0][0] <= mine + self.preempt_margin:
+            return None  # nobody has enough more work left to be worth pausing
         saved = draft.save()
         chosen: list[int] = []
         for k, (rem, r) in enumerate(victims):
