@@ -282,17 +282,27 @@ def naive_cycle(comp: np.ndarray, pull: np.ndarray, push: np.ndarray, world: Har
     """Per-job (iteration, COMP, COMM) seconds of uncoordinated co-location (fluid model).
 
     Jobs in the same phase share that resource equally; ``n`` jobs on one resource together get
-    ``1 / (1 + c (n - 1))`` of it (contention loss ``c``)."""
+    ``1 / (1 + c (n - 1))`` of it (contention loss ``c``). Job ``j`` starts ``j / k`` of its
+    iteration late, so that jobs are not artificially in lockstep."""
     k = len(comp)
     work = [pull, comp, push]
     phase = np.zeros(k, dtype=np.int64)
     left = np.array([float(pull[j]) for j in range(k)])
-    started = np.zeros(k)
+    # staggered starts: job j begins j/k of an iteration late (jobs do not start in lockstep)
+    wake = np.array([j / k * float(pull[j] + comp[j] + push[j]) for j in range(k)])
+    started = wake.copy()
     t = 0.0
     ends: list[list[float]] = [[] for _ in range(k)]
     spent = np.zeros((k, 3))  # time in each phase, iterations after _SKIP
-    active = np.ones(k, dtype=bool)
+    active = wake <= 0
     while min(len(e) for e in ends) < _CYCLES:  # everyone runs on until all have enough iterations
+        if not active.all():
+            nxt = float(wake[~active].min())
+            woke = ~active & (wake <= t + 1e-12)
+            active |= woke
+            if not active.any():
+                t = nxt
+                continue
         on_net = active & (phase != 1)
         on_cpu = active & (phase == 1)
         n_net, n_cpu = int(on_net.sum()), int(on_cpu.sum())
@@ -303,6 +313,8 @@ def naive_cycle(comp: np.ndarray, pull: np.ndarray, push: np.ndarray, world: Har
             rate[on_cpu] = 1.0 / (n_cpu * (1.0 + world.cpu_contention * (n_cpu - 1)))
         dt_each = np.where(active, left / np.where(rate > 0, rate, 1.0), math.inf)
         dt = float(dt_each.min())
+        if not active.all():
+            dt = min(dt, float(wake[~active].min()) - t)
         t += dt
         left = np.where(active, left - rate * dt, left)
         for j in np.flatnonzero(active & (left <= 1e-12 * (1 + t))):

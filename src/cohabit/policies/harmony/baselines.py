@@ -4,7 +4,8 @@
   dedicated allocation). Its DoP keeps the CPU busy: the largest ``m`` whose CPU utilisation
   ``(c/m) / (c/m + T_net)`` stays at least ``u_target`` (the paper: "we try to maximize the
   CPU utilization rates ... by reducing the network overheads"), and at least the machines
-  whose memory holds the job (no spilling). Jobs start in arrival order; later jobs backfill
+  whose memory holds the job (no spilling) within ``mem_fraction`` of the usable memory (0.7:
+  clear of garbage-collection pressure). Jobs start in arrival order; later jobs backfill
   free machines.
 * :class:`NaiveGroups` (``harmony-naive``): machines shared by up to ``jobs_per_group`` jobs
   without subtask coordination (``Colocate(mode="naive")``, Gandiva-like packing with no
@@ -56,12 +57,12 @@ def usable_gb(view: ClusterView, reserved_gb: float) -> float:
     return (float(view.capacity[:, i].min()) if i is not None else math.inf) - reserved_gb
 
 
-def isolated_dop(job: JobView, view: ClusterView, u_target: float, reserved_gb: float) -> int:
+def isolated_dop(job: JobView, view: ClusterView, u_target: float, reserved_gb: float, mem_fraction: float = 0.7) -> int:
     """The DoP of :class:`Isolated` (see module doc), within the job's bounds and the cluster."""
     n = view.capacity.shape[0]
     prof = declared(job)
     inp, mod = sizes(job)
-    floor = memory_floor([inp], [mod], usable_gb(view, reserved_gb), spill=False)
+    floor = memory_floor([inp], [mod], usable_gb(view, reserved_gb) * mem_fraction, spill=False)
     if prof is None:
         m = view.target_workers(job)
     else:
@@ -83,10 +84,13 @@ def _free_nodes(view: ClusterView) -> list[int]:
 class Isolated(BasePolicy):
     """Dedicated machines per job at a CPU-utilisation-keeping DoP (see module doc)."""
 
-    def __init__(self, u_target: float = 0.5, reserved_gb: float = 4.0, backfill: bool = True,
-                 name: str = "harmony-isolated") -> None:
+    def __init__(self, u_target: float = 0.7, reserved_gb: float = 4.0, backfill: bool = True,
+                 mem_fraction: float = 0.7, name: str = "harmony-isolated") -> None:
         if not 0 < u_target < 1:
             raise ValueError(f"u_target must lie in (0, 1), got {u_target!r}")
+        if not 0 < mem_fraction <= 1:
+            raise ValueError(f"mem_fraction must lie in (0, 1], got {mem_fraction!r}")
+        self.mem_fraction = mem_fraction
         self.u_target = u_target
         self.reserved_gb = reserved_gb
         self.backfill = backfill
@@ -96,7 +100,7 @@ class Isolated(BasePolicy):
         free = _free_nodes(view)
         plan: Plan = []
         for job in _waiting(view):
-            m = isolated_dop(job, view, self.u_target, self.reserved_gb)
+            m = isolated_dop(job, view, self.u_target, self.reserved_gb, self.mem_fraction)
             if len(free) >= m:
                 nodes, free = tuple(free[:m]), free[m:]
                 placement = nodes + tuple(nodes[i % m] for i in range(job.spec.num_ps))
@@ -109,13 +113,15 @@ class Isolated(BasePolicy):
 class NaiveGroups(BasePolicy):
     """Machines shared by a few jobs, no coordination, no model (see module doc)."""
 
-    def __init__(self, jobs_per_group: int = 2, mode: str = "naive", u_target: float = 0.5,
-                 reserved_gb: float = 4.0, seed: int | None = None, name: str = "harmony-naive") -> None:
+    def __init__(self, jobs_per_group: int = 2, mode: str = "naive", u_target: float = 0.7,
+                 reserved_gb: float = 4.0, mem_fraction: float = 0.7, seed: int | None = None,
+                 name: str = "harmony-naive") -> None:
         if jobs_per_group < 1:
             raise ValueError(f"jobs_per_group must be >= 1, got {jobs_per_group!r}")
         if mode not in ("naive", "pipelined"):
             raise ValueError(f"mode must be 'naive' or 'pipelined', got {mode!r}")
         self.jobs_per_group = jobs_per_group
+        self.mem_fraction = mem_fraction
         self.mode = mode
         self.u_target = u_target
         self.reserved_gb = reserved_gb
@@ -128,7 +134,7 @@ class NaiveGroups(BasePolicy):
             return []
         groups = {k: list(v) for k, v in current_groups(view, self.mode).items()}
         free = _free_nodes(view)
-        usable = usable_gb(view, self.reserved_gb)
+        usable = usable_gb(view, self.reserved_gb) * self.mem_fraction
         changed = False
         for job in waiting:
             room = []
@@ -143,7 +149,7 @@ class NaiveGroups(BasePolicy):
                 groups[pick].append(job.id)
                 changed = True
                 continue
-            m = isolated_dop(job, view, self.u_target, self.reserved_gb)
+            m = isolated_dop(job, view, self.u_target, self.reserved_gb, self.mem_fraction)
             if len(free) >= m:
                 nodes, free = tuple(free[:m]), free[m:]
                 groups[nodes] = [job.id]

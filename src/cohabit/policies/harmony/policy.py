@@ -167,7 +167,8 @@ class Harmony(BasePolicy):
         waiting = [j for j in sorted(view.paused.values(), key=lambda j: j.seq) if j.id in self.book]
         waiting += [j for j in view.pending.values() if j.id in self.book]
         profiling = [j for j in view.running if j not in self.book]
-        unprofiled = [j for j in view.pending.values() if j.id not in self.book]
+        unprofiled = sorted((j for j in list(view.pending.values()) + list(view.paused.values())
+                             if j.id not in self.book), key=lambda j: j.seq)
         stats = {j.id: self._stat(j) for j in list(view.running.values()) + waiting if j.id in self.book}
         before = [(_Group(g.nodes, list(g.jobs))) for g in groups]
 
@@ -208,7 +209,24 @@ class Harmony(BasePolicy):
         nodes = assign_nodes(list(zip(got.groups, got.machines)), [(g.nodes, g.jobs) for g in groups], pool)
         if nodes is None:
             return groups
-        return [_Group(ns, list(js)) for js, ns in zip(got.groups, nodes)]
+        new = [_Group(ns, list(js)) for js, ns in zip(got.groups, nodes)]
+        self._carry_profiling(groups, new, stats)
+        return new
+
+    @staticmethod
+    def _carry_profiling(old: Sequence[_Group], new: list[_Group], stats: dict[str, JobStat]) -> None:
+        """Jobs still being profiled (no stats yet) in regrouped groups keep running: in the new
+        group on the same machines if there is one, else in the new group with fewest machines."""
+        if not new:
+            return
+        for g in old:
+            for j in g.jobs:
+                if j in stats:
+                    continue
+                home = next((x for x in new if x.nodes == g.nodes), None)
+                if home is None:
+                    home = min(new, key=lambda x: (len(x.nodes), x.nodes))
+                home.jobs.append(j)
 
     # --------------------------------------------------------------- completion
     def _repair(self, view: ClusterView, groups: list[_Group], free: list[int], waiting: set[str],
@@ -267,6 +285,7 @@ class Harmony(BasePolicy):
             if nodes is None:
                 continue
             new = [_Group(ns, list(js)) for js, ns in zip(got.groups, nodes)]
+            self._carry_profiling(scope, new, stats)
             rest = [g for g in groups if g not in scope]
             cand = rest + new
             old_at = {j: g.nodes for g in scope for j in g.jobs}
