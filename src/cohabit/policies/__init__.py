@@ -32,6 +32,9 @@ REGISTRY: dict[str, str] = {
     "dorm-2": "cohabit.policies.dorm.policy:make_2",
     "dorm-3": "cohabit.policies.dorm.policy:make_3",
     "naive": "cohabit.policies.naive:make",
+    "harmony": "cohabit.policies.harmony.policy:make",
+    "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
+    "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
 }
 
 
