@@ -15,10 +15,11 @@ COMP (CPU) -> PUSH (network). Three ways of running, one per group mode:
   error measures. The secondary network subtask of the paper is not modelled (COMM subtasks
   are serial on the link).
 * ``"naive"`` (the naively co-located baseline): no coordination. Jobs run their phases
-  whenever they like; CPU and link are processor-shared by the jobs currently in that phase,
-  with a contention loss per extra job (``cpu_contention``, ``net_contention``: cache and
-  context-switch thrashing, TCP contention). :func:`naive_cycle` integrates this fluid model.
-  No spilling: every job's input and model stay in memory.
+  whenever they like, so their phases drift independently; CPU and link are processor-shared
+  by the jobs in that phase, with a contention loss per extra job (``cpu_contention``,
+  ``net_contention``: cache and context-switch thrashing, TCP contention).
+  :func:`naive_cycle` solves this mean-field model. No spilling: every job's input and model
+  stay in memory.
 * ``None`` (isolated: one job alone on dedicated machines): ``T_cpu/m + T_pull + T_push``,
   no spilling.
 
@@ -41,7 +42,6 @@ This module is simulator-only: policies never import it.
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
@@ -279,57 +279,32 @@ def pipelined_cycle(comp: np.ndarray, pull: np.ndarray, push: np.ndarray, reload
 
 
 def naive_cycle(comp: np.ndarray, pull: np.ndarray, push: np.ndarray, world: HarmonyWorld) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-job (iteration, COMP, COMM) seconds of uncoordinated co-location (fluid model).
+    """Per-job (iteration, COMP, COMM) seconds of uncoordinated co-location (mean-field model).
 
-    Jobs in the same phase share that resource equally; ``n`` jobs on one resource together get
-    ``1 / (1 + c (n - 1))`` of it (contention loss ``c``). Job ``j`` starts ``j / k`` of its
-    iteration late, so that jobs are not artificially in lockstep."""
+    Without coordination, co-located jobs' phases drift independently: at any moment job ``i``
+    computes with probability ``q_i = its COMP time / its iteration time`` (likewise for
+    communication). A job's phase then runs alongside ``n`` others on the same resource on
+    average ``E[n] = sum_{i != j} q_i``, which processor sharing stretches by ``1 + n`` and
+    contention (cache / context-switch thrashing, TCP contention) by ``1 + c n``. The
+    stretches and the ``q``s depend on each other: iterated to their fixed point."""
     k = len(comp)
-    work = [pull, comp, push]
-    phase = np.zeros(k, dtype=np.int64)
-    left = np.array([float(pull[j]) for j in range(k)])
-    # staggered starts: job j begins j/k of an iteration late (jobs do not start in lockstep)
-    wake = np.array([j / k * float(pull[j] + comp[j] + push[j]) for j in range(k)])
-    started = wake.copy()
-    t = 0.0
-    ends: list[list[float]] = [[] for _ in range(k)]
-    spent = np.zeros((k, 3))  # time in each phase, iterations after _SKIP
-    active = wake <= 0
-    while min(len(e) for e in ends) < _CYCLES:  # everyone runs on until all have enough iterations
-        if not active.all():
-            nxt = float(wake[~active].min())
-            woke = ~active & (wake <= t + 1e-12)
-            active |= woke
-            if not active.any():
-                t = nxt
-                continue
-        on_net = active & (phase != 1)
-        on_cpu = active & (phase == 1)
-        n_net, n_cpu = int(on_net.sum()), int(on_cpu.sum())
-        rate = np.zeros(k)
-        if n_net:
-            rate[on_net] = 1.0 / (n_net * (1.0 + world.net_contention * (n_net - 1)))
-        if n_cpu:
-            rate[on_cpu] = 1.0 / (n_cpu * (1.0 + world.cpu_contention * (n_cpu - 1)))
-        dt_each = np.where(active, left / np.where(rate > 0, rate, 1.0), math.inf)
-        dt = float(dt_each.min())
-        if not active.all():
-            dt = min(dt, float(wake[~active].min()) - t)
-        t += dt
-        left = np.where(active, left - rate * dt, left)
-        for j in np.flatnonzero(active & (left <= 1e-12 * (1 + t))):
-            if len(ends[j]) >= _SKIP:
-                spent[j, phase[j]] += t - started[j]
-            started[j] = t
-            if phase[j] == 2:
-                ends[j].append(t)
-                phase[j] = 0
-            else:
-                phase[j] += 1
-            left[j] = float(work[phase[j]][j])
-    n = np.array([len(e) - _SKIP for e in ends], dtype=np.float64)
-    it = np.array([(e[-1] - e[_SKIP - 1]) for e in ends]) / n
-    return it, spent[:, 1] / n, (spent[:, 0] + spent[:, 2]) / n
+    net = pull + push
+    s_cpu = np.ones(k)
+    s_net = np.ones(k)
+    for _ in range(500):
+        t = comp * s_cpu + net * s_net
+        qc = comp * s_cpu / t
+        qn = net * s_net / t
+        oc = qc.sum() - qc
+        on = qn.sum() - qn
+        new_c = (1.0 + oc) * (1.0 + world.cpu_contention * oc)
+        new_n = (1.0 + on) * (1.0 + world.net_contention * on)
+        done = np.allclose(new_c, s_cpu, rtol=1e-10) and np.allclose(new_n, s_net, rtol=1e-10)
+        s_cpu = 0.5 * (s_cpu + new_c)
+        s_net = 0.5 * (s_net + new_n)
+        if done:
+            break
+    return comp * s_cpu + net * s_net, comp * s_cpu, net * s_net
 
 
 # --------------------------------------------------------------------------- entry point

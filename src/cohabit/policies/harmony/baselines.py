@@ -13,7 +13,7 @@
   choice to sample the "best and worst" groupings of the paper) with room and memory for it,
   else opens a group at its own isolated DoP. Nobody is ever moved.
   With ``mode="pipelined"`` the same groups run Harmony's subtasks: the "subtasks only"
-  ablation.
+  ablation. Jobs asking for GPUs are left pending (groups hold CPU machines).
 
 Why not ``static`` / ``naive``: the colleagues' ``static`` (by job) sizes a job by its
 requested worker count and ``naive`` time-shares GPUs; neither knows a PS job's
@@ -129,7 +129,8 @@ class NaiveGroups(BasePolicy):
         self.name = name
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = _waiting(view)
+        g = view.gpu_col
+        waiting = [j for j in _waiting(view) if g is None or float(view.demand_vector(j)[g]) <= 0.0]
         if not waiting:
             return []
         groups = {k: list(v) for k, v in current_groups(view, self.mode).items()}

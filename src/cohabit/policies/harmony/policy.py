@@ -23,7 +23,8 @@ checkpoints a moving job and restores it in its new group). Memory: a group gets
 the machines whose memory holds its jobs (:func:`~cohabit.models.harmony_perf.memory_floor`,
 our addition), with spill/reload when ``spill`` (the runtime's alpha) or without.
 
-``stats`` counts decisions and moves; ``log`` holds the model's prediction errors.
+``stats`` counts decisions and moves; ``log`` holds the model's prediction errors. Jobs that
+ask for GPUs are left alone (pending): Harmony's groups hold CPU machines.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ class Harmony(BasePolicy):
         waiting += [j for j in view.pending.values() if j.id in self.book]
         profiling = [j for j in view.running if j not in self.book]
         unprofiled = sorted((j for j in list(view.pending.values()) + list(view.paused.values())
-                             if j.id not in self.book), key=lambda j: j.seq)
+                             if j.id not in self.book and cpu_job(view, j)), key=lambda j: j.seq)
         stats = {j.id: self._stat(j) for j in list(view.running.values()) + waiting if j.id in self.book}
         before = [(_Group(g.nodes, list(g.jobs))) for g in groups]
 
@@ -378,6 +379,12 @@ class Harmony(BasePolicy):
                 continue
             t = group_time([stats[j].c1 for j in g.jobs], [stats[j].net for j in g.jobs], len(g.nodes))
             self.log.predict(g.nodes, g.jobs, t, view.now)
+
+
+def cpu_job(view: ClusterView, job: JobView) -> bool:
+    """Groups hold CPU machines: jobs asking for GPUs are not Harmony's (they stay pending)."""
+    g = view.gpu_col
+    return g is None or float(view.demand_vector(job)[g]) <= 0.0
 
 
 def _dop_ok(job: JobView, m: int) -> bool:
