@@ -7,8 +7,9 @@ be considered) and a number of machines, and returns job groups with their machi
   * L6 :func:`num_groups` — the number of groups whose equal DoP (``M / n_G``) best balances
     the jobs' total CPU and network time (``T_cpu`` grows with ``n_G`` by Eq. 2);
   * L7 :func:`fill_groups` — sort the jobs by iteration time and fill the groups one by one
-    from the sorted list, greedily picking, among the next few jobs, the one that best
-    balances the group being filled (similar iteration times together: no job-bound case);
+    from the sorted list, greedily picking, among the next few jobs, the one that leaves the
+    group being filled best used by Eq. 1 and 3 (balanced, and similar iteration times
+    together: no job-bound case);
     then :func:`fine_tune` — swap jobs between the most imbalanced group and its most
     complementary group while a swap lowers their imbalance;
   * L8 :func:`allocate_machines` — one machine per group (or its memory floor), then each
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...models.harmony_perf import CPU_WEIGHT as CPU_W
 from ...models.harmony_perf import cluster_eval, groups_eval, score
 
 
@@ -87,6 +89,9 @@ class Params:
     growth: float = 1.15  # then by this factor per step
     usable_gb: float = 28.0  # memory per machine for the groups' memory floors
     max_group_jobs: int | None = None  # cap on jobs per group (None: no cap)
+    both_sides: bool = True  # L6: carry both integers around the balance point through L7-L9
+    retune: bool = True  # a second fine-tuning pass at the DoPs L8 allocated
+    # (both only while the set grows one job at a time: they matter on small instances)
 
 
 # --------------------------------------------------------------------------- L6
@@ -124,51 +129,70 @@ def fill_groups(c1: np.ndarray, net: np.ndarray, n_groups: int, machines: int, w
     """Group index per job: jobs sorted by iteration time (at the equal DoP ``M / n_G``) fill the
     groups one by one, each taking about ``k / n_G`` jobs; while a group fills, the next job is
     the one among the head of the remaining list and the ``window`` after it that leaves the
-    group best balanced (CPU vs network)."""
+    group best used (Eq. 1 and 3 at that DoP: balanced CPU and network, no job-bound case)."""
     k = c1.shape[0]
     m0 = machines / n_groups
     cpu = c1 / m0
-    order = np.argsort(cpu + net, kind="stable")
+    order = np.argsort(cpu + net, kind="stable").tolist()
     sizes = [k // n_groups + (1 if g < k % n_groups else 0) for g in range(n_groups)]
     gid = np.empty(k, dtype=np.int64)
-    remaining = order.tolist()
+    if window <= 0:  # contiguous chunks of the sorted list
+        gid[order] = np.repeat(np.arange(n_groups), sizes)
+        return gid
     cpu_l, net_l = cpu.tolist(), net.tolist()
-    pos = 0
+    taken = [False] * k
+    head = 0
+    w_c, w_n = CPU_W, 1.0 - CPU_W
     for g, size in enumerate(sizes):
-        cs = ns = 0.0
+        cs = ns = top = 0.0
         for _ in range(size):
-            best_i, best_v = pos, math.inf
-            for i in range(pos, min(pos + window + 1, k)):
-                j = remaining[i]
-                a, b = cs + cpu_l[j], ns + net_l[j]
-                v = abs(a - b) / max(a, b)
+            while taken[order[head]]:
+                head += 1
+            best_j, best_v = -1, 1.0
+            seen, i = 0, head
+            while i < k and seen <= window:
+                j = order[i]
+                i += 1
+                if taken[j]:
+                    continue
+                seen += 1
+                a = cs + cpu_l[j]
+                b = ns + net_l[j]
+                t = a if a > b else b
+                own = cpu_l[j] + net_l[j]
+                if top > t:
+                    t = top
+                if own > t:
+                    t = own
+                v = -(w_c * a + w_n * b) / t  # Eq. 1 and 3: minus the used share of the group
                 if v < best_v - 1e-12:
-                    best_i, best_v = i, v
-            j = remaining[best_i]
-            remaining[pos], remaining[best_i] = remaining[best_i], remaining[pos]
-            # keep the rest in sorted order: shift the skipped candidates back by one
-            if best_i > pos + 1:
-                head = remaining[pos + 1: best_i + 1]
-                head.sort(key=lambda x: cpu_l[x] + net_l[x])
-                remaining[pos + 1: best_i + 1] = head
-            gid[j] = g
-            cs += cpu_l[j]
-            ns += net_l[j]
-            pos += 1
+                    best_j, best_v = j, v
+            taken[best_j] = True
+            gid[best_j] = g
+            cs += cpu_l[best_j]
+            ns += net_l[best_j]
+            own = cpu_l[best_j] + net_l[best_j]
+            if own > top:
+                top = own
     return gid
 
 
 def fine_tune(c1: np.ndarray, net: np.ndarray, gid: np.ndarray, n_groups: int, machines: int,
-              max_swaps: int | None = None) -> tuple[np.ndarray, int]:
+              max_swaps: int | None = None, dop: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Swap jobs between the most imbalanced group and its most complementary group (the most
     imbalanced the other way) while the best swap lowers the sum of their imbalances (at the
-    equal DoP ``M / n_G``). Returns the new group indices and the number of swaps."""
+    equal DoP ``M / n_G``, or at the groups' DoPs ``dop``). Returns the new group indices and
+    the number of swaps."""
     if n_groups < 2:
         return gid, 0
     gid = gid.copy()
-    m0 = machines / n_groups
-    cpu = c1 / m0
-    cs = np.bincount(gid, weights=cpu, minlength=n_groups)
+    if dop is None:
+        cpu_of = lambda g: c1 / (machines / n_groups)  # noqa: E731
+    else:
+        d = np.asarray(dop, dtype=np.float64)
+        cpu_of = lambda g: c1 / d[g]  # noqa: E731
+    cs = np.bincount(gid, weights=c1 / (machines / n_groups) if dop is None else c1 / np.asarray(dop)[gid],
+                     minlength=n_groups)
     ns = np.bincount(gid, weights=net, minlength=n_groups)
     members: list[list[int]] = [[] for _ in range(n_groups)]
     for j, g in enumerate(gid.tolist()):
@@ -186,11 +210,13 @@ def fine_tune(c1: np.ndarray, net: np.ndarray, gid: np.ndarray, n_groups: int, m
             break  # no group leans the other way
         a = np.asarray(members[g1])
         b = np.asarray(members[g2])
+        c_1, c_2 = cpu_of(g1), cpu_of(g2)  # COMP times at each group's DoP
         # new sums for every (a, b) swap
-        dc = cpu[b][None, :] - cpu[a][:, None]
+        in1 = c_1[b][None, :] - c_1[a][:, None]
+        in2 = c_2[a][:, None] - c_2[b][None, :]
         dn = net[b][None, :] - net[a][:, None]
-        i1 = np.abs(_imbalance(cs[g1] + dc, ns[g1] + dn))
-        i2 = np.abs(_imbalance(cs[g2] - dc, ns[g2] - dn))
+        i1 = np.abs(_imbalance(cs[g1] + in1, ns[g1] + dn))
+        i2 = np.abs(_imbalance(cs[g2] + in2, ns[g2] - dn))
         tot = i1 + i2
         flat = int(np.argmin(tot))
         ia, ib = divmod(flat, tot.shape[1])
@@ -199,9 +225,9 @@ def fine_tune(c1: np.ndarray, net: np.ndarray, gid: np.ndarray, n_groups: int, m
         ja, jb = int(a[ia]), int(b[ib])
         members[g1][ia], members[g2][ib] = jb, ja
         gid[ja], gid[jb] = g2, g1
-        cs[g1] += dc[ia, ib]
+        cs[g1] += in1[ia, ib]
         ns[g1] += dn[ia, ib]
-        cs[g2] -= dc[ia, ib]
+        cs[g2] += in2[ia, ib]
         ns[g2] -= dn[ia, ib]
         swaps += 1
     return gid, swaps
@@ -282,18 +308,41 @@ def _group_floors(jobs_mem: np.ndarray, jobs_peak: np.ndarray, gid: np.ndarray, 
 
 def _evaluate(c1: np.ndarray, net: np.ndarray, mem: np.ndarray, peak: np.ndarray, k: int, machines: int,
               p: Params) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+    """L6-L9 for the first ``k`` jobs: number of groups, fill, fine-tune, machines, U. The
+    integers either side of the balance point of L6 are both carried through (the one with
+    the better U wins), as is one group fewer when the memory floors do not fit."""
     c, n = c1[:k], net[:k]
-    ng = num_groups(c, n, machines)
+    x = num_groups(c, n, machines)
+    cands = {x}
+    C, N = float(c.sum()), float(n.sum())
+    if C > 0 and p.both_sides and k <= p.exact_until:
+        ideal = machines * N / C
+        hi = max(1, min(k, machines))
+        cands |= {max(1, min(hi, int(np.floor(ideal)))), max(1, min(hi, int(np.ceil(ideal))))}
     if p.max_group_jobs is not None:
-        ng = min(max(ng, math.ceil(k / p.max_group_jobs)), k, machines)
-    gid = fill_groups(c, n, ng, machines, p.window)
-    gid, _ = fine_tune(c, n, gid, ng, machines, p.max_swaps)
-    floors = _group_floors(mem[:k], peak[:k], gid, ng, p.usable_gb)
-    m = allocate_machines(c, n, gid, ng, machines, floors)
-    if m is None:
-        return None
-    uc, un = cluster_eval(c, n, gid, m.astype(np.float64))
-    return gid, m, uc, un
+        cands = {min(max(g, math.ceil(k / p.max_group_jobs)), k, machines) for g in cands}
+    best = None
+    best_s = -math.inf
+    for ng in sorted(cands):
+        gid = fill_groups(c, n, ng, machines, p.window)
+        gid, _ = fine_tune(c, n, gid, ng, machines, p.max_swaps)
+        floors = _group_floors(mem[:k], peak[:k], gid, ng, p.usable_gb)
+        m = allocate_machines(c, n, gid, ng, machines, floors)
+        if m is None:
+            continue
+        if p.retune and ng > 1 and k <= p.exact_until:  # fine-tune again at the allocated DoPs, then re-allocate
+            gid2, swaps = fine_tune(c, n, gid, ng, machines, p.max_swaps, dop=m)
+            if swaps:
+                floors2 = _group_floors(mem[:k], peak[:k], gid2, ng, p.usable_gb)
+                m2 = allocate_machines(c, n, gid2, ng, machines, floors2)
+                if m2 is not None and score(*cluster_eval(c, n, gid2, m2.astype(np.float64))) > score(
+                        *cluster_eval(c, n, gid, m.astype(np.float64))):
+                    gid, m = gid2, m2
+        uc, un = cluster_eval(c, n, gid, m.astype(np.float64))
+        s = score(uc, un)
+        if s > best_s + 1e-12:
+            best, best_s = (gid, m, uc, un), s
+    return best
 
 
 def _steps(n: int, p: Params) -> list[int]:
