@@ -6,9 +6,23 @@ estimate and guard (§2.3.4), ``pack_opt`` heuristics and pack-aware Hyperband
 (§2.4, Alg. 1 and 2).
 """
 
-from .batching import Batch, Cursor, DataStream, pad_rows
-from .memory import MemoryGuard, estimate_pack, footprint, measure_step_peak
-from .packed import Checkpoint, Member, PackedModel, free, load, pack, signature
+from importlib import import_module
+from typing import Any
+
+# Lazy re-exports (PEP 562): importing ``cohabit.pack`` (e.g. for the CLI) must not pay for torch.
+_HOME = {
+    "Batch": "batching", "Cursor": "batching", "DataStream": "batching", "pad_rows": "batching",
+    "MemoryGuard": "memory", "estimate_pack": "memory", "footprint": "memory", "measure_step_peak": "memory",
+    "Checkpoint": "packed", "Member": "packed", "PackedModel": "packed", "free": "packed", "load": "packed",
+    "pack": "packed", "signature": "packed",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(import_module(f".{_HOME[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Batch",
