@@ -33,6 +33,7 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
+from .placement import fill
 from .placement import Draft
 
 #: ``chooser(fit, free, capacity, demand, n) -> node per task`` (or None): picks nodes for
@@ -92,7 +93,7 @@ def pack_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand
     whole = np.flatnonzero(fit >= n)
     if whole.size:
         return [int(whole[np.argmax(load[whole])])] * n
-    return fill_in_order(fit, n, np.lexsort((np.arange(load.size), -load)))
+    return fill(fit, n, np.lexsort((np.arange(load.size), -load)))
 
 
 def first_fit_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
@@ -103,7 +104,7 @@ def first_fit_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, d
     whole = np.flatnonzero(fit >= n)
     if whole.size:
         return [int(whole[0])] * n
-    return fill_in_order(fit, n, np.arange(fit.size))
+    return fill(fit, n, np.arange(fit.size))
 
 
 def most_room_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
@@ -114,18 +115,7 @@ def most_room_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, d
     whole = np.flatnonzero(fit >= n)
     if whole.size:
         return [int(whole[np.argmin(fit[whole])])] * n
-    return fill_in_order(fit, n, np.argsort(-fit, kind="stable"))
-
-
-def fill_in_order(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
-    out: list[int] = []
-    for node in order:
-        k = int(min(fit[node], n - len(out)))
-        if k > 0:
-            out.extend([int(node)] * k)
-            if len(out) == n:
-                return out
-    return None
+    return fill(fit, n, np.argsort(-fit, kind="stable"))
 
 
 def place_with(draft: Draft, job: JobView, chooser: Chooser, *, n_workers: int | None = None,

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from ...spec.job import JobSpec, TaskGroup, simple_job
 from ..truth import JobTruth, TraceJob
+from ._csvrows import read_rows
 from .errors import TraceRowError
 
 
@@ -138,3 +139,18 @@ def sort_jobs(jobs: list[TraceJob]) -> list[TraceJob]:
             out[i:j] = sorted(out[i:j], key=lambda job: natural_key(job.spec.id))
         i = j
     return out
+
+
+def parsed_rows(src: Source, sink: Sink, required: Any, parse: Callable[[Any], Any]) -> Any:
+    """Yield ``(row, parse(row))`` for each good CSV row of ``src``; bad rows go to ``sink``."""
+    with src.open_text() as f:
+        for row in read_rows(f, src.name, required):
+            if isinstance(row, TraceRowError):
+                sink.bad(row)
+                continue
+            try:
+                parsed = parse(row)
+            except TraceRowError as e:
+                sink.bad(e)
+                continue
+            yield row, parsed

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from ...spec.job import JobSpec, TaskGroup
 from ...spec.resources import Resources
 from ..truth import TraceJob
-from ._common import Sink, Source, build, truth_for_duration
-from ._csvrows import Row, read_rows
+from ._common import parsed_rows, Sink, Source, build, truth_for_duration
+from ._csvrows import Row
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "alibaba-openb"
@@ -133,22 +133,13 @@ def load(src: Source, sink: Sink) -> None:
     """Read every row of ``src`` into ``sink`` (two passes: times are relative to the earliest)."""
     pods: list[_Pod] = []
     t0: float | None = None
-    with src.open_text() as f:
-        for row in read_rows(f, src.name, REQUIRED):
-            if isinstance(row, TraceRowError):
-                sink.bad(row)
-                continue
-            try:
-                pod = _parse(row)
-            except TraceRowError as e:
-                sink.bad(e)
-                continue
-            created = row.float("creation_time")
-            t0 = created if t0 is None else min(t0, created)
-            if isinstance(pod, TraceRowError):
-                sink.exclude(pod)
-            else:
-                pods.append(pod)
+    for row, pod in parsed_rows(src, sink, REQUIRED, _parse):
+        created = row.float("creation_time")
+        t0 = created if t0 is None else min(t0, created)
+        if isinstance(pod, TraceRowError):
+            sink.exclude(pod)
+        else:
+            pods.append(pod)
     for pod in pods:
         assert t0 is not None
         try:

@@ -44,8 +44,8 @@ from importlib import resources as ilr
 from importlib.resources.abc import Traversable
 
 from ..truth import JobTruth, TraceJob
-from ._common import Sink, Source, build, gpu_job
-from ._csvrows import Row, read_rows
+from ._common import parsed_rows, Sink, Source, build, gpu_job
+from ._csvrows import Row
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "pollux"
@@ -145,14 +145,5 @@ def parse_row(row: Row) -> TraceJob:
 
 def load(src: Source, sink: Sink) -> None:
     """Read every row of ``src`` into ``sink``."""
-    with src.open_text() as f:
-        for row in read_rows(f, src.name, REQUIRED):
-            if isinstance(row, TraceRowError):
-                sink.bad(row)
-                continue
-            try:
-                job = parse_row(row)
-            except TraceRowError as e:
-                sink.bad(e)
-                continue
-            sink.add(src.name, row.line, job, id_column="name")
+    for row, job in parsed_rows(src, sink, REQUIRED, parse_row):
+        sink.add(src.name, row.line, job, id_column="name")

@@ -16,8 +16,8 @@ hidden truth.
 from __future__ import annotations
 
 from ..truth import JobTruth, TraceJob
-from ._common import Sink, Source, build, gpu_job
-from ._csvrows import Row, read_rows
+from ._common import parsed_rows, Sink, Source, build, gpu_job
+from ._csvrows import Row
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "tiresias"
@@ -45,14 +45,5 @@ def parse_row(row: Row) -> TraceJob:
 
 def load(src: Source, sink: Sink) -> None:
     """Read every row of ``src`` into ``sink``."""
-    with src.open_text() as f:
-        for row in read_rows(f, src.name, REQUIRED):
-            if isinstance(row, TraceRowError):
-                sink.bad(row)
-                continue
-            try:
-                job = parse_row(row)
-            except TraceRowError as e:
-                sink.bad(e)
-                continue
-            sink.add(src.name, row.line, job, id_column="job_id")
+    for row, job in parsed_rows(src, sink, REQUIRED, parse_row):
+        sink.add(src.name, row.line, job, id_column="job_id")
