@@ -66,8 +66,10 @@ class SimBackend:
         self._device_jobs: dict[tuple[int, int], set[str]] = {}
         self._ps_groups: dict[tuple, set[str]] = {}
         #: parameter-server work done (machine-seconds): "cpu" = iterations x T_cpu on one machine,
-        #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful)
-        self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0}
+        #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful),
+        #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
+        #: for naive co-location it counts stretched, overlapping phases)
+        self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -143,6 +145,8 @@ class SimBackend:
                 m = len(run.alloc.slots) - run.spec.num_ps
                 self.ps_work["cpu"] += (done - run.done) * ps.t_cpu1
                 self.ps_work["net"] += (done - run.done) * ps.t_net * m
+                if run.speed is not None:  # COMP subtask time incl. GC and deserialisation
+                    self.ps_work["cpu_busy"] += (done - run.done) * run.speed.compute_s * m
             run.done = done
             run.t0 = now
 
