@@ -73,3 +73,26 @@ def test_colocate_on_a_free_device_owns_it() -> None:
     a = led.allocate("a", (0,), [vec(led, gpu=1)], share_gpus=True)
     assert a.slots[0].devices == ((0, 1.0),)
     assert led.free[0, led.index["gpu"]] == 1
+
+
+def test_colocated_job_never_shares_a_gpu_with_itself_and_releases_all() -> None:
+    # two tasks of one job on a 2-GPU node with one GPU busy: one task owns the free GPU,
+    # the other time-shares the busy one; releasing restores every GPU (no leaked capacity)
+    led = Ledger(small_cluster(1, 2), max_share=2)
+    led.allocate("host", (0,), [vec(led, gpu=1)])
+    g = led.allocate("guest", (0, 0), [vec(led, gpu=1)] * 2, share_gpus=True)
+    assert sorted(d for s in g.slots for d, _ in s.devices) == [0, 1]
+    led.check()
+    led.release("guest")
+    led.release("host")
+    assert led.free[0, led.index["gpu"]] == 2 and led.dev_shares == {}
+    assert (led.device_free[0, :2] == 1.0).all()
+
+
+def test_failed_colocate_leaves_devices_untouched() -> None:
+    led = Ledger(small_cluster(1, 2), max_share=2)
+    led.allocate("a", (0,), [vec(led, gpu=1)])
+    before = led.device_free.copy()
+    with pytest.raises(AllocationError):  # 3 tasks cannot each get their own GPU on 2 GPUs
+        led.allocate("b", (0, 0, 0), [vec(led, gpu=1)] * 3, share_gpus=True)
+    assert np.array_equal(before, led.device_free)

@@ -260,7 +260,8 @@ class Ledger:
         for s in slots:
             self._node_jobs.setdefault(s.node, set()).add(job)
             for dev, share in s.devices:
-                self.dev_shares.setdefault((s.node, dev), {})[job] = share
+                shares = self.dev_shares.setdefault((s.node, dev), {})
+                shares[job] = shares.get(job, 0.0) + share  # two fractional tasks may share a device
         total = owned_total if owned_total is not None else self._total_of(demands)
         alloc = Allocation(job, tuple(slots), total, group)
         self.allocations[job] = alloc
@@ -373,30 +374,37 @@ class Ledger:
         slots: list[TaskSlot] = []
         owned = np.zeros(len(self.names))
         owned_per_node: dict[int, np.ndarray] = {}
-        for node, d in zip(placement, demands):
-            k = max(int(np.ceil(d[g_col] - EPS)), 0)
-            n_dev = int((self.device_free[node] >= 0).sum())
-            # fewest jobs on the device first, then most free room
-            cand = sorted(
-                (len(self.dev_shares.get((node, i), ())) + taken.get((node, i), 0), -self.device_free[node, i], i)
-                for i in range(n_dev)
-            )
-            cand = [c for c in cand if c[0] < self.max_share]
-            if len(cand) < k:
-                raise AllocationError(
-                    f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {self.max_share} jobs, needs {k}"
+        dev_backup = {n: self.device_free[n].copy() for n in set(placement)}
+        try:
+            for node, d in zip(placement, demands):
+                k = max(int(np.ceil(d[g_col] - EPS)), 0)
+                n_dev = int((self.device_free[node] >= 0).sum())
+                # fewest jobs on the device first, then most free room
+                cand = sorted(
+                    (len(self.dev_shares.get((node, i), ())) + taken.get((node, i), 0), -self.device_free[node, i], i)
+                    for i in range(n_dev)
                 )
-            devs = []
-            for _, _, i in cand[:k]:
-                want = min(float(d[g_col]), 1.0)
-                taken[(node, i)] = taken.get((node, i), 0) + 1
-                if not self.dev_shares.get((node, i)) and self.device_free[node, i] >= want - EPS:
-                    self.device_free[node, i] -= want  # a free device: the job owns its share
-                    devs.append((i, want))
-                    owned_per_node.setdefault(node, np.zeros(len(self.names)))[g_col] += want
-                else:
-                    devs.append((i, 0.0))  # time-sharing guest
-            slots.append(TaskSlot(node, tuple(devs)))
+                # one task per device per job: a job never time-shares a GPU with itself
+                cand = [c for c in cand if c[0] < self.max_share and (node, c[2]) not in taken]
+                if len(cand) < k:
+                    raise AllocationError(
+                        f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {self.max_share} jobs, needs {k}"
+                    )
+                devs = []
+                for _, _, i in cand[:k]:
+                    want = min(float(d[g_col]), 1.0)
+                    taken[(node, i)] = taken.get((node, i), 0) + 1
+                    if not self.dev_shares.get((node, i)) and self.device_free[node, i] >= want - EPS:
+                        self.device_free[node, i] -= want  # a free device: the job owns its share
+                        devs.append((i, want))
+                        owned_per_node.setdefault(node, np.zeros(len(self.names)))[g_col] += want
+                    else:
+                        devs.append((i, 0.0))  # time-sharing guest
+                slots.append(TaskSlot(node, tuple(devs)))
+        except AllocationError:
+            for n, row in dev_backup.items():
+                self.device_free[n] = row  # all-or-nothing
+            raise
         for node, d in per_node.items():
             rest = d.copy()
             rest[g_col] = owned_per_node.get(node, owned)[g_col]
