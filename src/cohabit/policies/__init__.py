@@ -22,6 +22,7 @@ REGISTRY: dict[str, str] = {
     "themis": "cohabit.policies.themis:make",
     "tiresias": "cohabit.policies.tiresias:make",
     "tiresias-gittins": "cohabit.policies.tiresias:make_gittins",
+    "gandiva": "cohabit.policies.gandiva:make",
     "drf": "cohabit.policies.drf:make",
     "tetris": "cohabit.policies.tetris:make",
     "lb": "cohabit.policies.spread:make_lb",
