@@ -45,6 +45,10 @@ implements its four mechanisms (§4.1) under its scheduling policy (§4.2):
   time-sliced.
 
 Gandiva's grow-shrink mechanism is not modelled (jobs keep their size).
+Packing is limited to pairs (one guest per host) of jobs with whole-GPU
+workers and the same worker count; the guest is placed so that the ledger
+time-shares exactly the host's devices. A packed guest stays packed when GPUs
+free up elsewhere (it gets the device to itself when its host ends).
 """
 from __future__ import annotations
 

@@ -60,9 +60,18 @@ Preemption cost
 ---------------
 Preemption checkpoints and restores the job (seconds in the simulator,
 paper §4). To avoid thrashing, a job that (re)started less than
-``min_run_time`` seconds ago is not preempted again. ``tick_interval``
-re-evaluates queues between events (demotion and promotion happen with the
-passage of time, not only on arrivals and completions).
+``min_run_time`` seconds ago is not preempted again (default 120 s, four
+times the simulator's default checkpoint + restore, so a preempted job
+loses at most a fifth of its turn). ``tick_interval`` re-evaluates queues
+between events (demotion and promotion happen with the passage of time,
+not only on arrivals and completions).
+
+Choices where the paper is silent: victims are taken from the lowest queue
+first and, within a queue, the job that most recently (re)started or entered
+it first; once a job fits, victims it turns out not to need are spared. Queue
+changes are tracked incrementally (a heap of the next moment each job may be
+demoted or promoted), so a decision costs about the number of waiting jobs,
+not the number of all jobs.
 """
 
 from __future__ import annotations
