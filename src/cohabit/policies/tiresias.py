@@ -36,7 +36,9 @@ Scheduling (paper §3.2)
   prior: a log-normal size with median ``prior_median`` GPU-seconds and log
   standard deviation ``prior_sigma`` (heavy-tailed, as the paper's analysis
   of Microsoft's cluster found GPU time to be), or ``prior_samples`` if
-  given (e.g. sizes from a previous run). With the oracle
+  given (e.g. sizes from a previous run). The learned distribution is refit
+  whenever the history has grown by 5 % (each refit recomputes every waiting
+  job's index). With the oracle
   (``use_oracle=True``, name ``tiresias-gittins[oracle]``) the distribution
   is instead the *true* sizes of the jobs submitted so far (the paper's
   "distribution known in advance" setting).
@@ -109,6 +111,7 @@ MODEL_TENSOR_SKEW: dict[str, float] = {
     "bert": 0.21,  # word embeddings 30522x768 of 110 M
 }
 DEFAULT_SKEW_THRESHOLD = 0.5
+REFRESH_GROWTH = 1.05  # refit the learned size distribution when the history grew this much
 MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
 
 
@@ -434,6 +437,9 @@ class Tiresias(BasePolicy):
         else:
             n = len(view.history)
             key = ("history", n) if n >= self.min_history else ("prior", 0)
+            old = self._dist_key
+            if old is not None and old[0] == "history" and key[0] == "history" and n < old[1] * REFRESH_GROWTH:
+                key = old  # refit once the history has grown by 5 %: every index is recomputed then
             if self._dist_key != key:
                 if key[0] == "history":
                     self._dist = SizeDistribution(view.history.attained_services())
@@ -586,8 +592,26 @@ class Tiresias(BasePolicy):
         need = rec.gpus
         if free + sum(v.gpus for v in cands) + 1e-9 < need:
             return None
-        saved = draft.save()
         job = rec.job
+        view = draft.view
+        n = rec.shape[1]
+        if g is not None and n > 1 and rec.shape[2]:
+            # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
+            # should be paused); give up at once if even those nodes cannot hold it
+            m = self.min_nodes(view, view.demand_vector(job), n)
+            room = draft.free[:, g].copy()
+            for v in cands:
+                workers = v.job.placement[: v.job.n_workers]
+                for node in workers:
+                    room[node] += v.gpus / max(len(workers), 1)
+            top = np.argsort(-room, kind="stable")[:m]
+            if float(room[top].sum()) + 1e-9 < need:
+                return None
+            keep = {int(i) for i in top}
+            cands = [v for v in cands if any(node in keep for node in v.job.placement)]
+            if not cands:
+                return None
+        saved = draft.save()
         chosen: list[_Rec] = []
         freed, target = free, need
         p = None
