@@ -542,7 +542,26 @@ def _place_down(draft: Draft, job: JobView, hi: int, lo: int, place: Placer) -> 
 
 
 # ----------------------------------------------------------------------------- the policy
-class Optimus(BasePolicy):
+class ObservingPolicy(BasePolicy):
+    """Hooks shared by the learning-curve policies (Optimus, SLAQ, Themis): refit a job's
+    models on each report, forget them when it ends, and mark arrivals/finishes as events
+    that trigger a re-plan. Subclasses set ``self.models`` and ``self._event``."""
+
+    models: JobModels
+    _event: bool
+
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._event = True
+
+    def on_progress(self, job: JobView, view: ClusterView) -> None:
+        self.models.observe(job)
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self.models.forget(job)
+        self._event = True
+
+
+class Optimus(ObservingPolicy):
     """See the module docstring. All durations are seconds."""
 
     def __init__(self, interval: float = 300.0, report_interval: float = 60.0, tolerance: float = 0.05,
@@ -554,17 +573,6 @@ class Optimus(BasePolicy):
         self.name = "optimus"
         self._next_full = 0.0
         self._event = False
-
-    # hooks
-    def on_arrival(self, job: JobView, view: ClusterView) -> None:
-        self._event = True
-
-    def on_progress(self, job: JobView, view: ClusterView) -> None:
-        self.models.observe(job)
-
-    def on_finish(self, job: JobView, view: ClusterView) -> None:
-        self.models.forget(job)
-        self._event = True
 
     # decision
     def decide(self, view: ClusterView) -> Plan:

@@ -44,14 +44,14 @@ import numpy as np
 from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .base import BasePolicy
 from .optimus import (
+    ObservingPolicy,
     JobModels, Snapshot, admit_in_order, apply_targets, check_positive, consolidated_placer, greedy_by_value,
     waiting_jobs,
 )
 
 
-class SLAQ(BasePolicy):
+class SLAQ(ObservingPolicy):
     """See the module docstring. All durations are seconds."""
 
     def __init__(self, epoch: float = 300.0, report_interval: float = 60.0, restart_cost: float = 30.0,
@@ -65,17 +65,6 @@ class SLAQ(BasePolicy):
         self.name = "slaq"
         self._next_full = 0.0
         self._event = False
-
-    # hooks
-    def on_arrival(self, job: JobView, view: ClusterView) -> None:
-        self._event = True
-
-    def on_progress(self, job: JobView, view: ClusterView) -> None:
-        self.models.observe(job)
-
-    def on_finish(self, job: JobView, view: ClusterView) -> None:
-        self.models.forget(job)
-        self._event = True
 
     # prediction
     def predicted_gains(self, snap: Snapshot, w: np.ndarray) -> np.ndarray:

@@ -52,15 +52,15 @@ import numpy as np
 from ..engine.actions import Plan, Resume, Start
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .base import BasePolicy
 from .optimus import (
+    ObservingPolicy,
     JobModels, Snapshot, apply_targets, check_positive, consolidated_placer, greedy_by_value, waiting_jobs,
 )
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
 
 
-class Themis(BasePolicy):
+class Themis(ObservingPolicy):
     """See the module docstring. All durations are seconds; ``fairness`` is Themis's knob f."""
 
     def __init__(self, lease: float = 600.0, fairness: float = 0.8, report_interval: float = 60.0,
@@ -103,9 +103,6 @@ class Themis(BasePolicy):
         self._advance(view)
         self._arrived[job.id] = (view.now, self._c)
         self._event = True
-
-    def on_progress(self, job: JobView, view: ClusterView) -> None:
-        self.models.observe(job)
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
