@@ -23,3 +23,14 @@ def small_cluster(nodes: int = 1, gpus: int = 4) -> ClusterSpec:
 @pytest.fixture
 def one_node() -> ClusterSpec:
     return small_cluster(1, 4)
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """Tiny torch ops on a shared 2-core machine: one intra-op thread avoids OpenMP stalls."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -11,12 +11,7 @@ from hypothesis import strategies as st  # noqa: E402
 from cohabit.pack import Cursor, DataStream, pad_rows  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _ids_stream(n: int, seed: int = 0, chunk: int = 1) -> DataStream:

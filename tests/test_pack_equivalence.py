@@ -13,13 +13,7 @@ from cohabit.pack.models import MLP3, make_digits, preprocess_digits, small_cnn 
 X, Y = make_digits(96, seed=1)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny ops on a shared 2-core machine: one intra-op thread avoids OpenMP stalls."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 STEPS = 6
 

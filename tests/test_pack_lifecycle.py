@@ -13,12 +13,7 @@ from cohabit.pack.models import MLP3, make_digits, preprocess_digits  # noqa: E4
 X, Y = make_digits(80, seed=2)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _member(name: str, seed: int, bs: int, stream: DataStream, steps: int | None = None, opt: str = "adam") -> Member:

@@ -13,12 +13,7 @@ from cohabit.pack.models import MLP3, make_digits, preprocess_digits, small_cnn 
 X, Y = make_digits(64, seed=3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _m(name: str, bs: int = 16, opt: str = "adam", arch: str = "mlp", stream: DataStream | None = None) -> Member:

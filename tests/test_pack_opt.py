@@ -24,12 +24,7 @@ from cohabit.pack.pack_opt import (  # noqa: E402
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _cfg(bs: int, opt: str, lr: float, act: str):
