@@ -62,7 +62,8 @@ class Conn:
     def __init__(self, sock: socket.socket, link: NodeLink | None = None) -> None:
         self.sock = sock
         self.sock.setblocking(True)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small acks must not wait
         self.link = link
         self.sent = 0
         self.received = 0
