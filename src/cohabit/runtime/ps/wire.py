@@ -7,7 +7,9 @@ that concatenates the raw bytes of the arrays the header lists as
 (Harmony, Sec. 4.1); :class:`Conn` only moves bytes, in chunks of
 ``CHUNK`` bytes, each charged to the node's shared bandwidth budget
 (:class:`~cohabit.runtime.ps.netlimit.NodeLink`) when the peer is on another
-logical node, and counts the bytes it moved.
+logical node — before sending, after receiving, so that the sender's egress
+and the receiver's ingress overlap as on a real wire — and counts the bytes
+it moved.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from .netlimit import NodeLink
 
 PREFIX = struct.Struct("!II")
-CHUNK = 1 << 16
+CHUNK = 1 << 14
 Arrays = dict[str, np.ndarray]
 
 
@@ -89,15 +91,14 @@ class Conn:
         view = memoryview(buf)
         got = 0
         while got < n:
-            want = min(CHUNK, n - got)
-            if self.link is not None:
-                self.link.charge(want)
             try:
-                k = self.sock.recv_into(view[got:got + want])
+                k = self.sock.recv_into(view[got:got + min(CHUNK, n - got)])
             except OSError as exc:
                 raise PeerGone(f"receive failed: {exc}") from None
             if k == 0:
                 raise PeerGone("peer closed the connection")
+            if self.link is not None:
+                self.link.charge(k)  # after the bytes arrived: the sender's and our link overlap
             got += k
         self.received += n
         return buf
