@@ -31,6 +31,7 @@ member inherits the device; when the last leaves, the device is free again.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -496,6 +497,20 @@ class Ledger:
             out.update(self.dev_shares.get(key, ()))
         out.discard(job)
         return out
+
+    def draft(self) -> Ledger:
+        """A scratch copy to plan against: the same checks, none of its changes reach this ledger."""
+        d = copy.copy(self)
+        d.free, d.device_free = self.free.copy(), self.device_free.copy()
+        d.dev_shares = {k: dict(v) for k, v in self.dev_shares.items()}
+        d.allocations = dict(self.allocations)
+        d._per_node = {j: dict(v) for j, v in self._per_node.items()}
+        d.groups = {k: list(v) for k, v in self.groups.items()}
+        d.group_of_node = dict(self.group_of_node)
+        d._node_jobs = {n: set(v) for n, v in self._node_jobs.items()}
+        d.packs = {k: list(v) for k, v in self.packs.items()}
+        d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
+        return d
 
     # Packs -----------------------------------------------------------------
     def device_memory(self, device: tuple[int, int]) -> float:
