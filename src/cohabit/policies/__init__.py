@@ -40,6 +40,7 @@ REGISTRY: dict[str, str] = {
     "harmony": "cohabit.policies.harmony.policy:make",
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
+    "pack": "cohabit.policies.pack:make",
 }
 
 
