@@ -72,7 +72,7 @@ def _policies(text: str) -> list[str]:
 @app.command()
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
-    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit|harmony")] = None,
     cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: the format's preset.")] = None,
     policy: Annotated[str, typer.Option(help="Comma-separated policy names, each optionally with parameters: "
                                              "srtf:preempt_margin=1 (see `cohabit policies`).")] = "fifo,srtf",
