@@ -19,6 +19,8 @@ import csv
 import io
 import json
 from bisect import bisect_left
+from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 
 
@@ -103,3 +105,14 @@ class PackProfile:
         at ``1 / (1 - IMPV)`` times the throughput of running them in turn.
         """
         return 1.0 / ((1.0 - self.impv(model, n, batch)) * n)
+
+
+PACKAGED = "pack_step_cpu.csv"
+"""The packaged profile, under ``cohabit/data/profiles`` (measured on this project's 2-core CPU)."""
+
+
+@lru_cache(maxsize=4)
+def packaged_profile(name: str = PACKAGED) -> PackProfile:
+    """The step profile packaged with cohabit (``bench/pack_step.py --export-profile``)."""
+    text = files("cohabit.data").joinpath("profiles").joinpath(name).read_text(encoding="utf-8")
+    return PackProfile.from_csv(text, name)

@@ -28,12 +28,9 @@ This module is simulator-only: policies never import it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
-from ...pack.profile import PackProfile
-from ._common import canonical, profile_text
-
-PROFILE_FILE = "pack_step_cpu.csv"
+from ...pack.profile import PackProfile, packaged_profile
+from ._common import canonical
 
 ALIASES: dict[str, str] = {
     "mlp": "mlp3", "mlp3": "mlp3", "torchmlp": "mlp3",
@@ -42,10 +39,9 @@ ALIASES: dict[str, str] = {
 """Model names (canonical form) that resolve to a measured packed model."""
 
 
-@lru_cache(maxsize=1)
 def pack_profile() -> PackProfile:
     """The embedded profile (measured by ``bench/pack_step.py``)."""
-    return PackProfile.from_csv(profile_text(PROFILE_FILE), PROFILE_FILE)
+    return packaged_profile()
 
 
 def pack_impv(models: Sequence[str], batch: int | None = None) -> float:
