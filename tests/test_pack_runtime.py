@@ -110,3 +110,30 @@ def test_a_paused_member_leaves_the_pack_and_resumes_alone_from_its_own_checkpoi
         got, it = saved_model(tmp_path, s.id)
         assert it == s.iterations
         assert_same(got, solo_model(s))
+
+
+def test_cohabit_run_with_the_pack_policy(tmp_path) -> None:
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from cohabit.runtime.cli import run
+
+    app = typer.Typer(add_completion=False)
+    app.command("run")(run)
+    app.command("other")(lambda: None)
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n" + "".join(
+        f"  - {{id: t{i}, workers: {{count: 1, demand: {{cpu: 1, mem_gb: 0.3}}}}, iterations: 150,\n"
+        f"     workload: {{name: torch-mlp, n_samples: 512, hidden: 16, lr: {lr}}}}}\n"
+        for i, lr in enumerate((0.05, 0.1))))
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "pack", "--nodes", "1", "--json", str(out),
+                                   "--workdir", str(tmp_path / "work")])
+    assert res.exit_code == 0, res.output
+    real = json.loads(out.read_text())["real"]["pack"]["jobs"]
+    assert {j: r["state"] for j, r in real.items()} == {"t0": "finished", "t1": "finished"}
+    assert all(r["metrics"]["loss"] < 1.0 for r in real.values())
+    hosts = list((tmp_path / "work" / "pack" / "logs").glob("pack-0-0-*.log"))
+    assert len(hosts) == 1  # one pack host process trained both jobs
