@@ -44,9 +44,12 @@ def saved_model(root, job_id: str) -> tuple[dict, int]:
 
 
 def assert_same(a: dict, b: dict) -> None:
+    """Equal up to amplified rounding: seen up to 1.3e-5 on one weight of 256 when the pause lands late
+    (where the packed/solo switch happens depends on timing); a skipped or repeated batch moves weights by
+    1e-2 and more, so 1e-4 still catches every real difference."""
     assert a.keys() == b.keys()
     for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-4)
 
 
 def test_pack_policy_runs_three_torch_jobs_in_one_process_equal_to_solo_training(tmp_path) -> None:
