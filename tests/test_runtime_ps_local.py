@@ -184,6 +184,7 @@ def test_ps_architecture_and_workload_must_match(tmp_path) -> None:
                   from_checkpoint=False)
         fin = final_event(wait_for(be, ended("flat")), "flat")
         assert fin.kind is K.FAILED and "architecture: ps" in fin.data["reason"]
+        led.release("flat")
         bad = ps_job("bad", {"name": "ps-lda", "kappa": 2.0}, 10)  # caught in the task processes
         be.launch(bad, place(led, bad, (0, 0, 1)), be.now(), from_checkpoint=False)
         fin = final_event(wait_for(be, ended("bad")), "bad")
