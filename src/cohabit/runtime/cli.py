@@ -125,7 +125,7 @@ def run(
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} (LocalBackend)")
     results, outcomes = run_policies(specs, cluster, names, workdir=workdir, max_restarts=max_restarts,
-                                     checkpoint_interval=checkpoint_interval)
+                                     checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
     print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
                                                    f"local node(s)")
     if json_out is not None:
@@ -134,8 +134,11 @@ def run(
 
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
-                 max_restarts: int = 2, checkpoint_interval: float = 2.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                 max_restarts: int = 2, checkpoint_interval: float = 2.0,
+                 bandwidth_mbps: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
+
+    ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
