@@ -90,6 +90,7 @@ def run(
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
+    bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
@@ -111,6 +112,8 @@ def run(
         _fail(str(exc))
     if not specs:
         _fail(f"{jobs_yaml}: no jobs")
+    if bandwidth_mbps is not None and bandwidth_mbps < 0:
+        _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
@@ -122,7 +125,7 @@ def run(
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} (LocalBackend)")
     results, outcomes = run_policies(specs, cluster, names, workdir=workdir, max_restarts=max_restarts,
-                                     checkpoint_interval=checkpoint_interval)
+                                     checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
     print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
                                                    f"local node(s)")
     if json_out is not None:
@@ -131,8 +134,11 @@ def run(
 
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
-                 max_restarts: int = 2, checkpoint_interval: float = 2.0) -> tuple[dict[str, Any], dict[str, Any]]:
+                 max_restarts: int = 2, checkpoint_interval: float = 2.0,
+                 bandwidth_mbps: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
+
+    ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
@@ -149,7 +155,8 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
                       TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
-                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval)
+                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval,
+                            bandwidth_mbps=bandwidth_mbps)
             board.refresh()
         results[pol.name] = out.metrics
         outcomes[pol.name] = out
