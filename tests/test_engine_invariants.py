@@ -95,13 +95,28 @@ class Audited(Scheduler):
 
     def _apply(self, action):  # type: ignore[override]
         backend: SimBackend = self.backend  # type: ignore[assignment]
-        if isinstance(action, A.Resume) and action.job in self.paused:
-            before = backend.progress(action.job, self.now)
-            super()._apply(action)
-            assert backend._runs[action.job].done >= before - 1e-6  # resumes from its checkpoint
-        else:
-            super()._apply(action)
+        before_ledger = ledger_state(self.ledger)
+        try:
+            if isinstance(action, A.Resume) and action.job in self.paused:
+                before = backend.progress(action.job, self.now)
+                super()._apply(action)
+                assert backend._runs[action.job].done >= before - 1e-6  # resumes from its checkpoint
+            else:
+                super()._apply(action)
+        except Exception:
+            # a refused action changes nothing: same allocations, same free capacity, same GPU shares
+            assert ledger_state(self.ledger) == before_ledger, f"refused {action} changed the ledger"
+            raise
         self.ledger.check()
+
+
+def ledger_state(led) -> tuple:
+    """Everything a refused action must leave as it was, in comparable form."""
+    return (
+        {j: (a.nodes, a.total.as_dict()) for j, a in led.allocations.items()},
+        led.free.round(9).tolist(), led.device_free.round(9).tolist(),
+        {k: dict(v) for k, v in led.dev_shares.items()},
+    )
 
 
 def run(jobs: list[TraceJob], policy, nodes: int = 2, gpus: int = 4):

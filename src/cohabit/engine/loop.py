@@ -515,29 +515,21 @@ class Scheduler:
 
     def _move(self, job: JobView, placement: A.Placement, kind: EventKind) -> None:
         """Checkpoint ``job``, release it, and restore it on ``placement`` (Migrate / Resize)."""
-        old = job._placement
         n_new = self._n_workers(job, placement)
         alloc_now = self.ledger.allocations.get(job.id)
         if alloc_now is not None and alloc_now.group is not None:
             raise ActionError(f"job {job.id!r} is in a {alloc_now.group[0]} group; move it with Colocate "
                               f"or Pause it")
+        vectors = self._task_vectors(job.id, n_new)
+        # Try the move on a scratch copy first: releasing has effects that cannot be undone exactly
+        # (time-sharing guests inherit the job's GPUs, a pack member leaves its pack), so a move that
+        # does not fit must be refused before anything changes. AllocationError leaves all as it was.
+        trial = self.ledger.draft()
+        trial.release(job.id)
+        trial.allocate(job.id, placement, vectors)
         job._settle(self.now)
-        pack = alloc_now.pack if alloc_now is not None else None
         self._release(job.id)  # a pack member moves out of its pack: it runs alone afterwards
-        try:
-            alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n_new))
-        except AllocationError:
-            if pack is not None:  # back into its pack, as it was
-                self.ledger.allocate_pack(job.id, pack, self._demands[job.id][0])
-                self.record.append(self.now, EventKind.PACKED, None, device=list(pack),
-                                   members=list(self.ledger.packs[pack]), joined=[job.id],
-                                   mem_gb=self.ledger.pack_mem[pack])
-            else:
-                # put it back where it was; GPU sharing allowed, since a guest it hosted may
-                # have inherited its devices on release
-                self.ledger.allocate(job.id, old, self._task_vectors(job.id, len(old) - job.spec.num_ps),
-                                     share_gpus=True)
-            raise
+        alloc = self.ledger.allocate(job.id, placement, vectors)
         self.backend.halt(job.id, self.now, checkpoint=True)
         job._placement = tuple(placement)
         job._alloc = alloc.total
