@@ -2,6 +2,8 @@
 
 Mount with ``app.command("run")(cohabit.runtime.cli.run)``. Each policy runs
 the whole workload in turn on a fresh :class:`~cohabit.runtime.local.LocalBackend`
+(or, with ``--backend ray``, :class:`~cohabit.runtime.ray_backend.RayBackend`
+on one Ray connection shared by the policies)
 (real time: a workload of one minute takes one minute per policy), then the
 comparison table of ``cohabit simulate`` is printed, computed the same way
 from the run's record, followed by each job's outcome (final loss/accuracy,
@@ -84,7 +86,8 @@ class LiveBoard:
 def run(
     jobs_yaml: Annotated[Path, typer.Argument(help="YAML file of jobs; each names a workload (see examples/real_jobs.yaml).")],
     policy: Annotated[str, typer.Option(help="Policy name(s), comma-separated; each runs the whole workload in turn.")],
-    backend: Annotated[str, typer.Option(help="Where jobs run: 'local' (processes on this machine). 'ray' is not available yet.")] = "local",
+    backend: Annotated[str, typer.Option(help="Where jobs run: 'local' (processes on this machine) or 'ray' (Ray actors).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="With --backend ray: an existing Ray cluster ('auto' or HOST:PORT); default: start a local one for this run.")] = None,
     nodes: Annotated[Optional[int], typer.Option(help="Logical nodes (default: one per usable core; each gets cpu = cores // nodes and 80% of memory / nodes).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics and per-job results as JSON here.")] = None,
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
@@ -92,15 +95,15 @@ def run(
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
-    from ..policies import REGISTRY, make_policy
+    from ..policies import REGISTRY
     from ..report.table import print_comparison
     from ..spec.yamlio import SpecError, load_jobs
-    from .runner import check_jobs, local_cluster, run_local
+    from .runner import check_jobs, local_cluster
 
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    if backend == "ray":
-        _fail("the Ray backend is not available yet (issue 4, item 3); use --backend local")
+    if ray_address is not None and backend != "ray":
+        _fail("--ray-address needs --backend ray")
     names = [p.strip() for p in policy.split(",") if p.strip()]
     unknown = [n for n in names if n not in REGISTRY]
     if not names or unknown:
@@ -119,9 +122,47 @@ def run(
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
     cap = cluster.nodes[0].capacity
+    backend_cls, started_ray = _backend_class(backend, ray_address)
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
-                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} (LocalBackend)")
-    results: dict[str, Any] = {}
+                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
+    try:
+        outcomes = _run_policies(specs, cluster, names, backend_cls, workdir, max_restarts, checkpoint_interval)
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    results = {name: out.metrics for name, out in outcomes.items()}
+    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
+                                                   f"{backend} node(s)")
+    if json_out is not None:
+        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster, backend=backend)
+        console.print(f"wrote {json_out}")
+
+
+def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
+    """The backend class for ``--backend``, and whether Ray was started/connected here (to shut down)."""
+    from .local import LocalBackend
+
+    if backend == "local":
+        return LocalBackend, False
+    try:
+        from .ray_backend import RayBackend, connect
+    except ImportError as exc:
+        _fail(f"--backend ray needs Ray: pip install 'cohabit[ray]' ({exc})")
+    try:
+        started = connect(ray_address)  # once for every policy; each RayBackend then reuses it
+    except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError... from ray.init
+        _fail(f"cannot {'connect to Ray at ' + ray_address if ray_address else 'start Ray'}: {exc}")
+    return RayBackend, started
+
+
+def _run_policies(specs: list[Any], cluster: Any, names: list[str], backend_cls: Any, workdir: Path | None,
+                  max_restarts: int, checkpoint_interval: float) -> dict[str, Any]:
+    """Run the whole workload under each policy in turn, with live progress; outcomes by policy name."""
+    from ..policies import make_policy
+    from .runner import run_local
+
     outcomes: dict[str, Any] = {}
     for name in names:
         pol = make_policy(name)
@@ -130,16 +171,12 @@ def run(
                       TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
-                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval)
+                            backend_cls=backend_cls, max_restarts=max_restarts,
+                            checkpoint_interval=checkpoint_interval)
             board.refresh()
-        results[pol.name] = out.metrics
         outcomes[pol.name] = out
         _print_jobs(pol.name, out)
-    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
-                                                   f"local node(s)")
-    if json_out is not None:
-        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster)
-        console.print(f"wrote {json_out}")
+    return outcomes
 
 
 def _print_jobs(policy: str, out: Any) -> None:
@@ -160,9 +197,9 @@ def _print_jobs(policy: str, out: Any) -> None:
     console.print(table)
 
 
-def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any) -> None:
+def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any, backend: str = "local") -> None:
     """Metrics per policy (as ``simulate --json``) plus each job's real outcome and the backend's timings."""
-    payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": "local",
+    payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": backend,
                                "policies": {}, "real": {}}
     for name, out in outcomes.items():
         payload["policies"][name] = out.metrics.to_json()

@@ -1,0 +1,72 @@
+"""RayBackend end to end: the ``tests/ray_suite`` tests on a 2-node Ray cluster in a loopback-only netns.
+
+Ray binds to the machine's external address, so everything that starts Ray
+runs inside a fresh network namespace that has only ``lo``: this test creates
+it (``ip netns add``), runs the suite there with ``ip netns exec`` in a child
+pytest, and in a ``finally`` kills whatever is still running in the namespace
+(by pid, from ``ip netns pids``) and deletes it. Skipped with the reason when
+not root, without ``ip``, or without Ray installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SUITE_TIMEOUT = 420.0
+
+
+def _why_not() -> str | None:
+    if importlib.util.find_spec("ray") is None:
+        return "Ray is not installed (pip install 'cohabit[ray]')"
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "needs root to create a network namespace (ip netns add)"
+    if shutil.which("ip") is None:
+        return "needs the 'ip' command (iproute2) to create a network namespace"
+    return None
+
+
+def _netns_pids(name: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, timeout=10)
+    return [int(p) for p in out.stdout.split() if p.isdigit()]
+
+
+@pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
+def test_ray_backend_suite_in_a_loopback_only_namespace(tmp_path) -> None:
+    name = f"cohabit-ray-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=10)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True, timeout=10)
+        env = dict(os.environ, COHABIT_RAY_NETNS="1", RAY_USAGE_STATS_ENABLED="0",
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        cmd = ["ip", "netns", "exec", name, sys.executable, "-m", "pytest", str(HERE / "ray_suite"), "-q",
+               "-p", "no:cacheprovider", "-x", "--timeout", "240", "--basetemp", str(tmp_path / "suite"), "-rs"]
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT, cwd=HERE.parent)
+        took = time.monotonic() - t0
+        report = f"ray suite took {took:.1f} s, exit {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+        print(report)
+        assert proc.returncode == 0, report
+        assert " passed" in proc.stdout and "skipped" not in proc.stdout, report
+    finally:
+        for _ in range(3):  # Ray's processes that outlived the suite: ours, found by namespace
+            pids = [p for p in _netns_pids(name) if p != os.getpid()]
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        subprocess.run(["ip", "netns", "del", name], timeout=10)
