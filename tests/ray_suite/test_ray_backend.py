@@ -8,16 +8,13 @@ Ray nodes (raylets).
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 
 from cohabit.engine.backend import BackendEventKind as K
 from cohabit.runtime.ray_backend import RayBackend
 
 from conftest import node_args
-from runtime_helpers import allocate, cluster, ended, final_event, job, losses, wait_for
+from runtime_helpers import allocate, cluster, ended, final_event, job, kill_and_recover, losses, wait_for
 from test_runtime_local import _assert_close, reference
 
 pytestmark = pytest.mark.usefixtures("ray_cluster")
@@ -106,18 +103,7 @@ def test_ray_killed_actor_restarts_from_checkpoint(tmp_path) -> None:
     spec = job("victim", NUMPY, 15000)
     with backend(tmp_path, checkpoint_interval=0.05) as be:
         be.launch(spec, allocate(be.cluster, spec, (1,)), 0.0, from_checkpoint=False)
-        wait_for(be, lambda ev: be.store.latest("victim") is not None and any(e.kind is K.PROGRESS for e in ev), 60)
-        pid = be.status["victim"].pids[0]
-        assert pid > 0 and pid in be.pids()
-        os.kill(pid, signal.SIGKILL)
-        events = wait_for(be, ended("victim"), timeout=90)
-        assert final_event(events, "victim").kind is K.FINISHED
-        st = be.status["victim"]
-        assert st.restarts == 1 and "Ray actor failed" in st.reason
-        restart = next(t for t in be.timings if t["kind"] == "restart")
-        assert restart["checkpoint_iteration"] > 0
-        restored = [t["restored_iteration"] for t in be.timings if t["kind"] == "start"]
-        assert restored[-1] == restart["checkpoint_iteration"]
+        assert "Ray actor failed" in kill_and_recover(be, "victim").reason
         got = final_model(be, "victim")
     _assert_close(got["model"], reference(NUMPY, 15000)["model"])
 
