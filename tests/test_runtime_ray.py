@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -50,14 +51,18 @@ def test_ray_backend_suite_in_a_loopback_only_namespace(tmp_path) -> None:
         env = dict(os.environ, COHABIT_RAY_NETNS="1", RAY_USAGE_STATS_ENABLED="0",
                    PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         cmd = ["ip", "netns", "exec", name, sys.executable, "-m", "pytest", str(HERE / "ray_suite"), "-q",
-               "-p", "no:cacheprovider", "-x", "--timeout", "240", "--basetemp", str(tmp_path / "suite"), "-rs"]
+               "-p", "no:cacheprovider", "-x", "--timeout", "240", "--basetemp", str(tmp_path / "suite"), "-rs", "--junitxml", str(tmp_path / "suite.xml")]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT, cwd=HERE.parent)
         took = time.monotonic() - t0
         report = f"ray suite took {took:.1f} s, exit {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
         print(report)
         assert proc.returncode == 0, report
-        assert " passed" in proc.stdout and "skipped" not in proc.stdout, report
+        suite = ElementTree.parse(tmp_path / "suite.xml").getroot().find("testsuite")
+        assert suite is not None, report
+        counts = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+        assert counts["tests"] >= 7 and counts["failures"] == counts["errors"] == counts["skipped"] == 0, (counts,
+                                                                                                       report)
     finally:
         for _ in range(3):  # Ray's processes that outlived the suite: ours, found by namespace
             pids = [p for p in _netns_pids(name) if p != os.getpid()]
