@@ -75,3 +75,16 @@ def test_ray_backend_suite_in_a_loopback_only_namespace(tmp_path) -> None:
                     pass
             time.sleep(0.5)
         subprocess.run(["ip", "netns", "del", name], timeout=10)
+
+
+def test_node_order_puts_labelled_ray_nodes_at_their_index_and_fills_with_the_rest() -> None:
+    from cohabit.runtime.ray_backend import node_order
+
+    alive = {"c": {"CPU": 1.0}, "a": {"CPU": 1.0, "cohabit_node_2": 1.0}, "b": {"CPU": 2.0},
+             "d": {"cohabit_node_0": 1.0}}
+    assert node_order(alive) == ["d", "b", "a", "c"]
+    assert node_order({"x": {}, "w": {}}) == ["w", "x"]
+    # a label beyond the number of nodes cannot take its index: the node still gets a place
+    assert sorted(node_order({"x": {"cohabit_node_7": 1.0}, "w": {}})) == ["w", "x"]
+    with pytest.raises(RuntimeError, match="no alive node"):
+        node_order({})

@@ -88,7 +88,7 @@ def run(
     policy: Annotated[str, typer.Option(help="Policy name(s), comma-separated; each runs the whole workload in turn.")],
     backend: Annotated[str, typer.Option(help="Where jobs run: 'local' (processes on this machine) or 'ray' (Ray actors).")] = "local",
     ray_address: Annotated[Optional[str], typer.Option(help="With --backend ray: an existing Ray cluster ('auto' or HOST:PORT); default: start a local one for this run.")] = None,
-    nodes: Annotated[Optional[int], typer.Option(help="Logical nodes (default: one per usable core; each gets cpu = cores // nodes and 80% of memory / nodes).")] = None,
+    nodes: Annotated[Optional[int], typer.Option(help="Logical nodes (default: one per usable core; each gets cpu = cores // nodes and 80% of memory / nodes; with --ray-address: one per Ray node, with its CPU and memory).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics and per-job results as JSON here.")] = None,
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
@@ -96,7 +96,6 @@ def run(
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import REGISTRY
-    from ..report.table import print_comparison
     from ..spec.yamlio import SpecError, load_jobs
     from .runner import check_jobs, local_cluster
 
@@ -117,24 +116,39 @@ def run(
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
+    from_ray = ray_address is not None and nodes is None  # an existing cluster: its own nodes and capacities
     try:
-        cluster = local_cluster(nodes)
+        cluster = None if from_ray else local_cluster(nodes)
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
-    cap = cluster.nodes[0].capacity
     backend_cls, started_ray = _backend_class(backend, ray_address)
-    console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
-                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
     try:
-        outcomes = _run_policies(specs, cluster, names, backend_cls, workdir, max_restarts, checkpoint_interval)
+        if cluster is None:
+            from .ray_backend import ray_cluster_spec
+
+            cluster = ray_cluster_spec()
+        _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out, max_restarts,
+                        checkpoint_interval)
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
+
+
+def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
+                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, max_restarts: int,
+                    checkpoint_interval: float) -> None:
+    """Run every policy, then print the comparison table (and write the JSON)."""
+    from ..report.table import print_comparison
+
+    cap = cluster.nodes[0].capacity
+    console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
+                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
+    outcomes = _run_policies(specs, cluster, names, backend_cls, workdir, max_restarts, checkpoint_interval)
     results = {name: out.metrics for name, out in outcomes.items()}
     print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
-                                                   f"{backend} node(s)")
+                                                   f"logical node(s), {backend} backend")
     if json_out is not None:
         write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster, backend=backend)
         console.print(f"wrote {json_out}")

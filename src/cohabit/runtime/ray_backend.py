@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.backend import BackendEvent, BackendEventKind
-from ..spec.cluster import ClusterSpec
+from ..spec.cluster import ClusterSpec, NodeSpec
+from ..spec.resources import Resources
 from .local import LocalBackend, _Run, _Task
 from .relay import Relay
 
@@ -76,6 +77,49 @@ def connect(address: str | None = None, *, host: str = "127.0.0.1", object_store
         ray.init(num_cpus=num_cpus, object_store_memory=object_store_mb * 2**20, include_dashboard=False,
                  log_to_driver=False, configure_logging=False, _node_ip_address=host)
     return True
+
+
+def node_order(alive: dict[str, dict[str, float]]) -> list[str]:
+    """Alive Ray node ids (with their resources) in logical-node order.
+
+    Position ``i`` is the node advertising ``cohabit_node_<i>`` if one does,
+    else the next unlabelled node by node id.
+    """
+    if not alive:
+        raise RuntimeError("the Ray cluster has no alive node")
+    labelled: dict[int, str] = {}
+    for nid in sorted(alive):
+        for key, amount in alive[nid].items():
+            if key.startswith("cohabit_node_") and key[13:].isdigit() and amount > 0:
+                labelled.setdefault(int(key[13:]), nid)
+    free = iter(nid for nid in sorted(alive) if nid not in labelled.values())
+    out: list[str] = []
+    for i in range(len(alive)):
+        nid = labelled.get(i) or next(free, None)
+        if nid is not None and nid not in out:
+            out.append(nid)
+    return out + [nid for nid in sorted(alive) if nid not in out]  # labels past the end, leftovers
+
+
+def ray_cluster_spec(name: str = "ray") -> ClusterSpec:
+    """One logical node per alive Ray node, in :func:`node_order` (the order RayBackend maps them in).
+
+    Capacity from the node's Ray resources: ``cpu`` = its ``CPU``, ``mem_gb``
+    = its ``memory`` (bytes Ray may use for tasks), ``gpu`` = its ``GPU`` if
+    any. The caller must already be connected (:func:`connect`).
+    """
+    import ray
+
+    alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+    nodes = []
+    for i, nid in enumerate(node_order({k: dict(n.get("Resources", {})) for k, n in alive.items()})):
+        n = alive[nid]
+        res = n.get("Resources", {})
+        cap = {"cpu": float(res.get("CPU", 0.0)), "mem_gb": round(float(res.get("memory", 0.0)) / 2**30, 1)}
+        if res.get("GPU"):
+            cap["gpu"] = float(res["GPU"])
+        nodes.append(NodeSpec(name=f"{name}-{i}", capacity=Resources(**cap), labels={"ray_node": n["NodeID"][:12]}))
+    return ClusterSpec(name=name, nodes=tuple(nodes))
 
 
 class TaskActor:
@@ -231,17 +275,19 @@ class RayBackend(LocalBackend):
         self._alive: dict[str, dict[str, float]] = {}
         self.node_map: list[str] = []
         self._last_check = -float("inf")
-        self._refresh_nodes()
+        try:
+            self._refresh_nodes()
+        except Exception:
+            self.close()
+            raise
 
     # ------------------------------------------------------------- placement
     def _refresh_nodes(self) -> set[str]:
         """Ask Ray which nodes are alive; remap logical nodes whose Ray node is gone. The alive ids."""
         self._last_check = time.monotonic()
         alive = {n["NodeID"]: dict(n.get("Resources", {})) for n in self._ray.nodes() if n.get("Alive")}
-        if not alive:
-            raise RuntimeError("the Ray cluster has no alive node")
+        order = node_order(alive)
         self._alive = alive
-        order = sorted(alive)
         old = self.node_map
         new: list[str] = []
         for i in range(len(self.cluster.nodes)):
