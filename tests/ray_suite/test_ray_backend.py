@@ -162,3 +162,33 @@ def test_ray_backend_under_a_policy_through_the_cli(tmp_path) -> None:
     data = json.loads(out.read_text())
     assert data["backend"] == "ray" and data["nodes"] == 2  # the cluster's alive Ray nodes
     assert {j["state"] for j in data["real"]["fifo"]["jobs"].values()} == {"finished"}
+
+
+def test_ray_ps_job_spans_ray_nodes_and_migrates_to_the_reference_model(tmp_path) -> None:
+    import numpy as np
+
+    from cohabit.engine.ledger import Ledger
+    from cohabit.runtime.ps import load_model
+    from cohabit.runtime.ps.reference import run_in_process
+
+    from test_runtime_ps_local import place, ps_job
+
+    workload, iterations = {"name": "ps-lasso", "data": "synthetic", "n_samples": 2000, "seed": 4}, 800
+    spec = ps_job("lasso", workload, iterations, workers=2, servers=1)
+    with backend(tmp_path, checkpoint_interval=0) as be:
+        led = Ledger(be.cluster)
+        be.launch(spec, place(led, spec, (0, 1, 1)), 0.0, from_checkpoint=False)  # workers on both Ray nodes
+        assert ray_nodes(be, "lasso") == {be.ray_node_of(0), be.ray_node_of(1)}
+        events = wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.data["iterations"] > 10 for e in ev), 60)
+        assert all(e.data["comm_s"] > 0 for e in events if e.kind is K.PROGRESS)
+        be.halt("lasso", be.now(), checkpoint=True)
+        led.release("lasso")
+        be.launch(spec, place(led, spec, (1, 0, 0)), be.now(), from_checkpoint=True)  # every task moves
+        events = wait_for(be, ended("lasso"), timeout=90)
+        assert final_event(events, "lasso").kind is K.FINISHED
+        seen = losses(events, "lasso")
+        assert seen and final_event(events, "lasso").data["metrics"]["loss"] < seen[0]
+        it, model, _ = load_model(be.store.root, "lasso")
+    ref, _, _ = run_in_process(workload, iterations=iterations, n_workers=2, n_servers=1)
+    assert it == iterations
+    np.testing.assert_allclose(model["w"], ref["w"], rtol=1e-9, atol=1e-12)

@@ -95,7 +95,7 @@ def run(
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
-    from ..policies import REGISTRY
+    from ..policies import policy_list
     from ..spec.yamlio import SpecError, load_jobs
     from .runner import check_jobs, local_cluster
 
@@ -103,10 +103,10 @@ def run(
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     if ray_address is not None and backend != "ray":
         _fail("--ray-address needs --backend ray")
-    names = [p.strip() for p in policy.split(",") if p.strip()]
-    unknown = [n for n in names if n not in REGISTRY]
-    if not names or unknown:
-        _fail(f"unknown policy {', '.join(unknown) or policy!r}; known policies: {', '.join(sorted(REGISTRY))}")
+    try:
+        names = policy_list(policy)
+    except ValueError as exc:
+        _fail(str(exc))
     try:
         specs = load_jobs(jobs_yaml)
     except SpecError as exc:
@@ -145,8 +145,8 @@ def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: s
     cap = cluster.nodes[0].capacity
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
-    outcomes = _run_policies(specs, cluster, names, backend_cls, workdir, max_restarts, checkpoint_interval)
-    results = {name: out.metrics for name, out in outcomes.items()}
+    results, outcomes = run_policies(specs, cluster, names, workdir=workdir, max_restarts=max_restarts,
+                                     checkpoint_interval=checkpoint_interval, backend_cls=backend_cls)
     print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
                                                    f"logical node(s), {backend} backend")
     if json_out is not None:
@@ -171,12 +171,20 @@ def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
     return RayBackend, started
 
 
-def _run_policies(specs: list[Any], cluster: Any, names: list[str], backend_cls: Any, workdir: Path | None,
-                  max_restarts: int, checkpoint_interval: float) -> dict[str, Any]:
-    """Run the whole workload under each policy in turn, with live progress; outcomes by policy name."""
+def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
+                 max_restarts: int = 2, checkpoint_interval: float = 2.0,
+                 backend_cls: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
+
+    ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
+    Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
+    part of ``cohabit demo``.
+    """
     from ..policies import make_policy
+    from .local import LocalBackend
     from .runner import run_local
 
+    results: dict[str, Any] = {}
     outcomes: dict[str, Any] = {}
     for name in names:
         pol = make_policy(name)
@@ -185,12 +193,13 @@ def _run_policies(specs: list[Any], cluster: Any, names: list[str], backend_cls:
                       TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
-                            backend_cls=backend_cls, max_restarts=max_restarts,
+                            backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
                             checkpoint_interval=checkpoint_interval)
             board.refresh()
+        results[pol.name] = out.metrics
         outcomes[pol.name] = out
         _print_jobs(pol.name, out)
-    return outcomes
+    return results, outcomes
 
 
 def _print_jobs(policy: str, out: Any) -> None:

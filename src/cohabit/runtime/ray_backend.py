@@ -6,7 +6,7 @@ checkpoint at an iteration boundary then kill the actor, resume / migrate /
 resize = new actors restoring the newest good checkpoint, a crashed task
 restarts its job from checkpoint with the same ``max_restarts`` /
 ``restart_backoff`` / ``backoff_factor``. The task's code is the same too:
-the actor runs :func:`cohabit.runtime.worker.serve` (the training loop of
+the actor runs :func:`cohabit.runtime.worker.serve_task` (the training loop of
 :mod:`.worker`) and talks to the backend in the same JSON lines, over a TCP
 connection back to the driver that :class:`~.relay.Relay` splices onto a local
 socketpair.
@@ -36,6 +36,11 @@ cluster ``root`` must be a directory every node mounts at the same path (NFS
 or similar), the driver's ``host`` must be reachable from every node, and
 data-parallel jobs whose ranks span machines need rank 0's address instead of
 127.0.0.1 for gloo (not done: such jobs run only when all ranks share a host).
+
+Parameter-server jobs run too (their servers and workers are tasks like any
+other, talking TCP on 127.0.0.1 as under LocalBackend, with the per-node
+bandwidth budget kept in files under ``root``): on one machine only, for the
+same reasons. Packs (:mod:`.packed`) are not run under Ray.
 """
 
 from __future__ import annotations
@@ -139,14 +144,14 @@ class TaskActor:
         return os.getpid(), ray.get_runtime_context().get_node_id()
 
     def run(self, host: str, port: int, token: str, timeout: float) -> int:
-        """Serve one task (:func:`cohabit.runtime.worker.serve`); its exit code."""
+        """Serve one task (:func:`cohabit.runtime.worker.serve_task`); its exit code."""
         from .channel import Channel
-        from .worker import serve
+        from .worker import serve_task
 
         t0 = time.time()
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.sendall(token.encode() + b"\n")
-        code = serve(Channel(sock), timeout, {"interpreter_s": 0.0, "imports_s": time.time() - t0})
+        code = serve_task(Channel(sock), timeout, {"interpreter_s": 0.0, "imports_s": time.time() - t0})
         return code
 
 
@@ -239,6 +244,10 @@ class RayBackend(LocalBackend):
     ``max_restarts``, ``restart_backoff``, ``backoff_factor``,
     ``checkpoint_interval``, ``halt_timeout``, ``listener``...).
     """
+
+    #: Packs (one host process receiving its members' sockets over a unix socket) do not run as
+    #: Ray actors: without ``launch_pack`` the scheduler rejects Pack actions as unsupported.
+    launch_pack = None  # type: ignore[assignment]
 
     def __init__(
         self,

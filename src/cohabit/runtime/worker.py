@@ -26,6 +26,9 @@ Messages it sends: ``ready`` (after restore), ``progress``, ``checkpoint``
 is folded into progress, ``halted``, ``finished``, ``error`` (``fatal``: the
 configuration or workload is wrong, retrying cannot help).
 
+A configuration with a ``ps`` section is a task of a parameter-server job:
+it runs :func:`cohabit.runtime.ps.task.run_task` instead of this loop.
+
 Data-parallel jobs (``world_size > 1``): every rank runs this loop; gradients
 are averaged with gloo all-reduce over 127.0.0.1 (:class:`GlooComm`); a halt
 request seen by any rank is agreed on by an all-reduce of a flag, so all
@@ -311,7 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launched-at", type=float, default=None, help="time.time() when the parent spawned us")
     parser.add_argument("--preload", choices=("none", "numpy", "torch"), default="none",
                         help="import the workload modules now and wait for a configuration (a warm spare)")
+    parser.add_argument("--pack", action="store_true",
+                        help="be a pack host: --fd is a control socket passing member channels (runtime.packed)")
     args = parser.parse_args(argv)
+    if args.pack:
+        from .packed import serve
+
+        return serve(socket.socket(fileno=args.fd))
     if args.preload == "torch":
         import torch  # noqa: F401
 
@@ -319,17 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.preload in ("numpy", "torch"):
         from .workloads import numpy_models  # noqa: F401
     t_main = time.time()
-    startup = None
-    if args.launched_at is not None:
-        startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE}
-    return serve(Channel(socket.socket(fileno=args.fd)), 60.0 if args.preload == "none" else 365 * 86400.0,
-                 startup)
+    startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE} \
+        if args.launched_at is not None else {}
+    return serve_task(Channel(socket.socket(fileno=args.fd)), 60.0 if args.preload == "none" else 365 * 86400.0,
+                      startup)
 
 
-def serve(chan: Channel, timeout: float, startup: dict[str, float] | None = None) -> int:
+def serve_task(chan: Channel, timeout: float, startup: dict[str, float]) -> int:
     """Wait up to ``timeout`` s for the configuration on ``chan``, then run the task; the exit code.
 
-    Shared by the task process (:func:`main`) and the Ray actor (:mod:`.ray_backend`).
+    Shared by the task process (:func:`main`) and the Ray actor (:mod:`.ray_backend`). ``startup``:
+    start-up times to report (``interpreter_s``, ``imports_s``), possibly empty.
     """
     try:
         cfg = chan.recv(timeout=timeout)
@@ -337,9 +346,12 @@ def serve(chan: Channel, timeout: float, startup: dict[str, float] | None = None
         return EXIT_NO_CONFIG
     if cfg.get("type") != "config":
         return EXIT_NO_CONFIG
+    if "ps" in cfg:  # a parameter-server job's server or worker
+        from .ps.task import run_task
+
+        return run_task(chan, cfg, startup)
     worker = Worker(chan, cfg)
-    if startup is not None:
-        worker.startup = startup
+    worker.startup = startup
     return worker.run()
 
 

@@ -99,11 +99,19 @@ def _alibaba_openb() -> ClusterSpec:
     return ClusterSpec(name="alibaba-openb", nodes=tuple(nodes))
 
 
+def _harmony() -> ClusterSpec:
+    """Harmony's evaluation cluster (Lee et al., §V-B): 100 machines of 8 vCPU / 32 GB / 1.1 Gbps."""
+    from ..sim.harmony_workload import harmony_cluster
+
+    return harmony_cluster(100)
+
+
 PRESETS = {
     "philly": _philly,
     "tiresias": _tiresias,
     "pollux": _pollux,
     "alibaba-openb": _alibaba_openb,
+    "harmony": _harmony,
 }
 
 

@@ -12,11 +12,11 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from ..truth import TraceJob
-from . import alibaba, native, philly, pollux, tiresias
+from . import alibaba, harmony, native, philly, pollux, tiresias
 from ._common import Sink, Source, sort_jobs
 from .errors import TraceRowError
 
-FORMATS: tuple[str, ...] = ("tiresias", "philly", "pollux", "alibaba", "cohabit")
+FORMATS: tuple[str, ...] = ("tiresias", "philly", "pollux", "alibaba", "cohabit", "harmony")
 """Trace formats :func:`load_trace` reads."""
 
 _LOADERS: dict[str, tuple[Callable[[Source, Sink], None], str]] = {
@@ -25,6 +25,7 @@ _LOADERS: dict[str, tuple[Callable[[Source, Sink], None], str]] = {
     "pollux": (pollux.load, pollux.DEFAULT_CLUSTER),
     "alibaba": (alibaba.load, alibaba.DEFAULT_CLUSTER),
     "cohabit": (native.load, native.DEFAULT_CLUSTER),
+    "harmony": (harmony.load, harmony.DEFAULT_CLUSTER),
 }
 
 EMBEDDED: dict[str, tuple[str, str]] = {
@@ -32,6 +33,7 @@ EMBEDDED: dict[str, tuple[str, str]] = {
     "philly_82k": ("philly_82k.csv", "philly"),
     "pollux_workload-1": ("pollux_workload-1.csv", "pollux"),
     "alibaba_openb": ("alibaba_openb_pods_default.csv", "alibaba"),
+    "harmony_80": ("harmony_80.csv", "harmony"),
 }
 """Traces shipped in ``cohabit/data/traces``: name -> (file name, format)."""
 

@@ -1,0 +1,202 @@
+"""The Harmony node-queue server: the subtask synchronizer and every logical node's queues and link.
+
+One server process (``python -m cohabit.runtime.harmony.server``) listens on a
+unix socket and serves all the logical nodes of a LocalBackend; Harmony groups
+hold whole machines, so the queues of node ``n`` only ever see the jobs of the
+group holding ``n``. Each worker's gate (:mod:`.gate`) holds one connection,
+served by its own thread; all state sits behind one lock and one condition
+variable. The synchronizer spans nodes (a job's workers sit on several), the
+queues and links are per node.
+
+Protocol: JSON objects, one per line, client -> server (replies marked ->):
+
+* ``{"op": "hello", "job", "rank", "node", "world"}`` -> ``{"ok": true}``: a worker joins.
+* ``{"op": "link", "node"}`` -> ``{"ok": true}``: a link-only client (a job outside any group).
+* ``{"op": "begin", "kind"}`` -> ``{"ok": true, "seq", "role", "wait_s"}`` once the subtask may run.
+* ``{"op": "end"}`` (no reply): the running subtask finished.
+* ``{"op": "take", "n"}`` -> ``{"ok": true}`` once ``n`` bytes were drawn from the node's link.
+* ``{"op": "stats"}`` -> ``{"ok": true, "nodes": {...}}``.
+* end of file: the worker left (finished, paused, moved or died).
+
+A protocol error is answered ``{"ok": false, "error": ...}`` and the connection closed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socketserver
+import threading
+import time
+from typing import Any
+
+from ..subtask import SubtaskKind
+from .queues import NodeLink, NodeQueues, Ticket
+from .sync import SubtaskSynchronizer, SyncError
+
+
+class HarmonyState:
+    """Synchronizer + node queues + links behind one condition variable."""
+
+    def __init__(self, n_nodes: int, link_rate: float | None) -> None:
+        if n_nodes < 1:
+            raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
+        self.cv = threading.Condition()
+        self.sync = SubtaskSynchronizer()
+        self.nodes = [NodeQueues(n) for n in range(n_nodes)]
+        self.links = [NodeLink(link_rate) for _ in range(n_nodes)] if link_rate else None
+
+    def node(self, n: Any) -> NodeQueues:
+        if not isinstance(n, int) or not 0 <= n < len(self.nodes):
+            raise SyncError(f"node must be an integer in [0, {len(self.nodes)}), got {n!r}")
+        return self.nodes[n]
+
+    def begin(self, job: str, rank: int, node: int, step: int, kind: SubtaskKind) -> Ticket:
+        """Block until subtask ``step`` of this worker is released and its node queue starts it."""
+        with self.cv:
+            while (seq := self.sync.release_seq(job, rank, step, kind.value)) is None:
+                self.cv.wait()
+            t = Ticket(job, rank, kind, seq)
+            q = self.nodes[node]
+            q.enqueue(t)
+            while not q.try_start(t):
+                self.cv.wait()
+            return t
+
+    def end(self, job: str, rank: int, node: int, step: int, t: Ticket) -> None:
+        with self.cv:
+            self.nodes[node].finish(t)
+            self.sync.finished(job, rank, step)
+            self.cv.notify_all()
+
+    def take(self, node: int, n: int, high: bool) -> None:
+        """Draw ``n`` bytes from ``node``'s link (no-op without a link rate)."""
+        if self.links is None:
+            return
+        link = self.links[node]
+        with self.cv:
+            if high:
+                link.high_waiting += 1
+            try:
+                while (wait := link.try_take(n, high)) is not None:
+                    self.cv.wait(wait)
+            finally:
+                if high:
+                    link.high_waiting -= 1
+                self.cv.notify_all()
+            done = time.monotonic() + link.drain_time()
+            while (left := done - time.monotonic()) > 0:
+                self.cv.wait(left)
+
+    def leave(self, job: str | None, rank: int, node: int, t: Ticket | None) -> None:
+        with self.cv:
+            if t is not None:
+                self.nodes[node].finish(t)
+            if job is not None:
+                self.sync.leave(job, rank)
+            self.cv.notify_all()
+
+    def stats(self) -> dict[str, Any]:
+        with self.cv:
+            out = {}
+            for q in self.nodes:
+                s: dict[str, Any] = dict(q.stats())
+                if self.links is not None:
+                    s["link_bytes"] = self.links[q.node].bytes
+                    s["link_bytes_secondary"] = self.links[q.node].bytes_low
+                out[str(q.node)] = s
+            return out
+
+
+class _Conn(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def _reply(self, msg: dict[str, Any]) -> None:
+        self.wfile.write(json.dumps(msg).encode() + b"\n")
+        self.wfile.flush()
+
+    def handle(self) -> None:
+        st = self.server.state
+        job: str | None = None
+        rank, node, step = 0, 0, 0
+        ticket: Ticket | None = None
+        try:
+            for line in self.rfile:
+                msg = json.loads(line)
+                op = msg.get("op")
+                if op == "hello":
+                    with st.cv:
+                        node = st.node(msg["node"]).node
+                        st.sync.join(str(msg["job"]), int(msg["rank"]), int(msg["world"]))
+                        job, rank = str(msg["job"]), int(msg["rank"])
+                        st.cv.notify_all()
+                    self._reply({"ok": True})
+                elif op == "link":
+                    node = st.node(msg["node"]).node
+                    self._reply({"ok": True})
+                elif op == "begin":
+                    if job is None or ticket is not None:
+                        raise SyncError("begin before hello, or while a subtask runs")
+                    t0 = time.monotonic()
+                    ticket = st.begin(job, rank, node, step, SubtaskKind(msg["kind"]))
+                    self._reply({"ok": True, "seq": ticket.seq, "role": ticket.role, "wait_s": time.monotonic() - t0})
+                elif op == "end":
+                    if job is None or ticket is None:
+                        raise SyncError("end without a running subtask")
+                    st.end(job, rank, node, step, ticket)
+                    ticket, step = None, step + 1
+                elif op == "take":
+                    high = job is None or (ticket is not None and ticket.role == "primary")
+                    st.take(node, int(msg["n"]), high)
+                    self._reply({"ok": True})
+                elif op == "stats":
+                    self._reply({"ok": True, "nodes": st.stats()})
+                else:
+                    raise SyncError(f"unknown op {op!r}; expected hello, link, begin, end, take or stats")
+        except (SyncError, ValueError, KeyError, TypeError) as exc:
+            try:
+                self._reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            except OSError:
+                pass
+        except OSError:
+            pass
+        finally:
+            st.leave(job, rank, node, ticket)
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, state: HarmonyState) -> None:
+        self.state = state
+        super().__init__(path, _Conn)
+
+
+def serve(path: str, n_nodes: int, link_rate: float | None) -> _Server:
+    """Bind ``path`` and return the server (call ``serve_forever``; tests run it in a thread)."""
+    if os.path.exists(path):
+        os.unlink(path)
+    return _Server(path, HarmonyState(n_nodes, link_rate))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Harmony node-queue server (unix socket)")
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--nodes", type=int, required=True)
+    ap.add_argument("--link-mbps", type=float, default=0.0, help="per-node link budget in MB/s (0: no link)")
+    args = ap.parse_args(argv)
+    server = serve(args.socket, args.nodes, args.link_mbps * 1e6 if args.link_mbps > 0 else None)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    print("ready", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        if os.path.exists(args.socket):
+            os.unlink(args.socket)
+
+
+if __name__ == "__main__":
+    main()
