@@ -13,7 +13,7 @@ import pytest
 from cohabit.engine.backend import BackendEventKind as K
 from cohabit.runtime.ray_backend import RayBackend
 
-from conftest import node_args
+from ray_suite.conftest import node_args
 from runtime_helpers import allocate, cluster, ended, final_event, job, kill_and_recover, losses, wait_for
 from test_runtime_local import _assert_close, reference
 
