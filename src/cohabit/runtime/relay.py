@@ -55,7 +55,11 @@ class Relay:
                 new, self._new = self._new, []
             for s in new:
                 self._sel.register(s, selectors.EVENT_READ, ("parked", None))
-            for key, _ in self._sel.select(timeout=0.1):
+            for stale, _ in self._sel.select(timeout=0.1):
+                try:  # an earlier event of this batch may have re-registered or closed it
+                    key = self._sel.get_key(stale.fileobj)
+                except (KeyError, ValueError):
+                    continue
                 role, peer = key.data
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
@@ -87,6 +91,8 @@ class Relay:
         token, _, rest = buf.partition(b"\n")
         with self._lock:
             parked = self._parked.pop(token.decode(errors="replace"), None)
+            if parked in self._new:  # connected before the thread started watching it
+                self._new.remove(parked)
         if parked is None:  # unknown or late: the backend gave up on this task
             conn.close()
             return
