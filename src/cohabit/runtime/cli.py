@@ -93,6 +93,7 @@ def run(
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
+    bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
@@ -113,6 +114,8 @@ def run(
         _fail(str(exc))
     if not specs:
         _fail(f"{jobs_yaml}: no jobs")
+    if bandwidth_mbps is not None and bandwidth_mbps < 0:
+        _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
@@ -127,8 +130,9 @@ def run(
             from .ray_backend import ray_cluster_spec
 
             cluster = ray_cluster_spec()
-        _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out, max_restarts,
-                        checkpoint_interval)
+        _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
+                        {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
+                         "bandwidth_mbps": bandwidth_mbps})
     finally:
         if started_ray:
             import ray
@@ -137,16 +141,14 @@ def run(
 
 
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
-                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, max_restarts: int,
-                    checkpoint_interval: float) -> None:
-    """Run every policy, then print the comparison table (and write the JSON)."""
+                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any]) -> None:
+    """Run every policy, then print the comparison table (and write the JSON); ``options`` go to the backend."""
     from ..report.table import print_comparison
 
     cap = cluster.nodes[0].capacity
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
-    results, outcomes = run_policies(specs, cluster, names, workdir=workdir, max_restarts=max_restarts,
-                                     checkpoint_interval=checkpoint_interval, backend_cls=backend_cls)
+    results, outcomes = run_policies(specs, cluster, names, workdir=workdir, backend_cls=backend_cls, **options)
     print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
                                                    f"logical node(s), {backend} backend")
     if json_out is not None:
@@ -172,7 +174,7 @@ def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
 
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
-                 max_restarts: int = 2, checkpoint_interval: float = 2.0,
+                 max_restarts: int = 2, checkpoint_interval: float = 2.0, bandwidth_mbps: float | None = None,
                  backend_cls: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
@@ -194,7 +196,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
-                            checkpoint_interval=checkpoint_interval)
+                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
             board.refresh()
         results[pol.name] = out.metrics
         outcomes[pol.name] = out

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from .parts import Arrays, assemble, partition, restore_point, save_part
-from .task import CKPT, EXIT_OK, STOP, PSTask
+from .task import CKPT, EXIT_OK, STOP, PeerLost, PSTask
 from .wire import Conn, PeerGone, decode, encode
 
 
@@ -114,7 +114,7 @@ class ParameterServer:
             conn.close()
             del self.conns[w]
             if self.ending is None:
-                raise RuntimeError(f"server {self.index}: worker {w} went away at iteration "
+                raise PeerLost(f"server {self.index}: worker {w} went away at iteration "
                                    f"{self.iteration}") from None
             return
         header, arrays = decode(raw, hl)

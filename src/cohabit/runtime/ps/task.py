@@ -25,9 +25,15 @@ from ..workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 from .models import PSWorkload
 from .netlimit import NodeLink
 from .parts import parts_store
+from .wire import PeerGone
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 3
 CKPT, STOP = 1, 2  # bits of the flag the workers agree on at each push (see server.py)
+PEER_LOSS_DELAY_S = 1.0
+
+
+class PeerLost(RuntimeError):
+    """A server lost a worker's connection in the middle of training."""
 
 
 @dataclass
@@ -126,6 +132,10 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
         return PSWorker(task).run(info)
     except Exception as exc:  # noqa: BLE001 - a crash: report it, let the backend restart from checkpoint
         traceback.print_exc()
+        if isinstance(exc, (PeerGone, PeerLost)):
+            # a consequence of another task's death: give the backend time to see that death first,
+            # so the job's failure reason names the task that died, not its peers
+            time.sleep(PEER_LOSS_DELAY_S)
         _report(chan, cfg, {"type": "error", "fatal": False, "reason": f"{sec['role']} {sec['index']}: "
                             f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=6)})
         return EXIT_FAIL
