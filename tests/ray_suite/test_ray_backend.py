@@ -119,8 +119,8 @@ def test_ray_removed_node_evicts_its_job_which_resumes_elsewhere(tmp_path, ray_c
         wait_for(be, lambda ev: be.store.latest("lost") is not None and any(
             e.kind is K.PROGRESS and e.job == "lost" for e in ev), 60)
         ray_cluster.remove_node(extra)
-        events = wait_for(be, ended("lost"), timeout=60)
-        ev = final_event(events, "lost")
+        before = wait_for(be, ended("lost"), timeout=60)
+        ev = final_event(before, "lost")
         assert ev.kind is K.EVICTED and "Ray node lost" in ev.data["reason"]
         assert 0 < ev.data["iterations"] < 15000
         assert be.ray_node_of(2) != extra.node_id  # remapped onto a survivor
@@ -128,9 +128,9 @@ def test_ray_removed_node_evicts_its_job_which_resumes_elsewhere(tmp_path, ray_c
         assert 2 in remap["moved"]
         # the scheduler would now place it again: resume it on logical node 2 (a surviving Ray node)
         be.launch(spec, allocate(be.cluster, spec, (2,)), be.now(), from_checkpoint=True)
-        events = wait_for(be, lambda e: ended("lost")(e) and ended("calm")(e), timeout=90)
+        events = wait_for(be, lambda e: ended("lost")(e) and ended("calm")(before + e), timeout=90)
         assert final_event(events, "lost").kind is K.FINISHED
-        assert final_event(events, "calm").kind is K.FINISHED  # the co-tenant on node 0 carried on
+        assert final_event(before + events, "calm").kind is K.FINISHED  # the co-tenant on node 0 carried on
         assert be.status["calm"].restarts == 0
         got = final_model(be, "lost")
     _assert_close(got["model"], reference(NUMPY, 15000)["model"])
