@@ -40,7 +40,7 @@ def final_model(be: RayBackend, job_id: str) -> dict:
 def test_ray_torch_and_numpy_jobs_train_on_different_ray_nodes(tmp_path) -> None:
     with backend(tmp_path) as be:
         assert be.ray_node_of(0) != be.ray_node_of(1)
-        specs = {"np": job("np", {"name": "mlr"}, 3000), "torch": job("torch", TORCH, 400)}
+        specs = {"np": job("np", {"name": "mlr"}, 6000), "torch": job("torch", TORCH, 1500)}
         for node, spec in enumerate(specs.values()):
             be.launch(spec, allocate(be.cluster, spec, (node,)), 0.0, from_checkpoint=False)
         assert ray_nodes(be, "np") == {be.ray_node_of(0)} and ray_nodes(be, "torch") == {be.ray_node_of(1)}
@@ -116,10 +116,10 @@ def test_ray_removed_node_evicts_its_job_which_resumes_elsewhere(tmp_path, ray_c
         assert be.ray_node_of(2) == extra.node_id
         be.launch(spec, allocate(be.cluster, spec, (2,)), 0.0, from_checkpoint=False)
         be.launch(bystander, allocate(be.cluster, bystander, (0,)), 0.0, from_checkpoint=False)
-        wait_for(be, lambda ev: be.store.latest("lost") is not None and any(
+        before = wait_for(be, lambda ev: be.store.latest("lost") is not None and any(
             e.kind is K.PROGRESS and e.job == "lost" for e in ev), 60)
         ray_cluster.remove_node(extra)
-        before = wait_for(be, ended("lost"), timeout=60)
+        before += wait_for(be, ended("lost"), timeout=60)
         ev = final_event(before, "lost")
         assert ev.kind is K.EVICTED and "Ray node lost" in ev.data["reason"]
         assert 0 < ev.data["iterations"] < 15000
