@@ -14,7 +14,7 @@ from cohabit.engine.record import EventKind
 from cohabit.policies.base import BasePolicy
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
-from cohabit.sim.profiles.pack import pack_profile
+from cohabit.sim.profiles.pack import pack_impv, pack_profile
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import JobTruth, TraceJob
 from cohabit.spec import ClusterSpec, JobSpec, Resources, TaskGroup
@@ -147,6 +147,7 @@ class Scripted(BasePolicy):
 def test_packed_members_run_at_the_profiled_speed_and_unpack_when_one_finishes() -> None:
     impv = pack_profile().impv("mlp3", 2, 32)
     assert impv == pytest.approx(0.256866)  # the CSV row (bench/pack_step.py measured it)
+    assert pack_impv(["MLP-3", "mlp3"], 32) == impv and pack_impv(["mlp3", "cnn"], 32) == 0.0
     out = simulate([pjob("a", 50), pjob("b", 100)], gpu_cluster(), Scripted({0: [A.Pack(("a", "b"), (0, 0))]}),
                    config=NO_CKPT, strict=True)
     step = (1 - impv) * (1.0 + 1.0)  # Eq. 2.3: one packed step of two 1 s/iteration members

@@ -44,3 +44,12 @@ def test_hyperband_async_schedule(tmp_path) -> None:
 def test_hyperband_command_rejects_bad_values() -> None:
     r = CliRunner().invoke(_parent(), ["hyperband", "--pack", "magic"])
     assert r.exit_code != 0 and "magic" in r.output
+
+
+def test_hyperband_measurement_aware_packs(tmp_path) -> None:
+    out = tmp_path / "hb.json"
+    r = CliRunner().invoke(_parent(), ["hyperband", "--R", "3", "--samples", "300", "--unit", "16", "--pack", "knn",
+                                        "--aware", "--interleave", "--memory-mb", "8", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert data["aware"] is True and data["mean_pack_size"] <= 4  # the packaged profile's best MLP-3 size

@@ -142,3 +142,27 @@ def test_pack_profile_interpolates_measured_impv(tmp_path) -> None:
         p.impv("gpt", 2, 32)
     with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         p.impv("mlp3", 0, 32)
+
+
+def test_pack_profile_from_csv_and_measurement_aware_pack_size() -> None:
+    from cohabit.pack.profile import PackProfile
+
+    text = ("# measured\nmodel,n,batch,IMPV\nmlp3,2,32,0.2\nmlp3,4,32,0.4\nmlp3,8,32,0.3\n"
+            "cnn,2,32,0.05\ncnn,4,32,0.08\ncnn,8,32,-0.2\nslow,2,32,-0.1\n")
+    p = PackProfile.from_csv(text, "t.csv")
+    assert p.best_n("mlp3") == 4 and p.best_n("cnn") == 4 and p.best_n("slow") == 1
+    assert p.best_n("mlp3", max_n=2) == 2
+    with pytest.raises(ValueError, match=r"t.csv: data row 3: expected"):
+        PackProfile.from_csv("model,n,batch,IMPV\nmlp3,2,32,0.1\nmlp3,x,32,0.1\n", "t.csv")
+
+
+def test_measurement_aware_packer_caps_packs_at_the_profiles_best_size() -> None:
+    from cohabit.pack.profile import PackProfile
+
+    profile = PackProfile.from_csv("model,n,batch,IMPV\nmlp3,2,32,0.3\nmlp3,4,32,0.1\nmlp3,8,32,-0.1\n")
+    w = _workload()
+    res = hyperband(w, 9, 3, packer=make_packer("knn", w, memory_limit=2 << 20, threshold=20, profile=profile),
+                    memory_limit=2 << 20, seed=1)
+    plain = hyperband(_workload(), 9, 3, seed=1)
+    assert 1 < res.mean_pack <= 2  # the profile says pairs gain most
+    assert res.best.config == plain.best.config

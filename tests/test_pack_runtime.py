@@ -44,9 +44,12 @@ def saved_model(root, job_id: str) -> tuple[dict, int]:
 
 
 def assert_same(a: dict, b: dict) -> None:
+    """Equal up to amplified rounding: seen up to 1.3e-5 on one weight of 256 when the pause lands late
+    (where the packed/solo switch happens depends on timing); a skipped or repeated batch moves weights by
+    1e-2 and more, so 1e-4 still catches every real difference."""
     assert a.keys() == b.keys()
     for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a[k], b[k], rtol=1e-4, atol=1e-4)
 
 
 def test_pack_policy_runs_three_torch_jobs_in_one_process_equal_to_solo_training(tmp_path) -> None:
@@ -110,3 +113,30 @@ def test_a_paused_member_leaves_the_pack_and_resumes_alone_from_its_own_checkpoi
         got, it = saved_model(tmp_path, s.id)
         assert it == s.iterations
         assert_same(got, solo_model(s))
+
+
+def test_cohabit_run_with_the_pack_policy(tmp_path) -> None:
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from cohabit.runtime.cli import run
+
+    app = typer.Typer(add_completion=False)
+    app.command("run")(run)
+    app.command("other")(lambda: None)
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n" + "".join(
+        f"  - {{id: t{i}, workers: {{count: 1, demand: {{cpu: 1, mem_gb: 0.3}}}}, iterations: 150,\n"
+        f"     workload: {{name: torch-mlp, n_samples: 512, hidden: 16, lr: {lr}}}}}\n"
+        for i, lr in enumerate((0.05, 0.1))))
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "pack", "--nodes", "1", "--json", str(out),
+                                   "--workdir", str(tmp_path / "work")])
+    assert res.exit_code == 0, res.output
+    real = json.loads(out.read_text())["real"]["pack"]["jobs"]
+    assert {j: r["state"] for j, r in real.items()} == {"t0": "finished", "t1": "finished"}
+    assert all(r["metrics"]["loss"] < 1.0 for r in real.values())
+    hosts = list((tmp_path / "work" / "pack" / "logs").glob("pack-0-0-*.log"))
+    assert len(hosts) == 1  # one pack host process trained both jobs

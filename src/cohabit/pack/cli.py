@@ -22,6 +22,9 @@ def hyperband(
     max_pack: int = typer.Option(0, help="At most this many models per pack (0: memory decides)."),
     threshold: float = typer.Option(6.0, help="kNN similarity threshold (index distance)."),
     refill: bool = typer.Option(False, help="Load the next configuration into a running pack when a member finishes."),
+    aware: bool = typer.Option(False, help="Cap packs at the size the measured step profile (bench/pack_step.py, "
+                                           "packaged) says gains most on this machine."),
+    interleave: bool = typer.Option(False, help="Train rung i of every bracket in one wave (bigger pools to pack)."),
     schedule: str = typer.Option("alg2", help="alg2 (packs per rung, Alg. 2) or async (one pack refilled as members finish)."),
     seed: int = typer.Option(0, help="Seed for data, sampling and packing."),
     threads: int = typer.Option(1, help="torch intra-op threads."),
@@ -53,11 +56,17 @@ def hyperband(
     xt, yt, xv, yv = split(x, y, 0.2, seed=seed)
     w = Workload(model, xt, yt, xv, yv, unit_samples=unit, seed=seed)
     limit = int(memory_mb * 2**20)
-    packer = make_packer(pack, w, memory_limit=limit, threshold=threshold, max_size=max_pack or None, seed=seed)
+    profile = None
+    if aware:
+        from .profile import packaged_profile
+
+        profile = packaged_profile()
+    packer = make_packer(pack, w, memory_limit=limit, threshold=threshold, max_size=max_pack or None, seed=seed,
+                         profile=profile)
     chooser = make_chooser(pack, threshold=threshold, seed=seed) if schedule == "async" else None
     res = run(w, r, eta, packer=packer, seed=seed, memory_limit=limit, refill=refill, chooser=chooser,
-              log=console.print if verbose else None)
-    s = res.summary() | {"pack": pack, "schedule": schedule, "model": model, "R": r, "eta": eta}
+              interleave=interleave, log=console.print if verbose else None)
+    s = res.summary() | {"pack": pack, "schedule": schedule, "model": model, "R": r, "eta": eta, "aware": aware}
     t = Table(title=f"Hyperband R={r} eta={eta} pack={pack} model={model}")
     t.add_column("metric")
     t.add_column("value", justify="right")

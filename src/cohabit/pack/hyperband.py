@@ -49,6 +49,7 @@ from .pack_opt import (
     random_pack,
 )
 from .packed import Member, PackedModel, packed_forward
+from .profile import PackProfile
 
 Packer = Callable[[Sequence[Config]], list[list[Config]]]
 
@@ -461,12 +462,20 @@ PACKERS = ("none", "batch-size", "random", "knn", "knn-time")
 
 
 def make_packer(kind: str, w: Workload, *, memory_limit: int | None, threshold: float = 6.0,
-                time_threshold: float = 0.9, max_size: int | None = None, seed: int = 0) -> Packer | None:
-    """The ``pack_opt`` of Alg. 2 for ``kind`` in :data:`PACKERS` (``"none"``: Alg. 1)."""
+                time_threshold: float = 0.9, max_size: int | None = None, seed: int = 0,
+                profile: PackProfile | None = None) -> Packer | None:
+    """The ``pack_opt`` of Alg. 2 for ``kind`` in :data:`PACKERS` (``"none"``: Alg. 1).
+
+    With a measured step ``profile`` (``bench/pack_step.py``) the pack size is also bounded by the
+    size whose measured IMPV (Eq. 2.3) is largest for this architecture (:meth:`PackProfile.best_n`):
+    packs only grow while the profile says packing gains on this device."""
     if kind not in PACKERS:
         raise ValueError(f"unknown packer {kind!r}; expected one of {PACKERS}")
     if kind == "none":
         return None
+    if profile is not None and w.arch in profile.table:
+        best = profile.best_n(w.arch, max_n=max_size or 8)
+        max_size = best if max_size is None else min(max_size, best)
     rng = random.Random(seed + 1)
     fits = ConfigFits(w, memory_limit) if memory_limit is not None else (lambda cs: True)
     if kind == "batch-size":

@@ -30,7 +30,7 @@ from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import SimConfig, colocation_factor, solo_rate
-from .profiles.pack import pack_profile
+from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 
 _FINISH, _PROGRESS = 0, 1
@@ -228,8 +228,8 @@ class SimBackend:
         """Iterations/s of every member of the pack on ``device``: 1 / its packed step time."""
         runs = [self._runs[j] for j in sorted(self._packs[device])]
         batches = [r.spec.batch_size for r in runs if r.spec.batch_size is not None]
-        step = pack_profile().step_time([r.spec.model for r in runs], [1.0 / r.solo for r in runs],
-                                        max(batches) if batches else None)
+        step = pack_step_time([r.spec.model for r in runs], [1.0 / r.solo for r in runs],
+                              max(batches) if batches else None)
         return 1.0 / step
 
     def _push(self, t: float, kind: int, job: str, version: int) -> None:
