@@ -178,7 +178,9 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
                  backend_cls: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
+    ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
     ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
+
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
     """
