@@ -92,13 +92,13 @@ def children_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_alone(job: JobSpec, pauses: int, every: float) -> dict[str, Any]:
+def run_alone(job: JobSpec, pauses: int, every: float, backend_cls: Any = LocalBackend) -> dict[str, Any]:
     """Run ``job`` alone; pause + resume it ``pauses`` times, ``every`` seconds of wall time apart."""
     cl = local_cluster(1, cores=1)
     led = Ledger(cl)
     vec = [led.vector(job.workers.demand)]
     cpu0 = children_cpu_s()
-    with LocalBackend(cl, report_interval=0.25) as be:
+    with backend_cls(cl, report_interval=0.25) as be:
         t0 = time.perf_counter()
         be.launch(job, led.allocate(job.id, (0,), vec), be.now(), from_checkpoint=False)
         next_pause = time.perf_counter() + every
@@ -126,10 +126,10 @@ def run_alone(job: JobSpec, pauses: int, every: float) -> dict[str, Any]:
             "launch_to_first_progress_s": firsts, "halted_at": halted_at, "restored_at": restored}
 
 
-def overhead(job: JobSpec, seconds: float) -> dict[str, Any]:
-    """Pause + resume cost of ``job``, three ways (see the module docstring)."""
-    base = run_alone(job, 0, 1e9)
-    paused = run_alone(job, 2, seconds / 3)
+def overhead(job: JobSpec, seconds: float, backend_cls: Any = LocalBackend) -> dict[str, Any]:
+    """Pause + resume cost of ``job``, three ways (see the module docstring), on ``backend_cls``."""
+    base = run_alone(job, 0, 1e9, backend_cls)
+    paused = run_alone(job, 2, seconds / 3, backend_cls)
     # direct: time to checkpoint and stop + time from relaunch to the first report of the resumed run,
     # minus the same launch-to-first-report time of the fresh start (which an uninterrupted run pays once)
     fresh = base["launch_to_first_progress_s"][0]
@@ -144,7 +144,8 @@ def overhead(job: JobSpec, seconds: float) -> dict[str, Any]:
         "cpu_overhead_s": paused["cpu_s"] - base["cpu_s"],
         "halt_s": paused["halt_s"], "resume_launch_to_first_progress_s": resumes, "fresh_launch_to_first_progress_s": fresh,
         "per_pause_resume_s": per, "direct_overhead_fraction": 2 * per / base["wall_s"],
-        "cpu_overhead_fraction": (paused["cpu_s"] - base["cpu_s"]) / base["cpu_s"],
+        # None when the tasks are not this process's children (RayBackend's actors)
+        "cpu_overhead_fraction": (paused["cpu_s"] - base["cpu_s"]) / base["cpu_s"] if base["cpu_s"] > 0 else None,
         "work_lost_iterations": sum(a - b for a, b in zip(paused["halted_at"], paused["restored_at"])),
         "extrapolated_fraction_3min_job": 2 * per / 180.0,
     }

@@ -101,3 +101,24 @@ def losses(events: list[BackendEvent], job_id: str) -> list[float]:
 
 
 INF = math.inf
+
+
+def kill_and_recover(backend: Any, job_id: str, timeout: float = 90.0) -> Any:
+    """SIGKILL ``job_id``'s first task once it has a checkpoint; check it restarts from it and finishes.
+
+    Returns the job's final status (``restarts``, ``reason``) for backend-specific checks.
+    """
+    wait_for(backend, lambda ev: backend.store.latest(job_id) is not None and any(
+        e.kind is BackendEventKind.PROGRESS for e in ev), 60.0)
+    pid = backend.status[job_id].pids[0]
+    assert pid > 0 and pid in backend.pids()
+    os.kill(pid, signal.SIGKILL)
+    events = wait_for(backend, ended(job_id), timeout)
+    assert final_event(events, job_id).kind is BackendEventKind.FINISHED
+    restart = next(t for t in backend.timings if t["kind"] == "restart")
+    assert restart["checkpoint_iteration"] > 0
+    restored = [t["restored_iteration"] for t in backend.timings if t["kind"] == "start"]
+    assert restored[-1] == restart["checkpoint_iteration"]
+    st = backend.status[job_id]
+    assert st.restarts == 1
+    return st

@@ -15,7 +15,9 @@ from cohabit.engine.ledger import Ledger
 from cohabit.runtime.local import LocalBackend, node_cores
 from cohabit.runtime.workloads import WorkloadContext, build, parse_config
 
-from runtime_helpers import allocate, cluster, ended, final_event, job, losses, no_orphans, wait_for  # noqa: F401
+from runtime_helpers import (  # noqa: F401
+    allocate, cluster, ended, final_event, job, kill_and_recover, losses, no_orphans, wait_for,
+)
 
 
 def reference(workload: dict, iterations: int, threads: int | None = None) -> dict:
@@ -130,17 +132,7 @@ def test_local_killed_worker_restarts_from_checkpoint(tmp_path) -> None:
     with LocalBackend(cl, root=tmp_path, report_interval=0.05, checkpoint_interval=0.05,
                       restart_backoff=0.1) as be:
         be.launch(spec, allocate(cl, spec, (0,)), 0.0, from_checkpoint=False)
-        wait_for(be, lambda ev: be.store.latest("victim") is not None and any(e.kind is K.PROGRESS for e in ev))
-        pid = be.status["victim"].pids[0]
-        os.kill(pid, signal.SIGKILL)
-        events = wait_for(be, ended("victim"))
-        assert final_event(events, "victim").kind is K.FINISHED
-        st = be.status["victim"]
-        assert st.restarts == 1 and "SIGKILL" in st.reason
-        restart = next(t for t in be.timings if t["kind"] == "restart")
-        assert restart["checkpoint_iteration"] > 0
-        restored = [t["restored_iteration"] for t in be.timings if t["kind"] == "start"]
-        assert restored[-1] == restart["checkpoint_iteration"]
+        assert "SIGKILL" in kill_and_recover(be, "victim").reason
         got = final_model(be, "victim")
     # resuming from the periodic checkpoint recomputes exactly the lost iterations
     _assert_close(got["model"], reference(workload, 15000)["model"])

@@ -110,5 +110,7 @@ def test_scheduler_cli_run_rejects_bad_input_with_reasons(tmp_path) -> None:
     assert res.exit_code == 2 and "workload.learning_rate is not a parameter of 'mlr'" in res.output
     res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "nope"])
     assert res.exit_code == 2 and "unknown policy" in res.output
-    res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "fifo", "--backend", "ray"])
-    assert res.exit_code == 2 and "not available yet" in res.output
+    res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "fifo", "--ray-address", "auto"])
+    assert res.exit_code == 2 and "--ray-address needs --backend ray" in res.output
+    res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "fifo", "--backend", "k8s"])
+    assert res.exit_code == 2 and "unknown backend 'k8s'" in res.output

@@ -23,6 +23,9 @@ class BackendEventKind(StrEnum):
     # optional compute_s / comm_s (seconds/iteration computing and communicating: subtask times)
     FINISHED = "finished"
     FAILED = "failed"  # data: reason
+    # The backend lost the job's placement (its node went away): the job stopped at its last
+    # checkpoint and must be placed again. data: reason; optional iterations (at that checkpoint)
+    EVICTED = "evicted"
 
 
 @dataclass(frozen=True, slots=True)

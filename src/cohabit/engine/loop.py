@@ -249,6 +249,15 @@ class Scheduler:
             self._end(job, JobState.FINISHED, EventKind.FINISHED, "")
         elif ev.kind is BackendEventKind.FAILED:
             self._end(job, JobState.FAILED, EventKind.FAILED, str(ev.data.get("reason", "failed")))
+        elif ev.kind is BackendEventKind.EVICTED:
+            # the backend already stopped it: release and pause without asking the backend to halt
+            job._settle(self.now)
+            if "iterations" in ev.data:  # progress rolls back to the checkpoint it resumes from
+                job._iters = float(ev.data["iterations"])
+                job._report_time = self.now
+            self._release(job.id)
+            del self.running[job.id]
+            self._paused(job, str(ev.data.get("reason", "evicted by the backend")))
 
     def _end(self, job: JobView, state: JobState, kind: EventKind, reason: str) -> None:
         now = self.now
@@ -506,12 +515,17 @@ class Scheduler:
     def _pause(self, a: A.Pause) -> None:
         job = self._job(a.job, JobState.RUNNING)
         self._unplace(job)
+        self._paused(job, a.reason)
+
+    def _paused(self, job: JobView, reason: str) -> None:
+        """Record ``job`` (already halted and released) as paused, for the policy to place again."""
+        check_transition(job.id, job._state, JobState.PAUSED)
         job._state = JobState.PAUSED
         job._placement = ()
         job._alloc = Resources()
         job._preemptions += 1
         self.paused[job.id] = job
-        self.record.append(self.now, EventKind.PAUSED, job.id, reason=a.reason)
+        self.record.append(self.now, EventKind.PAUSED, job.id, reason=reason)
 
     def _move(self, job: JobView, placement: A.Placement, kind: EventKind) -> None:
         """Checkpoint ``job``, release it, and restore it on ``placement`` (Migrate / Resize)."""

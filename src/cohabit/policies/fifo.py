@@ -2,12 +2,16 @@
 
 With ``backfill=True`` a job that does not fit is skipped and later ones may
 start (EASY-style backfilling without reservations). Placement is
-consolidated-first (``placement.consolidated_first``).
+consolidated-first (``placement.consolidated_first``). FIFO never pauses a
+job itself; a job the backend evicted (its node went away) is paused and goes
+back to the head of the queue: it resumes from its checkpoint first.
 """
 
 from __future__ import annotations
 
-from ..engine.actions import Plan, Start
+from itertools import chain
+
+from ..engine.actions import Plan, Resume, Start
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
@@ -20,17 +24,17 @@ class FIFO(BasePolicy):
         self.name = "fifo+backfill" if backfill else "fifo"
 
     def decide(self, view: ClusterView) -> Plan:
-        if not view.pending:
+        if not view.pending and not view.paused:
             return []
         draft = Draft(view)
         plan: Plan = []
-        for job in view.pending.values():
+        for job in chain(view.paused.values(), view.pending.values()):
             p = draft.place(job)
             if p is None:
                 if self.backfill:
                     continue
                 break
-            plan.append(Start(job.id, p))
+            plan.append(Resume(job.id, p) if job.id in view.paused else Start(job.id, p))
         return plan
 
 

@@ -2,6 +2,8 @@
 
 Mount with ``app.command("run")(cohabit.runtime.cli.run)``. Each policy runs
 the whole workload in turn on a fresh :class:`~cohabit.runtime.local.LocalBackend`
+(or, with ``--backend ray``, :class:`~cohabit.runtime.ray_backend.RayBackend`
+on one Ray connection shared by the policies)
 (real time: a workload of one minute takes one minute per policy), then the
 comparison table of ``cohabit simulate`` is printed, computed the same way
 from the run's record, followed by each job's outcome (final loss/accuracy,
@@ -84,8 +86,9 @@ class LiveBoard:
 def run(
     jobs_yaml: Annotated[Path, typer.Argument(help="YAML file of jobs; each names a workload (see examples/real_jobs.yaml).")],
     policy: Annotated[str, typer.Option(help="Policy name(s), comma-separated; each runs the whole workload in turn.")],
-    backend: Annotated[str, typer.Option(help="Where jobs run: 'local' (processes on this machine). 'ray' is not available yet.")] = "local",
-    nodes: Annotated[Optional[int], typer.Option(help="Logical nodes (default: one per usable core; each gets cpu = cores // nodes and 80% of memory / nodes).")] = None,
+    backend: Annotated[str, typer.Option(help="Where jobs run: 'local' (processes on this machine) or 'ray' (Ray actors).")] = "local",
+    ray_address: Annotated[Optional[str], typer.Option(help="With --backend ray: an existing Ray cluster ('auto' or HOST:PORT); default: start a local one for this run.")] = None,
+    nodes: Annotated[Optional[int], typer.Option(help="Logical nodes (default: one per usable core; each gets cpu = cores // nodes and 80% of memory / nodes; with --ray-address: one per Ray node, with its CPU and memory).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics and per-job results as JSON here.")] = None,
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
@@ -94,14 +97,13 @@ def run(
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
-    from ..report.table import print_comparison
     from ..spec.yamlio import SpecError, load_jobs
     from .runner import check_jobs, local_cluster
 
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    if backend == "ray":
-        _fail("the Ray backend is not available yet (issue 4, item 3); use --backend local")
+    if ray_address is not None and backend != "ray":
+        _fail("--ray-address needs --backend ray")
     try:
         names = policy_list(policy)
     except ValueError as exc:
@@ -117,33 +119,73 @@ def run(
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
+    from_ray = ray_address is not None and nodes is None  # an existing cluster: its own nodes and capacities
     try:
-        cluster = local_cluster(nodes)
+        cluster = None if from_ray else local_cluster(nodes)
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
+    backend_cls, started_ray = _backend_class(backend, ray_address)
+    try:
+        if cluster is None:
+            from .ray_backend import ray_cluster_spec
+
+            cluster = ray_cluster_spec()
+        _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
+                        {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
+                         "bandwidth_mbps": bandwidth_mbps})
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+
+
+def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
+                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any]) -> None:
+    """Run every policy, then print the comparison table (and write the JSON); ``options`` go to the backend."""
+    from ..report.table import print_comparison
+
     cap = cluster.nodes[0].capacity
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
-                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} (LocalBackend)")
-    results, outcomes = run_policies(specs, cluster, names, workdir=workdir, max_restarts=max_restarts,
-                                     checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
+                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
+    results, outcomes = run_policies(specs, cluster, names, workdir=workdir, backend_cls=backend_cls, **options)
     print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
-                                                   f"local node(s)")
+                                                   f"logical node(s), {backend} backend")
     if json_out is not None:
-        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster)
+        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster, backend=backend)
         console.print(f"wrote {json_out}")
 
 
+def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
+    """The backend class for ``--backend``, and whether Ray was started/connected here (to shut down)."""
+    from .local import LocalBackend
+
+    if backend == "local":
+        return LocalBackend, False
+    try:
+        from .ray_backend import RayBackend, connect
+    except ImportError as exc:
+        _fail(f"--backend ray needs Ray: pip install 'cohabit[ray]' ({exc})")
+    try:
+        started = connect(ray_address)  # once for every policy; each RayBackend then reuses it
+    except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError... from ray.init
+        _fail(f"cannot {'connect to Ray at ' + ray_address if ray_address else 'start Ray'}: {exc}")
+    return RayBackend, started
+
+
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
-                 max_restarts: int = 2, checkpoint_interval: float = 2.0,
-                 bandwidth_mbps: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                 max_restarts: int = 2, checkpoint_interval: float = 2.0, bandwidth_mbps: float | None = None,
+                 backend_cls: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
     ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
+    ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
     """
     from ..policies import make_policy
+    from .local import LocalBackend
     from .runner import run_local
 
     results: dict[str, Any] = {}
@@ -155,8 +197,8 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
                       TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
-                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval,
-                            bandwidth_mbps=bandwidth_mbps)
+                            backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
+                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
             board.refresh()
         results[pol.name] = out.metrics
         outcomes[pol.name] = out
@@ -182,9 +224,9 @@ def _print_jobs(policy: str, out: Any) -> None:
     console.print(table)
 
 
-def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any) -> None:
+def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any, backend: str = "local") -> None:
     """Metrics per policy (as ``simulate --json``) plus each job's real outcome and the backend's timings."""
-    payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": "local",
+    payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": backend,
                                "policies": {}, "real": {}}
     for name, out in outcomes.items():
         payload["policies"][name] = out.metrics.to_json()

@@ -343,20 +343,9 @@ class LocalBackend:
         for rank in range(n):
             node = run.alloc.slots[rank].node
             header = f"launch at t={self.now():.3f} job {spec.id} rank {rank} node {node} from_checkpoint={from_checkpoint}"
-            spare = self._take_spare(kind) if warm else None
-            if spare is not None:
-                proc, sock, log_path = spare.proc, spare.sock, spare.log_path
-                with open(log_path, "ab") as log:
-                    log.write(f"--- {header} (warm spare)\n".encode())
-            else:
-                log_path = self.log_dir / f"{_safe(spec.id)}.{rank}.log"
-                proc, sock = self._spawn(env, log_path, header, "--job", spec.id, "--launched-at", repr(time.time()))
+            proc, sock, log_path = self._spawn_task(spec.id, rank, node, env, header, warm=warm, kind=kind,
+                                                    threads=threads)
             self._all_procs[proc.pid] = proc
-            if self.cores is not None:
-                try:
-                    os.sched_setaffinity(proc.pid, self.cores[node])
-                except OSError:
-                    pass  # the process may already be gone; its exit is handled by advance()
             task = _Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
             cfg = worker_config(
@@ -377,6 +366,29 @@ class LocalBackend:
         st.state = "starting"
         if warm:
             self._replenish(kind)
+
+    def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
+                    kind: str, threads: int) -> tuple[Any, socket.socket, Path]:
+        """Start one task (a warm spare or a new process pinned to ``node``'s cores).
+
+        Returns its process (or an object with ``Popen``'s ``pid`` / ``poll`` / ``wait`` /
+        ``terminate`` / ``kill``: the RayBackend's actors), the backend's end of its
+        control socket, and its log file. Subclasses override this to run tasks elsewhere.
+        """
+        spare = self._take_spare(kind) if warm else None
+        if spare is not None:
+            proc, sock, log_path = spare.proc, spare.sock, spare.log_path
+            with open(log_path, "ab") as log:
+                log.write(f"--- {header} (warm spare)\n".encode())
+        else:
+            log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
+            proc, sock = self._spawn(env, log_path, header, "--job", job, "--launched-at", repr(time.time()))
+        if self.cores is not None:
+            try:
+                os.sched_setaffinity(proc.pid, self.cores[node])
+            except OSError:
+                pass  # the process may already be gone; its exit is handled by advance()
+        return proc, sock, log_path
 
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         run = self._runs.pop(job, None)

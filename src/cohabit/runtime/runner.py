@@ -90,15 +90,16 @@ def run_local(
     listener: Listener | None = None,
     on_scheduler: Callable[[Scheduler], None] | None = None,
     strict: bool = False,
+    backend_cls: Callable[..., LocalBackend] = LocalBackend,
     **backend_options: Any,
 ) -> RealOutcome:
     """Run ``specs`` under ``policy`` on real processes; blocks until every job ended.
 
-    ``backend_options`` go to :class:`LocalBackend` (``max_restarts``,
-    ``checkpoint_interval``, ...). ``on_scheduler`` sees the scheduler before
+    ``backend_options`` go to ``backend_cls`` (:class:`LocalBackend` or
+    :class:`~.ray_backend.RayBackend`: ``max_restarts``, ``checkpoint_interval``, ...). ``on_scheduler`` sees the scheduler before
     it runs (a progress display uses it to read job states).
     """
-    backend = LocalBackend(cluster, root=root, listener=listener, **backend_options)
+    backend = backend_cls(cluster, root=root, listener=listener, **backend_options)
     try:
         sched = Scheduler(cluster, policy, backend, strict=strict)
         if on_scheduler is not None:

@@ -328,15 +328,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.preload in ("numpy", "torch"):
         from .workloads import numpy_models  # noqa: F401
     t_main = time.time()
-    chan = Channel(socket.socket(fileno=args.fd))
+    startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE} \
+        if args.launched_at is not None else {}
+    return serve_task(Channel(socket.socket(fileno=args.fd)), 60.0 if args.preload == "none" else 365 * 86400.0,
+                      startup)
+
+
+def serve_task(chan: Channel, timeout: float, startup: dict[str, float]) -> int:
+    """Wait up to ``timeout`` s for the configuration on ``chan``, then run the task; the exit code.
+
+    Shared by the task process (:func:`main`) and the Ray actor (:mod:`.ray_backend`). ``startup``:
+    start-up times to report (``interpreter_s``, ``imports_s``), possibly empty.
+    """
     try:
-        cfg = chan.recv(timeout=60.0 if args.preload == "none" else 365 * 86400.0)
+        cfg = chan.recv(timeout=timeout)
     except (TimeoutError, ChannelClosed):
         return EXIT_NO_CONFIG
     if cfg.get("type") != "config":
         return EXIT_NO_CONFIG
-    startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE} \
-        if args.launched_at is not None else {}
     if "ps" in cfg:  # a parameter-server job's server or worker
         from .ps.task import run_task
 

@@ -1,0 +1,407 @@
+"""RayBackend: the same real training jobs as :class:`LocalBackend`, each task a Ray actor.
+
+Semantics are LocalBackend's (this class is a subclass and only changes where
+a task runs): ``launch`` / ``halt`` / ``advance`` / ``close``, pause =
+checkpoint at an iteration boundary then kill the actor, resume / migrate /
+resize = new actors restoring the newest good checkpoint, a crashed task
+restarts its job from checkpoint with the same ``max_restarts`` /
+``restart_backoff`` / ``backoff_factor``. The task's code is the same too:
+the actor runs :func:`cohabit.runtime.worker.serve_task` (the training loop of
+:mod:`.worker`) and talks to the backend in the same JSON lines, over a TCP
+connection back to the driver that :class:`~.relay.Relay` splices onto a local
+socketpair.
+
+Placement. Logical node ``i`` of the cluster the policy sees is mapped to one
+Ray node: the alive node that advertises the custom resource
+``cohabit_node_<i>`` if there is one (``ray start --resources
+'{"cohabit_node_0": 1}'``), otherwise the alive nodes round-robin. Each actor
+is pinned there with ``NodeAffinitySchedulingStrategy(soft=False)`` and
+reserves ``num_cpus=0``: admission is the scheduler's ledger's job, not Ray's.
+
+Lost nodes. Every ``node_check_interval`` seconds, and whenever an actor
+dies, the backend asks Ray which nodes are alive. A job with an actor on a
+node that died is *evicted*: its other actors are killed and the backend
+reports :attr:`BackendEventKind.EVICTED` with the checkpoint iteration it will
+resume from; the scheduler pauses it and the policy places it again. The dead
+node's logical nodes are remapped onto the surviving Ray nodes (the ledger
+still counts their capacity: the survivors are then oversubscribed).
+
+Cluster. ``address`` connects to an existing cluster (``ray.shutdown`` at
+:meth:`close` only disconnects); without it, if this process is not already
+connected, a one-node local Ray instance is started with the object store
+capped (``object_store_mb``), no dashboard and usage statistics off, and
+:meth:`close` stops it. Checkpoints and task logs go to ``root`` like
+LocalBackend's: on one machine any directory works; on a multi-machine
+cluster ``root`` must be a directory every node mounts at the same path (NFS
+or similar), the driver's ``host`` must be reachable from every node, and
+data-parallel jobs whose ranks span machines need rank 0's address instead of
+127.0.0.1 for gloo (not done: such jobs run only when all ranks share a host).
+
+Parameter-server jobs run too (their servers and workers are tasks like any
+other, talking TCP on 127.0.0.1 as under LocalBackend, with the per-node
+bandwidth budget kept in files under ``root``): on one machine only, for the
+same reasons. Packs (:mod:`.packed`) are not run under Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..engine.backend import BackendEvent, BackendEventKind
+from ..spec.cluster import ClusterSpec, NodeSpec
+from ..spec.resources import Resources
+from .local import LocalBackend, _Run, _Task
+from .relay import Relay
+
+NODE_RESOURCE = "cohabit_node_{}"
+_ENV_KEYS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS", "PYTHONPATH")
+
+
+def connect(address: str | None = None, *, host: str = "127.0.0.1", object_store_mb: int = 100,
+            num_cpus: int | None = None) -> bool:
+    """Connect this process to Ray unless it already is; True if this call connected (or started Ray).
+
+    ``address``: an existing cluster (``"auto"``, ``"HOST:PORT"``). Without it a
+    one-node Ray instance is started on ``host`` with the object store capped at
+    ``object_store_mb`` MB, no dashboard, usage statistics off; ``ray.shutdown()``
+    stops it (and only disconnects from a cluster given by ``address``).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address is not None:
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    else:
+        ray.init(num_cpus=num_cpus, object_store_memory=object_store_mb * 2**20, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False, _node_ip_address=host)
+    return True
+
+
+def node_order(alive: dict[str, dict[str, float]]) -> list[str]:
+    """Alive Ray node ids (with their resources) in logical-node order.
+
+    Position ``i`` is the node advertising ``cohabit_node_<i>`` if one does,
+    else the next unlabelled node by node id.
+    """
+    if not alive:
+        raise RuntimeError("the Ray cluster has no alive node")
+    labelled: dict[int, str] = {}
+    for nid in sorted(alive):
+        for key, amount in alive[nid].items():
+            if key.startswith("cohabit_node_") and key[13:].isdigit() and amount > 0:
+                labelled.setdefault(int(key[13:]), nid)
+    free = iter(nid for nid in sorted(alive) if nid not in labelled.values())
+    out: list[str] = []
+    for i in range(len(alive)):
+        nid = labelled.get(i) or next(free, None)
+        if nid is not None and nid not in out:
+            out.append(nid)
+    return out + [nid for nid in sorted(alive) if nid not in out]  # labels past the end, leftovers
+
+
+def ray_cluster_spec(name: str = "ray") -> ClusterSpec:
+    """One logical node per alive Ray node, in :func:`node_order` (the order RayBackend maps them in).
+
+    Capacity from the node's Ray resources: ``cpu`` = its ``CPU``, ``mem_gb``
+    = its ``memory`` (bytes Ray may use for tasks), ``gpu`` = its ``GPU`` if
+    any. The caller must already be connected (:func:`connect`).
+    """
+    import ray
+
+    alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+    nodes = []
+    for i, nid in enumerate(node_order({k: dict(n.get("Resources", {})) for k, n in alive.items()})):
+        n = alive[nid]
+        res = n.get("Resources", {})
+        cap = {"cpu": float(res.get("CPU", 0.0)), "mem_gb": round(float(res.get("memory", 0.0)) / 2**30, 1)}
+        if res.get("GPU"):
+            cap["gpu"] = float(res["GPU"])
+        nodes.append(NodeSpec(name=f"{name}-{i}", capacity=Resources(**cap), labels={"ray_node": n["NodeID"][:12]}))
+    return ClusterSpec(name=name, nodes=tuple(nodes))
+
+
+class TaskActor:
+    """The Ray actor of one task: connects back to the driver and runs the worker loop."""
+
+    def __init__(self, log_path: str) -> None:
+        # one actor per worker process: make its output the task log, as for a local task
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+    def info(self) -> tuple[int, str]:
+        """This actor's process id and Ray node id."""
+        import ray
+
+        return os.getpid(), ray.get_runtime_context().get_node_id()
+
+    def run(self, host: str, port: int, token: str, timeout: float) -> int:
+        """Serve one task (:func:`cohabit.runtime.worker.serve_task`); its exit code."""
+        from .channel import Channel
+        from .worker import serve_task
+
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.sendall(token.encode() + b"\n")
+        # start-up is not split into interpreter and imports here (Ray started the process):
+        # the backend's "start" timing still has the time from launch to ready
+        return serve_task(Channel(sock), timeout, {})
+
+
+class ActorProcess:
+    """A task's Ray actor seen through the part of ``subprocess.Popen`` LocalBackend uses.
+
+    ``pid`` is the actor's process id once it has started (:attr:`os_pid`),
+    before that a negative handle unique within the backend. ``poll`` / ``wait``
+    follow the actor's ``run`` call; a dead actor's error is in :attr:`died`.
+    """
+
+    _next = 0
+
+    def __init__(self, actor: Any, run_ref: Any, info_ref: Any, ray_node: str) -> None:
+        ActorProcess._next += 1
+        self._handle = -ActorProcess._next  # never a real pid: nothing may signal it by mistake
+        self.actor = actor
+        self.ray_node = ray_node
+        self.returncode: int | None = None
+        self.died: str | None = None
+        self._run_ref, self._info_ref = run_ref, info_ref
+        self._os_pid: int | None = None
+        self.settled_at = float("inf")  # when poll/wait first saw the actor end
+
+    @property
+    def pid(self) -> int:
+        return self.os_pid or self._handle
+
+    @property
+    def os_pid(self) -> int | None:
+        """The actor's process id, once known (None before it started or if it never did)."""
+        import ray
+
+        if self._os_pid is None:
+            ready, _ = ray.wait([self._info_ref], timeout=0)
+            if ready:
+                try:
+                    self._os_pid = int(ray.get(self._info_ref)[0])
+                except Exception:  # noqa: BLE001 - the actor died before answering
+                    return None
+        return self._os_pid
+
+    def _settle(self) -> None:
+        import ray
+
+        try:
+            self.returncode = int(ray.get(self._run_ref))
+        except Exception as exc:  # noqa: BLE001 - RayActorError, ActorUnschedulableError, RayTaskError...
+            lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+            why = [ln for ln in lines if "died" in ln or "node" in ln.lower()] or lines[:1]
+            self.died = f"Ray actor failed ({type(exc).__name__}): {' '.join(why)[:300]}"
+            self.returncode = -9
+        self.settled_at = time.monotonic()
+
+    def poll(self) -> int | None:
+        import ray
+
+        if self.returncode is None:
+            ready, _ = ray.wait([self._run_ref], timeout=0)
+            if ready:
+                self._settle()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        import ray
+
+        if self.returncode is None:
+            ready, _ = ray.wait([self._run_ref], timeout=timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired(f"ray actor {self.pid}", timeout or 0.0)
+            self._settle()
+        assert self.returncode is not None
+        return self.returncode
+
+    def terminate(self) -> None:
+        import ray
+
+        try:
+            ray.kill(self.actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    kill = terminate
+
+
+class RayBackend(LocalBackend):
+    """Runs jobs as Ray actors on the Ray nodes the logical nodes map to; see the module docstring.
+
+    Keyword arguments not listed here are LocalBackend's (``root``,
+    ``max_restarts``, ``restart_backoff``, ``backoff_factor``,
+    ``checkpoint_interval``, ``halt_timeout``, ``listener``...).
+    """
+
+    #: Packs (one host process receiving its members' sockets over a unix socket) do not run as
+    #: Ray actors: without ``launch_pack`` the scheduler rejects Pack actions as unsupported.
+    launch_pack = None  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        *,
+        address: str | None = None,
+        host: str = "127.0.0.1",
+        object_store_mb: int = 100,
+        num_cpus: int | None = None,
+        node_check_interval: float = 1.0,
+        connect_timeout: float = 120.0,
+        **options: Any,
+    ) -> None:
+        import ray
+
+        options.setdefault("pin_cpus", False)
+        options.setdefault("prewarm", False)
+        if options["pin_cpus"] or options["prewarm"]:
+            raise ValueError("RayBackend places tasks with Ray: pin_cpus and prewarm are LocalBackend options")
+        if not node_check_interval > 0:
+            raise ValueError(f"node_check_interval must be > 0, got {node_check_interval!r}")
+        super().__init__(cluster, **options)
+        try:
+            self._owns_ray = connect(address, host=host, object_store_mb=object_store_mb, num_cpus=num_cpus)
+        except Exception:
+            super().close()
+            raise
+        self._ray = ray
+        self.host = host
+        self.node_check_interval = node_check_interval
+        self.connect_timeout = connect_timeout
+        self._relay = Relay(host)
+        self._actor_cls = ray.remote(TaskActor)
+        self._alive: dict[str, dict[str, float]] = {}
+        self.node_map: list[str] = []
+        self._last_check = -float("inf")
+        try:
+            self._refresh_nodes()
+        except Exception:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------- placement
+    def _refresh_nodes(self) -> set[str]:
+        """Ask Ray which nodes are alive; remap logical nodes whose Ray node is gone. The alive ids."""
+        self._last_check = time.monotonic()
+        alive = {n["NodeID"]: dict(n.get("Resources", {})) for n in self._ray.nodes() if n.get("Alive")}
+        order = node_order(alive)
+        self._alive = alive
+        old = self.node_map
+        new: list[str] = []
+        for i in range(len(self.cluster.nodes)):
+            labelled = [nid for nid in order if alive[nid].get(NODE_RESOURCE.format(i), 0) > 0]
+            if labelled:
+                new.append(labelled[0])
+            elif i < len(old) and old[i] in alive:
+                new.append(old[i])
+            else:
+                new.append(order[i % len(order)])
+        if old and new != old:
+            moved = {i: (old[i][:8], new[i][:8]) for i in range(len(new)) if old[i] != new[i]}
+            self.timings.append({"kind": "remap", "at": self.now(), "moved": moved})
+        self.node_map = new
+        return set(alive)
+
+    def ray_node_of(self, node: int) -> str:
+        """The Ray node id logical node ``node`` runs on now."""
+        return self.node_map[node]
+
+    def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
+                    kind: str, threads: int) -> tuple[Any, socket.socket, Path]:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from .local import _safe
+
+        log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
+        ray_node = self.node_map[node]
+        with open(log_path, "ab") as log:
+            log.write(f"--- {header} ray node {ray_node[:12]}\n".encode())
+        actor = self._actor_cls.options(
+            num_cpus=0, max_restarts=0, max_task_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False),
+            runtime_env={"env_vars": {k: env[k] for k in _ENV_KEYS if k in env}},
+        ).remote(str(log_path))
+        info_ref = actor.info.remote()
+        token, sock = self._relay.expect()
+        run_ref = actor.run.remote(self.host, self._relay.address[1], token, self.connect_timeout)
+        return ActorProcess(actor, run_ref, info_ref, ray_node), sock, log_path
+
+    # ------------------------------------------------------------ lost nodes
+    def _poll(self) -> list[BackendEvent]:
+        if time.monotonic() - self._last_check >= self.node_check_interval:
+            alive = self._refresh_nodes()
+            for job, run in list(self._runs.items()):
+                lost = _lost_tasks(run, alive)
+                if lost:
+                    self._pending.append(self._evict(job, run, lost))
+        now = time.monotonic()
+        for run in self._runs.values():
+            for t in run.tasks:
+                # an actor that died before connecting (e.g. it could not be placed) never closes its
+                # channel: close it a moment after Ray reported the death, so advance() handles it
+                if not t.chan.closed and t.proc.poll() is not None and t.proc.died is not None:
+                    if now - t.proc.settled_at > 1.0:
+                        t.chan.close()
+        events = super()._poll()
+        for job, run in self._runs.items():
+            pids = tuple(p for p in (t.proc.os_pid for t in run.tasks) if p is not None)
+            if pids:
+                self.status[job].pids = pids
+        return events
+
+    def _on_task_death(self, job: str, run: _Run, task: _Task) -> BackendEvent | None:
+        alive = self._refresh_nodes()
+        lost = _lost_tasks(run, alive)
+        if lost:
+            return self._evict(job, run, lost)
+        try:
+            task.proc.wait(timeout=2.0)  # its channel closed first: let Ray say why the actor ended
+        except subprocess.TimeoutExpired:
+            pass
+        if task.error is None and task.proc.died is not None:
+            task.error = task.proc.died
+        return super()._on_task_death(job, run, task)
+
+    def _evict(self, job: str, run: _Run, lost: list[_Task]) -> BackendEvent:
+        """Stop ``job`` (its node is gone) and report it for the scheduler to place again."""
+        del self._runs[job]
+        self._kill(run.tasks)
+        ck = self.store.latest(job)
+        it = ck.iteration if ck is not None else 0
+        gone = ", ".join(f"task {t.rank} on node {t.node} (Ray node {t.proc.ray_node[:8]})" for t in lost)
+        st = self.status[job]
+        st.state, st.pids, st.iterations, st.checkpoint_iteration = "halted", (), it, it
+        st.reason = f"Ray node lost: {gone}; evicted, resumes from checkpoint iteration {it}"
+        self.timings.append({"job": job, "kind": "evicted", "at": self.now(), "reason": st.reason,
+                             "checkpoint_iteration": it})
+        self._notify(job, {"type": "evicted", "reason": st.reason})
+        return BackendEvent(self.now(), BackendEventKind.EVICTED, job, {"reason": st.reason, "iterations": float(it)})
+
+    # ---------------------------------------------------------------- cleanup
+    def pids(self) -> list[int]:
+        """Process ids of the live actors this backend started (those that reported one)."""
+        return [p.os_pid for p in self._all_procs.values()  # type: ignore[attr-defined]
+                if p.poll() is None and p.os_pid is not None]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        super().close()
+        self._relay.close()
+        if self._owns_ray:
+            self._ray.shutdown()
+
+
+def _lost_tasks(run: _Run, alive: set[str]) -> list[_Task]:
+    return [t for t in run.tasks if isinstance(t.proc, ActorProcess) and t.proc.ray_node not in alive]

@@ -1,0 +1,1 @@
+"""RayBackend suite, run inside a loopback-only network namespace by tests/test_runtime_ray.py."""
