@@ -127,10 +127,11 @@ def arrival_block(label: str, gap_s: float, seed: int, quick: bool) -> dict:
     traced = Traced()
     res["harmony"] = run(jobs, traced)
     res["harmony"]["phases"] = phases(traced.timeline, res["harmony"]["makespan_min"] * 60)
-    # options that are not the paper's (see Harmony's doc): shortest remaining first, from
-    # declared iterations (the same jobs, declaring them); bootstrap profiling groups of 8
+    # options that are not the paper's (see Harmony's doc): shortest / longest remaining first,
+    # from declared iterations (the same jobs, declaring them); bootstrap profiling groups of 8
     declared = generate(n_machines=100, seed=seed, mean_gap_s=gap_s, declare_iterations=True)
     res["variants"] = {"order=srpt": run(declared, Harmony(order="srpt", name="harmony-srpt")),
+                       "order=lrpt": run(declared, Harmony(order="lrpt", name="harmony-lrpt")),
                        "profiling groups of 8": run(jobs, Harmony(profile_group_jobs=8, name="harmony-pg8"))}
     res["isolated"] = run(jobs, Isolated(u_target=0.7))
     sweep = {}

@@ -41,12 +41,13 @@ def test_srpt_ranks_by_declared_iterations_left_times_profiled_iteration_time() 
     z declared nothing and comes last."""
     view = _view({"x": (0, 1000, 0.0), "y": (1, 50, 0.0), "z": (2, None, 0.0), "w": (3, 100, 90.0)})
     assert _policy("srpt")._ranked(view, ["x", "y", "z", "w"]) == ["w", "y", "x", "z"]  # type: ignore[arg-type]
+    assert _policy("lrpt")._ranked(view, ["z", "w", "y", "x"]) == ["x", "y", "w", "z"]  # type: ignore[arg-type]
 
 
 def test_order_is_a_policy_parameter_and_checked() -> None:
     assert make_policy("harmony").order == "queue"  # type: ignore[attr-defined]
     assert make_policy("harmony:order=srpt").order == "srpt"  # type: ignore[attr-defined]
-    with pytest.raises(PolicyParamError, match="order must be one of queue, srpt"):
+    with pytest.raises(PolicyParamError, match="order must be one of queue, srpt, lrpt"):
         make_policy("harmony:order=longest")
     with pytest.raises(ValueError, match="order"):
         Harmony(order="fifo")

@@ -47,7 +47,7 @@ from .plan import current_groups, emit
 from .regroup import Option, assign_nodes, choose, similar_bunch, similar_job
 
 MODE = "pipelined"
-ORDERS = ("queue", "srpt")
+ORDERS = ("queue", "srpt", "lrpt")
 
 
 @dataclass
@@ -146,8 +146,9 @@ class Harmony(BasePolicy):
         pending jobs by submission. ``srpt`` (our option, not the paper's): shortest remaining
         processing time first, estimated from what is observable only: the declared iterations
         (``spec.iterations``) minus those reported, times the profiled iteration time (Eq. 2) at
-        the mean DoP of the current groups; jobs without declared iterations come last, in queue
-        order."""
+        the mean DoP of the current groups; ``lrpt`` (our option, for measuring the long-job
+        tail): longest remaining first, same estimate. Jobs without declared iterations come last,
+        in queue order."""
         by_seq = sorted(jobs, key=lambda j: view.jobs[j].seq)
         if self.order == "queue":
             return by_seq
@@ -160,7 +161,10 @@ class Harmony(BasePolicy):
                 return math.inf
             return max(job.spec.iterations - job.iterations_done(view.now), 0.0) * prof.t_itr(m)
 
-        return sorted(by_seq, key=remaining)  # stable: ties stay in queue order
+        sign = 1.0 if self.order == "srpt" else -1.0
+        rem = {j: remaining(j) for j in by_seq}
+        # stable: ties stay in queue order; undeclared (inf) last either way
+        return sorted(by_seq, key=lambda j: (math.isinf(rem[j]), sign * rem[j] if not math.isinf(rem[j]) else 0.0))
 
     def _schedule(self, stats: list[JobStat], machines: int) -> Grouping:
         t0 = time.perf_counter()
