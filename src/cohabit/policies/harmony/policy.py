@@ -434,4 +434,4 @@ def _split(items: list[JobView], k: int) -> list[list[JobView]]:
 
 def make(oracle: bool = False, **params: object) -> Harmony:
     """``harmony[:KEY=VALUE...]``, e.g. ``harmony:order=srpt`` (see :class:`Harmony`)."""
-    return build(Harmony, params, policy="harmony")
+    return build(Harmony, params, policy="harmony", fixed={"params": None})  # Alg. 1's Params: Python API only
