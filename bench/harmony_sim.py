@@ -35,10 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from cohabit.engine.loop import Scheduler
-from cohabit.models.harmony_perf import score
+from cohabit.models.harmony_perf import cluster_eval, score
 from cohabit.policies.harmony.algorithm import JobStat, exhaustive, schedule
 from cohabit.policies.harmony.baselines import Isolated, NaiveGroups
-from cohabit.policies.harmony.policy import Harmony
+from cohabit.policies.harmony.plan import current_groups
+from cohabit.policies.harmony.policy import MODE, Harmony
 from cohabit.report.metrics import compute_metrics
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.harmony_physics import HarmonyWorld, group_speeds
@@ -81,11 +82,57 @@ def run(jobs, policy, machines: int = 100, world: HarmonyWorld | None = None) ->
     return out
 
 
+class Traced(Harmony):
+    """Harmony that also records, after every decision, what its own model (Eq. 1-4, profiled
+    times only) predicts for the groups running then: the timeline behind the CPU it loses."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.timeline: list[tuple[float, float, int, int]] = []  # (now, predicted CPU util, running, waiting)
+
+    def decide(self, view):  # type: ignore[no-untyped-def]
+        plan = super().decide(view)
+        keys = {k: js for k, js in current_groups(view, MODE).items() if js and all(j in self.book for j in js)}
+        u = 0.0
+        if keys:
+            c1 = np.array([self.book.get(j).c1 for js in keys.values() for j in js])  # type: ignore[union-attr]
+            net = np.array([self.book.get(j).net for js in keys.values() for j in js])  # type: ignore[union-attr]
+            gid = np.repeat(np.arange(len(keys)), [len(js) for js in keys.values()])
+            m = np.array([len(k) for k in keys], dtype=np.float64)
+            u = cluster_eval(c1, net, gid, m)[0] * float(m.sum()) / view.capacity.shape[0]
+        self.timeline.append((view.now, u, len(view.running), len(view.pending) + len(view.paused)))
+        return plan
+
+
+def phases(timeline: list[tuple[float, float, int, int]], makespan_s: float) -> dict:
+    """Predicted CPU utilisation (time-weighted) per tenth of the makespan, with the mean number
+    of running and waiting jobs: where the CPU is lost (bootstrap, steady state, tail)."""
+    t = np.array([x[0] for x in timeline] + [makespan_s])
+    dt = np.diff(t)
+    vals = np.array([x[1:] for x in timeline], dtype=np.float64)
+    out = []
+    for k in range(10):
+        lo, hi = k * makespan_s / 10, (k + 1) * makespan_s / 10
+        w = np.clip(np.minimum(t[1:], hi) - np.maximum(t[:-1], lo), 0, None)
+        if w.sum() > 0:
+            u, run_, wait = (vals * w[:, None]).sum(0) / w.sum()
+            out.append({"tenth": k, "pred_cpu": float(u), "running": float(run_), "waiting": float(wait)})
+    return {"tenths": out, "pred_cpu_mean": float((vals[:, 0] * dt).sum() / dt.sum())}
+
+
 def arrival_block(label: str, gap_s: float, seed: int, quick: bool) -> dict:
     jobs = generate(n_machines=100, seed=seed, mean_gap_s=gap_s)
     off = HarmonyWorld(spill="off")
     res: dict = {"label": label, "mean_gap_s": gap_s}
-    res["harmony"] = run(jobs, Harmony())
+    traced = Traced()
+    res["harmony"] = run(jobs, traced)
+    res["harmony"]["phases"] = phases(traced.timeline, res["harmony"]["makespan_min"] * 60)
+    # options that are not the paper's (see Harmony's doc): shortest / longest remaining first,
+    # from declared iterations (the same jobs, declaring them); bootstrap profiling groups of 8
+    declared = generate(n_machines=100, seed=seed, mean_gap_s=gap_s, declare_iterations=True)
+    res["variants"] = {"order=srpt": run(declared, Harmony(order="srpt", name="harmony-srpt")),
+                       "order=lrpt": run(declared, Harmony(order="lrpt", name="harmony-lrpt")),
+                       "profiling groups of 8": run(jobs, Harmony(profile_group_jobs=8, name="harmony-pg8"))}
     res["isolated"] = run(jobs, Isolated(u_target=0.7))
     sweep = {}
     for u in ((0.6, 0.8) if quick else (0.5, 0.6, 0.8, 0.9)):
@@ -217,6 +264,8 @@ def print_tables(res: dict) -> None:
         print(f"\n== {blk['label']} (80 jobs, 100 machines; minutes; speed-ups over Isolated u=0.7) ==")
         print(head)
         print(_row("Harmony", blk["harmony"], base))
+        for name, r in blk.get("variants", {}).items():
+            print(_row(f"Harmony ({name})", r, base))
         print(_row("Isolated (u=0.7)", base, base))
         print(_row(f"Isolated (best, u={blk['isolated_best']['u_target']})", blk["isolated_best"], base))
         print(_row("Naive (mean)", blk["naive"], base))
@@ -231,6 +280,11 @@ def print_tables(res: dict) -> None:
               f"busy CPU (COMP incl. GC/deserialisation) {100 * h['cpu_busy']:.1f}%; "
               f"model error mean {100 * (err.get('mean') or 0):.1f}% p95 {100 * (err.get('p95') or 0):.1f}% "
               f"(n={err.get('n')}); {h['harmony']}")
+        ph = h.get("phases")
+        if ph:
+            print(f"Harmony's own model, predicted CPU utilisation by tenth of the makespan (mean {100 * ph['pred_cpu_mean']:.1f}%): "
+                  + " ".join(f"{100 * x['pred_cpu']:.0f}" for x in ph["tenths"])
+                  + "; running jobs: " + " ".join(f"{x['running']:.0f}" for x in ph["tenths"]))
         for metric in ("makespan_min", "avg_jct_min"):
             full = base[metric] - h[metric]
             shares = {n: (base[metric] - r[metric]) / full if full else float("nan") for n, r in blk["ablation"].items()}

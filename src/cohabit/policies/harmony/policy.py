@@ -41,11 +41,13 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ...models.harmony_perf import PredictionLog, ProfileBook, cluster_eval, group_time, memory_floor, score
 from ..base import BasePolicy
+from ..params import build
 from .algorithm import Grouping, JobStat, Params, exhaustive, schedule
 from .plan import current_groups, emit
 from .regroup import Option, assign_nodes, choose, similar_bunch, similar_job
 
 MODE = "pipelined"
+ORDERS = ("queue", "srpt", "lrpt")
 
 
 @dataclass
@@ -73,9 +75,12 @@ class Harmony(BasePolicy):
 
     def __init__(self, *, spill: bool = True, reserved_gb: float = 4.0, tolerance: float = 0.05,
                  profile_group_jobs: int = 4, max_scope: int = 4, search: str = "alg1",
-                 params: Params | None = None, name: str = "harmony") -> None:
+                 params: Params | None = None, order: str = "queue", name: str = "harmony") -> None:
         if search not in ("alg1", "exhaustive"):
             raise ValueError(f"search must be 'alg1' or 'exhaustive', got {search!r}")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        self.order = order
         self.name = name
         self.spill = spill
         self.reserved_gb = reserved_gb
@@ -134,6 +139,33 @@ class Harmony(BasePolicy):
             self._usable = max(mem - self.reserved_gb, 1e-9)
         return self._usable
 
+    def _ranked(self, view: ClusterView, jobs: Sequence[str]) -> list[str]:
+        """Waiting jobs in the order Algorithm 1 considers them and repairs take them.
+
+        ``queue`` (default; the paper names no order, we read it as the queue): paused and
+        pending jobs by submission. ``srpt`` (our option, not the paper's): shortest remaining
+        processing time first, estimated from what is observable only: the declared iterations
+        (``spec.iterations``) minus those reported, times the profiled iteration time (Eq. 2) at
+        the mean DoP of the current groups; ``lrpt`` (our option, for measuring the long-job
+        tail): longest remaining first, same estimate. Jobs without declared iterations come last,
+        in queue order."""
+        by_seq = sorted(jobs, key=lambda j: view.jobs[j].seq)
+        if self.order == "queue":
+            return by_seq
+        cur = current_groups(view, MODE)
+        m = view.capacity.shape[0] / max(1, len(cur))
+
+        def remaining(jid: str) -> float:
+            job, prof = view.jobs[jid], self.book.get(jid)
+            if job.spec.iterations is None or prof is None:
+                return math.inf
+            return max(job.spec.iterations - job.iterations_done(view.now), 0.0) * prof.t_itr(m)
+
+        sign = 1.0 if self.order == "srpt" else -1.0
+        rem = {j: remaining(j) for j in by_seq}
+        # stable: ties stay in queue order; undeclared (inf) last either way
+        return sorted(by_seq, key=lambda j: (math.isinf(rem[j]), sign * rem[j] if not math.isinf(rem[j]) else 0.0))
+
     def _schedule(self, stats: list[JobStat], machines: int) -> Grouping:
         t0 = time.perf_counter()
         p = self.params or Params(usable_gb=self._usable if self._usable is not None else 28.0)
@@ -167,6 +199,8 @@ class Harmony(BasePolicy):
         free = [n for n in range(n_nodes) if n not in held and n not in busy]
         waiting = [j for j in sorted(view.paused.values(), key=lambda j: j.seq) if j.id in self.book]
         waiting += [j for j in view.pending.values() if j.id in self.book]
+        if self.order != "queue":
+            waiting = [view.jobs[j] for j in self._ranked(view, [j.id for j in waiting])]
         profiling = [j for j in view.running if j not in self.book]
         unprofiled = sorted((j for j in list(view.pending.values()) + list(view.paused.values())
                              if j.id not in self.book and cpu_job(view, j)), key=lambda j: j.seq)
@@ -239,7 +273,7 @@ class Harmony(BasePolicy):
         m = len(key)
         # the finished job's profile (kept in the book) describes the slot to fill
         fin = self._stat(view.jobs[jid]) if jid in self.book else None
-        cands = [stats[j] for j in sorted(waiting, key=lambda j: view.jobs[j].seq) if j in stats]
+        cands = [stats[j] for j in self._ranked(view, list(waiting)) if j in stats]
         if fin is not None and cands:
             members = g.jobs if g is not None else []
             w = similar_job(fin, cands, m, self.tol)
@@ -266,7 +300,7 @@ class Harmony(BasePolicy):
         now_score = self._score(groups, stats, total)
         base = [g for g in groups if g.nodes == key]
         others = sorted((g for g in groups if g.nodes != key), key=lambda g: (len(g.jobs), len(g.nodes), g.nodes))
-        wait = [stats[j] for j in sorted(waiting, key=lambda j: view.jobs[j].seq) if j in stats]
+        wait = [stats[j] for j in self._ranked(view, list(waiting)) if j in stats]
         options: list[Option] = []
         for extra in range(0, min(self.max_scope, len(others)) + 1):
             scope = base + others[:extra]
@@ -398,5 +432,6 @@ def _split(items: list[JobView], k: int) -> list[list[JobView]]:
     return out
 
 
-def make(oracle: bool = False) -> Harmony:
-    return Harmony()
+def make(oracle: bool = False, **params: object) -> Harmony:
+    """``harmony[:KEY=VALUE...]``, e.g. ``harmony:order=srpt`` (see :class:`Harmony`)."""
+    return build(Harmony, params, policy="harmony", fixed={"params": None})  # Alg. 1's Params: Python API only
