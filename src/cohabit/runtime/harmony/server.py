@@ -14,7 +14,8 @@ Protocol: JSON objects, one per line, client -> server (replies marked ->):
 * ``{"op": "link", "node"}`` -> ``{"ok": true}``: a link-only client (a job outside any group).
 * ``{"op": "begin", "kind"}`` -> ``{"ok": true, "seq", "role", "wait_s"}`` once the subtask may run.
 * ``{"op": "end"}`` (no reply): the running subtask finished.
-* ``{"op": "take", "n"}`` -> ``{"ok": true}`` once ``n`` bytes were drawn from the node's link.
+* ``{"op": "take", "n"}`` -> ``{"ok": true}`` once ``n`` bytes went through the node's link.
+* ``{"op": "barrier", "job", "world", "round"}`` -> ``{"ok": true}`` once ``world`` callers reached ``round``.
 * ``{"op": "stats"}`` -> ``{"ok": true, "nodes": {...}}``.
 * end of file: the worker left (finished, paused, moved or died).
 
@@ -30,11 +31,16 @@ import signal
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..subtask import SubtaskKind
 from .queues import NodeLink, NodeQueues, Ticket
 from .sync import SubtaskSynchronizer, SyncError
+
+
+CHUNK = 1 << 18
+"""Bytes a transfer draws from its node's link at a time (the granularity at which a secondary yields)."""
 
 
 class HarmonyState:
@@ -47,6 +53,26 @@ class HarmonyState:
         self.sync = SubtaskSynchronizer()
         self.nodes = [NodeQueues(n) for n in range(n_nodes)]
         self.links = [NodeLink(link_rate) for _ in range(n_nodes)] if link_rate else None
+        self.where: dict[tuple[str, int], int] = {}
+        self.barriers: dict[tuple[str, int], int] = {}
+
+    def _dispatch(self) -> None:
+        """Tell each node which released subtasks to expect; wake every waiter."""
+        now = time.monotonic()
+        for job, _step, seq, members in self.sync.releases:
+            for r in members:
+                n = self.where.get((job, r))
+                if n is not None:
+                    self.nodes[n].expect(job, r, seq, now)
+        self.sync.releases.clear()
+        self.cv.notify_all()
+
+    def join(self, job: str, rank: int, node: int, world: int) -> None:
+        with self.cv:
+            self.node(node)
+            self.sync.join(job, rank, world)
+            self.where[(job, rank)] = node
+            self._dispatch()
 
     def node(self, n: Any) -> NodeQueues:
         if not isinstance(n, int) or not 0 <= n < len(self.nodes):
@@ -59,44 +85,74 @@ class HarmonyState:
             while (seq := self.sync.release_seq(job, rank, step, kind.value)) is None:
                 self.cv.wait()
             t = Ticket(job, rank, kind, seq)
+            for q in self.nodes:
+                q.learn_kind(job, seq, kind.is_comm)
             q = self.nodes[node]
             q.enqueue(t)
-            while not q.try_start(t):
-                self.cv.wait()
+            self.cv.notify_all()
+            while not q.try_start(t, time.monotonic()):
+                self.cv.wait(q.hold(t, time.monotonic()) or None)
             return t
 
     def end(self, job: str, rank: int, node: int, step: int, t: Ticket) -> None:
         with self.cv:
             self.nodes[node].finish(t)
             self.sync.finished(job, rank, step)
-            self.cv.notify_all()
+            self._dispatch()
 
-    def take(self, node: int, n: int, high: bool) -> None:
-        """Draw ``n`` bytes from ``node``'s link (no-op without a link rate)."""
+    def take(self, node: int, n: int, is_high: Callable[[], bool]) -> None:
+        """Send ``n`` bytes through ``node``'s link, ``CHUNK`` bytes at a time (no-op without a link rate).
+
+        ``is_high()`` says, chunk by chunk, whether the caller is the primary (a secondary promoted
+        mid-transfer draws first from then on); while a primary transfer is under way, a secondary
+        gets no bytes.
+        """
         if self.links is None:
             return
         link = self.links[node]
+        counted = False
         with self.cv:
-            if high:
-                link.high_waiting += 1
             try:
-                while (wait := link.try_take(n, high)) is not None:
-                    self.cv.wait(wait)
+                left = n
+                while left > 0:
+                    c = min(CHUNK, left)
+                    while True:
+                        high = is_high()
+                        if high and not counted:
+                            link.high_waiting += 1
+                            counted = True
+                        if (wait := link.try_take(c, high)) is None:
+                            break
+                        self.cv.wait(wait)
+                    left -= c
             finally:
-                if high:
+                if counted:
                     link.high_waiting -= 1
                 self.cv.notify_all()
             done = time.monotonic() + link.drain_time()
-            while (left := done - time.monotonic()) > 0:
-                self.cv.wait(left)
+            while (left_s := done - time.monotonic()) > 0:
+                self.cv.wait(left_s)
+
+    def barrier(self, job: str, world: int, round: int) -> None:
+        """Block until ``world`` callers reached round ``round`` of ``job``'s barrier (BSP iterations of
+        synthetic jobs, :mod:`.synthetic`; real PS jobs synchronise through their servers)."""
+        with self.cv:
+            key = (job, round)
+            self.barriers[key] = self.barriers.get(key, 0) + 1
+            self.barriers.pop((job, round - 1), None)
+            self.cv.notify_all()
+            while self.barriers.get(key, world) < world:
+                self.cv.wait()
 
     def leave(self, job: str | None, rank: int, node: int, t: Ticket | None) -> None:
         with self.cv:
             if t is not None:
                 self.nodes[node].finish(t)
             if job is not None:
+                self.nodes[node].forget(job, rank)
+                self.where.pop((job, rank), None)
                 self.sync.leave(job, rank)
-            self.cv.notify_all()
+            self._dispatch()
 
     def stats(self) -> dict[str, Any]:
         with self.cv:
@@ -127,11 +183,10 @@ class _Conn(socketserver.StreamRequestHandler):
                 msg = json.loads(line)
                 op = msg.get("op")
                 if op == "hello":
-                    with st.cv:
-                        node = st.node(msg["node"]).node
-                        st.sync.join(str(msg["job"]), int(msg["rank"]), int(msg["world"]))
-                        job, rank = str(msg["job"]), int(msg["rank"])
-                        st.cv.notify_all()
+                    if job is not None:
+                        raise SyncError("hello twice on one connection")
+                    st.join(str(msg["job"]), int(msg["rank"]), int(msg["node"]), int(msg["world"]))
+                    job, rank, node = str(msg["job"]), int(msg["rank"]), int(msg["node"])
                     self._reply({"ok": True})
                 elif op == "link":
                     node = st.node(msg["node"]).node
@@ -148,13 +203,16 @@ class _Conn(socketserver.StreamRequestHandler):
                     st.end(job, rank, node, step, ticket)
                     ticket, step = None, step + 1
                 elif op == "take":
-                    high = job is None or (ticket is not None and ticket.role == "primary")
-                    st.take(node, int(msg["n"]), high)
+                    t = ticket
+                    st.take(node, int(msg["n"]), lambda: job is None or (t is not None and t.role == "primary"))
+                    self._reply({"ok": True})
+                elif op == "barrier":
+                    st.barrier(str(msg["job"]), int(msg["world"]), int(msg["round"]))
                     self._reply({"ok": True})
                 elif op == "stats":
                     self._reply({"ok": True, "nodes": st.stats()})
                 else:
-                    raise SyncError(f"unknown op {op!r}; expected hello, link, begin, end, take or stats")
+                    raise SyncError(f"unknown op {op!r}; expected hello, link, begin, end, take, barrier or stats")
         except (SyncError, ValueError, KeyError, TypeError) as exc:
             try:
                 self._reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
