@@ -16,8 +16,12 @@ since this backend was created (the wall clock):
 * ``launch`` starts one process per worker task (restoring the job's newest
   good checkpoint when ``from_checkpoint``; a fresh start clears old
   checkpoints). A multi-worker job runs data-parallel: the ranks average
-  gradients with gloo all-reduce on 127.0.0.1. Parameter-server jobs
-  (``architecture: ps``) are not run yet: they fail with that reason.
+  gradients with gloo all-reduce on 127.0.0.1. A parameter-server job
+  (``architecture: ps``) runs one process per worker and per server
+  (:mod:`cohabit.runtime.ps`): servers on the nodes of the allocation's ps
+  slots, workers on its worker slots, talking TCP on 127.0.0.1 under each
+  node's bandwidth budget (``bandwidth_mbps``, else the node's ``net_gbps``);
+  its checkpoints are per-task parts (:mod:`cohabit.runtime.ps.parts`).
 * ``halt(checkpoint=True)`` asks every task to checkpoint at its next
   iteration boundary and exit, and waits for that (``halt_timeout``, then
   SIGKILL — the job then resumes from its last periodic checkpoint).
@@ -70,6 +74,8 @@ from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
+from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
+from .ps.parts import checkpoint_iteration, clear_parts
 from .worker import worker_config
 from .workloads import BUILTINS, WorkloadConfig, WorkloadError, parse_config
 
@@ -163,6 +169,10 @@ class _Run:
     last_iter_time: float | None = None
     first_progress: bool = False
 
+    @property
+    def is_ps(self) -> bool:
+        return self.spec.architecture == "ps"
+
 
 class LocalBackend:
     """Runs jobs as local processes; see the module docstring.
@@ -171,6 +181,11 @@ class LocalBackend:
     (``root/logs``); a temporary directory (removed by :meth:`close`) when
     None. ``report_interval`` / ``checkpoint_interval``: seconds between
     telemetry reports / periodic checkpoints of each task.
+    ``bandwidth_mbps``: per-node budget of parameter-server traffic in Mbit/s
+    (one number or one per node; default: the nodes' ``net_gbps``; 0 or None:
+    unlimited). ``subtask_gate``: the ``subtask_gate`` configuration given to
+    every PS worker (:func:`cohabit.runtime.subtask.make_gate`), or a function
+    of the job spec returning it.
     """
 
     def __init__(
@@ -189,6 +204,8 @@ class LocalBackend:
         fsync: bool = True,
         listener: Listener | None = None,
         python: str = sys.executable,
+        bandwidth_mbps: float | list[float | None] | None = None,
+        subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -214,6 +231,8 @@ class LocalBackend:
         self.prewarm = prewarm
         self.listener = listener
         self.python = python
+        self.net_rates = node_bandwidth(cluster, bandwidth_mbps)
+        self.subtask_gate = subtask_gate
         self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
         self.status: dict[str, JobStatus] = {}
         self.timings: list[dict[str, Any]] = []
@@ -237,17 +256,18 @@ class LocalBackend:
             self.halt(spec.id, now, checkpoint=False)
         st = self.status.setdefault(spec.id, JobStatus(spec.id))
         st.state, st.reason, st.nodes = "starting", "", alloc.nodes
-        if spec.architecture == "ps":
-            self._fail_now(spec.id, "LocalBackend does not run parameter-server jobs yet (real PS processes "
-                                    "over loopback belong to the Harmony issue); use architecture single/allreduce")
-            return
         try:
             config = parse_config(spec.id, spec.workload)
         except WorkloadError as exc:
             self._fail_now(spec.id, str(exc))
             return
+        problem = ps_job_problem(spec, config)
+        if problem is not None:
+            self._fail_now(spec.id, problem)
+            return
         if not from_checkpoint:
             self.store.clear(spec.id)
+            clear_parts(self.store.root, spec.id)
         run = _Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
@@ -298,10 +318,11 @@ class LocalBackend:
 
     def _start_tasks(self, run: _Run, *, from_checkpoint: bool) -> None:
         spec = run.spec
-        n = len(run.alloc.slots) - spec.num_ps
+        ps = PSLaunch.plan(spec, run.alloc, net_dir=self.root / "net", rates=self.net_rates) if run.is_ps else None
+        n = ps.n_tasks if ps is not None else len(run.alloc.slots) - spec.num_ps
         threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
-        port = _free_port() if n > 1 else None
-        kind = "torch" if run.config.uses_torch or n > 1 else "numpy"
+        port = _free_port() if n > 1 and ps is None else None
+        kind = "torch" if run.config.uses_torch or (n > 1 and ps is None) else "numpy"
         # warm spares run built-in workloads with one thread (their environment is fixed at spawn)
         warm = self.prewarm and threads == 1 and run.config.label in BUILTINS
         env = self._env(threads)
@@ -329,11 +350,14 @@ class LocalBackend:
             task = _Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
             cfg = worker_config(
-                job=spec.id, rank=rank, world_size=n, workload=run.config, iterations=spec.iterations,
+                job=spec.id, rank=rank, world_size=n if ps is None else ps.n_workers, workload=run.config, iterations=spec.iterations,
                 epochs=spec.epochs, batch_size=spec.batch_size, threads=threads, store_root=str(self.store.root),
                 from_checkpoint=from_checkpoint, report_interval=self.report_interval,
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
             )
+            if ps is not None:
+                gate = self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate
+                cfg.update(ps=ps.section(rank), subtask_gate=gate)
             try:
                 task.chan.send(cfg)
             except ChannelClosed:
@@ -374,8 +398,7 @@ class LocalBackend:
                     time.sleep(0.01)
             timed_out = any(t.proc.poll() is None for t in live)
             self._kill(run.tasks)
-            ck = self.store.latest(job)
-            st.checkpoint_iteration = ck.iteration if ck is not None else None
+            st.checkpoint_iteration = self._checkpoint_iteration(run)
             self.timings.append({"job": job, "kind": "halt", "at": self.now(), "seconds": time.perf_counter() - t0,
                                  "save_s": save_s, "timed_out": timed_out,
                                  "checkpoint_iteration": st.checkpoint_iteration})
@@ -483,7 +506,7 @@ class LocalBackend:
                                                                               "metrics": _finite(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
-            for k in ("compute_s", "comm_s", "mem_mb"):
+            for k in ("compute_s", "comm_s", "mem_mb", "net_bytes_s"):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
             data["metrics"] = _finite(progress.get("metrics"))
@@ -513,11 +536,10 @@ class LocalBackend:
         delay = self.restart_backoff * self.backoff_factor ** used
         run.restart_at = self.now() + delay
         run.tasks = []
-        ck = self.store.latest(job)
         st.state, st.restarts, st.pids = "restarting", used + 1, ()
-        st.checkpoint_iteration = ck.iteration if ck is not None else None
+        st.checkpoint_iteration = self._checkpoint_iteration(run)
         st.reason = (f"{what}; restart {used + 1}/{self.max_restarts} from checkpoint iteration "
-                     f"{st.checkpoint_iteration if ck is not None else 0} in {delay:g} s")
+                     f"{st.checkpoint_iteration or 0} in {delay:g} s")
         self.timings.append({"job": job, "kind": "restart", "at": self.now(), "reason": st.reason,
                              "checkpoint_iteration": st.checkpoint_iteration})
         self._notify(job, {"type": "restarting", "reason": st.reason})
@@ -528,6 +550,13 @@ class LocalBackend:
                                 {"iterations": float(st.iterations), "iter_time": run.last_iter_time,
                                  "restarting": True})
         return None
+
+    def _checkpoint_iteration(self, run: _Run) -> int | None:
+        """Iteration of the job's newest checkpoint (a PS job's newest complete set of parts)."""
+        if run.is_ps:
+            return checkpoint_iteration(self.store.root, run.spec.id)
+        ck = self.store.latest(run.spec.id)
+        return ck.iteration if ck is not None else None
 
     # -------------------------------------------------------------- cleanup
     def _kill(self, tasks: list[_Task], grace: float = 2.0) -> None:

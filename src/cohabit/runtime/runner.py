@@ -20,6 +20,7 @@ from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from ..spec.resources import Resources
 from .local import JobStatus, Listener, LocalBackend
+from .ps.launch import ps_job_problem
 from .workloads import WorkloadError, parse_config
 
 
@@ -61,14 +62,12 @@ def check_jobs(specs: Sequence[JobSpec]) -> list[str]:
     """Problems that stop real execution, one message per job (empty if all jobs can run)."""
     problems = []
     for s in specs:
-        if s.architecture == "ps":
-            problems.append(f"job {s.id!r}: architecture 'ps' is not run by LocalBackend yet "
-                            f"(parameter-server processes come with the Harmony issue)")
-            continue
         try:
-            parse_config(s.id, s.workload)
+            problem = ps_job_problem(s, parse_config(s.id, s.workload))
         except WorkloadError as exc:
-            problems.append(str(exc))
+            problem = str(exc)
+        if problem is not None:
+            problems.append(problem)
     return problems
 
 

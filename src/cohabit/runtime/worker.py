@@ -26,6 +26,9 @@ Messages it sends: ``ready`` (after restore), ``progress``, ``checkpoint``
 is folded into progress, ``halted``, ``finished``, ``error`` (``fatal``: the
 configuration or workload is wrong, retrying cannot help).
 
+A configuration with a ``ps`` section is a task of a parameter-server job:
+it runs :func:`cohabit.runtime.ps.task.run_task` instead of this loop.
+
 Data-parallel jobs (``world_size > 1``): every rank runs this loop; gradients
 are averaged with gloo all-reduce over 127.0.0.1 (:class:`GlooComm`); a halt
 request seen by any rank is agreed on by an all-reduce of a flag, so all
@@ -326,9 +329,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NO_CONFIG
     if cfg.get("type") != "config":
         return EXIT_NO_CONFIG
+    startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE} \
+        if args.launched_at is not None else {}
+    if "ps" in cfg:  # a parameter-server job's server or worker
+        from .ps.task import run_task
+
+        return run_task(chan, cfg, startup)
     worker = Worker(chan, cfg)
-    if args.launched_at is not None:
-        worker.startup = {"interpreter_s": _T_MODULE - args.launched_at, "imports_s": t_main - _T_MODULE}
+    worker.startup = startup
     return worker.run()
 
 

@@ -24,6 +24,10 @@ Built-ins:
 ``lasso``       numpy Lasso by proximal gradient (the authors' sample, or synthetic)
 ``torch-mlp``   PyTorch MLP on generated Gaussian-cluster data
 ``torch-cnn``   PyTorch small CNN on generated images
+``ps-mlr``      parameter-server MLR (``architecture: ps``; see :mod:`cohabit.runtime.ps`)
+``ps-lasso``    parameter-server Lasso
+``ps-nmf``      parameter-server NMF (the authors' sample, or synthetic)
+``ps-lda``      parameter-server LDA (abridged NYTimes sample, or synthetic)
 ==============  ============================================================
 """
 
@@ -44,6 +48,11 @@ BUILTINS: dict[str, str] = {
     "lasso": "cohabit.runtime.workloads.numpy_models:Lasso",
     "torch-mlp": "cohabit.runtime.workloads.torch_models:TorchMLP",
     "torch-cnn": "cohabit.runtime.workloads.torch_models:TorchCNN",
+    # parameter-server workloads (cohabit.runtime.ps.launch.PS_WORKLOADS; architecture: ps)
+    "ps-mlr": "cohabit.runtime.ps.models:PSMultinomialLogisticRegression",
+    "ps-lasso": "cohabit.runtime.ps.models:PSLasso",
+    "ps-nmf": "cohabit.runtime.ps.models:PSNMF",
+    "ps-lda": "cohabit.runtime.ps.models:PSLDA",
 }
 RESERVED = ("name", "entry", "seed")
 

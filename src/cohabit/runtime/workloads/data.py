@@ -12,7 +12,14 @@ same arguments, on any machine):
 * :func:`sparse_regression` — ``y = X beta + noise`` with a sparse ``beta``,
   for Lasso (like the authors' sample, but of any size);
 * :func:`images` — small one-channel images: a per-class smooth pattern plus
-  noise, for the torch CNN.
+  noise, for the torch CNN;
+* :func:`nonnegative_matrix` — a low-rank non-negative matrix plus noise, for NMF;
+* :func:`lda_corpus` — documents drawn from LDA's generative process, for LDA.
+
+The NMF sample (``sample_nmf``: ``row: col,value col,value ...``, 1-based) and
+the LDA sample (``sample_lda``: one document per line, word ids separated by
+spaces) have their own readers, :func:`load_nmf_sample` and
+:func:`load_lda_sample`.
 """
 
 from __future__ import annotations
@@ -61,6 +68,85 @@ def _parse(name: str) -> tuple[np.ndarray, np.ndarray]:
 def load_sample(name: str) -> tuple[np.ndarray, np.ndarray]:
     """Dense ``(X, y)`` of a packaged sample (read-only arrays, cached per process)."""
     return _parse(name)
+
+
+def _sample_lines(name: str) -> list[tuple[int, str]]:
+    """(line number, text) of the non-comment, non-blank lines of a packaged sample."""
+    text = ilr.files("cohabit.data").joinpath(f"ps_samples/{name}").read_text(encoding="utf-8")
+    return [(i, ln.strip()) for i, ln in enumerate(text.splitlines(), 1) if ln.strip() and not ln.startswith("#")]
+
+
+@lru_cache(maxsize=1)
+def load_nmf_sample() -> np.ndarray:
+    """The authors' NMF sample as a dense non-negative matrix (100 x 100, values 0..5; read-only)."""
+    entries: list[tuple[int, int, float]] = []
+    for lineno, line in _sample_lines("sample_nmf"):
+        try:
+            head, _, rest = line.partition(":")
+            row = int(head)
+            for item in rest.split():
+                col, val = item.split(",")
+                entries.append((row - 1, int(col) - 1, float(val)))
+        except ValueError:
+            raise ValueError(f"ps_samples/sample_nmf:{lineno}: expected 'row: col,value col,value ...' "
+                             f"(1-based indices), got {line[:60]!r}") from None
+    idx = np.array([(r, c) for r, c, _ in entries])
+    if idx.size == 0 or idx.min() < 0:
+        raise ValueError("ps_samples/sample_nmf: no entries, or an index below 1")
+    V = np.zeros((int(idx[:, 0].max()) + 1, int(idx[:, 1].max()) + 1))
+    V[idx[:, 0], idx[:, 1]] = [v for _, _, v in entries]
+    V.setflags(write=False)
+    return V
+
+
+#: Vocabulary size of ``sample_lda`` (its header: word ids 0..17934).
+LDA_SAMPLE_VOCAB = 17935
+
+
+@lru_cache(maxsize=1)
+def load_lda_sample() -> tuple[tuple[np.ndarray, ...], int]:
+    """The abridged NYTimes corpus: one int64 array of word ids per document, and the vocabulary size."""
+    docs = []
+    for lineno, line in _sample_lines("sample_lda"):
+        try:
+            ids = np.array([int(t) for t in line.split()], dtype=np.int64)
+        except ValueError:
+            raise ValueError(f"ps_samples/sample_lda:{lineno}: expected word ids separated by spaces, "
+                             f"got {line[:60]!r}") from None
+        if ids.size and (ids.min() < 0 or ids.max() >= LDA_SAMPLE_VOCAB):
+            raise ValueError(f"ps_samples/sample_lda:{lineno}: word ids must lie in [0, {LDA_SAMPLE_VOCAB}), "
+                             f"got {ids.min()}..{ids.max()}")
+        docs.append(ids)
+    return tuple(docs), LDA_SAMPLE_VOCAB
+
+
+def nonnegative_matrix(n: int, m: int, *, rank: int, noise: float, seed: int) -> np.ndarray:
+    """``n x m`` matrix ``W H + noise * |N(0, 1)|`` with non-negative rank-``rank`` factors."""
+    _check_sizes(n=n, m=m, rank=rank)
+    if noise < 0:
+        raise ValueError(f"noise must be >= 0, got {noise!r}")
+    rng = np.random.default_rng(seed)
+    W = rng.gamma(1.0, 1.0, size=(n, rank))
+    H = rng.gamma(1.0, 1.0, size=(rank, m))
+    return W @ H + noise * np.abs(rng.standard_normal((n, m)))
+
+
+def lda_corpus(n_docs: int, vocab: int, topics: int, *, doc_len: int, seed: int,
+               alpha: float = 0.1, eta: float = 0.05) -> tuple[tuple[np.ndarray, ...], int]:
+    """Documents from LDA's generative process (Blei et al. 2003): per-topic word
+    distributions ``~ Dir(eta)``, per-document topic mixtures ``~ Dir(alpha)``, and
+    ``doc_len`` words each. Returns word-id arrays and the vocabulary size."""
+    _check_sizes(n_docs=n_docs, vocab=vocab, topics=topics, doc_len=doc_len)
+    rng = np.random.default_rng(seed)
+    beta = rng.dirichlet(np.full(vocab, eta), size=topics)
+    theta = rng.dirichlet(np.full(topics, alpha), size=n_docs)
+    docs = []
+    for d in range(n_docs):
+        z = rng.choice(topics, size=doc_len, p=theta[d])
+        counts = np.bincount(z, minlength=topics)
+        words = [rng.choice(vocab, size=c, p=beta[k]) for k, c in enumerate(counts) if c]
+        docs.append(np.sort(np.concatenate(words)).astype(np.int64))
+    return tuple(docs), vocab
 
 
 def classification(n: int, d: int, k: int, *, seed: int, spread: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

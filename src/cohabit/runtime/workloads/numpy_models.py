@@ -31,6 +31,52 @@ def _check_positive(ctx: WorkloadContext, **values: float) -> None:
             raise WorkloadError(f"job {ctx.job!r}: workload.{field} must be a positive number, got {v!r}")
 
 
+def softmax_probs(X: np.ndarray, W: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Class probabilities ``softmax(X W + b)`` row by row (max-shifted for stability)."""
+    z = X @ W + b
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    return z
+
+
+def cross_entropy(p: np.ndarray, y: np.ndarray) -> float:
+    """Mean negative log-likelihood of labels ``y`` under probabilities ``p``."""
+    return float(-np.log(np.maximum(p[np.arange(len(y)), y], 1e-12)).mean())
+
+
+def mlr_gradient(X: np.ndarray, y: np.ndarray, W: np.ndarray, b: np.ndarray,
+                 l2: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """Mini-batch cross-entropy and its gradient in ``(W, b)`` with an L2 term ``l2/2 |W|^2``."""
+    p = softmax_probs(X, W, b)
+    loss = cross_entropy(p, y)
+    p[np.arange(len(y)), y] -= 1.0
+    p /= len(y)
+    return loss, X.T @ p + l2 * W, p.sum(axis=0)
+
+
+def lasso_objective(X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float) -> float:
+    """``0.5 * mean((X w - y)^2) + lam * |w|_1``."""
+    r = X @ w - y
+    return float(0.5 * (r @ r) / len(y) + lam * np.abs(w).sum())
+
+
+def lasso_gradient(X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float) -> tuple[float, np.ndarray]:
+    """Lasso objective on a mini-batch and the gradient of its smooth part, ``X^T (X w - y) / n``."""
+    r = X @ w - y
+    return float(0.5 * (r @ r) / len(y) + lam * np.abs(w).sum()), X.T @ r / len(y)
+
+
+def soft_threshold(z: np.ndarray, t: float) -> np.ndarray:
+    """The proximal operator of ``t |.|_1``: ``sign(z) * max(|z| - t, 0)``."""
+    return np.sign(z) * np.maximum(np.abs(z) - t, 0.0)
+
+
+def lasso_step_size(X: np.ndarray) -> float:
+    """``0.5 / L`` with ``L`` the largest eigenvalue of ``X^T X / n`` (a safe mini-batch step)."""
+    return 0.5 / float(np.linalg.norm(X, 2) ** 2 / len(X))
+
+
 class MultinomialLogisticRegression(Workload):
     """Softmax regression by mini-batch SGD with L2 regularisation.
 
@@ -77,24 +123,14 @@ class MultinomialLogisticRegression(Workload):
         self.b = np.zeros(k)
 
     def _probs(self, X: np.ndarray) -> np.ndarray:
-        z = X @ self.W + self.b
-        z -= z.max(axis=1, keepdims=True)
-        np.exp(z, out=z)
-        z /= z.sum(axis=1, keepdims=True)
-        return z
+        return softmax_probs(X, self.W, self.b)
 
     def _loss(self, p: np.ndarray, y: np.ndarray) -> float:
-        return float(-np.log(np.maximum(p[np.arange(len(y)), y], 1e-12)).mean())
+        return cross_entropy(p, y)
 
     def train_step(self, i: int) -> dict[str, float]:
         idx = self.batch(i)
-        Xb, yb = self.X[idx], self.y[idx]
-        p = self._probs(Xb)
-        loss = self._loss(p, yb)
-        p[np.arange(len(yb)), yb] -= 1.0
-        p /= len(yb)
-        gW = Xb.T @ p + self.l2 * self.W
-        gb = p.sum(axis=0)
+        loss, gW, gb = mlr_gradient(self.X[idx], self.y[idx], self.W, self.b, self.l2)
         if self.comm is not None:
             self.comm.allreduce_mean([gW, gb])
         self.W -= self.lr * gW
@@ -163,27 +199,20 @@ class Lasso(Workload):
         super().__init__(ctx, len(X), batch_size or ctx.batch_size or 50)
         self.X, self.y, self.Xt, self.yt, self.beta = X, y, Xt, yt, beta
         if lr is None:
-            L = float(np.linalg.norm(X, 2) ** 2 / len(X))
-            lr = 0.5 / L
+            lr = lasso_step_size(X)
         _check_positive(ctx, lr=lr)
         self.lr, self.lam = float(lr), float(lam)
         self.w = np.zeros(X.shape[1])
 
     def _objective(self, X: np.ndarray, y: np.ndarray) -> float:
-        r = X @ self.w - y
-        return float(0.5 * (r @ r) / len(y) + self.lam * np.abs(self.w).sum())
+        return lasso_objective(X, y, self.w, self.lam)
 
     def train_step(self, i: int) -> dict[str, float]:
         idx = self.batch(i)
-        Xb, yb = self.X[idx], self.y[idx]
-        r = Xb @ self.w - yb
-        loss = float(0.5 * (r @ r) / len(yb) + self.lam * np.abs(self.w).sum())
-        g = Xb.T @ r / len(yb)
+        loss, g = lasso_gradient(self.X[idx], self.y[idx], self.w, self.lam)
         if self.comm is not None:
             self.comm.allreduce_mean([g])
-        z = self.w - self.lr * g
-        t = self.lr * self.lam
-        self.w = np.sign(z) * np.maximum(np.abs(z) - t, 0.0)  # soft-thresholding: the L1 proximal step
+        self.w = soft_threshold(self.w - self.lr * g, self.lr * self.lam)  # the L1 proximal step
         return {"loss": loss}
 
     def evaluate(self) -> dict[str, float]:

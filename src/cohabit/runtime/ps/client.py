@@ -1,0 +1,197 @@
+"""A parameter-server worker: PULL the model blocks, COMPute an update on its shard, PUSH it.
+
+Each iteration is three subtasks, each wrapped in the job's subtask gate
+(:func:`cohabit.runtime.subtask.make_gate`, from the ``subtask_gate`` key of
+the task configuration; no coordination by default) so that Harmony can
+order them across co-located jobs (Lee et al., Sec. 4.1). (De)serialisation
+(:func:`~.wire.encode` / :func:`~.wire.decode`, splitting and assembling the
+blocks) runs OUTSIDE the PULL and PUSH blocks; the COMP block holds only
+:meth:`PSWorkload.compute`. The push includes waiting for the servers' ack,
+i.e. the BSP barrier (see :mod:`.server`).
+
+Telemetry (``progress``, every ``report_interval`` s after a first report
+once three iterations are done): ``iter_time`` (wall time per iteration),
+``compute_s`` (time in COMP), ``comm_s`` (time in PULL + PUSH), ``loss`` (the
+mean over the workers, as returned in the servers' acks), ``net_bytes_s``
+(bytes this worker sent and received per second), resident memory and the
+iteration of the newest checkpoint. Worker 0 asks for a checkpoint every
+``checkpoint_interval`` seconds; every worker saves its part (position and
+local state) at each agreed checkpoint boundary, after the servers saved
+theirs. At the end worker 0 pulls the final model and evaluates it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from ..subtask import SubtaskKind, make_gate
+from ..worker import rss_mb
+from .parts import Arrays, assemble, partition, restore_point, save_part
+from .task import CKPT, EXIT_OK, STOP, PSTask
+from .wire import Conn, decode, encode
+
+CONNECT_TIMEOUT_S = 30.0
+
+
+class _Window:
+    """Per-iteration times accumulated between two progress reports."""
+
+    def __init__(self, now: float, nbytes: int) -> None:
+        self.start, self.bytes0 = now, nbytes
+        self.steps, self.compute, self.comm = 0, 0.0, 0.0
+        self.losses: list[float] = []
+
+    def report(self, now: float, nbytes: int) -> dict[str, Any]:
+        wall = now - self.start
+        out: dict[str, Any] = {"iter_time": wall / self.steps, "compute_s": self.compute / self.steps,
+                               "comm_s": self.comm / self.steps, "net_bytes_s": (nbytes - self.bytes0) / wall}
+        if self.losses:
+            out["loss"] = sum(self.losses) / len(self.losses)
+        return out
+
+
+class PSWorker:
+    """One worker task (see the module docstring)."""
+
+    def __init__(self, task: PSTask) -> None:
+        self.t = task
+        self.index = int(task.sec["index"])
+        self.conns: list[Conn] = []
+        self.gate = make_gate(task.cfg.get("subtask_gate"), job=task.job, rank=self.index, node=task.node)
+        self.last_ckpt: int | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.sent + c.received for c in self.conns)
+
+    def _connect(self) -> None:
+        w = self.t.workload
+        hello = encode({"type": "hello", "worker": self.index, "node": self.t.node, "iteration": w.iteration})
+        for port, node in self.t.sec["servers"]:
+            deadline = time.monotonic() + CONNECT_TIMEOUT_S
+            while True:
+                try:
+                    sock = socket.create_connection(("127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"worker {self.index}: no server on 127.0.0.1:{port} after "
+                                           f"{CONNECT_TIMEOUT_S:g} s") from None
+                    time.sleep(0.02)
+            sock.settimeout(None)
+            conn = Conn(sock, self.t.link_to(int(node)))
+            conn.send(hello)
+            self.conns.append(conn)
+
+    def _pull(self) -> Arrays:
+        req = encode({"type": "pull", "iteration": self.t.workload.iteration})
+        with self.gate.subtask(SubtaskKind.PULL):
+            for c in self.conns:
+                c.send(req)
+            raws = [c.recv() for c in self.conns]
+        return assemble([decode(raw, hl)[1] for raw, hl in raws])
+
+    def _save(self) -> float:
+        t0 = time.perf_counter()
+        w = self.t.workload
+        save_part(self.t.parts(), "worker", self.index, {"local": w.local_state()}, iteration=w.iteration,
+                  n_workers=self.t.n_workers, n_servers=self.t.n_servers)
+        self.last_ckpt = w.iteration
+        return time.perf_counter() - t0
+
+    def run(self, info: dict[str, Any]) -> int:
+        t, w = self.t, self.t.workload
+        restored = None
+        if t.cfg["from_checkpoint"]:
+            rp = restore_point(t.parts())
+            if rp is not None:
+                w.iteration = restored = self.last_ckpt = rp.iteration
+                w.load_local_states(rp.workers())
+        self._connect()
+        t.send({"type": "ready", "iteration": w.iteration, "total": w.total_iterations,
+                "restored_iteration": restored, **info})
+        try:
+            return self._loop()
+        finally:
+            self.gate.close()
+            for c in self.conns:
+                c.close()
+
+    def _loop(self) -> int:
+        t, w = self.t, self.t.workload
+        report_every, ckpt_every = float(t.cfg["report_interval"]), float(t.cfg["checkpoint_interval"])
+        win: _Window | None = None  # None during the first (warm-up) iteration
+        first_report, last_ckpt = True, time.perf_counter()
+        latest: dict[str, float] = {}
+        while True:
+            flag = t.control()
+            if self.index == 0 and ckpt_every > 0 and time.perf_counter() - last_ckpt >= ckpt_every:
+                flag |= CKPT
+            t0 = time.perf_counter()
+            model = self._pull()
+            t1 = time.perf_counter()
+            with self.gate.subtask(SubtaskKind.COMP):
+                update, metrics = w.compute(model)
+            t2 = time.perf_counter()
+            msgs = [encode({"type": "push", "iteration": w.iteration, "flag": flag, "metrics": metrics}, blk)
+                    for blk in partition(update, t.n_servers)]
+            t3 = time.perf_counter()
+            with self.gate.subtask(SubtaskKind.PUSH):
+                for c, m in zip(self.conns, msgs, strict=True):
+                    c.send(m)
+                acks = [c.recv() for c in self.conns]
+            t4 = time.perf_counter()
+            ack, _ = decode(*acks[0])
+            agreed = int(ack["flag"])
+            w.iteration = int(ack["iteration"])
+            if agreed & CKPT or w.done:
+                self._save()
+                last_ckpt = time.perf_counter()
+            if self.index == 0 and (w.iteration % w.iters_per_epoch == 0 or w.done):
+                w.observe(model)
+                latest.update(w.evaluate())
+                latest["epoch"] = w.iteration / w.iters_per_epoch
+            if w.done:
+                return self._finish(latest, ack.get("metrics") or {})
+            if agreed & STOP:
+                t.send({"type": "halted", "iteration": w.iteration, "checkpoint_seq": self.last_ckpt})
+                return EXIT_OK
+            if win is None:
+                win = _Window(time.perf_counter(), self.nbytes)
+                continue
+            win.steps += 1
+            win.compute += t2 - t1
+            win.comm += (t1 - t0) + (t4 - t3)
+            if "loss" in (ack.get("metrics") or {}):
+                win.losses.append(float(ack["metrics"]["loss"]))
+            now = time.perf_counter()
+            if now - win.start >= report_every or (first_report and win.steps >= 3 and now - win.start >= 0.1):
+                rep = win.report(now, self.nbytes)
+                metrics = dict(latest)
+                if "loss" in rep:
+                    metrics["loss"] = rep.pop("loss")
+                t.send({"type": "progress", "iterations": w.iteration, "total": w.total_iterations, **rep,
+                        "metrics": metrics, "mem_mb": rss_mb(), "checkpoint_iteration": self.last_ckpt})
+                win = _Window(now, self.nbytes)
+                first_report = False
+
+    def _finish(self, latest: dict[str, float], last: dict[str, float]) -> int:
+        t, w = self.t, self.t.workload
+        metrics = dict(latest)
+        if self.index == 0:
+            w.observe(self._pull_final())
+            metrics.update(w.evaluate())
+        if "loss" in last:
+            metrics["loss"] = float(last["loss"])
+        t.send({"type": "finished", "iterations": w.iteration, "metrics": metrics, "mem_mb": rss_mb(),
+                "checkpoint_seq": self.last_ckpt})
+        return EXIT_OK
+
+    def _pull_final(self) -> Arrays:
+        """The final model (not a training subtask: no gate)."""
+        req = encode({"type": "pull", "iteration": self.t.workload.iteration})
+        for c in self.conns:
+            c.send(req)
+        return assemble([decode(*c.recv())[1] for c in self.conns])
