@@ -124,23 +124,23 @@ def test_network_queue_primary_secondary_and_promotion() -> None:
     assert q.try_start(w, now) and w.role == "secondary"
 
 
-def test_queue_holds_for_an_expected_earlier_subtask_but_not_forever() -> None:
+def test_queue_holds_for_an_expected_earlier_subtask_cpu_for_a_while_network_strictly() -> None:
     q = NodeQueues(0, hold_s=0.2)
     now = time.monotonic()
     q.expect("a", 0, 5, now)  # released, kind unknown: holds both queues
     late = _ticket("b", K.PULL, 6)
     q.enqueue(late)
-    assert not q.try_start(late, now) and q.hold(late, now) == pytest.approx(0.2)
+    assert not q.try_start(late, now + 10) and q.hold(late, now) == float("inf")  # network order is strict
     q.learn_kind("a", 5, comm=False)  # a's subtask is a COMP: the network queue may go on
     assert q.try_start(late, now)
     q.expect("a", 0, 7, now)
     comp = _ticket("c", K.COMP, 8)
     q.enqueue(comp)
-    assert not q.try_start(comp, now)
-    assert q.try_start(comp, now + 0.21)  # held at most hold_s
+    assert not q.try_start(comp, now) and q.hold(comp, now) == pytest.approx(0.2)
+    assert q.try_start(comp, now + 0.21)  # the CPU queue holds at most hold_s
     q.expect("a", 0, 9, now)
-    q.forget("a", 0)
-    assert q.hold(_ticket("d", K.COMP, 10), now) == 0.0
+    q.forget("a", 0)  # the worker left: nothing to wait for
+    assert q.hold(_ticket("d", K.PUSH, 10), now) == 0.0
 
 
 def test_link_delivers_its_rate_and_serves_the_primary_first() -> None:

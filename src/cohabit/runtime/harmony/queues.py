@@ -9,10 +9,16 @@
   lowest first, so co-located jobs interleave in the same order on every node.
   A released subtask is *expected* on its worker's node until the worker asks
   for it (the worker may still be deserialising); a later-released subtask of
-  the same queue waits behind it, but for at most ``hold_s`` (then it goes
-  first: a worker busy elsewhere does not idle the node for long). Until one of
-  the job's workers asks, the expected subtask's kind is unknown and it holds
-  both queues.
+  the same queue waits behind it. The network queue keeps this order strictly:
+  a COMM subtask of a BSP job can wait inside itself for the job's other workers
+  (a PUSH waits for the servers' ack, which needs every worker's push), so if two
+  nodes admitted COMM subtasks in different orders, each could fill its slots
+  with subtasks whose partners wait for a slot on the other node: a deadlock.
+  With one order everywhere the earliest-released COMM subtask is always
+  admitted on every node. The CPU queue (COMP has no such wait) holds for at
+  most ``hold_s``, then lets a later subtask go first, so a worker busy
+  elsewhere does not idle a node's CPU for long. Until one of the job's workers
+  asks, an expected subtask's kind is unknown and it holds both queues.
 * **Link** (:class:`NodeLink`): the node's network budget as a token bucket that
   COMM subtasks draw bytes from. It is how the secondary *yields*: a primary
   always draws first; the secondary draws only while no primary is waiting for
@@ -25,6 +31,7 @@ waits on its condition variable.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -103,10 +110,14 @@ class NodeQueues:
         self.expected.pop((job, rank), None)
 
     def hold(self, t: Ticket, now: float) -> float:
-        """Seconds ``t`` must still wait for an earlier-released subtask of its queue that has not arrived."""
+        """Seconds ``t`` must still wait for an earlier-released subtask of its queue that has not arrived
+        (``inf`` for a COMM subtask: the network queue keeps the release order strictly, see the module
+        docstring)."""
         comm = t.kind.is_comm
-        return max((e.since + self.hold_s - now for e in self.expected.values()
-                    if e.seq < t.seq and e.comm in (None, comm)), default=0.0)
+        waits = [e.since + self.hold_s - now for e in self.expected.values() if e.seq < t.seq and e.comm in (None, comm)]
+        if comm and waits:
+            return math.inf
+        return max(waits, default=0.0)
 
     def enqueue(self, t: Ticket) -> None:
         self.expected.pop((t.job, t.rank), None)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import socketserver
@@ -46,12 +47,12 @@ CHUNK = 1 << 18
 class HarmonyState:
     """Synchronizer + node queues + links behind one condition variable."""
 
-    def __init__(self, n_nodes: int, link_rate: float | None) -> None:
+    def __init__(self, n_nodes: int, link_rate: float | None, hold_s: float = 0.05) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.cv = threading.Condition()
         self.sync = SubtaskSynchronizer()
-        self.nodes = [NodeQueues(n) for n in range(n_nodes)]
+        self.nodes = [NodeQueues(n, hold_s=hold_s) for n in range(n_nodes)]
         self.links = [NodeLink(link_rate) for _ in range(n_nodes)] if link_rate else None
         self.where: dict[tuple[str, int], int] = {}
         self.barriers: dict[tuple[str, int], int] = {}
@@ -91,7 +92,8 @@ class HarmonyState:
             q.enqueue(t)
             self.cv.notify_all()
             while not q.try_start(t, time.monotonic()):
-                self.cv.wait(q.hold(t, time.monotonic()) or None)
+                h = q.hold(t, time.monotonic())
+                self.cv.wait(h if 0 < h < math.inf else None)
             return t
 
     def end(self, job: str, rank: int, node: int, step: int, t: Ticket) -> None:
@@ -232,11 +234,11 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         super().__init__(path, _Conn)
 
 
-def serve(path: str, n_nodes: int, link_rate: float | None) -> _Server:
+def serve(path: str, n_nodes: int, link_rate: float | None, hold_s: float = 0.05) -> _Server:
     """Bind ``path`` and return the server (call ``serve_forever``; tests run it in a thread)."""
     if os.path.exists(path):
         os.unlink(path)
-    return _Server(path, HarmonyState(n_nodes, link_rate))
+    return _Server(path, HarmonyState(n_nodes, link_rate, hold_s))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -244,8 +246,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--socket", required=True)
     ap.add_argument("--nodes", type=int, required=True)
     ap.add_argument("--link-mbps", type=float, default=0.0, help="per-node link budget in MB/s (0: no link)")
+    ap.add_argument("--hold-s", type=float, default=0.05, help="longest wait for an earlier-released subtask")
     args = ap.parse_args(argv)
-    server = serve(args.socket, args.nodes, args.link_mbps * 1e6 if args.link_mbps > 0 else None)
+    server = serve(args.socket, args.nodes, args.link_mbps * 1e6 if args.link_mbps > 0 else None, args.hold_s)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     print("ready", flush=True)
     try:

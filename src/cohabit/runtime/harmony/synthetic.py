@@ -84,7 +84,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_jobs(jobs: list[SyntheticJob], mode: str, n_nodes: int, *, link_mbps: float, cores: list[int] | None = None,
-             timeout: float = 120.0) -> dict[str, Any]:
+             timeout: float = 120.0, hold_s: float = 0.05) -> dict[str, Any]:
     """Run ``jobs`` as real processes (all started together) and return per-job finish times, the
     makespan and the node queues' measured busy times (``pipelined`` only: the server measures them)."""
     if mode not in ("pipelined", "naive"):
@@ -92,7 +92,7 @@ def run_jobs(jobs: list[SyntheticJob], mode: str, n_nodes: int, *, link_mbps: fl
     avail = sorted(cores if cores is not None else os.sched_getaffinity(0))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     procs: list[subprocess.Popen[bytes]] = []
-    with HarmonyService(n_nodes, link_mbps=link_mbps, env=env) as svc:
+    with HarmonyService(n_nodes, link_mbps=link_mbps, hold_s=hold_s, env=env) as svc:
         try:
             t0 = time.monotonic()
             for job in jobs:
@@ -120,7 +120,8 @@ def run_jobs(jobs: list[SyntheticJob], mode: str, n_nodes: int, *, link_mbps: fl
                     p.wait()
     start = min(o["start"] for o in outs)
     finish = {j.id: max(o["end"] for o in outs if o["job"] == j.id) - start for j in jobs}
-    return {"mode": mode, "finish_s": finish, "makespan_s": max(finish.values()), "workers": outs, "nodes": stats}
+    return {"mode": mode, "finish_s": finish, "makespan_s": max(finish.values()), "workers": outs, "nodes": stats,
+            "loadavg": os.getloadavg()[0]}
 
 
 def main(argv: list[str] | None = None) -> None:
