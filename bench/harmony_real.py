@@ -33,8 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from cohabit.models.harmony_perf import group_time
 from cohabit.policies import make_policy
 from cohabit.runtime.harmony.spill import AlphaTuner, NodeMemory, attach, initial_alpha
@@ -163,7 +161,8 @@ def spill(iterations: int, window: int) -> dict:
             if nxt != sp.alpha:
                 sp.set_alpha(nxt)
         limit.account("w", sp.peak_resident + model_bytes)
-        rows["adaptive"] = {"initial_alpha": a0, "final_alpha": sp.alpha, "windows": times,
+        rows["adaptive"] = {"size_estimate": a0, "initial_alpha": times[0][0], "final_alpha": sp.alpha,
+                            "windows": times,
                             "s_per_iter": statistics.fmean(t for _, t in times),
                             "s_per_iter_last": times[-1][1], "peak_resident_mb": sp.peak_resident / 1e6,
                             "reloaded_mb": sp.reload_bytes / 1e6, "within_limit": limit.fits()}

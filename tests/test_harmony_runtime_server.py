@@ -113,15 +113,12 @@ def test_protocol_errors_and_gate_config_errors(server: str) -> None:
 
 def test_service_starts_and_stops_the_server_process() -> None:
     with HarmonyService(1) as svc:
-        pid = svc.pid
         g = make_gate(svc.gate_config(world=1, incarnation=3), job="j", rank=0, node=0)
         with g.subtask(K.COMP):
             pass
         g.close()
         assert svc.stats()["0"]["comp"] == 1
-    assert svc.proc.poll() is not None and not os.path.exists(svc.socket)
-    with pytest.raises(OSError):
-        os.kill(pid, 0) if svc.proc.returncode is None else (_ for _ in ()).throw(OSError())
+    assert svc.proc.poll() is not None and not os.path.exists(svc.socket)  # stopped, socket removed
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores for two logical nodes")

@@ -1,7 +1,7 @@
 """Harmony's dynamic data spill/reload (Lee et al., §VI), for real: input blocks on disk, reloaded behind compute.
 
 :class:`BlockSpill` cuts a worker's input arrays (rows) into ``n_blocks``
-contiguous blocks and keeps the last ``round(alpha * n_blocks)`` of them on disk
+contiguous blocks and keeps the last ``ceil(alpha * n_blocks)`` of them on disk
 (``.npy`` files written with the page cache dropped, so the first reload really
 reads the disk; later reloads may be served by the OS page cache — reclaimable
 memory outside the worker, as for Harmony's spilled JVM data — unless ``cold``,
@@ -91,11 +91,12 @@ class BlockSpill:
 
     # ------------------------------------------------------------ placement
     def set_alpha(self, alpha: float) -> None:
-        """Keep the last ``round(alpha * n_blocks)`` blocks on disk (spill or load blocks to get there)."""
+        """Keep the last ``ceil(alpha * n_blocks)`` blocks on disk (never fewer than asked: alpha may be a
+        memory floor); spill or load blocks to get there."""
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
         self._settle()
-        k = int(round(alpha * self.n_blocks))
+        k = math.ceil(alpha * self.n_blocks - 1e-9)
         want = set(range(self.n_blocks - k, self.n_blocks))
         for b in sorted(want - self.on_disk):
             self._write(b, self._mem.pop(b))
