@@ -53,7 +53,9 @@ def test_ps_job_trains_to_lower_loss(tmp_path, workload, iterations) -> None:
         fin = final_event(events, "ps")
         assert fin.kind is K.FINISHED and fin.data["iterations"] == iterations, fin.data
         seen = losses(events, "ps")
-        assert seen and fin.data["metrics"]["loss"] < 0.9 * seen[0]
+        # the loss of the initial model (iteration 0, the same seed, computed in this process)
+        start = run_in_process(workload, iterations=1, n_workers=2, n_servers=1)[2][0]
+        assert seen and fin.data["metrics"]["loss"] < 0.9 * start, (start, seen, fin.data["metrics"])
         prog = [e for e in events if e.kind is K.PROGRESS]
         assert all(e.data["comm_s"] > 0 and e.data["compute_s"] > 0 and e.data["net_bytes_s"] > 0 for e in prog)
         assert all(e.data["compute_s"] + e.data["comm_s"] <= e.data["iter_time"] * 1.05 for e in prog)
@@ -147,8 +149,9 @@ def test_ps_bandwidth_budget_is_shared_by_colocated_jobs(tmp_path) -> None:
     mbps = 40.0  # 5 MB/s per node; ps-mlr moves ~2 x 63 kB per iteration per worker
     led = Ledger(cl)
     a, b = ps_job("a", {"name": "ps-mlr"}, 60, workers=1), ps_job("b", {"name": "ps-mlr"}, 60, workers=1)
-    with LocalBackend(cl, root=tmp_path / "free", report_interval=0.1) as be:
-        be.launch(a, place(led, a, (0, 1)), 0.0, from_checkpoint=False)
+    fast = ps_job("a", {"name": "ps-mlr"}, 400, workers=1)  # unlimited iterations are ~10x quicker
+    with LocalBackend(cl, root=tmp_path / "free", report_interval=0.05) as be:
+        be.launch(fast, place(led, fast, (0, 1)), 0.0, from_checkpoint=False)
         free = _comm(wait_for(be, ended("a")), "a")
     led.release("a")
     with LocalBackend(cl, root=tmp_path / "limited", report_interval=0.1, bandwidth_mbps=mbps) as be:
@@ -181,6 +184,7 @@ def test_ps_architecture_and_workload_must_match(tmp_path) -> None:
                   from_checkpoint=False)
         fin = final_event(wait_for(be, ended("flat")), "flat")
         assert fin.kind is K.FAILED and "architecture: ps" in fin.data["reason"]
+        led.release("flat")
         bad = ps_job("bad", {"name": "ps-lda", "kappa": 2.0}, 10)  # caught in the task processes
         be.launch(bad, place(led, bad, (0, 0, 1)), be.now(), from_checkpoint=False)
         fin = final_event(wait_for(be, ended("bad")), "bad")

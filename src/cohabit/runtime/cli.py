@@ -90,6 +90,7 @@ def run(
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
+    bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import REGISTRY, make_policy
@@ -111,6 +112,8 @@ def run(
         _fail(str(exc))
     if not specs:
         _fail(f"{jobs_yaml}: no jobs")
+    if bandwidth_mbps is not None and bandwidth_mbps < 0:
+        _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
@@ -130,7 +133,8 @@ def run(
                       TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
-                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval)
+                            max_restarts=max_restarts, checkpoint_interval=checkpoint_interval,
+                            bandwidth_mbps=bandwidth_mbps)
             board.refresh()
         results[pol.name] = out.metrics
         outcomes[pol.name] = out
