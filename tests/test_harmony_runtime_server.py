@@ -136,3 +136,40 @@ def test_real_processes_pipelined_colocation_beats_naive_on_makespan() -> None:
         for mode in spans:
             spans[mode].append(run_jobs(jobs, mode, 2, link_mbps=20, timeout=120, nice=-5)["makespan_s"])
     assert sum(spans["pipelined"]) < 0.85 * sum(spans["naive"]), spans
+
+
+def test_a_new_incarnation_does_not_wait_for_workers_of_the_old_one(server: str) -> None:
+    stale = HarmonyGate(job="a", rank=0, node=0, socket=server, world=2, incarnation=0)  # rank 1 never came
+    log = _run_gates(server, [HarmonyGate(job="a", rank=0, node=0, socket=server, world=1, incarnation=1)])
+    assert log == ["pull", "comp", "push"]
+    stale.close()
+
+
+def _run_gates(server: str, gates: list[HarmonyGate]) -> list[str]:
+    out = []
+    for g in gates:
+        for k in CYCLE:
+            with g.subtask(k):
+                out.append(k.value)
+        g.close()
+    return out
+
+
+def test_hook_gives_the_harmony_gate_to_pipelined_groups_only() -> None:
+    from cohabit.engine.ledger import Allocation, TaskSlot
+    from cohabit.runtime.harmony.hook import HarmonyHook
+    from cohabit.spec.resources import Resources
+
+    hook = HarmonyHook(2)
+    slots = (TaskSlot(0, ()), TaskSlot(1, ()), TaskSlot(0, ()))
+    try:
+        assert hook.gate_for(Allocation("x", slots, Resources()), 2) is None  # isolated
+        assert hook.gate_for(Allocation("x", slots, Resources(), ("naive", (0, 1))), 2) is None
+        assert hook.service is None
+        g1 = hook.gate_for(Allocation("x", slots, Resources(), ("pipelined", (0, 1))), 2)
+        g2 = hook.gate_for(Allocation("x", slots, Resources(), ("pipelined", (0, 1))), 2)
+        assert g1 is not None and g2 is not None and g1["kind"] == "harmony" and g1["world"] == 2
+        assert g1["socket"] == g2["socket"] and g1["incarnation"] != g2["incarnation"]
+    finally:
+        hook.close()
+    assert hook.service is None and hook.last_stats is not None
