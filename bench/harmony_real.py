@@ -12,7 +12,7 @@
    work measured alone / (nodes x makespan); network = bytes / (link rate x nodes x makespan)), and
    the Eq. 1-4 model's prediction of the group iteration time from the jobs' profiles measured alone
    (the isolated run) against the measured one.
-2. **Policies on real PS jobs** (``examples/harmony_ps_jobs.yaml``: ps-mlr, ps-lasso, ps-nmf, ps-lda)
+2. **Policies on real PS jobs** (``examples/harmony_ps_jobs_large.yaml``: ps-mlr, ps-lasso, ps-nmf, ps-lda)
    under ``harmony``, ``harmony-naive`` and ``harmony-isolated`` on 2 logical nodes with a
    per-node bandwidth budget: makespan and average JCT.
 3. **Spill/reload** (mlr, 40,000 x 200 input, 64 MB; node memory limit 50% of it): fixed alpha
@@ -36,7 +36,7 @@ from pathlib import Path
 from cohabit.models.harmony_perf import group_time
 from cohabit.policies import make_policy
 from cohabit.runtime.harmony.spill import AlphaTuner, NodeMemory, attach, initial_alpha
-from cohabit.runtime.harmony.synthetic import SyntheticJob, busy, run_jobs
+from cohabit.runtime.harmony.synthetic import SyntheticJob, run_jobs
 from cohabit.runtime.runner import local_cluster, run_local
 from cohabit.runtime.workloads import WorkloadContext, build, parse_config
 from cohabit.spec.yamlio import load_jobs
@@ -48,16 +48,6 @@ NICE = -5  # the jobs' priority where allowed (see cohabit.runtime.harmony.synth
 #: name -> (one-machine COMP units (1 unit = 10^5 loop steps), COMM bytes per iteration)
 JOBS = {"nmf-like": (60.0, 1_000_000), "lasso-like": (50.0, 600_000), "lda-like": (16.0, 3_000_000),
         "mlr-like": (30.0, 2_000_000)}
-
-
-def _units_s() -> float:
-    """Seconds of one COMP unit on this core right now (median of 5)."""
-    ts = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        busy(5)
-        ts.append((time.perf_counter() - t0) / 5)
-    return statistics.median(ts)
 
 
 def colocation(iterations: int, rounds: int) -> dict:
@@ -77,16 +67,16 @@ def colocation(iterations: int, rounds: int) -> dict:
             t_total += r["makespan_s"]
             workers += r["workers"]
         runs["isolated"].append({"makespan_s": t_total, "workers": workers, "loadavg": r["loadavg"]})
-    unit = _units_s()
-    cpu_work = sum(c1 for c1, _ in JOBS.values()) * unit * iterations  # seconds of COMP on one machine
     net_work = sum(b for _, b in JOBS.values()) * 2 * iterations / (LINK_MBPS * 1e6)  # link-seconds, 2 workers/job
-    out: dict = {"iterations": iterations, "link_mbps": LINK_MBPS, "unit_s": unit, "modes": {}}
+    out: dict = {"iterations": iterations, "link_mbps": LINK_MBPS, "modes": {}}
     for mode, rs in runs.items():
         span = statistics.median(r["makespan_s"] for r in rs)
         net = net_work / 2 if mode == "isolated" else net_work  # an isolated job has one worker
         out["modes"][mode] = {"makespan_s": span, "makespan_runs": [r["makespan_s"] for r in rs],
                               "loadavg": [r.get("loadavg") for r in rs if "loadavg" in r],
-                              "cpu_util": cpu_work / (2 * span), "net_util": net / (2 * span)}
+                              "cpu_util": statistics.median(sum(w["comp_cpu_s"] for w in r["workers"]) / (2 * r["makespan_s"])
+                                                            for r in rs),
+                              "net_util": net / (2 * span)}
     # Eq. 1-4 prediction: profiles measured alone (isolated run, one machine: c1 = COMP per iteration)
     iso = runs["isolated"][-1]["workers"]
     c1 = [statistics.fmean([w["compute_s"] / iterations for w in iso if w["job"] == n]) for n in JOBS]
@@ -101,8 +91,8 @@ def colocation(iterations: int, rounds: int) -> dict:
 
 
 def policies(scale: float, bandwidth_mbps: float) -> dict:
-    specs = [s.model_copy(update={"iterations": max(20, int(s.iterations * scale))})
-             for s in load_jobs(ROOT / "examples" / "harmony_ps_jobs.yaml")]
+    specs = [s.model_copy(update={"iterations": max(10, int(s.iterations * scale))})
+             for s in load_jobs(ROOT / "examples" / "harmony_ps_jobs_large.yaml")]
     cl = local_cluster(2, cores=2)
     out = {}
     for name in ("harmony", "harmony-naive", "harmony-isolated"):
@@ -188,7 +178,7 @@ def main() -> None:
     print(f"Eq. 1-4: predicted group iteration {m['predicted_group_iter_s']:.3f} s, measured "
           f"{m['measured_group_iter_s']:.3f} s, error {m['error']:+.1%}")
     res["policies"] = policies(scale=0.5 if args.quick else 1.0, bandwidth_mbps=50.0)
-    print("\n2. Policies on real PS jobs (examples/harmony_ps_jobs.yaml), 2 nodes, 50 Mbit/s per node")
+    print("\n2. Policies on real PS jobs (examples/harmony_ps_jobs_large.yaml), 2 nodes, 50 Mbit/s per node")
     print(f"{'policy':<18} {'makespan s':>10} {'avg JCT s':>10} {'finished':>9}")
     for name, r in res["policies"].items():
         print(f"{name:<18} {r['makespan_s']:>10.2f} {r['avg_jct_s']:>10.2f} {r['finished']:>9}")

@@ -63,6 +63,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     link = LinkClient(args.socket, args.node)
     throttle = gate.throttle if isinstance(gate, HarmonyGate) else link.throttle
     iter_times = []
+    comp_cpu = 0.0
     link.barrier("__start__", args.start_world, 0)  # every worker of every job is up: the run starts
     t_start = time.monotonic()
     for i in range(args.iterations):
@@ -71,7 +72,9 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             link.barrier(args.job, args.world, i)
             throttle(args.comm_bytes // 2)
         with gate.subtask(SubtaskKind.COMP):
+            c0 = time.process_time()
             busy(args.comp_units)
+            comp_cpu += time.process_time() - c0
         with gate.subtask(SubtaskKind.PUSH):
             throttle(args.comm_bytes - args.comm_bytes // 2)
         iter_times.append(time.monotonic() - t0)
@@ -79,7 +82,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     gate.close()
     link.close()
     return {"job": args.job, "rank": args.rank, "node": args.node, "start": t_start, "end": time.monotonic(),
-            "iter_s": iter_times, "compute_s": spent.get(SubtaskKind.COMP, 0.0),
+            "iter_s": iter_times, "compute_s": spent.get(SubtaskKind.COMP, 0.0), "comp_cpu_s": comp_cpu,
             "comm_s": spent.get(SubtaskKind.PULL, 0.0) + spent.get(SubtaskKind.PUSH, 0.0)}
 
 
