@@ -24,6 +24,9 @@ The ablation packs two models and varies the five factors of Table 2.2: same
 or different model, data, preprocessing, optimizer and batch size.
 
 Usage: python bench/pack_step.py [--quick] [--threads 1] [--json bench/results/pack_step.json]
+       python bench/pack_step.py --export-profile bench/results/pack_step.json
+           (writes the IMPV rows as the simulator's pack profile,
+           src/cohabit/data/profiles/pack_step_<device>.csv, read by cohabit.sim.profiles.pack)
 """
 
 from __future__ import annotations
@@ -214,7 +217,11 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=2048)
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="process CPU time or wall time")
     ap.add_argument("--json", default="bench/results/pack_step.json")
+    ap.add_argument("--export-profile", metavar="JSON", help="only write the simulator profile from a results file")
     args = ap.parse_args()
+    if args.export_profile:
+        print(f"wrote {export_profile(json.loads(Path(args.export_profile).read_text()))}")
+        return
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
@@ -256,6 +263,22 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=2))
     report(out)
+
+
+PROFILE_COLUMNS = ("model", "n", "batch", "T_seq_ms", "T_pack_ms", "IMPV", "mem_pack_MiB", "mem_single_max_MiB")
+
+
+def export_profile(out: dict) -> Path:
+    """Write the IMPV rows of ``out`` as ``src/cohabit/data/profiles/pack_step_<device>.csv``."""
+    m = out["meta"]
+    path = Path(__file__).resolve().parents[1] / "src/cohabit/data/profiles" / f"pack_step_{m['device']}.csv"
+    lines = [f"# bench/pack_step.py: device={m['device']} threads={m['threads']} clock={m.get('clock', 'wall')} "
+             f"steps={m['steps']} repeats={m['repeats']} torch={m['torch']} (fastest repeat; same data, "
+             f"preprocessing in the step, Adam)", ",".join(PROFILE_COLUMNS)]
+    for r in out["impv"]:
+        lines.append(",".join(str(r[c]) if c in ("model", "n", "batch") else f"{r[c]:.6g}" for c in PROFILE_COLUMNS))
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def report(out: dict) -> None:

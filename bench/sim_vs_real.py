@@ -20,7 +20,7 @@ fraction of job time (goal: under 5% for jobs of a few minutes with two
 preemptions; measured here on shorter jobs, then extrapolated, and the
 extrapolation is labelled as such). Writes JSON.
 
-    python bench/sim_vs_real.py [--json bench/results/sim_vs_real.json] [--overhead-seconds 12]
+    python bench/sim_vs_real.py [--json bench/results/sim_vs_real.json] [--overhead-seconds 12] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -154,20 +154,21 @@ def sized(job_id: str, wl: dict[str, Any], model: str, seconds: float, per_iter:
     return spec(job_id, wl, max(int(seconds / per_iter), 100), 0.0, model)
 
 
-def profile(out: Any) -> dict[str, float]:
-    """Each job's solo duration from a real run's telemetry.
+def profile(outs: list[Any]) -> dict[str, float]:
+    """Each job's solo duration from real runs' telemetry (median over the runs).
 
     start-up (launch to the first progress report of its first start, which
     covers the interpreter, imports, data, and the first iterations) plus
     iterations x the median measured seconds per iteration.
     """
-    rec = out.result.record
-    prof = {}
-    for jid, jv in out.result.jobs.items():
-        its = [e.data["iter_time"] for e in rec if e.kind == EventKind.PROGRESS and e.job == jid]
-        first = next(t for t in out.timings if t["kind"] == "first_progress" and t["job"] == jid)
-        prof[jid] = first["since_launch"] + (jv.spec.iterations or 0) * statistics.median(its)
-    return prof
+    per: dict[str, list[float]] = {}
+    for out in outs:
+        rec = out.result.record
+        for jid, jv in out.result.jobs.items():
+            its = [e.data["iter_time"] for e in rec if e.kind == EventKind.PROGRESS and e.job == jid]
+            first = next(t for t in out.timings if t["kind"] == "first_progress" and t["job"] == jid)
+            per.setdefault(jid, []).append(first["since_launch"] + (jv.spec.iterations or 0) * statistics.median(its))
+    return {jid: statistics.median(v) for jid, v in per.items()}
 
 
 def timeline(out: Any) -> list[tuple[float, str, str]]:
@@ -187,20 +188,31 @@ def main() -> None:
     ap.add_argument("--overhead-seconds", type=float, default=12.0,
                     help="approximate length of the jobs used to measure pause+resume overhead")
     ap.add_argument("--margin", type=float, default=1.0, help="SRTF preemption margin (seconds)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="real runs per policy, FIFO and SRTF alternating; JCTs are averaged over them (machine noise)")
     args = ap.parse_args()
     cl = local_cluster(1, cores=1)
     specs = workload()
     t_all = time.perf_counter()
     results: dict[str, Any] = {"policies": {}}
 
-    console.rule("real run: FIFO")
-    c0 = children_cpu_s()
-    real_fifo = run_local(specs, cl, FIFO())
-    fifo_cpu = children_cpu_s() - c0
-    assert not real_fifo.result.unfinished, real_fifo.result.unfinished
+    fifo_outs: list[Any] = []
+    srtf_outs: list[Any] = []
+    fifo_cpu: list[float] = []
+    srtf_cpu: list[float] = []
+    for r in range(args.repeats):  # alternate, so that a change in the machine's load hits both policies
+        for label, make, outs, cpus in (("FIFO", FIFO, fifo_outs, fifo_cpu),
+                                        (f"SRTF (preemption margin {args.margin:g} s)",
+                                         lambda: SRTF(preempt_margin=args.margin), srtf_outs, srtf_cpu)):
+            console.rule(f"real run {r + 1}/{args.repeats}: {label}")
+            c0 = children_cpu_s()
+            out = run_local(specs, cl, make())
+            cpus.append(children_cpu_s() - c0)
+            assert not out.result.unfinished, out.result.unfinished
+            outs.append(out)
 
     console.rule("pause + resume overhead (jobs alone)")
-    iter_t = {j: statistics.median(e.data["iter_time"] for e in real_fifo.result.record
+    iter_t = {j: statistics.median(e.data["iter_time"] for e in fifo_outs[0].result.record
                                    if e.kind == EventKind.PROGRESS and e.job == j) for j in ("mlr-a", "mlp")}
     ov = [
         overhead(sized("ov-mlr", {"name": "mlr"}, "mlr", args.overhead_seconds, iter_t["mlr-a"]),
@@ -209,47 +221,51 @@ def main() -> None:
                  args.overhead_seconds),
     ]
 
-    console.rule(f"real run: SRTF (preemption margin {args.margin:g} s)")
-    c0 = children_cpu_s()
-    real_srtf = run_local(specs, cl, SRTF(preempt_margin=args.margin))
-    srtf_cpu = children_cpu_s() - c0
-
     # the simulator's one resume-cost knob: the mean directly measured pause + resume cost
     restore = statistics.mean(o["per_pause_resume_s"] for o in ov)
     # progress reports as often as LocalBackend's (0.5 s), so the policy decides as often in both worlds
     cfg = SimConfig(checkpoint_s=0.0, restore_s=restore, report_interval_s=0.5)
-    prof_fifo, prof_srtf = profile(real_fifo), profile(real_srtf)
+    prof_fifo, prof_srtf = profile(fifo_outs), profile(srtf_outs)
     runs = {
-        # prediction: everything the simulator knows comes from the FIFO run and the overhead runs
-        "fifo": (real_fifo, prof_fifo, FIFO()),
-        "srtf (predicted from FIFO profiles)": (real_srtf, prof_fifo, SRTF(preempt_margin=args.margin)),
-        # replay: job speeds from the SRTF run itself (isolates the scheduling model from machine noise)
-        "srtf (profiles from its own run)": (real_srtf, prof_srtf, SRTF(preempt_margin=args.margin)),
+        # prediction: everything the simulator knows comes from the FIFO runs and the overhead runs
+        "fifo": (fifo_outs, prof_fifo, FIFO()),
+        "srtf (predicted from FIFO profiles)": (srtf_outs, prof_fifo, SRTF(preempt_margin=args.margin)),
+        # replay: job speeds from the SRTF runs themselves (isolates the scheduling model from machine noise)
+        "srtf (profiles from its own runs)": (srtf_outs, prof_srtf, SRTF(preempt_margin=args.margin)),
     }
-    table = Table(title="JCT (s): real vs simulated (1 logical node, 1 core)", title_justify="left")
+    table = Table(title=f"JCT (s): real (mean of {args.repeats} run(s)) vs simulated (1 logical node, 1 core)",
+                  title_justify="left")
     for col in ("run", "job", "real", "sim", "error"):
         table.add_column(col, justify="right" if col in ("real", "sim", "error") else "left")
-    for name, (real, prof, pol) in runs.items():
+    for name, (reals, prof, pol) in runs.items():
         trace = [TraceJob(s, JobTruth(iterations=s.iterations or 1, duration=prof[s.id])) for s in specs]
         sim = simulate(trace, cl, pol, config=cfg)
-        rj, sj = jcts(real.result.record), jcts(sim.result.record)
+        per_run = [jcts(r.result.record) for r in reals]
+        rj = {jid: statistics.mean(run[jid] for run in per_run) for jid in per_run[0]}
+        sj = jcts(sim.result.record)
         for jid in rj:
             table.add_row(name, jid, f"{rj[jid]:.2f}", f"{sj.get(jid, float('nan')):.2f}",
                           f"{(sj.get(jid, float('nan')) - rj[jid]) / rj[jid]:+.0%}")
         ra, sa = statistics.mean(rj.values()), statistics.mean(sj.values())
+        run_avgs = [statistics.mean(run.values()) for run in per_run]
         table.add_row(f"[bold]{name}", "[bold]average", f"[bold]{ra:.2f}", f"[bold]{sa:.2f}",
                       f"[bold]{(sa - ra) / ra:+.1%}", end_section=True)
         results["policies"][name] = {
             "real_jct": rj, "sim_jct": sj, "real_avg_jct": ra, "sim_avg_jct": sa, "avg_jct_error": (sa - ra) / ra,
-            "real_makespan": real.metrics.makespan, "sim_makespan": sim.metrics.makespan,
-            "real_preemptions": real.metrics.preemptions, "sim_preemptions": sim.metrics.preemptions,
-            "profiles_s": prof, "real_timeline": timeline(real), "sim_timeline": timeline(sim),
+            "real_avg_jct_per_run": run_avgs,
+            "real_makespan": statistics.mean(r.metrics.makespan for r in reals), "sim_makespan": sim.metrics.makespan,
+            "real_preemptions": statistics.mean(r.metrics.preemptions for r in reals),
+            "sim_preemptions": sim.metrics.preemptions,
+            "profiles_s": prof, "real_timeline": timeline(reals[0]), "sim_timeline": timeline(sim),
         }
     console.print(table)
     for name, r in results["policies"].items():
-        console.print(f"{name}: preemptions real {r['real_preemptions']} / sim {r['sim_preemptions']}; "
-                      f"makespan real {r['real_makespan']:.2f} s / sim {r['sim_makespan']:.2f} s")
-    shares = {"fifo": cpu_share(real_fifo, fifo_cpu), "srtf": cpu_share(real_srtf, srtf_cpu)}
+        spread = ", ".join(f"{x:.2f}" for x in r["real_avg_jct_per_run"])
+        console.print(f"{name}: real avg JCT per run [{spread}] s; preemptions real {r['real_preemptions']:g} / "
+                      f"sim {r['sim_preemptions']}; makespan real {r['real_makespan']:.2f} s / "
+                      f"sim {r['sim_makespan']:.2f} s")
+    shares = {"fifo": statistics.mean(cpu_share(o, c) for o, c in zip(fifo_outs, fifo_cpu)),
+              "srtf": statistics.mean(cpu_share(o, c) for o, c in zip(srtf_outs, srtf_cpu))}
     console.print(f"CPU our tasks got / makespan (1.0 = the core was ours): FIFO {shares['fifo']:.2f}, "
                   f"SRTF {shares['srtf']:.2f}   (the machine is shared; lower means other processes ran)")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -190,3 +191,29 @@ def test_ps_architecture_and_workload_must_match(tmp_path) -> None:
         fin = final_event(wait_for(be, ended("bad")), "bad")
         assert fin.kind is K.FAILED and "workload.kappa must lie in (0.5, 1]" in fin.data["reason"]
         assert be.status["bad"].restarts == 0
+
+
+def test_ps_jobs_run_from_yaml_through_the_cli_under_a_bandwidth_budget(tmp_path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from cohabit.runtime.cli import run
+    from cohabit.spec.yamlio import load_jobs
+
+    examples = load_jobs(Path(__file__).parent.parent / "examples" / "ps_jobs.yaml")
+    assert {s.workload["name"] for s in examples} == {"ps-mlr", "ps-lasso", "ps-nmf", "ps-lda"}
+    assert check_jobs(examples) == []
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n"
+        "  - {id: p, architecture: ps, workers: {count: 2, demand: {cpu: 0.5}}, ps: {count: 1, demand: {cpu: 0.5}},\n"
+        "     iterations: 200, workload: {name: ps-lasso}}\n"
+    )
+    app = typer.Typer(add_completion=False)
+    app.command("run")(run)
+    app.command("other")(lambda: None)
+    res = CliRunner().invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "2", "--bandwidth-mbps", "400"])
+    assert res.exit_code == 0, res.output
+    assert "finished" in res.output and "avg" in res.output
+    bad = CliRunner().invoke(app, ["run", str(jobs), "--policy", "fifo", "--bandwidth-mbps", "-1"])
+    assert bad.exit_code != 0 and "--bandwidth-mbps: expected a number of Mbit/s >= 0" in bad.output

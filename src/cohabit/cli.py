@@ -60,13 +60,13 @@ def run_comparison(
 
 
 def _policies(text: str) -> list[str]:
-    from .policies import REGISTRY
+    from .policies import policy_list
 
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [n for n in names if n not in REGISTRY]
-    if not names or unknown:
-        _fail(f"unknown policy {', '.join(unknown) or text!r}; known policies: {', '.join(sorted(REGISTRY))}")
-    return names
+    try:
+        return policy_list(text)
+    except ValueError as exc:
+        _fail(str(exc))
+        raise  # unreachable: _fail exits
 
 
 @app.command()
@@ -74,7 +74,8 @@ def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
     format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit|harmony")] = None,
     cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: the format's preset.")] = None,
-    policy: Annotated[str, typer.Option(help="Comma-separated policy names.")] = "fifo,srtf",
+    policy: Annotated[str, typer.Option(help="Comma-separated policy names, each optionally with parameters: "
+                                             "srtf:preempt_margin=1 (see `cohabit policies`).")] = "fifo,srtf",
     seed: Annotated[int, typer.Option(help="Seed for randomised policies and synthetic traces.")] = 0,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics JSON here.")] = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write a PNG (JCT CDF, utilization) here.")] = None,
@@ -169,8 +170,10 @@ def demo(
     out: Annotated[Path, typer.Option(help="Directory for the JSON and plots.")] = Path("out/demo"),
     seed: Annotated[int, typer.Option()] = 0,
     synthetic_jobs: Annotated[int, typer.Option(help="Size of the synthetic workload.")] = 1000,
+    real: Annotated[bool, typer.Option(help="Also train five small real jobs under fifo and srtf (about a minute).")] = True,
 ) -> None:
-    """The main job: simulate the 480-job Philly-derived trace and a synthetic workload under every policy."""
+    """The main job: simulate the 480-job Philly-derived trace and a synthetic workload under every policy,
+    then run a handful of small real training jobs on this machine under two policies."""
     from .policies import REGISTRY
     from .report.plot import plot_comparison
     from .report.table import print_comparison
@@ -200,9 +203,35 @@ def demo(
         write_json(out / f"{label}.json", results, trace=label, cluster=cl.name, seed=seed, n_jobs=len(load.jobs))
         plot_comparison(results, out / f"{label}.png", title=f"{label} on {cl.name}")
         console.print(f"wrote {out / (label + '.json')} and {out / (label + '.png')}")
+    if real:
+        _demo_real(out)
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s "
                   f"(not run here: {', '.join(sorted(DEMO_SKIP))}; dorm on the synthetic workload — "
                   f"use `cohabit simulate --policy ...`)")
+
+
+DEMO_REAL_POLICIES = ["fifo", "srtf:preempt_margin=1"]  # jobs of seconds: a 1 s margin, not the 60 s default
+
+
+def _demo_real(out: Path) -> None:
+    """The real part of the demo: the packaged small jobs trained for real under FIFO and SRTF."""
+    from importlib.resources import files
+
+    from .report.table import print_comparison
+    from .runtime.cli import run_policies
+    from .runtime.cli import write_json as write_real_json
+    from .runtime.runner import local_cluster
+    from .spec.yamlio import load_jobs
+
+    jobs_file = files("cohabit") / "data" / "demo" / "real_jobs.yaml"
+    specs = load_jobs(Path(str(jobs_file)))
+    cluster = local_cluster()
+    console.rule(f"[bold]real execution[/] — {len(specs)} small training jobs on {len(cluster.nodes)} logical "
+                 f"node(s) of this machine (LocalBackend), under {', '.join(DEMO_REAL_POLICIES)}")
+    results, outcomes = run_policies(specs, cluster, DEMO_REAL_POLICIES)
+    print_comparison(results, console=console, title=f"real jobs on {len(cluster.nodes)} local node(s)")
+    write_real_json(out / "real.json", outcomes, jobs=str(jobs_file), cluster=cluster)
+    console.print(f"wrote {out / 'real.json'}")
 
 
 @app.command()
@@ -210,10 +239,15 @@ def policies() -> None:
     """List the available policies."""
     from .policies import REGISTRY, make_policy
 
+    from .policies import settable_params
+
     for name in sorted(REGISTRY):
         p = make_policy(name)
         doc = (sys.modules[type(p).__module__].__doc__ or "").strip().splitlines()[0]
         console.print(f"[bold]{name:16}[/] {doc}")
+        params = settable_params(name)
+        if params:
+            console.print(f"{'':17}[dim]parameters: {', '.join(f'{k}={v!r}' for k, v in params.items())}[/]")
 
 
 @app.command()

@@ -1,7 +1,8 @@
 """The Backend protocol: what executes a plan (simulator, local processes, Ray).
 
 The scheduler calls ``launch`` / ``halt`` with allocations it has already
-checked, and asks the backend to ``advance`` time, receiving the events that
+checked (``launch_pack`` for a ``Pack`` action, on a :class:`PackingBackend`),
+and asks the backend to ``advance`` time, receiving the events that
 happened (a job finished, reported progress, failed). The simulator jumps
 time; real backends wait on the wall clock.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ..spec.job import JobSpec
@@ -40,7 +42,10 @@ class Backend(Protocol):
         """Run ``spec`` on ``alloc`` from ``now``, restoring its checkpoint if ``from_checkpoint``."""
 
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
-        """Stop ``job`` at ``now``; save a checkpoint first if ``checkpoint``."""
+        """Stop ``job`` at ``now``; save a checkpoint first if ``checkpoint``.
+
+        A member of a pack is *unpacked*: it alone is stopped (and checkpointed); the other
+        members keep training in the pack."""
 
     def next_event_time(self) -> float | None:
         """Time of the next internal event if known (simulator), else None."""
@@ -53,3 +58,17 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release whatever the backend holds (processes, connections)."""
+
+
+class PackingBackend(Backend, Protocol):
+    """A backend that can also run packs (the optional ``launch_pack``); for any other backend the
+    scheduler rejects the ``Pack`` action as ``Unsupported``."""
+
+    def launch_pack(self, device: tuple[int, int], specs: Sequence[JobSpec], allocs: Sequence[Allocation],
+                    now: float, *, from_checkpoint: Sequence[bool]) -> None:
+        """Train ``specs`` jointly as one packed model on ``device`` (Liu, Pack, §2.1.2).
+
+        Each spec joins the pack already training on ``device`` (whose members keep going) or
+        forms it; ``from_checkpoint[i]`` restores member ``i`` from its own checkpoint. A member
+        leaves through ``halt`` or by finishing (FINISHED for that member only; misaligned step
+        counts, §2.2.3)."""

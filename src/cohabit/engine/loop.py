@@ -26,7 +26,7 @@ from . import actions as A
 from .backend import Backend, BackendEvent, BackendEventKind, Unsupported
 from .history import FinishedJob, History
 from .job import JobView
-from .ledger import AllocationError, Ledger
+from .ledger import Allocation, AllocationError, Ledger
 from .oracle import Oracle
 from .record import EventKind, Record
 from .state import IllegalTransition, JobState, check_transition
@@ -98,7 +98,7 @@ class Scheduler:
         self._handlers: dict[type, Callable[[object], None]] = {
             A.Start: self._start, A.Pause: self._pause, A.Resume: self._resume,
             A.Migrate: self._migrate, A.Resize: self._resize, A.Stop: self._stop,
-            A.Colocate: self._colocate,
+            A.Colocate: self._colocate, A.Pack: self._pack,
         }
 
     # ------------------------------------------------------------------ run
@@ -318,6 +318,12 @@ class Scheduler:
                                                mode=group[0], nodes=group[1])
         else:
             alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus)
+        self._occupy(job, alloc, placement)
+        self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
+        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
+
+    def _occupy(self, job: JobView, alloc: Allocation, placement: A.Placement) -> None:
+        """Mark ``job`` running on ``alloc`` (before the backend launches it)."""
         job._settle(self.now)
         check_transition(job.id, job._state, JobState.RUNNING)
         job._state = JobState.RUNNING
@@ -329,8 +335,6 @@ class Scheduler:
         if job._first_start is None:
             job._first_start = self.now
         self.running[job.id] = job
-        self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
-        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
 
     def _demand_gpus(self, job_id: str, n_tasks: int) -> float:
         """GPUs a job uses on ``n_tasks`` tasks (shared or owned): the rate of its attained service."""
@@ -341,13 +345,20 @@ class Scheduler:
         return float(sum(v[col] for v in self._task_vectors(job_id, n_tasks - spec.num_ps)))
 
     def _release(self, job_id: str) -> None:
-        """Free a job's allocation; GPU time-sharing guests that inherit a device are recorded."""
+        """Free a job's allocation; GPU time-sharing guests that inherit a device are recorded.
+        A pack member leaving its pack is recorded as ``unpacked`` (the others continue)."""
+        device = self.ledger.allocations[job_id].pack if job_id in self.ledger.allocations else None
         for guest in self.ledger.release(job_id):
-            g = self.jobs[guest]
-            g._settle(self.now)
-            g._alloc = self.ledger.owned(guest)
-            self.record.append(self.now, EventKind.REALLOCATED, guest, alloc=g._alloc.as_dict(),
-                               reason=f"inherited GPU from {job_id}")
+            self._reallocated(guest, f"inherited GPU from {job_id}")
+        if device is not None:
+            self.record.append(self.now, EventKind.UNPACKED, None, device=list(device), left=job_id,
+                               members=list(self.ledger.packs.get(device, ())))
+
+    def _reallocated(self, job_id: str, reason: str) -> None:
+        g = self.jobs[job_id]
+        g._settle(self.now)
+        g._alloc = self.ledger.owned(job_id)
+        self.record.append(self.now, EventKind.REALLOCATED, job_id, alloc=g._alloc.as_dict(), reason=reason)
 
     def _start(self, a: A.Start) -> None:
         job = self._job(a.job, JobState.PENDING)
@@ -430,6 +441,57 @@ class Scheduler:
             self.pending.pop(j.id, None)
             self.paused.pop(j.id, None)
 
+    def _pack(self, a: A.Pack) -> None:
+        """Train ``a.jobs`` jointly as one packed model on ``a.device`` (Liu, Pack, §2.1.2).
+
+        Pending jobs start and paused ones resume (from their own checkpoints) into the pack;
+        members already in this pack stay and keep training (a job may be *loaded* into a
+        running pack, §2.2.3). Only single-task jobs pack; a job running elsewhere must be paused
+        first. The ledger checks the device (wholly free, or already this pack's), the node's
+        resources and the pack's device memory; the backend must support packing
+        (``launch_pack``). All-or-nothing."""
+        if not a.jobs or len(set(a.jobs)) != len(a.jobs):
+            raise ActionError(f"Pack needs distinct jobs, got {list(a.jobs)}")
+        try:
+            device = (int(a.device[0]), int(a.device[1]))
+        except (TypeError, ValueError, IndexError):
+            raise ActionError(f"Pack device must be (node, gpu), got {a.device!r}") from None
+        jobs = [self._job(j, JobState.PENDING, JobState.PAUSED, JobState.RUNNING) for j in a.jobs]
+        members = set(self.ledger.packs.get(device, ()))
+        for j in jobs:
+            if j.spec.num_ps or j.spec.min_workers != 1:
+                raise ActionError(f"job {j.id!r} has {j.spec.workers.count} workers and {j.spec.num_ps} parameter "
+                                  f"servers; only single-task jobs can be packed")
+            if j._state is JobState.RUNNING and j.id not in members:
+                raise ActionError(f"job {j.id!r} is running outside the pack on {list(device)}; pause it first")
+        joining = [j for j in jobs if j._state is not JobState.RUNNING]
+        if not joining:
+            raise ActionError(f"Pack: every job of {list(a.jobs)} already trains in the pack on {list(device)}")
+        launch = getattr(self.backend, "launch_pack", None)
+        if launch is None:
+            raise Unsupported(f"backend {type(self.backend).__name__} cannot run packs (no launch_pack)")
+        reason = self.ledger.pack_blocked(device, [(j.id, self._demands[j.id][0]) for j in joining])
+        if reason is not None:
+            raise AllocationError(reason)
+        owner = self.ledger.packs[device][0] if device in self.ledger.packs else None
+        owner_total = self.ledger.allocations[owner].total if owner is not None else None
+        allocs = [self.ledger.allocate_pack(j.id, device, self._demands[j.id][0]) for j in joining]
+        if owner is not None and self.ledger.allocations[owner].total != owner_total:
+            self._reallocated(owner, f"pack on {list(device)} needs more CPU for its new members")
+        resumed = [j._state is JobState.PAUSED for j in joining]
+        for j, alloc in zip(joining, allocs):
+            self._occupy(j, alloc, (device[0],))
+            self.pending.pop(j.id, None)
+            self.paused.pop(j.id, None)
+        launch(device, [j.spec for j in joining], allocs, self.now, from_checkpoint=resumed)
+        everyone = list(self.ledger.packs[device])
+        for j, alloc, r in zip(joining, allocs, resumed):
+            self.record.append(self.now, EventKind.RESUMED if r else EventKind.STARTED, j.id,
+                               alloc=alloc.total.as_dict(), nodes=[device[0]], pack=list(device),
+                               packed_with=[o for o in everyone if o != j.id])
+        self.record.append(self.now, EventKind.PACKED, None, device=list(device), members=everyone,
+                           joined=[j.id for j in joining], mem_gb=self.ledger.pack_mem[device])
+
     @staticmethod
     def _group_placement(job: JobView, nodes: tuple[int, ...]) -> A.Placement:
         """One worker per machine of the group, parameter servers co-located round-robin."""
@@ -460,14 +522,21 @@ class Scheduler:
             raise ActionError(f"job {job.id!r} is in a {alloc_now.group[0]} group; move it with Colocate "
                               f"or Pause it")
         job._settle(self.now)
-        self._release(job.id)
+        pack = alloc_now.pack if alloc_now is not None else None
+        self._release(job.id)  # a pack member moves out of its pack: it runs alone afterwards
         try:
             alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n_new))
         except AllocationError:
-            # put it back where it was; GPU sharing allowed, since a guest it hosted may
-            # have inherited its devices on release
-            self.ledger.allocate(job.id, old, self._task_vectors(job.id, len(old) - job.spec.num_ps),
-                                 share_gpus=True)
+            if pack is not None:  # back into its pack, as it was
+                self.ledger.allocate_pack(job.id, pack, self._demands[job.id][0])
+                self.record.append(self.now, EventKind.PACKED, None, device=list(pack),
+                                   members=list(self.ledger.packs[pack]), joined=[job.id],
+                                   mem_gb=self.ledger.pack_mem[pack])
+            else:
+                # put it back where it was; GPU sharing allowed, since a guest it hosted may
+                # have inherited its devices on release
+                self.ledger.allocate(job.id, old, self._task_vectors(job.id, len(old) - job.spec.num_ps),
+                                     share_gpus=True)
             raise
         self.backend.halt(job.id, self.now, checkpoint=True)
         job._placement = tuple(placement)

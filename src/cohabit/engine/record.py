@@ -19,6 +19,12 @@ scheduler-wide events) and a small ``data`` dict. Conventions, relied on by
   something impossible; the scheduler carried on).
 * ``decision``: data ``ms`` — wall time of one ``Policy.decide`` call.
 * ``progress``: data ``iterations`` and ``iter_time`` — observed telemetry.
+* ``packed``: (job ``None``) jobs now train jointly as one packed model on one device
+  (Liu, Pack): data ``device`` ([node, gpu]), ``members`` (all jobs in the pack after the
+  event), ``joined`` (those that started or resumed into it; each also has its own
+  ``started`` / ``resumed`` event) and ``mem_gb`` (device memory the pack needs).
+* ``unpacked``: (job ``None``) a member left a pack (it finished, was paused, stopped,
+  moved); the others continue. Data ``device``, ``left`` and ``members`` (those that stay).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ class EventKind(StrEnum):
     ACTION_REJECTED = "action_rejected"
     DECISION = "decision"
     PROGRESS = "progress"
+    PACKED = "packed"
+    UNPACKED = "unpacked"
 
 
 #: Kinds after which a job holds no resources.

@@ -116,6 +116,11 @@ class ClusterView:
         """The slots (node, GPU devices) a running job holds."""
         return self._ledger.allocations.get(job_id)
 
+    def ledger_draft(self) -> Ledger:
+        """A scratch copy of the allocation ledger (packs, device memory) for planning: actions it
+        accepts are actions the scheduler accepts, if planned in the same order."""
+        return self._ledger.draft()
+
     @property
     def gpu_col(self) -> int | None:
         return self._ledger.gpu_col

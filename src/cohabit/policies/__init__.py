@@ -2,15 +2,19 @@
 
 Each registry line maps a policy name to ``"module:factory"``; the factory
 takes ``oracle: bool`` (policies that can read true job lengths use it, the
-others ignore it) and returns a policy. Modules are imported on first use.
+others ignore it) and returns a policy; a factory that also takes ``**params``
+lets users set its constructor's arguments (``srtf:preempt_margin=1``, see
+:mod:`.params`). Modules are imported on first use.
 """
 
 from __future__ import annotations
 
+import inspect
 from importlib import import_module
 
 from .base import BasePolicy, Policy
 from .fifo import FIFO
+from .params import PolicyParamError, parse_policy_spec
 from .srtf import SRTF
 
 REGISTRY: dict[str, str] = {
@@ -36,17 +40,47 @@ REGISTRY: dict[str, str] = {
     "harmony": "cohabit.policies.harmony.policy:make",
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
+    "pack": "cohabit.policies.pack:make",
 }
 
 
-def make_policy(name: str, *, oracle: bool = False) -> Policy:
-    """Build the policy registered as ``name``; unknown names list the known ones."""
+def make_policy(spec: str, *, oracle: bool = False) -> Policy:
+    """Build the policy ``spec`` names: a registry name, optionally with parameters
+    (``srtf:preempt_margin=1``, see :mod:`.params`). Unknown names list the known ones."""
+    name, params = parse_policy_spec(spec)
     try:
         target = REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(sorted(REGISTRY))}") from None
+        raise PolicyParamError(f"unknown policy {name!r}; known policies: {', '.join(sorted(REGISTRY))}") from None
     module, _, attr = target.partition(":")
-    return getattr(import_module(module), attr)(oracle)
+    factory = getattr(import_module(module), attr)
+    if not params:
+        return factory(oracle)
+    takes = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
+    if not takes:
+        raise PolicyParamError(f"policy {name!r} takes no parameters, got {', '.join(sorted(params))}")
+    policy = factory(oracle, **params)
+    policy.name = f"{policy.name}:" + ":".join(f"{k}={v}" for k, v in params.items())
+    return policy
 
 
-__all__ = ["REGISTRY", "BasePolicy", "FIFO", "Policy", "SRTF", "make_policy"]
+def policy_list(text: str) -> list[str]:
+    """Split a comma-separated ``--policy`` value and check that every entry builds.
+
+    Raises :class:`PolicyParamError` (a ``ValueError``) naming the first unknown policy or bad parameter.
+    """
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise PolicyParamError(f"no policy given; known policies: {', '.join(sorted(REGISTRY))}")
+    for n in names:
+        make_policy(n)
+    return names
+
+
+def settable_params(name: str) -> dict[str, object]:
+    """Parameters users may set on registry entry ``name``, with their defaults (empty if none)."""
+    module, _, attr = REGISTRY[name].partition(":")
+    return dict(getattr(getattr(import_module(module), attr)(False), "parameters", {}))
+
+
+__all__ = ["REGISTRY", "BasePolicy", "FIFO", "Policy", "SRTF", "PolicyParamError", "make_policy", "policy_list", "settable_params"]

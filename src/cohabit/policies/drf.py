@@ -42,6 +42,7 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
 from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+from .params import build
 
 _TOL = 1e-12
 
@@ -304,5 +305,5 @@ class _Victims:
         self.started: set[str] = set()
 
 
-def make(oracle: bool = False) -> DRF:
-    return DRF()
+def make(oracle: bool = False, **params: object) -> DRF:
+    return build(DRF, params, policy="drf")

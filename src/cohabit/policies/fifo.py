@@ -11,6 +11,7 @@ from ..engine.actions import Plan, Start
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
+from .params import build
 
 
 class FIFO(BasePolicy):
@@ -33,9 +34,9 @@ class FIFO(BasePolicy):
         return plan
 
 
-def make(oracle: bool = False) -> FIFO:
-    return FIFO()
+def make(oracle: bool = False, **params: object) -> FIFO:
+    return build(FIFO, params, policy="fifo")
 
 
-def make_backfill(oracle: bool = False) -> FIFO:
-    return FIFO(backfill=True)
+def make_backfill(oracle: bool = False, **params: object) -> FIFO:
+    return build(FIFO, params, policy="fifo-backfill", fixed={"backfill": True})

@@ -64,6 +64,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft, consolidated_first, fill
+from .params import build
 
 LEDGER_MAX_SHARE = 4  # the scheduler's ledger refuses more jobs than this on one GPU
 MAX_DEFRAG_ATTEMPTS = 3  # per decision, so that a long queue keeps decisions fast
@@ -648,5 +649,5 @@ class _Round:
         return None
 
 
-def make(oracle: bool = False) -> Gandiva:
-    return Gandiva()
+def make(oracle: bool = False, **params: object) -> Gandiva:
+    return build(Gandiva, params, policy="gandiva")

@@ -30,6 +30,7 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
 from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+from .params import build
 
 LEDGER_MAX_SHARE = 4  # Ledger(max_share=4): the scheduler's limit of jobs per GPU device
 _EPS = 1e-9
@@ -250,5 +251,5 @@ class NaiveColocation(BasePolicy):
         return plan
 
 
-def make(oracle: bool = False) -> NaiveColocation:
-    return NaiveColocation()
+def make(oracle: bool = False, **params: object) -> NaiveColocation:
+    return build(NaiveColocation, params, policy="naive")

@@ -71,6 +71,7 @@ from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .placement import Draft, consolidated_first
+from .params import build
 
 EPS = 1e-9
 Placer = Callable[[Draft, JobView, int], "Placement | None"]
@@ -639,6 +640,6 @@ class Optimus(ObservingPolicy):
         return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
 
 
-def make(oracle: bool = False) -> Optimus:
+def make(oracle: bool = False, **params: object) -> Optimus:
     """Optimus estimates job lengths from the loss curve; ``oracle`` is ignored."""
-    return Optimus()
+    return build(Optimus, params, policy="optimus")

@@ -49,6 +49,7 @@ from .optimus import (
     JobModels, Snapshot, admit_in_order, apply_targets, check_positive, consolidated_placer, greedy_by_value,
     waiting_jobs,
 )
+from .params import build
 
 
 class SLAQ(ObservingPolicy):
@@ -136,7 +137,7 @@ class SLAQ(ObservingPolicy):
         return apply_targets(view, targets, order, consolidated_placer, reason="slaq: larger loss reductions elsewhere")
 
 
-def make(oracle: bool = False) -> SLAQ:
+def make(oracle: bool = False, **params: object) -> SLAQ:
     """SLAQ predicts from observed losses only; ``oracle`` is ignored."""
-    return SLAQ()
+    return build(SLAQ, params, policy="slaq")
 

@@ -35,6 +35,7 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import fill
 from .placement import Draft
+from .params import build
 
 #: ``chooser(fit, free, capacity, demand, n) -> node per task`` (or None): picks nodes for
 #: ``n`` identical tasks, taking at most ``fit[node]`` on a node.
@@ -238,9 +239,9 @@ class BinPack(PlacementFIFO):
     label = "binpack"
 
 
-def make_lb(oracle: bool = False) -> LoadBalance:
-    return LoadBalance()
+def make_lb(oracle: bool = False, **params: object) -> LoadBalance:
+    return build(LoadBalance, params, policy="lb")
 
 
-def make_binpack(oracle: bool = False) -> BinPack:
-    return BinPack()
+def make_binpack(oracle: bool = False, **params: object) -> BinPack:
+    return build(BinPack, params, policy="binpack")

@@ -29,6 +29,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
+from .params import build
 
 
 class SRTF(BasePolicy):
@@ -109,5 +110,5 @@ class SRTF(BasePolicy):
         return None
 
 
-def make(oracle: bool = False) -> SRTF:
-    return SRTF(use_oracle=oracle)
+def make(oracle: bool = False, **params: object) -> SRTF:
+    return build(SRTF, params, policy="srtf", fixed={"use_oracle": oracle})

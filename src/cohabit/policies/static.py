@@ -40,6 +40,7 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
 from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+from .params import build
 
 BY = ("tenant", "job")
 OTHERS = "*"
@@ -200,5 +201,5 @@ class StaticPartition(BasePolicy):
         return plan
 
 
-def make(oracle: bool = False) -> StaticPartition:
-    return StaticPartition()
+def make(oracle: bool = False, **params: object) -> StaticPartition:
+    return build(StaticPartition, params, policy="static")

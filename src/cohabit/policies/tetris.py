@@ -46,6 +46,7 @@ from .base import BasePolicy
 from .drf import TenantBook, job_usage
 from .placement import Draft
 from .spread import place_with, start_or_resume, waiting_in_order
+from .params import build
 
 
 _GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, start size, normalised size
@@ -235,5 +236,5 @@ class Tetris(BasePolicy):
         return plan
 
 
-def make(oracle: bool = False) -> Tetris:
-    return Tetris(use_oracle=oracle)
+def make(oracle: bool = False, **params: object) -> Tetris:
+    return build(Tetris, params, policy="tetris", fixed={"use_oracle": oracle})

@@ -56,6 +56,7 @@ from .optimus import (
     ObservingPolicy,
     JobModels, Snapshot, apply_targets, check_positive, consolidated_placer, greedy_by_value, waiting_jobs,
 )
+from .params import build
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
 
@@ -196,6 +197,6 @@ class Themis(ObservingPolicy):
         return targets, [snap.ids[i] for i in served[n[served] > 0]]
 
 
-def make(oracle: bool = False) -> Themis:
+def make(oracle: bool = False, **params: object) -> Themis:
     """Themis-style policy on observed estimates; ``oracle`` is ignored."""
-    return Themis()
+    return build(Themis, params, policy="themis")

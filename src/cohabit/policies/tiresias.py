@@ -95,6 +95,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft, consolidated_first
+from .params import build
 
 #: Authors' simulator defaults (SymbioticLab/Tiresias ``jobs.py``: ``queue_limit``), GPU-seconds.
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
@@ -673,9 +674,9 @@ class _Rec:
 _KEY = attrgetter("key")
 
 
-def make(oracle: bool = False) -> Tiresias:
-    return Tiresias()
+def make(oracle: bool = False, **params: object) -> Tiresias:
+    return build(Tiresias, params, policy="tiresias")
 
 
-def make_gittins(oracle: bool = False) -> Tiresias:
-    return Tiresias(gittins=True, use_oracle=oracle)
+def make_gittins(oracle: bool = False, **params: object) -> Tiresias:
+    return build(Tiresias, params, policy="tiresias-gittins", fixed={"gittins": True, "use_oracle": oracle})

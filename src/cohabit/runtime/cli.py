@@ -93,19 +93,19 @@ def run(
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
-    from ..policies import REGISTRY, make_policy
+    from ..policies import policy_list
     from ..report.table import print_comparison
     from ..spec.yamlio import SpecError, load_jobs
-    from .runner import check_jobs, local_cluster, run_local
+    from .runner import check_jobs, local_cluster
 
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     if backend == "ray":
         _fail("the Ray backend is not available yet (issue 4, item 3); use --backend local")
-    names = [p.strip() for p in policy.split(",") if p.strip()]
-    unknown = [n for n in names if n not in REGISTRY]
-    if not names or unknown:
-        _fail(f"unknown policy {', '.join(unknown) or policy!r}; known policies: {', '.join(sorted(REGISTRY))}")
+    try:
+        names = policy_list(policy)
+    except ValueError as exc:
+        _fail(str(exc))
     try:
         specs = load_jobs(jobs_yaml)
     except SpecError as exc:
@@ -124,6 +124,28 @@ def run(
     cap = cluster.nodes[0].capacity
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} (LocalBackend)")
+    results, outcomes = run_policies(specs, cluster, names, workdir=workdir, max_restarts=max_restarts,
+                                     checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
+    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
+                                                   f"local node(s)")
+    if json_out is not None:
+        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster)
+        console.print(f"wrote {json_out}")
+
+
+def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
+                 max_restarts: int = 2, checkpoint_interval: float = 2.0,
+                 bandwidth_mbps: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
+
+    ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
+
+    Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
+    part of ``cohabit demo``.
+    """
+    from ..policies import make_policy
+    from .runner import run_local
+
     results: dict[str, Any] = {}
     outcomes: dict[str, Any] = {}
     for name in names:
@@ -139,11 +161,7 @@ def run(
         results[pol.name] = out.metrics
         outcomes[pol.name] = out
         _print_jobs(pol.name, out)
-    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
-                                                   f"local node(s)")
-    if json_out is not None:
-        write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster)
-        console.print(f"wrote {json_out}")
+    return results, outcomes
 
 
 def _print_jobs(policy: str, out: Any) -> None:

@@ -33,6 +33,9 @@ since this backend was created (the wall clock):
   ``restart_backoff * backoff_factor**k`` seconds, up to ``max_restarts``
   times in its life; after that (or at once for a configuration error) the
   backend reports FAILED with the reason and the task's last log lines.
+* ``launch_pack`` trains compatible torch jobs jointly in one process per
+  device (Liu's Pack; :mod:`.packed`); each member still reports, halts and
+  checkpoints as its own job.
 * ``close`` terminates every process this backend started (by pid) and, if it
   made its own temporary directory, removes it.
 
@@ -75,6 +78,7 @@ from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
 from .harmony.hook import HarmonyHook
+from .packed import PackHost, launch_members, release_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
 from .worker import worker_config
@@ -244,6 +248,7 @@ class LocalBackend:
         self._pending: list[BackendEvent] = []
         self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
         self._spares: dict[str, list[_Spare]] = {}
+        self._pack_hosts: dict[tuple[int, int], PackHost] = {}  # device -> its pack process (runtime.packed)
         self._n_spawned = 0
         self._t0 = time.monotonic()
         self._closed = False
@@ -274,6 +279,11 @@ class LocalBackend:
         run = _Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
+
+    def launch_pack(self, device: tuple[int, int], specs: list[JobSpec], allocs: list[Allocation], now: float, *,
+                    from_checkpoint: list[bool]) -> None:
+        """Train ``specs`` jointly in the one pack process of ``device`` (see :mod:`.packed`)."""
+        launch_members(self, device, specs, allocs, from_checkpoint=from_checkpoint)
 
     def _fail_now(self, job: str, reason: str) -> None:
         self.status[job].state, self.status[job].reason = "failed", reason
@@ -595,6 +605,8 @@ class LocalBackend:
         tasks = [t for run in self._runs.values() for t in run.tasks]
         self._runs.clear()
         self._kill(tasks)
+        for host in list(self._pack_hosts.values()):
+            release_host(self, host)
         self.harmony.close()
         for pid, proc in list(self._all_procs.items()):
             if proc.poll() is None:

@@ -314,7 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launched-at", type=float, default=None, help="time.time() when the parent spawned us")
     parser.add_argument("--preload", choices=("none", "numpy", "torch"), default="none",
                         help="import the workload modules now and wait for a configuration (a warm spare)")
+    parser.add_argument("--pack", action="store_true",
+                        help="be a pack host: --fd is a control socket passing member channels (runtime.packed)")
     args = parser.parse_args(argv)
+    if args.pack:
+        from .packed import serve
+
+        return serve(socket.socket(fileno=args.fd))
     if args.preload == "torch":
         import torch  # noqa: F401
 

@@ -10,6 +10,9 @@ run in groups: the members of one pipelined or naive group (same
 ``Allocation.group``), or alone on dedicated machines; when a member joins or
 leaves, ``harmony_physics.group_speeds`` gives every member its new speed and
 the telemetry it reports (computation and communication seconds per iteration).
+Packed jobs (``launch_pack``, Liu's Pack) advance together at the speed of their
+packed step from the measured profile ``profiles.pack``; when a member leaves
+(finishes, is paused or moved) the others continue at the smaller pack's speed.
 
 The truth (``JobTruth`` per job) lives only here. The scheduler receives
 specs; a policy receives a ``ClusterView``, which has no path to this object.
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
@@ -27,6 +30,7 @@ from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import SimConfig, colocation_factor, solo_rate
+from .profiles.pack import pack_profile
 from .truth import JobTruth, TraceJob
 
 _FINISH, _PROGRESS = 0, 1
@@ -34,7 +38,8 @@ _EPS = 1e-9
 
 
 class _Run:
-    __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed")
+    __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
+                 "pack")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -48,6 +53,7 @@ class _Run:
         self.devices = alloc.devices
         self.group: tuple = ()  # parameter-server jobs: the key of the group of jobs sharing its machines
         self.speed: MemberSpeed | None = None
+        self.pack: tuple[int, int] | None = None  # the device of the pack the job trains in
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -65,6 +71,7 @@ class SimBackend:
         self._seq = 0
         self._device_jobs: dict[tuple[int, int], set[str]] = {}
         self._ps_groups: dict[tuple, set[str]] = {}
+        self._packs: dict[tuple[int, int], set[str]] = {}
         #: parameter-server work done (machine-seconds): "cpu" = iterations x T_cpu on one machine,
         #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful),
         #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
@@ -106,6 +113,26 @@ class SimBackend:
             occ.add(spec.id)
         self._reschedule(touched, now)
 
+    def launch_pack(self, device: tuple[int, int], specs: Sequence[JobSpec], allocs: Sequence[Allocation],
+                    now: float, *, from_checkpoint: Sequence[bool]) -> None:
+        """Add ``specs`` to the pack on ``device``; every member's speed becomes the pack's."""
+        members = self._packs.setdefault(device, set())
+        touched = set(members)
+        for spec, alloc, restore in zip(specs, allocs, from_checkpoint, strict=True):
+            truth = self._truth.get(spec.id)
+            if truth is None or truth.ps is not None:
+                raise ValueError(f"SimBackend cannot pack job {spec.id!r}: "
+                                 f"{'no ground truth' if truth is None else 'parameter-server job'}")
+            done = self._checkpoint.get(spec.id, 0.0) if restore else 0.0
+            delay = self.cfg.checkpoint_s + self.cfg.restore_s if restore else 0.0
+            run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
+            run.devices = frozenset()  # the pack holds its device: no time-sharing with anyone
+            run.pack = device
+            self._runs[spec.id] = run
+            members.add(spec.id)
+            touched.add(spec.id)
+        self._reschedule(touched, now)
+
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         run = self._runs.pop(job, None)
         if run is None:
@@ -121,6 +148,12 @@ class SimBackend:
                 touched |= members
                 if not members:
                     del self._ps_groups[run.group]
+        if run.pack is not None:  # unpack: the other members continue at the smaller pack's speed
+            members = self._packs[run.pack]
+            members.discard(job)
+            touched |= members
+            if not members:
+                del self._packs[run.pack]
         for dev in run.devices:
             occ = self._device_jobs.get(dev)
             if occ is not None:
@@ -176,6 +209,8 @@ class SimBackend:
                 continue
             if run.speed is not None:
                 run.rate = 1.0 / run.speed.iter_time
+            elif run.pack is not None:
+                run.rate = self._pack_rate(run.pack)
             else:
                 others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
                 factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
@@ -188,6 +223,14 @@ class SimBackend:
             first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
             if first_iter < finish - _EPS:
                 self._push(first_iter, _PROGRESS, jid, run.version)
+
+    def _pack_rate(self, device: tuple[int, int]) -> float:
+        """Iterations/s of every member of the pack on ``device``: 1 / its packed step time."""
+        runs = [self._runs[j] for j in sorted(self._packs[device])]
+        batches = [r.spec.batch_size for r in runs if r.spec.batch_size is not None]
+        step = pack_profile().step_time([r.spec.model for r in runs], [1.0 / r.solo for r in runs],
+                                        max(batches) if batches else None)
+        return 1.0 / step
 
     def _push(self, t: float, kind: int, job: str, version: int) -> None:
         self._seq += 1

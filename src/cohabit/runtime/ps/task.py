@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..channel import Channel, ChannelClosed
+from ..subtask import GateConfigError
 from ..workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 from .models import PSWorkload
 from .netlimit import NodeLink
@@ -130,6 +131,9 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
         if sec["role"] == "server":
             return ParameterServer(task).run(info)
         return PSWorker(task).run(info)
+    except GateConfigError as exc:
+        _report(chan, cfg, {"type": "error", "fatal": True, "reason": f"worker {sec['index']}: {exc}"})
+        return EXIT_CONFIG
     except Exception as exc:  # noqa: BLE001 - a crash: report it, let the backend restart from checkpoint
         traceback.print_exc()
         if isinstance(exc, (PeerGone, PeerLost)):
