@@ -77,6 +77,7 @@ from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
+from .harmony.hook import HarmonyHook
 from .packed import PackHost, launch_members, release_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
@@ -189,7 +190,8 @@ class LocalBackend:
     (one number or one per node; default: the nodes' ``net_gbps``; 0 or None:
     unlimited). ``subtask_gate``: the ``subtask_gate`` configuration given to
     every PS worker (:func:`cohabit.runtime.subtask.make_gate`), or a function
-    of the job spec returning it.
+    of the job spec returning it; workers of a Harmony ``pipelined`` group get
+    the Harmony gate instead (:mod:`cohabit.runtime.harmony.hook`).
     """
 
     def __init__(
@@ -237,6 +239,7 @@ class LocalBackend:
         self.python = python
         self.net_rates = node_bandwidth(cluster, bandwidth_mbps)
         self.subtask_gate = subtask_gate
+        self.harmony = HarmonyHook(len(cluster.nodes), env=self._env(1))  # pipelined groups' node queues
         self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
         self.status: dict[str, JobStatus] = {}
         self.timings: list[dict[str, Any]] = []
@@ -329,6 +332,7 @@ class LocalBackend:
     def _start_tasks(self, run: _Run, *, from_checkpoint: bool) -> None:
         spec = run.spec
         ps = PSLaunch.plan(spec, run.alloc, net_dir=self.root / "net", rates=self.net_rates) if run.is_ps else None
+        harmony_gate = self.harmony.gate_for(run.alloc, ps.n_workers) if ps is not None else None
         n = ps.n_tasks if ps is not None else len(run.alloc.slots) - spec.num_ps
         threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
         port = _free_port() if n > 1 and ps is None else None
@@ -355,7 +359,7 @@ class LocalBackend:
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
             )
             if ps is not None:
-                gate = self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate
+                gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)
                 cfg.update(ps=ps.section(rank), subtask_gate=gate)
             try:
                 task.chan.send(cfg)
@@ -615,6 +619,7 @@ class LocalBackend:
         self._kill(tasks)
         for host in list(self._pack_hosts.values()):
             release_host(self, host)
+        self.harmony.close()
         for pid, proc in list(self._all_procs.items()):
             if proc.poll() is None:
                 try:

@@ -113,5 +113,9 @@ class LinkClient:
     def throttle(self, nbytes: int) -> None:
         self._c.ask({"op": "take", "n": int(nbytes)})
 
+    def barrier(self, job: str, world: int, round: int) -> None:
+        """Wait until ``world`` workers of ``job`` reached ``round`` (a BSP iteration boundary)."""
+        self._c.ask({"op": "barrier", "job": job, "world": world, "round": round})
+
     def close(self) -> None:
         self._c.close()

@@ -5,11 +5,20 @@
 * **Network queue**: a *primary* COMM subtask and a *secondary* one run at the
   same time (a single PULL/PUSH leaves the network idle while servers handle
   its requests). When the primary ends, the secondary becomes primary.
-* Waiting subtasks start in the order of their global release number
-  (:mod:`.sync`), lowest first, among those that have arrived: the queue never
-  idles waiting for a subtask that is not there yet (work-conserving), and since
-  the synchronizer releases all workers of a job at once, jobs interleave in the
-  same order on every node.
+* Subtasks start in the order of their global release number (:mod:`.sync`),
+  lowest first, so co-located jobs interleave in the same order on every node.
+  A released subtask is *expected* on its worker's node until the worker asks
+  for it (the worker may still be deserialising); a later-released subtask of
+  the same queue waits behind it. The network queue keeps this order strictly:
+  a COMM subtask of a BSP job can wait inside itself for the job's other workers
+  (a PUSH waits for the servers' ack, which needs every worker's push), so if two
+  nodes admitted COMM subtasks in different orders, each could fill its slots
+  with subtasks whose partners wait for a slot on the other node: a deadlock.
+  With one order everywhere the earliest-released COMM subtask is always
+  admitted on every node. The CPU queue (COMP has no such wait) holds for at
+  most ``hold_s``, then lets a later subtask go first, so a worker busy
+  elsewhere does not idle a node's CPU for long. Until one of the job's workers
+  asks, an expected subtask's kind is unknown and it holds both queues.
 * **Link** (:class:`NodeLink`): the node's network budget as a token bucket that
   COMM subtasks draw bytes from. It is how the secondary *yields*: a primary
   always draws first; the secondary draws only while no primary is waiting for
@@ -22,6 +31,7 @@ waits on its condition variable.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -37,6 +47,17 @@ class Ticket:
     kind: SubtaskKind
     seq: int
     role: str = ""  # "" waiting, "cpu", "primary" or "secondary"
+
+
+@dataclass(eq=False)
+class Expected:
+    """A released subtask its worker has not asked for yet; ``comm`` is None until its kind is known."""
+
+    job: str
+    rank: int
+    seq: int
+    since: float
+    comm: bool | None = None
 
 
 @dataclass
@@ -62,7 +83,9 @@ class NodeQueues:
     """CPU and network queues of one logical node."""
 
     node: int
+    hold_s: float = 0.05
     waiting: list[Ticket] = field(default_factory=list)
+    expected: dict[tuple[str, int], Expected] = field(default_factory=dict)
     cpu: Ticket | None = None
     primary: Ticket | None = None
     secondary: Ticket | None = None
@@ -72,12 +95,40 @@ class NodeQueues:
     started: dict[str, int] = field(default_factory=lambda: {"comp": 0, "comm": 0, "secondary": 0})
     order: list[tuple[str, str]] = field(default_factory=list)  # (job, kind) in start order, for tests
 
+    def expect(self, job: str, rank: int, seq: int, now: float) -> None:
+        """Subtask ``seq`` of ``job`` was released to worker ``rank`` of this node."""
+        self.expected[(job, rank)] = Expected(job, rank, seq, now)
+
+    def learn_kind(self, job: str, seq: int, comm: bool) -> None:
+        """A worker of ``job`` asked for subtask ``seq``: its kind is now known on every node."""
+        for e in self.expected.values():
+            if e.job == job and e.seq == seq:
+                e.comm = comm
+
+    def forget(self, job: str, rank: int) -> None:
+        """Worker ``rank`` of ``job`` left: nothing of it is expected any more."""
+        self.expected.pop((job, rank), None)
+
+    def hold(self, t: Ticket, now: float) -> float:
+        """Seconds ``t`` must still wait for an earlier-released subtask of its queue that has not arrived
+        (``inf`` for a COMM subtask: the network queue keeps the release order strictly, see the module
+        docstring)."""
+        comm = t.kind.is_comm
+        waits = [e.since + self.hold_s - now for e in self.expected.values() if e.seq < t.seq and e.comm in (None, comm)]
+        if comm and waits:
+            return math.inf
+        return max(waits, default=0.0)
+
     def enqueue(self, t: Ticket) -> None:
+        self.expected.pop((t.job, t.rank), None)
         self.waiting.append(t)
 
-    def try_start(self, t: Ticket) -> bool:
-        """Start ``t`` if its queue has a free slot and no earlier-released subtask of its queue waits."""
+    def try_start(self, t: Ticket, now: float) -> bool:
+        """Start ``t`` if its queue has a free slot and no earlier-released subtask of its queue waits
+        (queued, or expected within ``hold_s``)."""
         comm = t.kind.is_comm
+        if self.hold(t, now) > 0:
+            return False
         if comm and self.primary is not None and self.secondary is not None:
             return False
         if not comm and self.cpu is not None:
@@ -121,10 +172,10 @@ class NodeQueues:
         self.net_busy.set(self.primary is not None, now)
         self.both_busy.set(self.cpu is not None and self.primary is not None, now)
 
-    def stats(self) -> dict[str, float | int]:
+    def stats(self) -> dict[str, float | int | list[str]]:
         now = time.monotonic()
         return {"cpu_busy_s": self.cpu_busy.total(now), "net_busy_s": self.net_busy.total(now),
-                "overlap_s": self.both_busy.total(now), **self.started}
+                "overlap_s": self.both_busy.total(now), **self.started, "order": ["/".join(o) for o in self.order]}
 
 
 class NodeLink:

@@ -14,7 +14,8 @@ Protocol: JSON objects, one per line, client -> server (replies marked ->):
 * ``{"op": "link", "node"}`` -> ``{"ok": true}``: a link-only client (a job outside any group).
 * ``{"op": "begin", "kind"}`` -> ``{"ok": true, "seq", "role", "wait_s"}`` once the subtask may run.
 * ``{"op": "end"}`` (no reply): the running subtask finished.
-* ``{"op": "take", "n"}`` -> ``{"ok": true}`` once ``n`` bytes were drawn from the node's link.
+* ``{"op": "take", "n"}`` -> ``{"ok": true}`` once ``n`` bytes went through the node's link.
+* ``{"op": "barrier", "job", "world", "round"}`` -> ``{"ok": true}`` once ``world`` callers reached ``round``.
 * ``{"op": "stats"}`` -> ``{"ok": true, "nodes": {...}}``.
 * end of file: the worker left (finished, paused, moved or died).
 
@@ -25,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import socketserver
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..subtask import SubtaskKind
@@ -37,16 +40,40 @@ from .queues import NodeLink, NodeQueues, Ticket
 from .sync import SubtaskSynchronizer, SyncError
 
 
+CHUNK = 1 << 18
+"""Bytes a transfer draws from its node's link at a time (the granularity at which a secondary yields)."""
+
+
 class HarmonyState:
     """Synchronizer + node queues + links behind one condition variable."""
 
-    def __init__(self, n_nodes: int, link_rate: float | None) -> None:
+    def __init__(self, n_nodes: int, link_rate: float | None, hold_s: float = 0.05) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.cv = threading.Condition()
         self.sync = SubtaskSynchronizer()
-        self.nodes = [NodeQueues(n) for n in range(n_nodes)]
+        self.nodes = [NodeQueues(n, hold_s=hold_s) for n in range(n_nodes)]
         self.links = [NodeLink(link_rate) for _ in range(n_nodes)] if link_rate else None
+        self.where: dict[tuple[str, int], int] = {}
+        self.barriers: dict[tuple[str, int], int] = {}
+
+    def _dispatch(self) -> None:
+        """Tell each node which released subtasks to expect; wake every waiter."""
+        now = time.monotonic()
+        for job, _step, seq, members in self.sync.releases:
+            for r in members:
+                n = self.where.get((job, r))
+                if n is not None:
+                    self.nodes[n].expect(job, r, seq, now)
+        self.sync.releases.clear()
+        self.cv.notify_all()
+
+    def join(self, job: str, rank: int, node: int, world: int) -> None:
+        with self.cv:
+            self.node(node)
+            self.sync.join(job, rank, world)
+            self.where[(job, rank)] = node
+            self._dispatch()
 
     def node(self, n: Any) -> NodeQueues:
         if not isinstance(n, int) or not 0 <= n < len(self.nodes):
@@ -59,44 +86,75 @@ class HarmonyState:
             while (seq := self.sync.release_seq(job, rank, step, kind.value)) is None:
                 self.cv.wait()
             t = Ticket(job, rank, kind, seq)
+            for q in self.nodes:
+                q.learn_kind(job, seq, kind.is_comm)
             q = self.nodes[node]
             q.enqueue(t)
-            while not q.try_start(t):
-                self.cv.wait()
+            self.cv.notify_all()
+            while not q.try_start(t, time.monotonic()):
+                h = q.hold(t, time.monotonic())
+                self.cv.wait(h if 0 < h < math.inf else None)
             return t
 
     def end(self, job: str, rank: int, node: int, step: int, t: Ticket) -> None:
         with self.cv:
             self.nodes[node].finish(t)
             self.sync.finished(job, rank, step)
-            self.cv.notify_all()
+            self._dispatch()
 
-    def take(self, node: int, n: int, high: bool) -> None:
-        """Draw ``n`` bytes from ``node``'s link (no-op without a link rate)."""
+    def take(self, node: int, n: int, is_high: Callable[[], bool]) -> None:
+        """Send ``n`` bytes through ``node``'s link, ``CHUNK`` bytes at a time (no-op without a link rate).
+
+        ``is_high()`` says, chunk by chunk, whether the caller is the primary (a secondary promoted
+        mid-transfer draws first from then on); while a primary transfer is under way, a secondary
+        gets no bytes.
+        """
         if self.links is None:
             return
         link = self.links[node]
+        counted = False
         with self.cv:
-            if high:
-                link.high_waiting += 1
             try:
-                while (wait := link.try_take(n, high)) is not None:
-                    self.cv.wait(wait)
+                left = n
+                while left > 0:
+                    c = min(CHUNK, left)
+                    while True:
+                        high = is_high()
+                        if high and not counted:
+                            link.high_waiting += 1
+                            counted = True
+                        if (wait := link.try_take(c, high)) is None:
+                            break
+                        self.cv.wait(wait)
+                    left -= c
             finally:
-                if high:
+                if counted:
                     link.high_waiting -= 1
                 self.cv.notify_all()
             done = time.monotonic() + link.drain_time()
-            while (left := done - time.monotonic()) > 0:
-                self.cv.wait(left)
+            while (left_s := done - time.monotonic()) > 0:
+                self.cv.wait(left_s)
+
+    def barrier(self, job: str, world: int, round: int) -> None:
+        """Block until ``world`` callers reached round ``round`` of ``job``'s barrier (BSP iterations of
+        synthetic jobs, :mod:`.synthetic`; real PS jobs synchronise through their servers)."""
+        with self.cv:
+            key = (job, round)
+            self.barriers[key] = self.barriers.get(key, 0) + 1
+            self.barriers.pop((job, round - 1), None)
+            self.cv.notify_all()
+            while self.barriers.get(key, world) < world:
+                self.cv.wait()
 
     def leave(self, job: str | None, rank: int, node: int, t: Ticket | None) -> None:
         with self.cv:
             if t is not None:
                 self.nodes[node].finish(t)
             if job is not None:
+                self.nodes[node].forget(job, rank)
+                self.where.pop((job, rank), None)
                 self.sync.leave(job, rank)
-            self.cv.notify_all()
+            self._dispatch()
 
     def stats(self) -> dict[str, Any]:
         with self.cv:
@@ -127,11 +185,10 @@ class _Conn(socketserver.StreamRequestHandler):
                 msg = json.loads(line)
                 op = msg.get("op")
                 if op == "hello":
-                    with st.cv:
-                        node = st.node(msg["node"]).node
-                        st.sync.join(str(msg["job"]), int(msg["rank"]), int(msg["world"]))
-                        job, rank = str(msg["job"]), int(msg["rank"])
-                        st.cv.notify_all()
+                    if job is not None:
+                        raise SyncError("hello twice on one connection")
+                    st.join(str(msg["job"]), int(msg["rank"]), int(msg["node"]), int(msg["world"]))
+                    job, rank, node = str(msg["job"]), int(msg["rank"]), int(msg["node"])
                     self._reply({"ok": True})
                 elif op == "link":
                     node = st.node(msg["node"]).node
@@ -148,13 +205,16 @@ class _Conn(socketserver.StreamRequestHandler):
                     st.end(job, rank, node, step, ticket)
                     ticket, step = None, step + 1
                 elif op == "take":
-                    high = job is None or (ticket is not None and ticket.role == "primary")
-                    st.take(node, int(msg["n"]), high)
+                    t = ticket
+                    st.take(node, int(msg["n"]), lambda: job is None or (t is not None and t.role == "primary"))
+                    self._reply({"ok": True})
+                elif op == "barrier":
+                    st.barrier(str(msg["job"]), int(msg["world"]), int(msg["round"]))
                     self._reply({"ok": True})
                 elif op == "stats":
                     self._reply({"ok": True, "nodes": st.stats()})
                 else:
-                    raise SyncError(f"unknown op {op!r}; expected hello, link, begin, end, take or stats")
+                    raise SyncError(f"unknown op {op!r}; expected hello, link, begin, end, take, barrier or stats")
         except (SyncError, ValueError, KeyError, TypeError) as exc:
             try:
                 self._reply({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
@@ -174,11 +234,11 @@ class _Server(socketserver.ThreadingUnixStreamServer):
         super().__init__(path, _Conn)
 
 
-def serve(path: str, n_nodes: int, link_rate: float | None) -> _Server:
+def serve(path: str, n_nodes: int, link_rate: float | None, hold_s: float = 0.05) -> _Server:
     """Bind ``path`` and return the server (call ``serve_forever``; tests run it in a thread)."""
     if os.path.exists(path):
         os.unlink(path)
-    return _Server(path, HarmonyState(n_nodes, link_rate))
+    return _Server(path, HarmonyState(n_nodes, link_rate, hold_s))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -186,8 +246,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--socket", required=True)
     ap.add_argument("--nodes", type=int, required=True)
     ap.add_argument("--link-mbps", type=float, default=0.0, help="per-node link budget in MB/s (0: no link)")
+    ap.add_argument("--hold-s", type=float, default=0.05, help="longest wait for an earlier-released subtask")
     args = ap.parse_args(argv)
-    server = serve(args.socket, args.nodes, args.link_mbps * 1e6 if args.link_mbps > 0 else None)
+    server = serve(args.socket, args.nodes, args.link_mbps * 1e6 if args.link_mbps > 0 else None, args.hold_s)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     print("ready", flush=True)
     try:

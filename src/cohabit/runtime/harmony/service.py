@@ -16,18 +16,23 @@ class HarmonyService:
     """One node-queue server for ``n_nodes`` logical nodes, on a unix socket under ``root``.
 
     ``link_mbps``: each node's network budget in MB/s for COMM subtasks that draw from it
-    (``gate.throttle``); ``None`` for no link. Use as a context manager or call :meth:`stop`.
+    (``gate.throttle``); ``None`` for no link. ``hold_s``: how long a node queue waits for an
+    earlier-released subtask that has not arrived (:class:`~.queues.NodeQueues`). Use as a context manager or call :meth:`stop`.
     """
 
-    def __init__(self, n_nodes: int, *, link_mbps: float | None = None, root: str | Path | None = None,
-                 python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+    def __init__(self, n_nodes: int, *, link_mbps: float | None = None, hold_s: float = 0.05,
+                 root: str | Path | None = None, python: str = sys.executable,
+                 env: dict[str, str] | None = None) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         if link_mbps is not None and not link_mbps > 0:
             raise ValueError(f"link_mbps must be > 0 or None, got {link_mbps!r}")
         self._tmp = tempfile.mkdtemp(prefix="cohabit-harmony-", dir=root)
         self.socket = os.path.join(self._tmp, "queues.sock")
-        cmd = [python, "-m", "cohabit.runtime.harmony.server", "--socket", self.socket, "--nodes", str(n_nodes)]
+        if hold_s < 0:
+            raise ValueError(f"hold_s must be >= 0, got {hold_s!r}")
+        cmd = [python, "-m", "cohabit.runtime.harmony.server", "--socket", self.socket, "--nodes", str(n_nodes),
+               "--hold-s", repr(float(hold_s))]
         if link_mbps is not None:
             cmd += ["--link-mbps", repr(float(link_mbps))]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)

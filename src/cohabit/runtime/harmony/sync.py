@@ -44,6 +44,8 @@ class SubtaskSynchronizer:
     def __init__(self) -> None:
         self._jobs: dict[str, _JobSteps] = {}
         self._next_seq = 0
+        self.releases: list[tuple[str, int, int, tuple[int, ...]]] = []
+        """(job, subtask, sequence number, member ranks) of every release not yet taken by the server."""
 
     def join(self, job: str, rank: int, world: int) -> None:
         """Worker ``rank`` of ``world`` workers joins ``job`` (``job`` names one incarnation of the job)."""
@@ -56,7 +58,7 @@ class SubtaskSynchronizer:
             raise SyncError(f"job {job!r}: rank {rank} joined twice")
         st.joined.add(rank)
         st.done[rank] = 0
-        self._advance(st)
+        self._advance(job, st)
 
     def leave(self, job: str, rank: int) -> None:
         """Worker ``rank`` leaves: it no longer holds back the job's other workers."""
@@ -68,7 +70,7 @@ class SubtaskSynchronizer:
         if not st.members:
             del self._jobs[job]
             return
-        self._advance(st)
+        self._advance(job, st)
 
     def release_seq(self, job: str, rank: int, step: int, kind: str) -> int | None:
         """The global sequence number of ``job``'s subtask ``step`` if released, else None."""
@@ -89,7 +91,12 @@ class SubtaskSynchronizer:
         st.done[rank] = step + 1
         st.seq.pop(step - 1, None)
         st.kinds.pop(step - 1, None)
-        self._advance(st)
+        self._advance(job, st)
+
+    def kind_of(self, job: str, step: int) -> str | None:
+        """The kind of ``job``'s subtask ``step`` once one of its workers asked for it."""
+        st = self._jobs.get(job)
+        return st.kinds.get(step) if st is not None else None
 
     def released(self, job: str) -> int:
         """Number of subtasks of ``job`` released so far (0 for an unknown job)."""
@@ -102,11 +109,12 @@ class SubtaskSynchronizer:
             raise SyncError(f"job {job!r}: rank {rank} has not joined (or has left)")
         return st
 
-    def _advance(self, st: _JobSteps) -> None:
+    def _advance(self, job: str, st: _JobSteps) -> None:
         members = st.members
         if not members <= st.joined:
             return  # subtask 0 waits for every worker
         while all(st.done[r] >= st.released for r in members):
             st.seq[st.released] = self._next_seq
+            self.releases.append((job, st.released, self._next_seq, tuple(sorted(members))))
             self._next_seq += 1
             st.released += 1
