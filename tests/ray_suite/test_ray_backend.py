@@ -192,3 +192,18 @@ def test_ray_ps_job_spans_ray_nodes_and_migrates_to_the_reference_model(tmp_path
     ref, _, _ = run_in_process(workload, iterations=iterations, n_workers=2, n_servers=1)
     assert it == iterations
     np.testing.assert_allclose(model["w"], ref["w"], rtol=1e-9, atol=1e-12)
+
+
+def test_ray_cluster_lost_fails_running_jobs_with_the_reason(tmp_path, monkeypatch) -> None:
+    """Ray reports no alive node (the whole cluster went away): the running job is FAILED with the
+    reason and its checkpoint stays; advance() does not raise."""
+    spec = job("gone", NUMPY, 200_000)
+    with backend(tmp_path) as be:
+        be.launch(spec, allocate(be.cluster, spec, (0,)), 0.0, from_checkpoint=False)
+        wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.job == "gone" for e in ev), timeout=60)
+        monkeypatch.setattr(be._ray, "nodes", lambda: [])
+        events = wait_for(be, ended("gone"), timeout=30)
+        fin = final_event(events, "gone")
+        assert fin.kind is K.FAILED and "Ray cluster lost" in fin.data["reason"], fin.data
+        assert be.status["gone"].state == "failed"
+        monkeypatch.undo()

@@ -340,7 +340,10 @@ class RayBackend(LocalBackend):
     # ------------------------------------------------------------ lost nodes
     def _poll(self) -> list[BackendEvent]:
         if time.monotonic() - self._last_check >= self.node_check_interval:
-            alive = self._refresh_nodes()
+            try:
+                alive = self._refresh_nodes()
+            except Exception as exc:  # noqa: BLE001 - no alive node, or the cluster's control store is gone
+                return self._cluster_lost(exc)
             for job, run in list(self._runs.items()):
                 lost = _lost_tasks(run, alive)
                 if lost:
@@ -361,7 +364,11 @@ class RayBackend(LocalBackend):
         return events
 
     def _on_task_death(self, job: str, run: _Run, task: _Task) -> BackendEvent | None:
-        alive = self._refresh_nodes()
+        try:
+            alive = self._refresh_nodes()
+        except Exception as exc:  # noqa: BLE001 - see _poll
+            lost = self._cluster_lost(exc)
+            return next((e for e in lost if e.job == job), None)
         lost = _lost_tasks(run, alive)
         if lost:
             return self._evict(job, run, lost)
@@ -387,6 +394,28 @@ class RayBackend(LocalBackend):
                              "checkpoint_iteration": it})
         self._notify(job, {"type": "evicted", "reason": st.reason})
         return BackendEvent(self.now(), BackendEventKind.EVICTED, job, {"reason": st.reason, "iterations": float(it)})
+
+    def _cluster_lost(self, exc: BaseException) -> list[BackendEvent]:
+        """The whole Ray cluster is gone (no alive node, or Ray cannot be asked): every running job
+        fails with the reason instead of the scheduler crashing; its checkpoints stay on disk, so a
+        new run can resume it."""
+        events: list[BackendEvent] = []
+        for job, run in list(self._runs.items()):
+            del self._runs[job]
+            try:
+                self._kill(run.tasks)
+            except Exception:  # noqa: BLE001 - the actors went with the cluster
+                pass
+            ck = self.store.latest(job)
+            it = ck.iteration if ck is not None else None
+            st = self.status[job]
+            st.state, st.pids = "failed", ()
+            st.reason = (f"Ray cluster lost ({type(exc).__name__}: {exc}); "
+                         f"checkpoint kept at iteration {it}" if it is not None else
+                         f"Ray cluster lost ({type(exc).__name__}: {exc}); no checkpoint yet")
+            self.timings.append({"job": job, "kind": "cluster_lost", "at": self.now(), "reason": st.reason})
+            events.append(BackendEvent(self.now(), BackendEventKind.FAILED, job, {"reason": st.reason}))
+        return events
 
     # ---------------------------------------------------------------- cleanup
     def pids(self) -> list[int]:
