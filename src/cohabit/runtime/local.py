@@ -259,15 +259,22 @@ class LocalBackend:
         return time.monotonic() - self._t0
 
     # ---------------------------------------------------------------- actions
-    def launch(self, spec: JobSpec, alloc: Allocation, now: float, *, from_checkpoint: bool) -> None:
+    def begin_launch(self, spec: JobSpec, alloc: Allocation) -> WorkloadConfig | None:
+        """The start of every launch (alone or into a pack): stop a run the job still has, mark it
+        starting on ``alloc``, and parse its workload; a bad workload fails the job (None)."""
         if spec.id in self._runs:
-            self.halt(spec.id, now, checkpoint=False)
+            self.halt(spec.id, self.now(), checkpoint=False)
         st = self.status.setdefault(spec.id, JobStatus(spec.id))
         st.state, st.reason, st.nodes = "starting", "", alloc.nodes
         try:
-            config = parse_config(spec.id, spec.workload)
+            return parse_config(spec.id, spec.workload)
         except WorkloadError as exc:
             self._fail_now(spec.id, str(exc))
+            return None
+
+    def launch(self, spec: JobSpec, alloc: Allocation, now: float, *, from_checkpoint: bool) -> None:
+        config = self.begin_launch(spec, alloc)
+        if config is None:
             return
         problem = ps_job_problem(spec, config)
         if problem is not None:

@@ -47,7 +47,7 @@ from ..engine.ledger import Allocation
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
-from .workloads import WorkloadConfig, WorkloadContext, WorkloadError, build, parse_config
+from .workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 
 if TYPE_CHECKING:
     from .local import LocalBackend
@@ -165,7 +165,7 @@ def _spawn_host(backend: LocalBackend, device: tuple[int, int], threads: int) ->
 def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequence[JobSpec],
                    allocs: Sequence[Allocation], *, from_checkpoint: Sequence[bool]) -> None:
     """Load ``specs`` into the pack host of ``device`` (spawning it if there is none)."""
-    from .local import JobStatus, _Run, _Task
+    from .local import _Run, _Task
     from .worker import worker_config
 
     host = backend._pack_hosts.get(device)
@@ -173,14 +173,8 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
         release_host(backend, host)
         host = None
     for spec, alloc, restore in zip(specs, allocs, from_checkpoint, strict=True):
-        if spec.id in backend._runs:
-            backend.halt(spec.id, backend.now(), checkpoint=False)
-        st = backend.status.setdefault(spec.id, JobStatus(spec.id))
-        st.state, st.reason, st.nodes = "starting", "", alloc.nodes
-        try:
-            config = parse_config(spec.id, spec.workload)
-        except WorkloadError as exc:
-            backend._fail_now(spec.id, str(exc))
+        config = backend.begin_launch(spec, alloc)
+        if config is None:
             continue
         if config.label not in PACKABLE:
             backend._fail_now(spec.id, f"job {spec.id!r}: workload {config.label!r} cannot be packed; "
@@ -213,7 +207,7 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
             chan.send(cfg)
         except ChannelClosed:
             pass  # the host died: the backend sees the closed channel
-        st.pids = (host.proc.pid,)
+        backend.status[spec.id].pids = (host.proc.pid,)
 
 
 # --------------------------------------------------------------------- host side
