@@ -46,7 +46,6 @@ import numpy as np
 from rich.console import Console
 
 from cohabit.engine.loop import Scheduler
-from cohabit.engine.record import EventKind
 from cohabit.policies import REGISTRY, make_policy
 from cohabit.report import Metrics, comparison_table, print_comparison
 from cohabit.report.table import Column, default_columns, format_ratio

@@ -63,7 +63,6 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 

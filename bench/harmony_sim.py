@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from cohabit.engine.loop import Scheduler
-from cohabit.models.harmony_perf import cluster_eval, score
+from cohabit.models.harmony_perf import cluster_eval
 from cohabit.policies.harmony.algorithm import JobStat, exhaustive, schedule
 from cohabit.policies.harmony.baselines import Isolated, NaiveGroups
 from cohabit.policies.harmony.plan import current_groups

@@ -11,7 +11,6 @@ policy's mistake unless ``strict`` is set (tests use it).
 from __future__ import annotations
 
 import gc
-import heapq
 import math
 import time
 from collections.abc import Callable, Iterable

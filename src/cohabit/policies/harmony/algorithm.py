@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...models.harmony_perf import CPU_WEIGHT as CPU_W
-from ...models.harmony_perf import cluster_eval, groups_eval, score
+from ...models.harmony_perf import cluster_eval, score
 
 
 @dataclass(frozen=True)
