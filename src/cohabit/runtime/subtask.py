@@ -37,6 +37,9 @@ class SubtaskKind(StrEnum):
 
 
 class SubtaskGate(Protocol):
+    spent: dict[SubtaskKind, float]
+    """Seconds spent inside subtask bodies per kind, from admission to the end (queueing excluded)."""
+
     def subtask(self, kind: SubtaskKind) -> Any:
         """Context manager: block until ``kind`` may run, run the body, then release."""
 

@@ -11,7 +11,11 @@ i.e. the BSP barrier (see :mod:`.server`).
 
 Telemetry (``progress``, every ``report_interval`` s after a first report
 once three iterations are done): ``iter_time`` (wall time per iteration),
-``compute_s`` (time in COMP), ``comm_s`` (time in PULL + PUSH), ``loss`` (the
+``compute_s`` (time inside COMP), ``comm_s`` (time inside PULL + PUSH), both
+read from the gate's ``spent`` counters: the time after the gate admitted the
+subtask, so that waiting in Harmony's queues is not taken for work (the
+profiles Harmony groups jobs by, Lee et al. Sec. 5, are COMP and COMM times
+measured alone); ``loss`` (the
 mean over the workers, as returned in the servers' acks), ``net_bytes_s``
 (bytes this worker sent and received per second), resident memory and the
 iteration of the newest checkpoint. Worker 0 asks for a checkpoint every
@@ -129,20 +133,17 @@ class PSWorker:
             flag = t.control()
             if self.index == 0 and ckpt_every > 0 and time.perf_counter() - last_ckpt >= ckpt_every:
                 flag |= CKPT
-            t0 = time.perf_counter()
+            before = dict(self.gate.spent)
             model = self._pull()
-            t1 = time.perf_counter()
             with self.gate.subtask(SubtaskKind.COMP):
                 update, metrics = w.compute(model)
-            t2 = time.perf_counter()
             msgs = [encode({"type": "push", "iteration": w.iteration, "flag": flag, "metrics": metrics}, blk)
                     for blk in partition(update, t.n_servers)]
-            t3 = time.perf_counter()
             with self.gate.subtask(SubtaskKind.PUSH):
                 for c, m in zip(self.conns, msgs, strict=True):
                     c.send(m)
                 acks = [c.recv() for c in self.conns]
-            t4 = time.perf_counter()
+            inside = {k: v - before[k] for k, v in self.gate.spent.items()}
             ack, _ = decode(*acks[0])
             agreed = int(ack["flag"])
             w.iteration = int(ack["iteration"])
@@ -162,8 +163,8 @@ class PSWorker:
                 win = _Window(time.perf_counter(), self.nbytes)
                 continue
             win.steps += 1
-            win.compute += t2 - t1
-            win.comm += (t1 - t0) + (t4 - t3)
+            win.compute += inside[SubtaskKind.COMP]
+            win.comm += inside[SubtaskKind.PULL] + inside[SubtaskKind.PUSH]
             if "loss" in (ack.get("metrics") or {}):
                 win.losses.append(float(ack["metrics"]["loss"]))
             now = time.perf_counter()
