@@ -33,8 +33,8 @@ from typing import Any
 from ..subtask import SubtaskKind, make_gate
 from ..worker import rss_mb
 from .parts import Arrays, assemble, partition, restore_point, save_part
-from .task import CKPT, EXIT_OK, STOP, PSTask
-from .wire import Conn, decode, encode
+from .task import CKPT, EXIT_OK, STOP, PSTask, via_harmony
+from .wire import Conn, Throttled, decode, encode
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -63,7 +63,10 @@ class PSWorker:
         self.t = task
         self.index = int(task.sec["index"])
         self.conns: list[Conn] = []
-        self.gate = make_gate(task.cfg.get("subtask_gate"), job=task.job, rank=self.index, node=task.node)
+        self.gate = make_gate(task.cfg.get("subtask_gate"), job=task.job, rank=self.index, node=task.node,
+                              link_rate=task.rate)
+        if via_harmony(task.cfg):
+            task.link = Throttled(self.gate)  # the gate's link is the node's budget (see .task)
         self.last_ckpt: int | None = None
 
     @property
