@@ -18,7 +18,9 @@ profiles Harmony groups jobs by, Lee et al. Sec. 5, are COMP and COMM times
 measured alone); ``loss`` (the
 mean over the workers, as returned in the servers' acks), ``net_bytes_s``
 (bytes this worker sent and received per second), resident memory and the
-iteration of the newest checkpoint. Worker 0 asks for a checkpoint every
+iteration of the newest checkpoint; with the ``spill`` option (:mod:`.spilling`)
+also ``alpha`` and the spill's resident input, reload volume and stall time,
+and ``alpha: auto`` takes one hill-climbing step per report. Worker 0 asks for a checkpoint every
 ``checkpoint_interval`` seconds; every worker saves its part (position and
 local state) at each agreed checkpoint boundary, after the servers saved
 theirs. At the end worker 0 pulls the final model and evaluates it.
@@ -33,6 +35,7 @@ from typing import Any
 from ..subtask import SubtaskKind, make_gate
 from ..worker import rss_mb
 from .parts import Arrays, assemble, partition, restore_point, save_part
+from .spilling import WorkerSpill
 from .task import CKPT, EXIT_OK, STOP, PSTask, via_harmony
 from .wire import Conn, Throttled, decode, encode
 
@@ -68,6 +71,7 @@ class PSWorker:
         if via_harmony(task.cfg):
             task.link = Throttled(self.gate)  # the gate's link is the node's budget (see .task)
         self.last_ckpt: int | None = None
+        self.spill: WorkerSpill | None = None
 
     @property
     def nbytes(self) -> int:
@@ -116,6 +120,9 @@ class PSWorker:
             if rp is not None:
                 w.iteration = restored = self.last_ckpt = rp.iteration
                 w.load_local_states(rp.workers())
+        opt = getattr(w, "spill_option", None)
+        if opt is not None:
+            self.spill = WorkerSpill(w, opt, t.parts().root.parent / "spill" / f"worker-{self.index}")
         self._connect()
         t.send({"type": "ready", "iteration": w.iteration, "total": w.total_iterations,
                 "restored_iteration": restored, **info})
@@ -125,6 +132,13 @@ class PSWorker:
             self.gate.close()
             for c in self.conns:
                 c.close()
+            self._drop_spill()
+
+    def _drop_spill(self) -> None:
+        """Remove the spilled blocks (before the last message: the backend may kill the process after it)."""
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
 
     def _loop(self) -> int:
         t, w = self.t, self.t.workload
@@ -160,6 +174,7 @@ class PSWorker:
             if w.done:
                 return self._finish(latest, ack.get("metrics") or {})
             if agreed & STOP:
+                self._drop_spill()
                 t.send({"type": "halted", "iteration": w.iteration, "checkpoint_seq": self.last_ckpt})
                 return EXIT_OK
             if win is None:
@@ -176,6 +191,9 @@ class PSWorker:
                 metrics = dict(latest)
                 if "loss" in rep:
                     metrics["loss"] = rep.pop("loss")
+                if self.spill is not None:
+                    rep.update(self.spill.report())
+                    self.spill.observe(rep["iter_time"])
                 t.send({"type": "progress", "iterations": w.iteration, "total": w.total_iterations, **rep,
                         "metrics": metrics, "mem_mb": rss_mb(), "checkpoint_iteration": self.last_ckpt})
                 win = _Window(now, self.nbytes)
@@ -189,6 +207,7 @@ class PSWorker:
             metrics.update(w.evaluate())
         if "loss" in last:
             metrics["loss"] = float(last["loss"])
+        self._drop_spill()
         t.send({"type": "finished", "iterations": w.iteration, "metrics": metrics, "mem_mb": rss_mb(),
                 "checkpoint_seq": self.last_ckpt})
         return EXIT_OK

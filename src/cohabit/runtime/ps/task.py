@@ -171,7 +171,7 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
         if sec["role"] == "server":
             return ParameterServer(task).run(info)
         return PSWorker(task).run(info)
-    except GateConfigError as exc:
+    except (GateConfigError, WorkloadError) as exc:  # a configuration mistake: restarting cannot help
         _report(chan, cfg, {"type": "error", "fatal": True, "reason": f"worker {sec['index']}: {exc}"})
         return EXIT_CONFIG
     except Exception as exc:  # noqa: BLE001 - a crash: report it, let the backend restart from checkpoint
