@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..channel import Channel, ChannelClosed
+from ..harmony.gate import LinkClient
 from ..subtask import GateConfigError
 from ..workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
-from ..harmony.gate import LinkClient
 from .models import PSWorkload
 from .netlimit import NodeLink
 from .parts import parts_store
