@@ -2,6 +2,7 @@
 
     python bench/harmony_real.py            # everything (a few minutes)
     python bench/harmony_real.py --quick    # one round, fewer iterations
+    python bench/harmony_real.py --only ps-spill   # one part (others kept from the JSON already there)
 
 1. **Co-location** (real processes, :mod:`cohabit.runtime.harmony.synthetic`): 4 PS-like jobs with
    different comp/comm ratios (NMF-like, Lasso-like: computation-heavy; LDA-like: communication-heavy;
@@ -18,6 +19,12 @@
 3. **Spill/reload** (mlr, 40,000 x 200 input, 64 MB; node memory limit 50% of it): fixed alpha
    sweep vs adaptive alpha (size-based start, hill climbing on the measured iteration time):
    seconds per iteration, peak resident input, bytes reloaded, and whether the limit held.
+4. **Spill/reload in a real PS job** (ps-mlr, the same 40,000 x 200 synthetic input, batch 2000; one
+   worker and one server as LocalBackend processes on 2 logical nodes; the ``spill`` workload option,
+   20 blocks): alpha 0 / 0.5 / 1 / auto / auto with a 32 MB memory budget (start at the size
+   estimate, never below the share that fits). Mean iteration time over the worker's progress reports, the
+   worker's resident input and RSS, MB reloaded, the alpha it ended at, the CPU seconds of the task
+   processes, and the largest difference of the final model from the alpha-0 run (must be 0).
 
 The machine is shared (other work runs on its 2 cores): wall times are noisy; CPU seconds of the
 benchmark process are reported next to wall time.
@@ -27,18 +34,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from cohabit.engine.backend import BackendEventKind
+from cohabit.engine.ledger import Ledger
 from cohabit.models.harmony_perf import group_time
 from cohabit.policies import make_policy
 from cohabit.runtime.harmony.spill import AlphaTuner, NodeMemory, attach, initial_alpha
 from cohabit.runtime.harmony.synthetic import SyntheticJob, run_jobs
+from cohabit.runtime.local import LocalBackend
+from cohabit.runtime.ps import load_model
 from cohabit.runtime.runner import local_cluster, run_local
 from cohabit.runtime.workloads import WorkloadContext, build, parse_config
+from cohabit.spec import Resources
+from cohabit.spec.job import JobSpec, TaskGroup
 from cohabit.spec.yamlio import load_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,11 +174,90 @@ def spill(iterations: int, window: int) -> dict:
     return rows
 
 
+PS_SPILL_INPUT = {"name": "ps-mlr", "data": "synthetic", "n_samples": 40_000, "n_features": 200, "n_classes": 10,
+                  "batch_size": 2000}
+
+
+def _run_ps(spec: JobSpec, timeout: float = 300.0) -> tuple[list[dict], dict, float]:
+    """One PS job alone (worker on node 0, server on node 1): its progress reports, final model, wall time."""
+    cl = local_cluster(2, cores=2)
+    led = Ledger(cl)
+    reports: list[dict] = []
+    with tempfile.TemporaryDirectory() as d, LocalBackend(cl, root=d, report_interval=0.25,
+                                                           checkpoint_interval=0) as be:
+        alloc = led.allocate(spec.id, (0, 1), [led.vector(spec.workers.demand), led.vector(spec.ps.demand)])
+        t0 = time.perf_counter()
+        be.launch(spec, alloc, be.now(), from_checkpoint=False)
+        while True:
+            _, events = be.advance(be.now() + 0.5)
+            reports += [e.data for e in events if e.kind is BackendEventKind.PROGRESS]
+            end = [e for e in events if e.kind in (BackendEventKind.FINISHED, BackendEventKind.FAILED)]
+            if end:
+                break
+            if time.perf_counter() - t0 > timeout:
+                raise RuntimeError(f"{spec.id}: not finished after {timeout:g} s")
+        wall = time.perf_counter() - t0
+        if end[0].kind is not BackendEventKind.FINISHED:
+            raise RuntimeError(f"{spec.id} failed: {end[0].data}")
+        found = load_model(be.store.root, spec.id)
+        assert found is not None
+    return reports, found[1], wall
+
+
+def ps_spill(iterations: int) -> dict:
+    d = Resources(cpu=1, mem_gb=0.5)
+    rows: dict = {"iterations": iterations, "blocks": 20, "runs": {}}
+    ref = None
+    options: dict[str, dict] = {a: {"alpha": v} for a, v in (("0", 0.0), ("0.5", 0.5), ("1", 1.0), ("auto", "auto"))}
+    options["auto 32MB"] = {"alpha": "auto", "memory_mb": 32.0}  # about half the input + model
+    for i, (label, opt) in enumerate(options.items()):
+        spec = JobSpec(id=f"spill-{i}", architecture="ps", iterations=iterations,
+                       workers=TaskGroup(count=1, demand=d), ps=TaskGroup(count=1, demand=d),
+                       workload={**PS_SPILL_INPUT, "spill": {**opt, "blocks": 20}})
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        reports, model, wall = _run_ps(spec)
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        timed = [r for r in reports if "alpha" in r]
+        if ref is None:
+            ref = model
+        rows["runs"][label] = {
+            "s_per_iter": statistics.fmean(r["iter_time"] for r in timed),
+            "final_alpha": timed[-1]["alpha"], "alphas": [r["alpha"] for r in timed],
+            "input_resident_mb": max(r["input_resident_mb"] for r in timed),
+            "rss_mb": max(r.get("mem_mb", 0.0) for r in timed),
+            "reloaded_mb": timed[-1]["reload_mb"], "reload_stall_s": timed[-1]["reload_stall_s"],
+            "wall_s": wall, "cpu_s_tasks": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime),
+            "max_abs_diff_vs_alpha0": max(float(abs(model[k] - ref[k]).max()) for k in ref),
+        }
+    return rows
+
+
+def _print_ps_spill(ps: dict) -> None:
+    print(f"\n4. Spill/reload in a real PS job: ps-mlr, {PS_SPILL_INPUT['n_samples']:,} x "
+          f"{PS_SPILL_INPUT['n_features']} input, {ps['blocks']} blocks, {ps['iterations']} iterations")
+    print(f"{'alpha':<10} {'ms/iter':>8} {'input MB':>9} {'RSS MB':>7} {'reloaded MB':>12} {'end alpha':>10} "
+          f"{'wall s':>7} {'task CPU s':>11} {'|model - alpha 0|':>18}")
+    for a, r in ps["runs"].items():
+        print(f"{a:<10} {r['s_per_iter'] * 1e3:>8.1f} {r['input_resident_mb']:>9.1f} {r['rss_mb']:>7.0f} "
+              f"{r['reloaded_mb']:>12.0f} {r['final_alpha']:>10.2f} {r['wall_s']:>7.1f} {r['cpu_s_tasks']:>11.1f} "
+              f"{r['max_abs_diff_vs_alpha0']:>18.1e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=["ps-spill"], help="run one part; the JSON keeps the other parts' results")
     args = ap.parse_args()
     t0, c0 = time.perf_counter(), time.process_time()
+    if args.only == "ps-spill":
+        res = json.loads(OUT.read_text()) if OUT.exists() else {}
+        res["ps_spill"] = ps_spill(iterations=150 if args.quick else 400)
+        res["ps_spill"]["quick"] = args.quick
+        _print_ps_spill(res["ps_spill"])
+        print(f"\npart wall {time.perf_counter() - t0:.0f} s, CPU of this process {time.process_time() - c0:.0f} s")
+        OUT.write_text(json.dumps(res, indent=2))
+        print(f"wrote {OUT.relative_to(ROOT)}")
+        return
     res = {"quick": args.quick}
     res["colocation"] = colocation(iterations=6 if args.quick else 10, rounds=1 if args.quick else 3)
     co = res["colocation"]
@@ -194,6 +287,8 @@ def main() -> None:
     print(f"{'adaptive ' + format(ad['initial_alpha'], '.2f') + '->' + format(ad['final_alpha'], '.2f'):<22} "
           f"{ad['s_per_iter'] * 1e3:>8.1f} {ad['peak_resident_mb']:>8.1f} {ad['reloaded_mb']:>12.0f} "
           f"{str(ad['within_limit']):>13}")
+    res["ps_spill"] = ps_spill(iterations=150 if args.quick else 400)
+    _print_ps_spill(res["ps_spill"])
     res["wall_s"] = time.perf_counter() - t0
     res["cpu_s"] = time.process_time() - c0
     print(f"\nbench wall {res['wall_s']:.0f} s, CPU of this process {res['cpu_s']:.0f} s")

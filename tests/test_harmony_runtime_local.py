@@ -11,6 +11,8 @@ from cohabit.engine.ledger import Ledger
 from cohabit.policies import make_policy
 from cohabit.runtime.local import LocalBackend
 from cohabit.runtime.runner import local_cluster, run_local
+from cohabit.spec import Resources
+from cohabit.spec.job import JobSpec, TaskGroup
 from cohabit.spec.yamlio import load_jobs
 
 from runtime_helpers import ended, final_event, wait_for  # noqa: F401
@@ -69,3 +71,43 @@ def test_cohabit_run_with_the_harmony_policies_on_real_ps_jobs(tmp_path: Path, p
         assert stats is not None and sum(s["comp"] for s in stats.values()) > 0
     else:
         assert stats is None
+
+
+def _lda(job_id: str, iterations: int):
+    """A communication-heavy PS job: LDA's topic-word model (vocab x topics, 0.64 MB) crosses the link twice
+    per iteration; one worker on node 0, its server on node 1."""
+    d = Resources(cpu=0.5, mem_gb=0.2)
+    return JobSpec(id=job_id, architecture="ps", workers=TaskGroup(count=1, demand=d), ps=TaskGroup(count=1, demand=d),
+                   iterations=iterations, workload={"name": "ps-lda", "data": "synthetic", "n_docs": 40,
+                                                    "vocab_size": 8000, "doc_len": 10, "n_topics": 10,
+                                                    "e_steps": 2})
+
+
+def test_real_ps_traffic_of_a_pipelined_group_draws_from_harmonys_link_primary_first(tmp_path: Path) -> None:
+    """Node 0 (both workers) has a 100 Mbit/s budget, node 1 (both servers) none. The workers' PULL/PUSH
+    bytes are charged through their Harmony gates to node 0's ONE link (the file bucket is not used), and
+    while both jobs transfer the primary COMM subtask gets a higher transfer rate than the secondary."""
+    cl = local_cluster(2, cores=2)
+    jobs = [_lda("a", 25), _lda("b", 25)]
+    led = Ledger(cl)
+    with LocalBackend(cl, root=tmp_path, report_interval=0.05, bandwidth_mbps=[100.0, 0.0]) as be:
+        for spec in jobs:
+            vecs = [led.vector(spec.workers.demand), led.vector(spec.ps.demand)]
+            alloc = led.allocate_group(spec.id, (0, 1), vecs, mode="pipelined", nodes=(0, 1))
+            be.launch(spec, alloc, be.now(), from_checkpoint=False)
+        events = wait_for(be, lambda ev: all(any(e.job == j.id and e.kind in (K.FINISHED, K.FAILED) for e in ev)
+                                             for j in jobs), timeout=120)
+        for spec in jobs:
+            fin = final_event(events, spec.id)
+            assert fin.kind is K.FINISHED and fin.data["iterations"] == spec.iterations, fin.data
+        stats = be.harmony.stats()
+    link = stats["0"]
+    assert "link_bytes" not in stats["1"]  # node 1 is unlimited: no link
+    model = 8000 * 10 * 8
+    assert link["link_bytes"] >= 2 * 2 * 25 * model  # both jobs' pulls and pushes went through it
+    assert not (tmp_path / "net" / "node-0.bucket").exists()  # ... and not also through the file bucket
+    high = link["take_bytes_high"] / link["take_s_high"]
+    low = link["take_bytes_low"] / link["take_s_low"]
+    assert link["take_bytes_low"] > 0, link  # the two jobs' COMM subtasks did overlap
+    assert high > 1.3 * low, (high, low, link)
+    assert high <= 100e6 / 8 * 1.25  # never faster than the node's budget

@@ -156,3 +156,15 @@ def test_link_delivers_its_rate_and_serves_the_primary_first() -> None:
     assert link.try_take(1000, high=False) is None and link.bytes_low == 1000
     with pytest.raises(ValueError, match="rate"):
         NodeLink(0)
+
+
+def test_secondary_waits_out_the_primarys_grace_between_its_draws() -> None:
+    link = NodeLink(rate=1e7, grace_s=0.05)
+    assert link.try_take(10_000, high=True) is None  # 1 ms of bytes, then 50 ms of grace
+    wait = link.try_take(1000, high=False)
+    assert wait is not None and wait == pytest.approx(0.051, abs=0.005)
+    time.sleep(0.06)  # the primary drew nothing for longer than the grace: the secondary goes
+    assert link.try_take(1000, high=False) is None
+    assert NodeLink(rate=1e7, grace_s=0.0).try_take(1, high=True) is None
+    with pytest.raises(ValueError, match="grace_s"):
+        NodeLink(1e6, grace_s=-1)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from cohabit.runtime.harmony.gate import HarmonyGate, HarmonyProtocolError, LineClient
-from cohabit.runtime.harmony.server import serve
+from cohabit.runtime.harmony.gate import HarmonyGate, HarmonyProtocolError, LineClient, LinkClient
+from cohabit.runtime.harmony.server import HarmonyState, serve
 from cohabit.runtime.harmony.service import HarmonyService
+from cohabit.runtime.harmony.sync import SyncError
 from cohabit.runtime.harmony.synthetic import SyntheticJob, run_jobs
 from cohabit.runtime.subtask import GateConfigError, SubtaskKind as K, make_gate
 
@@ -173,3 +174,23 @@ def test_hook_gives_the_harmony_gate_to_pipelined_groups_only() -> None:
     finally:
         hook.close()
     assert hook.service is None and hook.last_stats is not None
+
+
+def test_clients_give_a_node_its_link_rate_once(tmp_path: Path) -> None:
+    st = HarmonyState(2, link_rate=None)
+    st.ensure_link(0, None)
+    assert st.links == [None, None]
+    st.ensure_link(1, 2e6)
+    st.ensure_link(1, 2e6)  # the same rate again: fine
+    assert st.links[0] is None and st.links[1] is not None and st.links[1].rate == 2e6
+    with pytest.raises(SyncError, match="node 1's link runs at 2e\\+06 bytes/s"):
+        st.ensure_link(1, 1e6)
+    with pytest.raises(SyncError, match="link_rate must be a number"):
+        st.ensure_link(0, -5)
+    with HarmonyService(2, root=tmp_path) as svc:  # over the wire: a link-only client declares node 0's rate
+        c = LinkClient(svc.socket, 0, link_rate=1e6)
+        t0 = time.perf_counter()
+        c.throttle(200_000)
+        assert time.perf_counter() - t0 >= 0.15
+        c.close()
+        assert svc.stats()["0"]["link_bytes"] == 200_000 and "link_bytes" not in svc.stats()["1"]

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,7 +21,7 @@ from cohabit.runtime.channel import Channel
 from cohabit.runtime.ps import client as ps_client
 from cohabit.runtime.ps.launch import PSLaunch
 from cohabit.runtime.ps.task import run_task
-from cohabit.runtime.subtask import SubtaskKind
+from cohabit.runtime.subtask import NullGate, SubtaskKind
 from cohabit.runtime.worker import worker_config
 from cohabit.runtime.workloads import parse_config
 from cohabit.spec import ClusterSpec, Resources
@@ -33,15 +35,18 @@ class RecordingGate:
         self.order: list[SubtaskKind] = []
         self.inside: SubtaskKind | None = None
         self.closed = False
+        self.spent: dict[SubtaskKind, float] = {k: 0.0 for k in SubtaskKind}
 
     @contextmanager
     def subtask(self, kind: SubtaskKind) -> Any:
         assert self.inside is None, f"{kind} entered inside {self.inside}"
         self.order.append(kind)
         self.inside = kind
+        t0 = time.perf_counter()
         try:
             yield
         finally:
+            self.spent[kind] += time.perf_counter() - t0
             self.inside = None
 
     def close(self) -> None:
@@ -68,6 +73,43 @@ def test_ps_worker_runs_pull_comp_push_in_its_gate_and_serialises_outside(tmp_pa
     monkeypatch.setattr(ps_client, "decode", decode)
     monkeypatch.setattr(ps_client, "make_gate", lambda cfg, **kw: gate)
 
+    got = _run_pair(tmp_path, iterations)
+    msgs = {role: [m["type"] for m in got[role]] for role in got}
+    assert msgs["server"] == ["ready", "finished"] and msgs["worker"][0] == "ready"
+    assert msgs["worker"][-1] == "finished"
+    assert gate.order == [SubtaskKind.PULL, SubtaskKind.COMP, SubtaskKind.PUSH] * iterations
+    assert coded_inside == [] and gate.closed
+
+
+class QueueingGate(NullGate):
+    """A NullGate that keeps every subtask waiting ``wait_s`` before admitting it (as Harmony's queues may)."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__()
+        self.wait_s = wait_s
+
+    @contextmanager
+    def subtask(self, kind: SubtaskKind) -> Iterator[None]:
+        time.sleep(self.wait_s)  # queueing: not work
+        with super().subtask(kind):
+            yield
+
+
+def test_ps_worker_reports_time_inside_subtasks_not_queue_waiting(tmp_path, monkeypatch) -> None:
+    wait = 0.04
+    monkeypatch.setattr(ps_client, "make_gate", lambda cfg, **kw: QueueingGate(wait))
+    got = _run_pair(tmp_path, 12)
+    reports = [m for m in got["worker"] if m["type"] == "progress"]
+    assert reports
+    for r in reports:
+        # every iteration waited 3 * wait before its subtasks; none of it is compute or communication
+        assert r["iter_time"] >= 3 * wait
+        assert r["compute_s"] + r["comm_s"] <= r["iter_time"] - 3 * wait * 0.95, r
+        assert r["compute_s"] > 0 and r["comm_s"] > 0
+
+
+def _run_pair(tmp_path, iterations: int) -> dict[str, list[dict[str, Any]]]:
+    """One ps-lasso server and one worker in threads; every message each sent, by role."""
     d = Resources(cpu=0.5, mem_gb=0.1)
     spec = JobSpec(id="g", architecture="ps", workers=TaskGroup(count=1, demand=d), ps=TaskGroup(count=1, demand=d),
                    iterations=iterations, workload={"name": "ps-lasso"})
@@ -84,13 +126,9 @@ def test_ps_worker_runs_pull_comp_push_in_its_gate_and_serialises_outside(tmp_pa
         assert not t.is_alive()
     msgs = {}
     for end, role in zip(ends, ("server", "worker"), strict=True):
-        got = Channel(end).recv_ready()
-        msgs[role] = [m["type"] for m in got]
+        msgs[role] = Channel(end).recv_ready()
         end.close()
-    assert msgs["server"] == ["ready", "finished"] and msgs["worker"][0] == "ready"
-    assert msgs["worker"][-1] == "finished"
-    assert gate.order == [SubtaskKind.PULL, SubtaskKind.COMP, SubtaskKind.PUSH] * iterations
-    assert coded_inside == [] and gate.closed
+    return msgs
 
 
 def _plan(tmp_path, spec: JobSpec) -> PSLaunch:

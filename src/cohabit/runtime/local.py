@@ -81,6 +81,7 @@ from .harmony.hook import HarmonyHook
 from .packed import PackHost, launch_members, release_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
+from .ps.spilling import SPILL_REPORT_KEYS
 from .worker import worker_config
 from .workloads import BUILTINS, WorkloadConfig, WorkloadError, parse_config
 
@@ -539,7 +540,7 @@ class LocalBackend:
                                                                               "metrics": _finite(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
-            for k in ("compute_s", "comm_s", "mem_mb", "net_bytes_s"):
+            for k in ("compute_s", "comm_s", "mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
             data["metrics"] = _finite(progress.get("metrics"))

@@ -37,6 +37,9 @@ class SubtaskKind(StrEnum):
 
 
 class SubtaskGate(Protocol):
+    spent: dict[SubtaskKind, float]
+    """Seconds spent inside subtask bodies per kind, from admission to the end (queueing excluded)."""
+
     def subtask(self, kind: SubtaskKind) -> Any:
         """Context manager: block until ``kind`` may run, run the body, then release."""
 
@@ -75,11 +78,15 @@ GATES: dict[str, str] = {
     "harmony": "cohabit.runtime.harmony.gate:HarmonyGate",
 }
 """Gate kind -> ``module:factory``; the factory takes the config's other keys plus
-``job``, ``rank`` and ``node`` as keyword arguments."""
+``job``, ``rank``, ``node`` and ``link_rate`` as keyword arguments."""
 
 
-def make_gate(cfg: dict[str, Any] | None, *, job: str, rank: int, node: int) -> SubtaskGate:
-    """Build the gate a worker's configuration names (``{"kind": "none"}`` when absent)."""
+def make_gate(cfg: dict[str, Any] | None, *, job: str, rank: int, node: int,
+              link_rate: float | None = None) -> SubtaskGate:
+    """Build the gate a worker's configuration names (``{"kind": "none"}`` when absent).
+
+    ``link_rate``: the node's bandwidth in bytes/s (None: unlimited), for gates that
+    meter a node's link (``throttle``); :class:`NullGate` meters nothing."""
     import importlib
 
     cfg = dict(cfg or {"kind": "none"})
@@ -92,4 +99,4 @@ def make_gate(cfg: dict[str, Any] | None, *, job: str, rank: int, node: int) -> 
         return NullGate()
     module, _, name = GATES[kind].partition(":")
     factory = getattr(importlib.import_module(module), name)
-    return factory(job=job, rank=rank, node=node, **cfg)
+    return factory(job=job, rank=rank, node=node, link_rate=link_rate, **cfg)

@@ -6,7 +6,9 @@ until the synchronizer has released this worker's next subtask and the node's
 CPU or network queue starts it (Lee et al., §IV-A), then runs the body and
 reports the end. ``gate.throttle(n)`` draws ``n`` bytes from the node's link
 (a COMM subtask's transport calls it per chunk; the secondary COMM subtask
-yields to the primary there). ``spent`` holds seconds inside subtask bodies per
+yields to the primary there; ``link_rate``, in bytes/s, gives the node a link
+when the server has none: a real PS worker passes its node's budget, see
+:mod:`cohabit.runtime.ps.task`). ``spent`` holds seconds inside subtask bodies per
 kind (what the worker reports as ``compute_s`` / ``comm_s``: queueing is not
 work), ``waited`` the seconds spent queueing.
 """
@@ -68,7 +70,7 @@ class HarmonyGate:
     """One worker's connection to its node's queues and the job's synchronizer."""
 
     def __init__(self, *, job: str, rank: int, node: int, socket: str, world: int, incarnation: int = 0,
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0, link_rate: float | None = None) -> None:
         if not isinstance(world, int) or world < 1:
             raise GateConfigError(f"subtask_gate.world: expected an integer >= 1, got {world!r}")
         if not isinstance(socket, str) or not socket:
@@ -76,7 +78,8 @@ class HarmonyGate:
         self.job, self.rank, self.node = job, rank, node
         self._c = LineClient(socket, timeout=connect_timeout)
         self._c.sock.settimeout(None)
-        self._c.ask({"op": "hello", "job": f"{job}#{incarnation}", "rank": rank, "node": node, "world": world})
+        self._c.ask({"op": "hello", "job": f"{job}#{incarnation}", "rank": rank, "node": node, "world": world,
+                     "link_rate": link_rate})
         self.spent: dict[SubtaskKind, float] = {k: 0.0 for k in SubtaskKind}
         self.waited: dict[SubtaskKind, float] = {k: 0.0 for k in SubtaskKind}
         self.roles: dict[str, int] = {}
@@ -105,10 +108,10 @@ class HarmonyGate:
 class LinkClient:
     """Draws bytes from a node's link without joining Harmony's queues (jobs outside pipelined groups)."""
 
-    def __init__(self, path: str, node: int) -> None:
+    def __init__(self, path: str, node: int, link_rate: float | None = None) -> None:
         self._c = LineClient(path, timeout=10.0)
         self._c.sock.settimeout(None)
-        self._c.ask({"op": "link", "node": node})
+        self._c.ask({"op": "link", "node": node, "link_rate": link_rate})
 
     def throttle(self, nbytes: int) -> None:
         self._c.ask({"op": "take", "n": int(nbytes)})

@@ -183,22 +183,32 @@ class NodeLink:
     never faster than ``rate``), primary draws first.
 
     A draw of ``n`` bytes is granted when the bucket is not in debt and (for a
-    low-priority draw) no high-priority draw waits; it then takes ``n`` bytes,
+    low-priority draw) no high-priority draw waits and the last high-priority
+    bytes went through more than ``grace_s`` ago (a primary's flow is continuous
+    on a real link; here it draws chunk by chunk, with a round trip between
+    chunks that a secondary must not take for idleness); it then takes ``n`` bytes,
     possibly into debt, and its caller returns once the debt is paid (its bytes
     went through). So a link delivers ``rate`` bytes/s in the long run whatever
     the chunk sizes, and a low-priority chunk delays a primary by at most one chunk.
     """
 
-    def __init__(self, rate: float, burst: float = 0.0) -> None:
+    def __init__(self, rate: float, burst: float = 0.0, grace_s: float = 0.005) -> None:
         if not rate > 0:
             raise ValueError(f"link rate must be > 0 bytes/s, got {rate!r}")
+        if grace_s < 0:
+            raise ValueError(f"grace_s must be >= 0, got {grace_s!r}")
         self.rate = float(rate)
+        self.grace_s = float(grace_s)
+        self.high_until = 0.0  # the secondary may draw again from then on
         self.burst = float(burst)
         self.tokens = self.burst
         self._last = time.monotonic()
         self.high_waiting = 0
         self.bytes = 0
         self.bytes_low = 0
+        self.timed: dict[bool, list[float]] = {True: [0, 0.0], False: [0, 0.0]}
+        """Per priority at the start of a draw (True: primary or link-only): [bytes, seconds callers spent
+        drawing them] (the transfer rate each priority got, see ``HarmonyState.take``)."""
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.burst, self.tokens + (now - self._last) * self.rate)
@@ -211,11 +221,13 @@ class NodeLink:
         """
         now = time.monotonic()
         self._refill(now)
-        if not high and self.high_waiting:
-            return max(-self.tokens / self.rate, 0.0005)
+        if not high and (self.high_waiting or now < self.high_until):
+            return max(-self.tokens / self.rate, self.high_until - now, 0.0005)
         if self.tokens < 0:
             return -self.tokens / self.rate
         self.tokens -= n
+        if high:
+            self.high_until = now + self.drain_time() + self.grace_s
         self.bytes += n
         if not high:
             self.bytes_low += n

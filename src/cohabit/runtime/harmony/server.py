@@ -10,8 +10,15 @@ queues and links are per node.
 
 Protocol: JSON objects, one per line, client -> server (replies marked ->):
 
-* ``{"op": "hello", "job", "rank", "node", "world"}`` -> ``{"ok": true}``: a worker joins.
-* ``{"op": "link", "node"}`` -> ``{"ok": true}``: a link-only client (a job outside any group).
+* ``{"op": "hello", "job", "rank", "node", "world"[, "link_rate"]}`` -> ``{"ok": true}``: a worker joins.
+* ``{"op": "link", "node"[, "link_rate"]}`` -> ``{"ok": true}``: a link-only client (a PS server, or a job
+  outside any group).
+
+``link_rate`` (bytes/s) gives the node a link when the server was started without
+one (``--link-mbps``): real PS tasks bring their node's budget (the LocalBackend's
+``bandwidth_mbps``), so that the node's PS traffic has ONE budget, this link,
+instead of the per-node file bucket of :mod:`cohabit.runtime.ps.netlimit`. A rate
+different from the node's existing link is refused.
 * ``{"op": "begin", "kind"}`` -> ``{"ok": true, "seq", "role", "wait_s"}`` once the subtask may run.
 * ``{"op": "end"}`` (no reply): the running subtask finished.
 * ``{"op": "take", "n"}`` -> ``{"ok": true}`` once ``n`` bytes went through the node's link.
@@ -53,7 +60,7 @@ class HarmonyState:
         self.cv = threading.Condition()
         self.sync = SubtaskSynchronizer()
         self.nodes = [NodeQueues(n, hold_s=hold_s) for n in range(n_nodes)]
-        self.links = [NodeLink(link_rate) for _ in range(n_nodes)] if link_rate else None
+        self.links: list[NodeLink | None] = [NodeLink(link_rate) if link_rate else None for _ in range(n_nodes)]
         self.where: dict[tuple[str, int], int] = {}
         self.barriers: dict[tuple[str, int], int] = {}
 
@@ -67,6 +74,19 @@ class HarmonyState:
                     self.nodes[n].expect(job, r, seq, now)
         self.sync.releases.clear()
         self.cv.notify_all()
+
+    def ensure_link(self, node: int, rate: Any) -> None:
+        """Give ``node`` a link of ``rate`` bytes/s unless it has one (which must have that rate)."""
+        if rate is None:
+            return
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+            raise SyncError(f"link_rate must be a number of bytes/s > 0, got {rate!r}")
+        with self.cv:
+            link = self.links[self.node(node).node]
+            if link is None:
+                self.links[node] = NodeLink(float(rate))
+            elif not math.isclose(link.rate, float(rate), rel_tol=1e-9):
+                raise SyncError(f"node {node}'s link runs at {link.rate:g} bytes/s, a client says {rate!r}")
 
     def join(self, job: str, rank: int, node: int, world: int) -> None:
         with self.cv:
@@ -107,12 +127,14 @@ class HarmonyState:
 
         ``is_high()`` says, chunk by chunk, whether the caller is the primary (a secondary promoted
         mid-transfer draws first from then on); while a primary transfer is under way, a secondary
-        gets no bytes.
+        gets no bytes. The bytes and the seconds spent in here are added to the link's
+        :attr:`~.queues.NodeLink.timed` under the caller's priority when it began (stats).
         """
-        if self.links is None:
-            return
         link = self.links[node]
+        if link is None:
+            return
         counted = False
+        t0, high0 = time.monotonic(), is_high()
         with self.cv:
             try:
                 left = n
@@ -134,6 +156,8 @@ class HarmonyState:
             done = time.monotonic() + link.drain_time()
             while (left_s := done - time.monotonic()) > 0:
                 self.cv.wait(left_s)
+            link.timed[high0][0] += n
+            link.timed[high0][1] += time.monotonic() - t0
 
     def barrier(self, job: str, world: int, round: int) -> None:
         """Block until ``world`` callers reached round ``round`` of ``job``'s barrier (BSP iterations of
@@ -161,9 +185,12 @@ class HarmonyState:
             out = {}
             for q in self.nodes:
                 s: dict[str, Any] = dict(q.stats())
-                if self.links is not None:
-                    s["link_bytes"] = self.links[q.node].bytes
-                    s["link_bytes_secondary"] = self.links[q.node].bytes_low
+                link = self.links[q.node]
+                if link is not None:
+                    s["link_bytes"] = link.bytes
+                    s["link_bytes_secondary"] = link.bytes_low
+                    for high, name in ((True, "high"), (False, "low")):
+                        s[f"take_bytes_{name}"], s[f"take_s_{name}"] = link.timed[high]
                 out[str(q.node)] = s
             return out
 
@@ -187,11 +214,13 @@ class _Conn(socketserver.StreamRequestHandler):
                 if op == "hello":
                     if job is not None:
                         raise SyncError("hello twice on one connection")
+                    st.ensure_link(int(msg["node"]), msg.get("link_rate"))
                     st.join(str(msg["job"]), int(msg["rank"]), int(msg["node"]), int(msg["world"]))
                     job, rank, node = str(msg["job"]), int(msg["rank"]), int(msg["node"])
                     self._reply({"ok": True})
                 elif op == "link":
                     node = st.node(msg["node"]).node
+                    st.ensure_link(node, msg.get("link_rate"))
                     self._reply({"ok": True})
                 elif op == "begin":
                     if job is None or ticket is not None:

@@ -11,10 +11,16 @@ i.e. the BSP barrier (see :mod:`.server`).
 
 Telemetry (``progress``, every ``report_interval`` s after a first report
 once three iterations are done): ``iter_time`` (wall time per iteration),
-``compute_s`` (time in COMP), ``comm_s`` (time in PULL + PUSH), ``loss`` (the
+``compute_s`` (time inside COMP), ``comm_s`` (time inside PULL + PUSH), both
+read from the gate's ``spent`` counters: the time after the gate admitted the
+subtask, so that waiting in Harmony's queues is not taken for work (the
+profiles Harmony groups jobs by, Lee et al. Sec. 5, are COMP and COMM times
+measured alone); ``loss`` (the
 mean over the workers, as returned in the servers' acks), ``net_bytes_s``
 (bytes this worker sent and received per second), resident memory and the
-iteration of the newest checkpoint. Worker 0 asks for a checkpoint every
+iteration of the newest checkpoint; with the ``spill`` option (:mod:`.spilling`)
+also ``alpha`` and the spill's resident input, reload volume and stall time,
+and ``alpha: auto`` takes one hill-climbing step per report. Worker 0 asks for a checkpoint every
 ``checkpoint_interval`` seconds; every worker saves its part (position and
 local state) at each agreed checkpoint boundary, after the servers saved
 theirs. At the end worker 0 pulls the final model and evaluates it.
@@ -29,8 +35,9 @@ from typing import Any
 from ..subtask import SubtaskKind, make_gate
 from ..worker import rss_mb
 from .parts import Arrays, assemble, partition, restore_point, save_part
-from .task import CKPT, EXIT_OK, STOP, PSTask
-from .wire import Conn, decode, encode
+from .spilling import WorkerSpill
+from .task import CKPT, EXIT_OK, STOP, PSTask, via_harmony
+from .wire import Conn, Throttled, decode, encode
 
 CONNECT_TIMEOUT_S = 30.0
 
@@ -59,8 +66,12 @@ class PSWorker:
         self.t = task
         self.index = int(task.sec["index"])
         self.conns: list[Conn] = []
-        self.gate = make_gate(task.cfg.get("subtask_gate"), job=task.job, rank=self.index, node=task.node)
+        self.gate = make_gate(task.cfg.get("subtask_gate"), job=task.job, rank=self.index, node=task.node,
+                              link_rate=task.rate)
+        if via_harmony(task.cfg):
+            task.link = Throttled(self.gate)  # the gate's link is the node's budget (see .task)
         self.last_ckpt: int | None = None
+        self.spill: WorkerSpill | None = None
 
     @property
     def nbytes(self) -> int:
@@ -109,6 +120,9 @@ class PSWorker:
             if rp is not None:
                 w.iteration = restored = self.last_ckpt = rp.iteration
                 w.load_local_states(rp.workers())
+        opt = getattr(w, "spill_option", None)
+        if opt is not None:
+            self.spill = WorkerSpill(w, opt, t.parts().root.parent / "spill" / f"worker-{self.index}")
         self._connect()
         t.send({"type": "ready", "iteration": w.iteration, "total": w.total_iterations,
                 "restored_iteration": restored, **info})
@@ -118,6 +132,13 @@ class PSWorker:
             self.gate.close()
             for c in self.conns:
                 c.close()
+            self._drop_spill()
+
+    def _drop_spill(self) -> None:
+        """Remove the spilled blocks (before the last message: the backend may kill the process after it)."""
+        if self.spill is not None:
+            self.spill.close()
+            self.spill = None
 
     def _loop(self) -> int:
         t, w = self.t, self.t.workload
@@ -129,20 +150,17 @@ class PSWorker:
             flag = t.control()
             if self.index == 0 and ckpt_every > 0 and time.perf_counter() - last_ckpt >= ckpt_every:
                 flag |= CKPT
-            t0 = time.perf_counter()
+            before = dict(self.gate.spent)
             model = self._pull()
-            t1 = time.perf_counter()
             with self.gate.subtask(SubtaskKind.COMP):
                 update, metrics = w.compute(model)
-            t2 = time.perf_counter()
             msgs = [encode({"type": "push", "iteration": w.iteration, "flag": flag, "metrics": metrics}, blk)
                     for blk in partition(update, t.n_servers)]
-            t3 = time.perf_counter()
             with self.gate.subtask(SubtaskKind.PUSH):
                 for c, m in zip(self.conns, msgs, strict=True):
                     c.send(m)
                 acks = [c.recv() for c in self.conns]
-            t4 = time.perf_counter()
+            inside = {k: v - before[k] for k, v in self.gate.spent.items()}
             ack, _ = decode(*acks[0])
             agreed = int(ack["flag"])
             w.iteration = int(ack["iteration"])
@@ -156,14 +174,15 @@ class PSWorker:
             if w.done:
                 return self._finish(latest, ack.get("metrics") or {})
             if agreed & STOP:
+                self._drop_spill()
                 t.send({"type": "halted", "iteration": w.iteration, "checkpoint_seq": self.last_ckpt})
                 return EXIT_OK
             if win is None:
                 win = _Window(time.perf_counter(), self.nbytes)
                 continue
             win.steps += 1
-            win.compute += t2 - t1
-            win.comm += (t1 - t0) + (t4 - t3)
+            win.compute += inside[SubtaskKind.COMP]
+            win.comm += inside[SubtaskKind.PULL] + inside[SubtaskKind.PUSH]
             if "loss" in (ack.get("metrics") or {}):
                 win.losses.append(float(ack["metrics"]["loss"]))
             now = time.perf_counter()
@@ -172,6 +191,9 @@ class PSWorker:
                 metrics = dict(latest)
                 if "loss" in rep:
                     metrics["loss"] = rep.pop("loss")
+                if self.spill is not None:
+                    rep.update(self.spill.report())
+                    self.spill.observe(rep["iter_time"])
                 t.send({"type": "progress", "iterations": w.iteration, "total": w.total_iterations, **rep,
                         "metrics": metrics, "mem_mb": rss_mb(), "checkpoint_iteration": self.last_ckpt})
                 win = _Window(now, self.nbytes)
@@ -185,6 +207,7 @@ class PSWorker:
             metrics.update(w.evaluate())
         if "loss" in last:
             metrics["loss"] = float(last["loss"])
+        self._drop_spill()
         t.send({"type": "finished", "iterations": w.iteration, "metrics": metrics, "mem_mb": rss_mb(),
                 "checkpoint_seq": self.last_ckpt})
         return EXIT_OK

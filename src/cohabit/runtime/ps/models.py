@@ -30,10 +30,14 @@ same model; a server applies iteration ``t`` once every worker pushed it.
 ``ps-lda``      LDA by online variational Bayes (Hoffman et al. 2010, Alg. 2);
                 servers own word ranges of the topic-word parameter lambda
 ==============  ==============================================================
+
+``ps-mlr`` and ``ps-lasso`` take the ``spill`` option (Harmony's data
+spill/reload in the workers, :mod:`.spilling`).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -50,6 +54,7 @@ from ..workloads.numpy_models import (
     mlr_gradient,
     soft_threshold,
 )
+from .spilling import SpillOption, parse_spill
 
 Arrays = dict[str, np.ndarray]
 
@@ -86,7 +91,26 @@ class PSWorkload(Workload):
                             f"give the job 'architecture: ps' with 'ps: {{count: N, ...}}'")
 
 
-class PSMultinomialLogisticRegression(MultinomialLogisticRegression, PSWorkload):
+class SpillInput:
+    """Takes the ``spill`` option (validated here, applied by the worker: :class:`.spilling.WorkerSpill`)
+    before the workload's own parameters."""
+
+    spill_option: SpillOption | None
+
+    def __init__(self, ctx: WorkloadContext, *, spill: Any = None, **params: Any) -> None:
+        self.spill_option = parse_spill(ctx.job, spill)
+        super().__init__(ctx, **params)  # type: ignore[call-arg]
+
+
+def _with_spill_parameter(cls: type, base: type) -> type:
+    """Give ``cls`` the signature of ``base`` plus ``spill``, so the registry still checks every key by name."""
+    params = list(inspect.signature(base.__init__).parameters.values())[1:]  # type: ignore[misc]
+    spill = inspect.Parameter("spill", inspect.Parameter.KEYWORD_ONLY, default=None)
+    cls.__signature__ = inspect.Signature(params + [spill])  # type: ignore[attr-defined]
+    return cls
+
+
+class PSMultinomialLogisticRegression(SpillInput, MultinomialLogisticRegression, PSWorkload):
     """``ps-mlr``: the ``mlr`` workload's model and data; SGD step ``W -= lr * mean_w grad_w`` on the servers."""
 
     name = "ps-mlr"
@@ -107,7 +131,7 @@ class PSMultinomialLogisticRegression(MultinomialLogisticRegression, PSWorkload)
         return {k: v - self.lr * _mean(updates, k) for k, v in part.items()}
 
 
-class PSLasso(Lasso, PSWorkload):
+class PSLasso(SpillInput, Lasso, PSWorkload):
     """``ps-lasso``: proximal gradient, ``w = soft_threshold(w - lr * mean_w g_w, lr * lam)`` on the servers."""
 
     name = "ps-lasso"
@@ -126,6 +150,10 @@ class PSLasso(Lasso, PSWorkload):
 
     def apply(self, part: Arrays, updates: list[Arrays], iteration: int) -> Arrays:
         return {"w": soft_threshold(part["w"] - self.lr * _mean(updates, "w"), self.lr * self.lam)}
+
+
+_with_spill_parameter(PSMultinomialLogisticRegression, MultinomialLogisticRegression)
+_with_spill_parameter(PSLasso, Lasso)
 
 
 class PSNMF(PSWorkload):

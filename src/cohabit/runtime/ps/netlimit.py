@@ -42,6 +42,9 @@ class NodeLink:
     be banked (a burst of ``burst_s * bytes_per_s`` bytes passes at once).
     """
 
+    chunk = 1 << 14
+    """Bytes a connection charges at a time (:class:`~cohabit.runtime.ps.wire.Budget`)."""
+
     def __init__(self, path: str | Path, bytes_per_s: float, *, burst_s: float = 0.002) -> None:
         if not bytes_per_s > 0:
             raise ValueError(f"bytes_per_s must be > 0, got {bytes_per_s!r}")

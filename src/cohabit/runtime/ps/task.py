@@ -7,6 +7,18 @@ a worker, its index, the servers' ports and nodes, and its node's bandwidth
 budget. :func:`run_task` builds the workload and hands over to
 :class:`~.server.ParameterServer` or :class:`~.client.PSWorker`.
 
+Which budget a task's cross-node traffic is charged to (:func:`node_budget`):
+ONE per node, so that no link is charged twice. Normally the node's file
+bucket (:mod:`.netlimit`). On the nodes of a Harmony pipelined group (the
+task's ``subtask_gate`` is ``harmony``) it is the Harmony server's link of the
+node instead: a worker charges through its gate (``gate.throttle``: the
+secondary COMM subtask yields to the primary, Lee et al. Sec. 4.1), a server
+through a link-only client (no subtasks, full priority). A Harmony group holds
+whole machines, so every PS process on such a node is a group member and draws
+from that one link. Charging both budgets would meter each byte twice, in
+series: the node would run at about half its rate, and the secondary would
+still take half of the file bucket whatever its role.
+
 The backend protocol is the one of every task: ``ready`` after restoring,
 ``progress`` (workers), ``halted`` / ``finished`` at the end, ``error`` with
 ``fatal`` for configuration mistakes.
@@ -21,12 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..channel import Channel, ChannelClosed
+from ..harmony.gate import LinkClient
 from ..subtask import GateConfigError
 from ..workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 from .models import PSWorkload
 from .netlimit import NodeLink
 from .parts import parts_store
-from .wire import PeerGone
+from .wire import Budget, PeerGone, Throttled
 
 EXIT_OK, EXIT_FAIL, EXIT_CONFIG = 0, 1, 3
 CKPT, STOP = 1, 2  # bits of the flag the workers agree on at each push (see server.py)
@@ -39,12 +52,13 @@ class PeerLost(RuntimeError):
 
 @dataclass
 class PSTask:
-    """What both halves of a PS job need: the channel, the configuration, the workload, the node's link."""
+    """What both halves of a PS job need: the channel, the configuration, the workload, the node's budget
+    (a worker whose gate meters the link sets ``link`` to it, see :func:`node_budget`)."""
 
     chan: Channel
     cfg: dict[str, Any]
     workload: PSWorkload
-    link: NodeLink | None
+    link: Budget | None
 
     @property
     def sec(self) -> dict[str, Any]:
@@ -59,6 +73,12 @@ class PSTask:
         return int(self.sec["node"])
 
     @property
+    def rate(self) -> float | None:
+        """The node's bandwidth in bytes/s (None: unlimited)."""
+        r = self.sec.get("bytes_per_s")
+        return float(r) if r else None
+
+    @property
     def n_workers(self) -> int:
         return int(self.sec["n_workers"])
 
@@ -66,7 +86,7 @@ class PSTask:
     def n_servers(self) -> int:
         return int(self.sec["n_servers"])
 
-    def link_to(self, peer_node: int) -> NodeLink | None:
+    def link_to(self, peer_node: int) -> Budget | None:
         """The budget a connection to ``peer_node`` is charged to (none within a node)."""
         return self.link if peer_node != self.node else None
 
@@ -106,6 +126,26 @@ def _build(cfg: dict[str, Any]) -> PSWorkload:
     return workload
 
 
+def via_harmony(cfg: dict[str, Any]) -> bool:
+    """Whether the task's node is metered by the Harmony server's link (a pipelined group with a budget)."""
+    gate = cfg.get("subtask_gate") or {}
+    return bool(cfg["ps"].get("bytes_per_s")) and gate.get("kind") == "harmony"
+
+
+def node_budget(cfg: dict[str, Any]) -> NodeLink | Throttled | None:
+    """The budget this task opens for its node (see the module docstring); None for a worker metered
+    by its gate (it opens none: the gate is its budget) and on unlimited nodes."""
+    sec = cfg["ps"]
+    rate = sec.get("bytes_per_s")
+    if not rate:
+        return None
+    if not via_harmony(cfg):
+        return NodeLink(sec["bucket"], float(rate))
+    if sec["role"] == "worker":
+        return None
+    return Throttled(LinkClient(str(cfg["subtask_gate"]["socket"]), int(sec["node"]), float(rate)))
+
+
 def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | None = None) -> int:
     """Run one PS task to its end; returns the process exit status."""
     from .client import PSWorker
@@ -123,15 +163,15 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
                             "reason": f"building workload {cfg['workload']['label']!r} failed: "
                                       f"{type(exc).__name__}: {exc}"})
         return EXIT_CONFIG
-    rate = sec.get("bytes_per_s")
-    link = NodeLink(sec["bucket"], float(rate)) if rate else None
-    task = PSTask(chan, cfg, workload, link)
+    link: NodeLink | Throttled | None = None
     info = {"build_s": time.perf_counter() - t0, "pid": os.getpid(), **(startup or {})}
     try:
+        link = node_budget(cfg)
+        task = PSTask(chan, cfg, workload, link)
         if sec["role"] == "server":
             return ParameterServer(task).run(info)
         return PSWorker(task).run(info)
-    except GateConfigError as exc:
+    except (GateConfigError, WorkloadError) as exc:  # a configuration mistake: restarting cannot help
         _report(chan, cfg, {"type": "error", "fatal": True, "reason": f"worker {sec['index']}: {exc}"})
         return EXIT_CONFIG
     except Exception as exc:  # noqa: BLE001 - a crash: report it, let the backend restart from checkpoint
@@ -144,8 +184,10 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
                             f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=6)})
         return EXIT_FAIL
     finally:
-        if link is not None:
+        if isinstance(link, NodeLink):
             link.close()
+        elif link is not None:
+            link.target.close()
         chan.close()
 
 

@@ -4,12 +4,17 @@ A message is ``!II`` (header length, body length), a JSON header and a body
 that concatenates the raw bytes of the arrays the header lists as
 ``[name, dtype, shape]``. :func:`encode` and :func:`decode` are the
 (de)serialisation steps, which a worker runs OUTSIDE its PULL/PUSH subtasks
-(Harmony, Sec. 4.1); :class:`Conn` only moves bytes, in chunks of
-``CHUNK`` bytes, each charged to the node's shared bandwidth budget
-(:class:`~cohabit.runtime.ps.netlimit.NodeLink`) when the peer is on another
-logical node — before sending, after receiving, so that the sender's egress
-and the receiver's ingress overlap as on a real wire — and counts the bytes
-it moved.
+(Harmony, Sec. 4.1); :class:`Conn` only moves bytes, in chunks (the budget's
+``chunk``, else ``CHUNK`` bytes), each charged to the node's bandwidth budget
+when the peer is on another logical node — before sending, after receiving, so
+that the sender's egress and the receiver's ingress overlap as on a real wire
+— and counts the bytes it moved.
+
+A budget is anything with ``charge(n)`` (:class:`Budget`): the node's file
+bucket (:class:`~cohabit.runtime.ps.netlimit.NodeLink`), or, on the nodes of a
+Harmony pipelined group, :class:`Throttled` around the Harmony link (the
+worker's gate, whose COMM subtask draws as primary or secondary, or a PS
+server's link-only client): see :mod:`.task` for which one a task uses.
 """
 
 from __future__ import annotations
@@ -17,15 +22,42 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-
-from .netlimit import NodeLink
 
 PREFIX = struct.Struct("!II")
 CHUNK = 1 << 14
 Arrays = dict[str, np.ndarray]
+
+
+class Budget(Protocol):
+    """A node's bandwidth budget as a connection sees it."""
+
+    chunk: int
+    """Bytes charged at a time (the granularity at which transfers interleave)."""
+
+    def charge(self, n: int) -> None:
+        """Return once ``n`` bytes went through the node's link."""
+
+
+class Throttled:
+    """A :class:`Budget` drawing from a Harmony link: ``charge(n)`` is ``target.throttle(n)``.
+
+    ``target``: a :class:`~cohabit.runtime.harmony.gate.HarmonyGate` (a worker: its running COMM
+    subtask's role decides its priority) or a :class:`~cohabit.runtime.harmony.gate.LinkClient`.
+    ``chunk`` (64 KiB) bounds how long a secondary's draw can hold the link before a primary's
+    next one (5 ms at 100 Mbit/s) at a few hundred round trips per second to the Harmony server.
+    """
+
+    chunk = 1 << 16
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def charge(self, n: int) -> None:
+        if n > 0:
+            self.target.throttle(n)
 
 
 class PeerGone(ConnectionError):
@@ -61,12 +93,13 @@ def decode(raw: bytes, header_len: int) -> tuple[dict[str, Any], Arrays]:
 class Conn:
     """One TCP connection between a PS worker and a server; blocking, throttled, counted."""
 
-    def __init__(self, sock: socket.socket, link: NodeLink | None = None) -> None:
+    def __init__(self, sock: socket.socket, link: Budget | None = None) -> None:
         self.sock = sock
         self.sock.setblocking(True)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small acks must not wait
         self.link = link
+        self.chunk = CHUNK if link is None else int(link.chunk)
         self.sent = 0
         self.received = 0
 
@@ -77,8 +110,8 @@ class Conn:
         """Send one encoded message."""
         view = memoryview(data)
         try:
-            for i in range(0, len(view), CHUNK):
-                piece = view[i:i + CHUNK]
+            for i in range(0, len(view), self.chunk):
+                piece = view[i:i + self.chunk]
                 if self.link is not None:
                     self.link.charge(len(piece))
                 self.sock.sendall(piece)
@@ -92,7 +125,7 @@ class Conn:
         got = 0
         while got < n:
             try:
-                k = self.sock.recv_into(view[got:got + min(CHUNK, n - got)])
+                k = self.sock.recv_into(view[got:got + min(self.chunk, n - got)])
             except OSError as exc:
                 raise PeerGone(f"receive failed: {exc}") from None
             if k == 0:
