@@ -37,7 +37,7 @@ from rich.table import Table
 from cohabit.engine.backend import BackendEventKind as K
 from cohabit.engine.ledger import Ledger
 from cohabit.runtime.local import LocalBackend
-from cohabit.runtime.ps.netlimit import NodeLink
+from cohabit.runtime.ps.netlimit import NodeBucket
 from cohabit.runtime.ps.wire import Conn, encode
 from cohabit.spec import ClusterSpec, Resources
 from cohabit.spec.job import JobSpec, TaskGroup
@@ -49,7 +49,7 @@ def raw_link(mbps: float | None, mbytes: int) -> dict[str, Any]:
     """Throughput of one Conn pair between node 0 and node 1 (threads; ``mbps=None``: unlimited)."""
     with tempfile.TemporaryDirectory() as d:
         rate = None if mbps is None else mbps * 1e6 / 8
-        links = [NodeLink(Path(d) / f"node-{i}", rate) if rate else None for i in (0, 1)]
+        links = [NodeBucket(Path(d) / f"node-{i}", rate) if rate else None for i in (0, 1)]
         a, b = socket.socketpair()
         tx, rx = Conn(a, links[0]), Conn(b, links[1])
         msg = encode({"type": "push"}, {"x": np.zeros(1 << 17)})  # 1 MiB of float64

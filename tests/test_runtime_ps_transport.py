@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cohabit.runtime.ps.launch import node_bandwidth
-from cohabit.runtime.ps.netlimit import NodeLink
+from cohabit.runtime.ps.netlimit import NodeBucket
 from cohabit.runtime.ps.parts import (
     assemble, checkpoint_iteration, clear_parts, load_model, partition, parts_store, restore_point, save_part,
 )
@@ -62,8 +62,8 @@ def test_ps_partition_then_assemble_is_the_identity(rows, servers) -> None:
         np.testing.assert_array_equal(assemble(blocks)[k], v)
 
 
-def _throughput(links: list[NodeLink], nbytes: int, chunk: int = 1 << 14) -> float:
-    def pump(link: NodeLink) -> None:
+def _throughput(links: list[NodeBucket], nbytes: int, chunk: int = 1 << 14) -> float:
+    def pump(link: NodeBucket) -> None:
         for _ in range(nbytes // chunk):
             link.charge(chunk)
 
@@ -78,9 +78,9 @@ def _throughput(links: list[NodeLink], nbytes: int, chunk: int = 1 << 14) -> flo
 
 def test_ps_node_link_caps_the_rate_shared_by_every_user_of_the_node(tmp_path) -> None:
     rate = 4e6  # bytes/s
-    one = _throughput([NodeLink(tmp_path / "n0", rate)], 1_000_000)
+    one = _throughput([NodeBucket(tmp_path / "n0", rate)], 1_000_000)
     # two independent openers of the same file (as two processes would be) share the same budget
-    two = _throughput([NodeLink(tmp_path / "n1", rate), NodeLink(tmp_path / "n1", rate)], 1_000_000)
+    two = _throughput([NodeBucket(tmp_path / "n1", rate), NodeBucket(tmp_path / "n1", rate)], 1_000_000)
     assert 0.6 * rate < one < 1.1 * rate
     assert 0.6 * rate < two < 1.1 * rate  # the sum of both, not twice the rate
 

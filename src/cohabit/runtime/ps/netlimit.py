@@ -35,7 +35,7 @@ from pathlib import Path
 _SLOT = struct.Struct("d")
 
 
-class NodeLink:
+class NodeBucket:
     """The shared bucket of one logical node (see the module docstring).
 
     ``bytes_per_s``: the node's bandwidth; ``burst_s``: how much idle time may

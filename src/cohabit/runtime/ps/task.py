@@ -37,7 +37,7 @@ from ..harmony.gate import LinkClient
 from ..subtask import GateConfigError
 from ..workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 from .models import PSWorkload
-from .netlimit import NodeLink
+from .netlimit import NodeBucket
 from .parts import parts_store
 from .wire import Budget, PeerGone, Throttled
 
@@ -132,7 +132,7 @@ def via_harmony(cfg: dict[str, Any]) -> bool:
     return bool(cfg["ps"].get("bytes_per_s")) and gate.get("kind") == "harmony"
 
 
-def node_budget(cfg: dict[str, Any]) -> NodeLink | Throttled | None:
+def node_budget(cfg: dict[str, Any]) -> NodeBucket | Throttled | None:
     """The budget this task opens for its node (see the module docstring); None for a worker metered
     by its gate (it opens none: the gate is its budget) and on unlimited nodes."""
     sec = cfg["ps"]
@@ -140,7 +140,7 @@ def node_budget(cfg: dict[str, Any]) -> NodeLink | Throttled | None:
     if not rate:
         return None
     if not via_harmony(cfg):
-        return NodeLink(sec["bucket"], float(rate))
+        return NodeBucket(sec["bucket"], float(rate))
     if sec["role"] == "worker":
         return None
     return Throttled(LinkClient(str(cfg["subtask_gate"]["socket"]), int(sec["node"]), float(rate)))
@@ -163,7 +163,7 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
                             "reason": f"building workload {cfg['workload']['label']!r} failed: "
                                       f"{type(exc).__name__}: {exc}"})
         return EXIT_CONFIG
-    link: NodeLink | Throttled | None = None
+    link: NodeBucket | Throttled | None = None
     info = {"build_s": time.perf_counter() - t0, "pid": os.getpid(), **(startup or {})}
     try:
         link = node_budget(cfg)
@@ -184,7 +184,7 @@ def run_task(chan: Channel, cfg: dict[str, Any], startup: dict[str, float] | Non
                             f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=6)})
         return EXIT_FAIL
     finally:
-        if isinstance(link, NodeLink):
+        if isinstance(link, NodeBucket):
             link.close()
         elif link is not None:
             link.target.close()

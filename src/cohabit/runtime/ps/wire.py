@@ -11,7 +11,7 @@ that the sender's egress and the receiver's ingress overlap as on a real wire
 — and counts the bytes it moved.
 
 A budget is anything with ``charge(n)`` (:class:`Budget`): the node's file
-bucket (:class:`~cohabit.runtime.ps.netlimit.NodeLink`), or, on the nodes of a
+bucket (:class:`~cohabit.runtime.ps.netlimit.NodeBucket`), or, on the nodes of a
 Harmony pipelined group, :class:`Throttled` around the Harmony link (the
 worker's gate, whose COMM subtask draws as primary or secondary, or a PS
 server's link-only client): see :mod:`.task` for which one a task uses.
