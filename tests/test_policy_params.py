@@ -123,3 +123,11 @@ def test_the_demos_real_jobs_are_valid_and_runnable() -> None:
     from cohabit.cli import DEMO_REAL_POLICIES
 
     assert policy_list(",".join(DEMO_REAL_POLICIES)) == DEMO_REAL_POLICIES
+
+
+def test_the_demo_runs_ps_policies_on_the_ps_trace_only() -> None:
+    from cohabit.cli import DEMO_PS_POLICIES
+    from cohabit.sim.traces import EMBEDDED
+
+    assert set(DEMO_PS_POLICIES) <= set(REGISTRY)
+    assert "harmony_80" in EMBEDDED

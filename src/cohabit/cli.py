@@ -163,6 +163,9 @@ def write_json(path: Path, results: dict[str, object], **meta: object) -> None:
 #: MILP per arrival and completion: ~80 s there). `cohabit simulate --policy ...` runs them.
 DEMO_SKIP = frozenset({"dorm-1", "dorm-2", "dorm-3"})
 DEMO_SKIP_SYNTHETIC = frozenset({"dorm"})
+#: Harmony and its baselines schedule CPU parameter-server jobs (they leave GPU jobs pending):
+#: the demo runs them on the embedded Harmony trace instead of the GPU traces.
+DEMO_PS_POLICIES = ("harmony", "harmony-isolated", "harmony-naive")
 
 
 @app.command()
@@ -170,10 +173,11 @@ def demo(
     out: Annotated[Path, typer.Option(help="Directory for the JSON and plots.")] = Path("out/demo"),
     seed: Annotated[int, typer.Option()] = 0,
     synthetic_jobs: Annotated[int, typer.Option(help="Size of the synthetic workload.")] = 1000,
-    real: Annotated[bool, typer.Option(help="Also train five small real jobs under fifo and srtf (about a minute).")] = True,
+    real: Annotated[bool, typer.Option(help="Also train six small real jobs under fifo and srtf (about 30 s).")] = True,
 ) -> None:
-    """The main job: simulate the 480-job Philly-derived trace and a synthetic workload under every policy,
-    then run a handful of small real training jobs on this machine under two policies."""
+    """The main job: simulate the 480-job Philly-derived trace and a synthetic workload under every GPU policy
+    and Harmony's 80 parameter-server jobs under Harmony and its baselines, then train a handful of small
+    real jobs on this machine under two policies."""
     from .policies import REGISTRY
     from .report.plot import plot_comparison
     from .report.table import print_comparison
@@ -181,21 +185,24 @@ def demo(
     from .sim.traces.synthetic import generate
     from .spec.cluster import preset
 
-    names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP]
+    gpu_names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runs = [
-        ("tiresias_480", load_trace("tiresias_480", "tiresias"), preset("tiresias")),
+        ("tiresias_480", load_trace("tiresias_480", "tiresias"), preset("tiresias"), gpu_names),
         # Philly-like mix (mostly 1-GPU, heavy-tailed lengths capped at 8 h), arrivals every
         # 2 min on average: about 80% offered GPU load on the 64-GPU tiresias cluster.
         ("synthetic", TraceLoad(
             jobs=generate(synthetic_jobs, seed=seed, mean_interarrival=120.0, max_duration=8 * 3600.0),
             skipped=[], path=f"synthetic-{synthetic_jobs}", fmt="synthetic", default_cluster="tiresias",
-        ), preset("tiresias")),
+        ), preset("tiresias"), [n for n in gpu_names if n not in DEMO_SKIP_SYNTHETIC]),
+        # 80 parameter-server jobs (Harmony's Fig. 9-like mix) on 100 CPU machines
+        ("harmony_80", load_trace("harmony_80", "harmony"), preset("harmony"), list(DEMO_PS_POLICIES)),
     ]
-    for label, load, cl in runs:
-        console.rule(f"[bold]{label}[/] — {len(load.jobs)} jobs on {cl.name} ({cl.capacity['gpu']:g} GPUs)")
-        these = [n for n in names if not (label == "synthetic" and n in DEMO_SKIP_SYNTHETIC)]
+    for label, load, cl, these in runs:
+        gpus = cl.capacity["gpu"]
+        console.rule(f"[bold]{label}[/] — {len(load.jobs)} jobs on {cl.name} ({len(cl.nodes)} nodes"
+                     f"{f', {gpus:g} GPUs' if gpus else ''})")
         outcomes = run_comparison(load, cl, these, oracle=False, horizon=math.inf, label=label)
         results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
         print_comparison(results, console=console, title=f"{label} on {cl.name}")
