@@ -8,6 +8,9 @@ Ray nodes (raylets).
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from cohabit.engine.backend import BackendEventKind as K
@@ -207,3 +210,55 @@ def test_ray_cluster_lost_fails_running_jobs_with_the_reason(tmp_path, monkeypat
         assert fin.kind is K.FAILED and "Ray cluster lost" in fin.data["reason"], fin.data
         assert be.status["gone"].state == "failed"
         monkeypatch.undo()
+
+
+def test_ray_resume_takes_the_warm_actor_of_its_node(tmp_path) -> None:
+    spec = job("w", TORCH, 3000)
+    with backend(tmp_path) as be:
+        assert be.warm_pids() == {}  # the pool starts after the first launch of a kind, as LocalBackend's spares
+        be.launch(spec, allocate(be.cluster, spec, (0,)), 0.0, from_checkpoint=False)
+        wait_for(be, lambda ev: any(e.kind is K.PROGRESS for e in ev), timeout=60)
+        pooled = be.warm_pids()
+        assert set(pooled) == {(be.ray_node_of(0), "torch"), (be.ray_node_of(1), "torch")}
+        assert all(len(pids) == 1 for pids in pooled.values())
+        be.halt("w", be.now(), checkpoint=True)
+        paused_at = be.status["w"].checkpoint_iteration
+        be.launch(spec, allocate(be.cluster, spec, (1,)), be.now(), from_checkpoint=True)  # resume on Ray node 1
+        wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.job == "w" for e in ev), timeout=60)
+        (task,) = be._runs["w"].tasks
+        assert task.proc.os_pid == pooled[(be.ray_node_of(1), "torch")][0]
+        assert task.proc.ray_node == be.ray_node_of(1)
+        refilled = be.warm_pids()[(be.ray_node_of(1), "torch")]  # replenished, with a new actor
+        assert len(refilled) == 1 and refilled[0] != task.proc.os_pid
+        events = wait_for(be, ended("w"), timeout=90)
+        assert final_event(events, "w").kind is K.FINISHED
+        restored = [t["restored_iteration"] for t in be.timings if t["kind"] == "start"]
+        assert restored == [None, paused_at] and paused_at > 0
+        got = final_model(be, "w")
+        idle = [pid for pids in be.warm_pids().values() for pid in pids]
+    ref = reference(TORCH, 3000, 1)
+    assert got["iteration"] == ref["iteration"] == 3000
+    _assert_close(got["model"], ref["model"])
+    assert idle and not any(_alive(pid) for pid in idle), "close() left pooled actors running"
+
+
+def test_ray_warm_actors_zero_starts_every_task_fresh(tmp_path) -> None:
+    spec = job("cold", NUMPY, 300)
+    with backend(tmp_path, warm_actors=0) as be:
+        be.launch(spec, allocate(be.cluster, spec, (0,)), 0.0, from_checkpoint=False)
+        assert final_event(wait_for(be, ended("cold"), timeout=60), "cold").kind is K.FINISHED
+        assert be.warm_pids() == {}
+    with pytest.raises(ValueError, match="warm_actors"):
+        backend(tmp_path, warm_actors=-1)
+
+
+def _alive(pid: int, timeout: float = 10.0) -> bool:
+    """Whether process ``pid`` still runs ``timeout`` s from now (Ray kills actors asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        time.sleep(0.1)
+    return True

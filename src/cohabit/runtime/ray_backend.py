@@ -18,6 +18,16 @@ Ray node: the alive node that advertises the custom resource
 is pinned there with ``NodeAffinitySchedulingStrategy(soft=False)`` and
 reserves ``num_cpus=0``: admission is the scheduler's ledger's job, not Ray's.
 
+Warm actors (``warm_actors``, default 1; 0 disables): as LocalBackend keeps
+warm spares, after the first launch of a built-in workload of a kind (numpy,
+or torch: data-parallel jobs count as torch) the backend keeps ``warm_actors``
+idle actors of that kind on every Ray node a logical node maps to, started in
+the background and already past the workload imports
+(:meth:`TaskActor.preload`). A task of that kind asking for one thread takes
+one on its Ray node (then the pool of that node and kind is topped up again),
+so a resume, migration or resize skips the actor start and the ~1.3 s torch
+import. Pooled actors are killed at :meth:`close` and when their node is gone.
+
 Lost nodes. Every ``node_check_interval`` seconds, and whenever an actor
 dies, the backend asks Ray which nodes are alive. A job with an actor on a
 node that died is *evicted*: its other actors are killed and the backend
@@ -49,6 +59,7 @@ import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +147,16 @@ class TaskActor:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+
+    def preload(self, kind: str) -> str:
+        """Import the modules of the built-in workloads of ``kind`` (``numpy`` or ``torch``) now: a warm actor."""
+        if kind == "torch":
+            import torch  # noqa: F401
+
+            from .workloads import torch_models  # noqa: F401
+        from .workloads import numpy_models  # noqa: F401
+
+        return kind
 
     def info(self) -> tuple[int, str]:
         """This actor's process id and Ray node id."""
@@ -237,6 +258,16 @@ class ActorProcess:
     kill = terminate
 
 
+@dataclass
+class _WarmActor:
+    """An idle pooled actor of one kind on one Ray node (``ready``: its :meth:`TaskActor.preload` call)."""
+
+    actor: Any
+    info_ref: Any
+    ready: Any
+    log_path: Path
+
+
 class RayBackend(LocalBackend):
     """Runs jobs as Ray actors on the Ray nodes the logical nodes map to; see the module docstring.
 
@@ -259,6 +290,7 @@ class RayBackend(LocalBackend):
         num_cpus: int | None = None,
         node_check_interval: float = 1.0,
         connect_timeout: float = 120.0,
+        warm_actors: int = 1,
         **options: Any,
     ) -> None:
         import ray
@@ -269,7 +301,13 @@ class RayBackend(LocalBackend):
             raise ValueError("RayBackend places tasks with Ray: pin_cpus and prewarm are LocalBackend options")
         if not node_check_interval > 0:
             raise ValueError(f"node_check_interval must be > 0, got {node_check_interval!r}")
+        if isinstance(warm_actors, bool) or not isinstance(warm_actors, int) or warm_actors < 0:
+            raise ValueError(f"warm_actors must be an int >= 0 (idle actors per Ray node and kind), got {warm_actors!r}")
         super().__init__(cluster, **options)
+        # LocalBackend's warm-spare hooks (_start_tasks' ``warm``, _replenish) drive the actor pool
+        self.prewarm = warm_actors > 0
+        self.warm_actors = warm_actors
+        self._pool: dict[tuple[str, str], list[_WarmActor]] = {}
         try:
             self._owns_ray = connect(address, host=host, object_store_mb=object_store_mb, num_cpus=num_cpus)
         except Exception:
@@ -297,6 +335,8 @@ class RayBackend(LocalBackend):
         alive = {n["NodeID"]: dict(n.get("Resources", {})) for n in self._ray.nodes() if n.get("Alive")}
         order = node_order(alive)
         self._alive = alive
+        for key in [k for k in self._pool if k[0] not in alive]:
+            self._drop_pool(self._pool.pop(key))
         old = self.node_map
         new: list[str] = []
         for i in range(len(self.cluster.nodes)):
@@ -319,23 +359,81 @@ class RayBackend(LocalBackend):
 
     def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
                     kind: str, threads: int) -> tuple[Any, socket.socket, Path]:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         from .local import _safe
 
-        log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
         ray_node = self.node_map[node]
-        with open(log_path, "ab") as log:
-            log.write(f"--- {header} ray node {ray_node[:12]}\n".encode())
+        spare = self._take_warm(ray_node, kind) if warm else None
+        if spare is not None:
+            actor, info_ref, log_path = spare.actor, spare.info_ref, spare.log_path
+            with open(log_path, "ab") as log:
+                log.write(f"--- {header} ray node {ray_node[:12]} (warm actor)\n".encode())
+        else:
+            log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
+            with open(log_path, "ab") as log:
+                log.write(f"--- {header} ray node {ray_node[:12]}\n".encode())
+            actor, info_ref = self._new_actor(ray_node, env, log_path)
+        token, sock = self._relay.expect()
+        run_ref = actor.run.remote(self.host, self._relay.address[1], token, self.connect_timeout)
+        return ActorProcess(actor, run_ref, info_ref, ray_node), sock, log_path
+
+    def _new_actor(self, ray_node: str, env: dict[str, str], log_path: Path) -> tuple[Any, Any]:
+        """Start a :class:`TaskActor` pinned to ``ray_node`` (zero CPUs reserved); it and its ``info`` call."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         actor = self._actor_cls.options(
             num_cpus=0, max_restarts=0, max_task_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False),
             runtime_env={"env_vars": {k: env[k] for k in _ENV_KEYS if k in env}},
         ).remote(str(log_path))
-        info_ref = actor.info.remote()
-        token, sock = self._relay.expect()
-        run_ref = actor.run.remote(self.host, self._relay.address[1], token, self.connect_timeout)
-        return ActorProcess(actor, run_ref, info_ref, ray_node), sock, log_path
+        return actor, actor.info.remote()
+
+    # ----------------------------------------------------------- warm actors
+    def _take_warm(self, ray_node: str, kind: str) -> _WarmActor | None:
+        """A pooled actor of ``kind`` on ``ray_node`` that has not died (it may still be importing)."""
+        pool = self._pool.get((ray_node, kind), [])
+        while pool:
+            spare = pool.pop(0)
+            ready, _ = self._ray.wait([spare.ready], timeout=0)
+            if not ready:
+                return spare  # still importing: its run call queues behind preload, sooner than a new actor
+            try:
+                self._ray.get(spare.ready)
+                return spare
+            except Exception:  # noqa: BLE001 - it died (node gone, killed): try the next one
+                self._drop_pool([spare])
+        return None
+
+    def _replenish(self, kind: str) -> None:
+        """Top up the pool of ``kind`` to ``warm_actors`` on every alive Ray node a logical node maps to.
+
+        Called by LocalBackend after a launch that may have used a warm task. Actor
+        creation and the imports run in the background (Ray calls are asynchronous).
+        """
+        if self._closed or self.warm_actors <= 0:
+            return
+        env = self._env(1)  # warm actors run one BLAS/torch thread, like LocalBackend's spares
+        for ray_node in dict.fromkeys(self.node_map):
+            if ray_node not in self._alive:
+                continue
+            pool = self._pool.setdefault((ray_node, kind), [])
+            while len(pool) < self.warm_actors:
+                log_path = self.log_dir / f"warm-{kind}-{ray_node[:8]}-{self._n_spawned}.log"
+                self._n_spawned += 1
+                with open(log_path, "ab") as log:
+                    log.write(f"--- warm actor ({kind}) at t={self.now():.3f} ray node {ray_node[:12]}\n".encode())
+                actor, info_ref = self._new_actor(ray_node, env, log_path)
+                pool.append(_WarmActor(actor, info_ref, actor.preload.remote(kind), log_path))
+
+    def warm_pids(self) -> dict[tuple[str, str], list[int]]:
+        """Process ids of the pooled actors per (Ray node id, kind), waiting until each has started."""
+        return {key: [int(self._ray.get(w.info_ref)[0]) for w in pool] for key, pool in self._pool.items()}
+
+    def _drop_pool(self, pool: list[_WarmActor]) -> None:
+        for spare in pool:
+            try:
+                self._ray.kill(spare.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
 
     # ------------------------------------------------------------ lost nodes
     def _poll(self) -> list[BackendEvent]:
@@ -426,6 +524,9 @@ class RayBackend(LocalBackend):
     def close(self) -> None:
         if self._closed:
             return
+        for pool in self._pool.values():
+            self._drop_pool(pool)
+        self._pool.clear()
         super().close()
         self._relay.close()
         if self._owns_ray:
