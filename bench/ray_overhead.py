@@ -2,7 +2,10 @@
 
 For a numpy job (mlr) and a torch job (torch-mlp), each about
 ``--seconds`` long, :func:`sim_vs_real.overhead` runs the job alone
-uninterrupted and then paused + resumed twice, once per backend; it reports
+uninterrupted and then paused + resumed twice, once per backend (RayBackend
+twice: ``ray-cold`` with ``warm_actors=0``, every task a new actor, and
+``ray-warm`` with the default pool of one warm actor per Ray node and kind,
+which a resume takes); it reports
 the wall-time overhead, the direct per-pause cost (checkpoint + stop, then
 relaunch to the first progress report) and the work lost. RayBackend starts
 its own one-node Ray instance (object store 100 MB, no dashboard).
@@ -24,6 +27,7 @@ given. Writes JSON to ``bench/results/ray_overhead.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -82,8 +86,10 @@ def main() -> None:
     cpu0, t0 = total_cpu_s(), time.perf_counter()
     connect(num_cpus=1)  # one Ray instance for every run (each RayBackend reuses it)
     try:
-        for job in jobs:
-            rows.append({"backend": "ray", **overhead(job, args.seconds, RayBackend)})
+        for label, warm in (("ray-cold", 0), ("ray-warm", 1)):
+            for job in jobs:
+                rows.append({"backend": label, "warm_actors": warm,
+                             **overhead(job, args.seconds, functools.partial(RayBackend, warm_actors=warm))})
     finally:
         ray.shutdown()
     ray_part = {"wall_s": time.perf_counter() - t0, "cpu_s_driver_and_ray": total_cpu_s() - cpu0}
