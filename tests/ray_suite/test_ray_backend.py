@@ -121,6 +121,7 @@ def test_ray_removed_node_evicts_its_job_which_resumes_elsewhere(tmp_path, ray_c
         be.launch(bystander, allocate(be.cluster, bystander, (0,)), 0.0, from_checkpoint=False)
         before = wait_for(be, lambda ev: be.store.latest("lost") is not None and any(
             e.kind is K.PROGRESS and e.job == "lost" for e in ev), 60)
+        assert (extra.node_id, "numpy") in be.warm_pids()  # a warm actor waits on every mapped Ray node
         ray_cluster.remove_node(extra)
         before += wait_for(be, ended("lost"), timeout=60)
         ev = final_event(before, "lost")
@@ -129,6 +130,7 @@ def test_ray_removed_node_evicts_its_job_which_resumes_elsewhere(tmp_path, ray_c
         assert be.ray_node_of(2) != extra.node_id  # remapped onto a survivor
         remap = next(t for t in be.timings if t["kind"] == "remap")
         assert 2 in remap["moved"]
+        assert not any(ray_node == extra.node_id for ray_node, _ in be._pool)  # its warm actors were dropped
         # the scheduler would now place it again: resume it on logical node 2 (a surviving Ray node)
         be.launch(spec, allocate(be.cluster, spec, (2,)), be.now(), from_checkpoint=True)
         events = wait_for(be, lambda e: ended("lost")(e) and ended("calm")(before + e), timeout=90)
