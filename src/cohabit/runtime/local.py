@@ -78,7 +78,7 @@ from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
 from .harmony.hook import HarmonyHook
-from .packed import PackHost, launch_members, release_host
+from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
 from .ps.spilling import SPILL_REPORT_KEYS
@@ -250,6 +250,7 @@ class LocalBackend:
         self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
         self._spares: dict[str, list[_Spare]] = {}
         self._pack_hosts: dict[tuple[int, int], PackHost] = {}  # device -> its pack process (runtime.packed)
+        self._warm_pack_host: PackHost | None = None  # an idle pack host for the next device (prewarm)
         self._n_spawned = 0
         self._t0 = time.monotonic()
         self._closed = False
@@ -627,6 +628,7 @@ class LocalBackend:
         self._kill(tasks)
         for host in list(self._pack_hosts.values()):
             release_host(self, host)
+        stop_warm_host(self)
         self.harmony.close()
         for pid, proc in list(self._all_procs.items()):
             if proc.poll() is None:
