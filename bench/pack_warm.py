@@ -9,7 +9,9 @@ run``) on two YAML workloads of three small torch-mlp jobs, with the sources of
 
 * ``burst``: the three jobs (one family: they pack together) all submitted at t=0;
 * ``staggered``: three jobs of three families (different ``hidden``), submitted at
-  t = 0, 1.5 and 3 s on two logical nodes, so later jobs need a new device's host.
+  t = 0, 1.5 and 3 s on two logical nodes, so later jobs need a new device's host;
+* ``late``: a 6000-iteration job at t=0 and a 300-iteration one of another family at
+  t=5 s, which needs the second node's device (the warm host is idle by then).
 
 Per run: the avg JCT the CLI reports, the wall time and the CPU time (user + sys
 of the CLI and all its children, from ``os.wait4``) of the whole command, and the
@@ -38,15 +40,16 @@ ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("fifo", "pack")
 
 
-def job_line(i: int, hidden: int, lr: float, submit: float) -> str:
+def job_line(i: int, hidden: int, lr: float, submit: float, iterations: int = 300) -> str:
     return (f"  - {{id: m{i}, submit_time: {submit}, workers: {{count: 1, demand: {{cpu: 1, mem_gb: 0.3}}}}, "
-            f"iterations: 300, workload: {{name: torch-mlp, n_samples: 512, hidden: {hidden}, lr: {lr}}}}}\n")
+            f"iterations: {iterations}, workload: {{name: torch-mlp, n_samples: 512, hidden: {hidden}, lr: {lr}}}}}\n")
 
 
 SCENARIOS = {
     "burst": "jobs:\n" + "".join(job_line(i, 16, lr, 0.0) for i, lr in enumerate((0.05, 0.1, 0.02))),
     "staggered": "jobs:\n" + "".join(job_line(i, h, 0.05, t) for i, (h, t) in enumerate(((16, 0.0), (32, 1.5),
                                                                                            (64, 3.0)))),
+    "late": "jobs:\n" + job_line(0, 16, 0.05, 0.0, 6000) + job_line(1, 32, 0.05, 5.0),
 }
 
 
@@ -70,8 +73,11 @@ def run_once(src: Path, yaml: Path, policy: str, out: Path) -> dict[str, float]:
         got = [t["since_launch"] for t in timings if t["kind"] == kind]
         return statistics.fmean(got) if got else math.nan
 
+    last = max(got["real"][policy]["jobs"])  # the last submitted (ids m0, m1, ...)
+    late = [t["since_launch"] for t in timings if t["kind"] == "first_progress" and t["job"] == last]
     return {"avg_jct": got["policies"][policy]["avg_jct"], "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "ready_s": mean_since_launch("start"), "first_progress_s": mean_since_launch("first_progress")}
+            "ready_s": mean_since_launch("start"), "first_progress_s": mean_since_launch("first_progress"),
+            "last_job_first_progress_s": late[0] if late else math.nan}
 
 
 def checkout(rev: str, into: Path) -> Path:
@@ -99,9 +105,9 @@ def main() -> None:
                     for variant, src in trees.items():
                         m = run_once(src, tmpd / f"{scenario}.yaml", policy, tmpd / "out.json")
                         rows.append({"scenario": scenario, "policy": policy, "variant": variant, "repeat": r, **m})
-    keys = ("avg_jct", "wall_s", "cpu_s", "ready_s", "first_progress_s")
+    keys = ("avg_jct", "wall_s", "cpu_s", "ready_s", "first_progress_s", "last_job_first_progress_s")
     summary = []
-    print(f"{'scenario':10} {'policy':6} {'variant':7} " + " ".join(f"{k:>16}" for k in keys))
+    print(f"{'scenario':10} {'policy':6} {'variant':7} " + " ".join(f"{k[:16]:>16}" for k in keys))
     for scenario in SCENARIOS:
         for policy in POLICIES:
             for variant in ("before", "after"):

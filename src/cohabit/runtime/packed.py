@@ -34,7 +34,8 @@ its first ``launch_pack`` the backend keeps one idle host, spawned for no device
 (:func:`replenish_host`), and the next device that needs a host takes it
 (:func:`take_warm_host`: pinned to the device's node cores then), so that pack
 starts training without the import; a new idle host is then spawned in the
-background. ``close`` stops the idle one by pid like any other host.
+background. An idle host runs at niceness 19 (reset when taken), so its imports
+do not slow down the hosts and workers that are training or starting. ``close`` stops the idle one by pid like any other host.
 """
 
 from __future__ import annotations
@@ -154,8 +155,33 @@ def release_host(backend: LocalBackend, host: PackHost) -> None:
     backend._all_procs.pop(host.proc.pid, None)
 
 
+IDLE_NICE = 19
+"""Niceness of an idle warm host: its imports run on CPU time the training processes leave over."""
+
+
+def _renice(pid: int, nice: int) -> None:
+    """Set the niceness of every thread of ``pid`` (Linux nice is per thread) and, as the host is
+    its own session (``start_new_session``), of its scheduler autogroup, which is what competes with
+    other sessions when ``kernel.sched_autogroup_enabled`` is on; best effort."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(f"{nice}\n")
+    except OSError:
+        pass  # no autogroups here, or not allowed
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        except OSError:
+            pass  # gone, or not allowed to lower the niceness again: it still works, at lower priority
+
+
 def _pin(backend: LocalBackend, host: PackHost, device: tuple[int, int]) -> None:
     """Make ``host`` the pack process of ``device``, pinned to the device's node cores."""
+    if host.device is None:  # a warm host, niced while idle
+        _renice(host.proc.pid, 0)
     host.device = device
     backend._pack_hosts[device] = host
     if backend.cores is not None:
@@ -177,6 +203,8 @@ def _spawn_host(backend: LocalBackend, device: tuple[int, int] | None, threads: 
     host = PackHost(device, proc, ctrl, log_path)
     if device is not None:
         _pin(backend, host, device)
+    else:
+        _renice(proc.pid, IDLE_NICE)
     return host
 
 
