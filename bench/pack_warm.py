@@ -11,7 +11,7 @@ run``) on two YAML workloads of three small torch-mlp jobs, with the sources of
 * ``staggered``: three jobs of three families (different ``hidden``), submitted at
   t = 0, 1.5 and 3 s on two logical nodes, so later jobs need a new device's host;
 * ``late``: a 6000-iteration job at t=0 and a 300-iteration one of another family at
-  t=5 s, which needs the second node's device (the warm host is idle by then).
+  t=3.5 s, which needs the second node's device (the warm host is idle by then).
 
 Per run: the avg JCT the CLI reports, the wall time and the CPU time (user + sys
 of the CLI and all its children, from ``os.wait4``) of the whole command, and the
@@ -49,7 +49,7 @@ SCENARIOS = {
     "burst": "jobs:\n" + "".join(job_line(i, 16, lr, 0.0) for i, lr in enumerate((0.05, 0.1, 0.02))),
     "staggered": "jobs:\n" + "".join(job_line(i, h, 0.05, t) for i, (h, t) in enumerate(((16, 0.0), (32, 1.5),
                                                                                            (64, 3.0)))),
-    "late": "jobs:\n" + job_line(0, 16, 0.05, 0.0, 6000) + job_line(1, 32, 0.05, 5.0),
+    "late": "jobs:\n" + job_line(0, 16, 0.05, 0.0, 6000) + job_line(1, 32, 0.05, 3.5),
 }
 
 

@@ -46,7 +46,9 @@ imported its modules, and hands the next task of that kind to it (pinning it
 to the task's node then). A resume, migration or resize of a torch job then
 skips the ~1.3 s torch import. A spare runs one BLAS/torch thread, so tasks
 asking for more threads, and users' own ``entry`` workloads (whose modules
-may appear on ``sys.path`` later), always get a fresh process.
+may appear on ``sys.path`` later), always get a fresh process. Likewise,
+after its first ``launch_pack`` the backend keeps one idle, niced pack host
+for the next device that needs one (:mod:`.packed`, "Warm pack host").
 
 Live state for dashboards is in :attr:`LocalBackend.status` (one
 :class:`JobStatus` per job) and, if given, ``listener(job, message)`` is
