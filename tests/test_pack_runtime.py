@@ -183,8 +183,6 @@ def test_a_second_pack_launch_takes_the_warm_pack_host(tmp_path) -> None:
     for pid in warm:  # close stopped the taken host and the last idle one
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    first = [t["since_launch"] for t in out.timings if t["kind"] == "first_progress"]
-    assert len(first) == 2
     for s in specs:  # results unchanged: each as if trained alone
         got, it = saved_model(tmp_path, s.id)
         assert it == ITERS
