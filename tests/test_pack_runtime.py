@@ -140,3 +140,52 @@ def test_cohabit_run_with_the_pack_policy(tmp_path) -> None:
     assert all(r["metrics"]["loss"] < 1.0 for r in real.values())
     hosts = list((tmp_path / "work" / "pack" / "logs").glob("pack-0-0-*.log"))
     assert len(hosts) == 1  # one pack host process trained both jobs
+
+
+class PackOneAfterTheOther(BasePolicy):
+    """Packs ``a`` alone on device (0, 0); once ``a`` has finished, packs ``b`` on (1, 0), which has no host."""
+
+    name = "one-after-the-other"
+
+    def decide(self, view):  # type: ignore[override]
+        if "a" in view.pending:
+            return [A.Pack(("a",), (0, 0))]
+        if "b" in view.pending and "a" not in view.running:
+            return [A.Pack(("b",), (1, 0))]
+        return []
+
+
+def test_a_second_pack_launch_takes_the_warm_pack_host(tmp_path) -> None:
+    import os
+
+    from cohabit.runtime.local import LocalBackend
+
+    warm: list[int] = []  # pid of the idle warm host after each launch_pack
+
+    class Watched(LocalBackend):
+        def launch_pack(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().launch_pack(*args, **kwargs)
+            assert self._warm_pack_host is not None and self._warm_pack_host.device is None
+            warm.append(self._warm_pack_host.proc.pid)
+
+    ready: dict[str, int] = {}
+
+    def listen(job_id: str, msg: dict) -> None:
+        if msg.get("type") == "ready":
+            ready[job_id] = msg["pid"]
+
+    specs = [job("a", {**WL, "lr": 0.05}, ITERS), job("b", {**WL, "lr": 0.1, "seed": 5}, ITERS)]
+    out = run_local(specs, cluster(2, cpu=1), PackOneAfterTheOther(), root=tmp_path, strict=True,
+                    checkpoint_interval=0.2, report_interval=0.05, listener=listen, backend_cls=Watched)
+    assert all(j.state == "finished" for j in out.result.jobs.values()), out.result.unfinished
+    assert len(warm) == 2 and warm[0] != warm[1]  # taken, then replenished
+    assert ready["b"] == warm[0] != ready["a"]  # b trained in the host that was idle while a ran
+    for pid in warm:  # close stopped the taken host and the last idle one
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    for s in specs:  # results unchanged: each as if trained alone
+        got, it = saved_model(tmp_path, s.id)
+        assert it == ITERS
+        assert_same(got, solo_model(s))
+    log = next(tmp_path.glob("logs/pack-warm-*.log")).read_text()
+    assert "taken by [1, 0]" in log

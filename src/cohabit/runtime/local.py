@@ -46,7 +46,9 @@ imported its modules, and hands the next task of that kind to it (pinning it
 to the task's node then). A resume, migration or resize of a torch job then
 skips the ~1.3 s torch import. A spare runs one BLAS/torch thread, so tasks
 asking for more threads, and users' own ``entry`` workloads (whose modules
-may appear on ``sys.path`` later), always get a fresh process.
+may appear on ``sys.path`` later), always get a fresh process. Likewise,
+after its first ``launch_pack`` the backend keeps one idle, niced pack host
+for the next device that needs one (:mod:`.packed`, "Warm pack host").
 
 Live state for dashboards is in :attr:`LocalBackend.status` (one
 :class:`JobStatus` per job) and, if given, ``listener(job, message)`` is
@@ -78,7 +80,7 @@ from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
 from .harmony.hook import HarmonyHook
-from .packed import PackHost, launch_members, release_host
+from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
 from .ps.spilling import SPILL_REPORT_KEYS
@@ -250,6 +252,7 @@ class LocalBackend:
         self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
         self._spares: dict[str, list[_Spare]] = {}
         self._pack_hosts: dict[tuple[int, int], PackHost] = {}  # device -> its pack process (runtime.packed)
+        self._warm_pack_host: PackHost | None = None  # an idle pack host for the next device (prewarm)
         self._n_spawned = 0
         self._t0 = time.monotonic()
         self._closed = False
@@ -627,6 +630,7 @@ class LocalBackend:
         self._kill(tasks)
         for host in list(self._pack_hosts.values()):
             release_host(self, host)
+        stop_warm_host(self)
         self.harmony.close()
         for pid, proc in list(self._all_procs.items()):
             if proc.poll() is None:

@@ -27,6 +27,15 @@ an ordinary worker, or in another pack — and its channel is closed; the others
 keep training. A new member is loaded into the running pack. A member that
 crashes is restarted by the backend alone, from its checkpoint. The host
 exits when the backend closes the control channel (the last member left).
+
+Warm pack host (``LocalBackend(prewarm=True)``): a host imports torch, torch.optim
+and the torch workloads before it waits for members (~3 s on this machine). After
+its first ``launch_pack`` the backend keeps one idle host, spawned for no device
+(:func:`replenish_host`), and the next device that needs a host takes it
+(:func:`take_warm_host`: pinned to the device's node cores then), so that pack
+starts training without the import; a new idle host is then spawned in the
+background. An idle host runs at niceness 19 (reset when taken), so its imports
+do not slow down the hosts and workers that are training or starting. ``close`` stops the idle one by pid like any other host.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ PACKABLE = ("torch-mlp", "torch-cnn")
 class PackHost:
     """The backend's handle on one pack process (one device)."""
 
-    def __init__(self, device: tuple[int, int], proc: subprocess.Popen[bytes], ctrl: socket.socket,
+    def __init__(self, device: tuple[int, int] | None, proc: subprocess.Popen[bytes], ctrl: socket.socket,
                  log_path: Path) -> None:
         self.device = device
         self.proc = proc
@@ -146,20 +155,86 @@ def release_host(backend: LocalBackend, host: PackHost) -> None:
     backend._all_procs.pop(host.proc.pid, None)
 
 
-def _spawn_host(backend: LocalBackend, device: tuple[int, int], threads: int) -> PackHost:
-    tag = f"pack-{device[0]}-{device[1]}-{backend._n_spawned}"
-    log_path = backend.log_dir / f"{tag}.log"
-    proc, ctrl = backend._spawn(backend._env(threads), log_path, f"pack host on {list(device)} at "
-                                f"t={backend.now():.3f}", "--pack", "--job", tag)
-    backend._all_procs[proc.pid] = proc
+IDLE_NICE = 19
+"""Niceness of an idle warm host: its imports run on CPU time the training processes leave over."""
+
+
+def _renice(pid: int, nice: int) -> None:
+    """Set the niceness of every thread of ``pid`` (Linux nice is per thread) and, as the host is
+    its own session (``start_new_session``), of its scheduler autogroup, which is what competes with
+    other sessions when ``kernel.sched_autogroup_enabled`` is on; best effort."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(f"{nice}\n")
+    except OSError:
+        pass  # no autogroups here, or not allowed
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        except OSError:
+            pass  # gone, or not allowed to lower the niceness again: it still works, at lower priority
+
+
+def _pin(backend: LocalBackend, host: PackHost, device: tuple[int, int]) -> None:
+    """Make ``host`` the pack process of ``device``, pinned to the device's node cores."""
+    if host.device is None:  # a warm host, niced while idle
+        _renice(host.proc.pid, 0)
+    host.device = device
+    backend._pack_hosts[device] = host
     if backend.cores is not None:
         try:
-            os.sched_setaffinity(proc.pid, backend.cores[device[0]])
+            os.sched_setaffinity(host.proc.pid, backend.cores[device[0]])
         except OSError:
-            pass
+            pass  # already gone: its members see the closed channel
+
+
+def _spawn_host(backend: LocalBackend, device: tuple[int, int] | None, threads: int) -> PackHost:
+    """Start a pack host for ``device``, or an idle warm one (``device`` None, not pinned)."""
+    tag = f"pack-{device[0]}-{device[1]}-{backend._n_spawned}" if device is not None else \
+        f"pack-warm-{backend._n_spawned}"
+    log_path = backend.log_dir / f"{tag}.log"
+    where = f"on {list(device)}" if device is not None else "(warm, idle)"
+    proc, ctrl = backend._spawn(backend._env(threads), log_path, f"pack host {where} at t={backend.now():.3f}",
+                                "--pack", "--job", tag)
+    backend._all_procs[proc.pid] = proc
     host = PackHost(device, proc, ctrl, log_path)
-    backend._pack_hosts[device] = host
+    if device is not None:
+        _pin(backend, host, device)
+    else:
+        _renice(proc.pid, IDLE_NICE)
     return host
+
+
+def take_warm_host(backend: LocalBackend, device: tuple[int, int]) -> PackHost | None:
+    """Hand the idle warm host (if alive) to ``device``; None when there is none."""
+    host, backend._warm_pack_host = backend._warm_pack_host, None
+    if host is None:
+        return None
+    if not host.alive():
+        host.shutdown(grace=0.5)
+        backend._all_procs.pop(host.proc.pid, None)
+        return None
+    _pin(backend, host, device)
+    with open(host.log_path, "ab") as log:
+        log.write(f"--- taken by {list(device)} at t={backend.now():.3f}\n".encode())
+    return host
+
+
+def replenish_host(backend: LocalBackend) -> None:
+    """Keep one idle warm pack host (``prewarm=True``), importing in the background."""
+    if backend.prewarm and not backend._closed and backend._warm_pack_host is None:
+        backend._warm_pack_host = _spawn_host(backend, None, 1)
+
+
+def stop_warm_host(backend: LocalBackend) -> None:
+    """Stop the idle warm host, if any (closing its control channel; killed by pid if it lingers)."""
+    host, backend._warm_pack_host = backend._warm_pack_host, None
+    if host is not None:
+        host.shutdown(grace=0.5)
+        backend._all_procs.pop(host.proc.pid, None)
 
 
 def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequence[JobSpec],
@@ -182,7 +257,7 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
             continue
         threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
         if host is None:
-            host = _spawn_host(backend, device, threads)
+            host = take_warm_host(backend, device) or _spawn_host(backend, device, threads)
         if not restore:
             backend.store.clear(spec.id)
         run = _Run(spec, alloc, config)
@@ -208,6 +283,8 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
         except ChannelClosed:
             pass  # the host died: the backend sees the closed channel
         backend.status[spec.id].pids = (host.proc.pid,)
+    if host is not None:
+        replenish_host(backend)
 
 
 # --------------------------------------------------------------------- host side
@@ -236,8 +313,10 @@ class PackServer:
 
     def __init__(self, ctrl: socket.socket) -> None:
         import torch
+        import torch.optim  # noqa: F401 - imported before members arrive (a warm host is ready)
 
         from ..pack import pack
+        from .workloads import torch_models  # noqa: F401
 
         self.torch = torch
         self._pack = pack
