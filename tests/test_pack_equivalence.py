@@ -44,20 +44,23 @@ def _bn() -> nn.Module:
 ARCH = {"mlp": _mlp, "mlp_tanh": lambda: _mlp("tanh"), "cnn": _cnn, "bn": _bn}
 
 
-def _make(spec: tuple[str, str, float, int], seed: int):
+def _make(spec: tuple[str, str, float, int], seed: int, dtype: torch.dtype = torch.float32):
     arch, opt, lr, _ = spec
     torch.manual_seed(seed)
-    model = ARCH[arch]()
+    model = ARCH[arch]().to(dtype)
     return model, OPTS[opt](model.parameters(), lr)
 
 
-def _stream(seed: int = 5) -> DataStream:
-    return DataStream(X, Y, seed=seed, preprocess=preprocess_digits, chunk=1)
+def _stream(seed: int = 5, dtype: torch.dtype = torch.float32) -> DataStream:
+    def prep(raw, index, epoch):
+        return preprocess_digits(raw, index, epoch).to(dtype)
+
+    return DataStream(X, Y, seed=seed, preprocess=prep, chunk=1)
 
 
-def _alone(spec, seed: int, stream_seed: int = 5):
-    model, opt = _make(spec, seed)
-    stream, cur = _stream(stream_seed), Cursor(spec[3])
+def _alone(spec, seed: int, stream_seed: int = 5, dtype: torch.dtype = torch.float32):
+    model, opt = _make(spec, seed, dtype)
+    stream, cur = _stream(stream_seed, dtype), Cursor(spec[3])
     for _ in range(STEPS):
         b = stream.take([cur])[0]
         opt.zero_grad()
@@ -66,13 +69,14 @@ def _alone(spec, seed: int, stream_seed: int = 5):
     return model, opt
 
 
-def _packed(specs, *, fast: bool = True, stream_seeds=None, engine: str = "auto"):
+def _packed(specs, *, fast: bool = True, stream_seeds=None, engine: str = "auto",
+            dtype: torch.dtype = torch.float32):
     streams: dict[int, DataStream] = {}
     members = []
     for i, spec in enumerate(specs):
         ss = 5 if stream_seeds is None else stream_seeds[i]
-        stream = streams.setdefault(ss, _stream(ss))
-        model, opt = _make(spec, i)
+        stream = streams.setdefault(ss, _stream(ss, dtype))
+        model, opt = _make(spec, i, dtype)
         members.append(Member(f"m{i}", model, opt, spec[3], stream=stream))
     pm = pack(members, fast=fast, engine=engine)
     for _ in range(STEPS):
@@ -82,7 +86,7 @@ def _packed(specs, *, fast: bool = True, stream_seeds=None, engine: str = "auto"
     return pm, members, grads, streams
 
 
-def _assert_same(alone, member, grads, tol: float = 1e-5) -> None:
+def _assert_same(alone, member, grads, tol: float = 1e-5, dtype: torch.dtype = torch.float32) -> None:
     model_a, opt_a = alone
     for (n, pa), pb in zip(model_a.named_parameters(), member.model.parameters()):
         assert torch.allclose(pa, pb, atol=tol, rtol=1e-4), f"{member.name} param {n}"
@@ -98,7 +102,7 @@ def _assert_same(alone, member, grads, tol: float = 1e-5) -> None:
             else:
                 assert va == vb
     # Outputs of the trained models on fresh inputs agree too.
-    x = preprocess_digits(X[:7], torch.arange(7), 9)
+    x = preprocess_digits(X[:7], torch.arange(7), 9).to(dtype)
     with torch.no_grad():
         assert torch.allclose(model_a.eval()(x), member.model.eval()(x), atol=1e-4, rtol=1e-4)
     model_a.train()
@@ -107,10 +111,42 @@ def _assert_same(alone, member, grads, tol: float = 1e-5) -> None:
 
 @pytest.mark.parametrize("opt", sorted(OPTS))
 def test_same_architecture_fast_path_per_optimizer(opt: str) -> None:
+    """Each optimizer at lr 0.05 and 0.01, in float64.
+
+    Float64, because RMSprop at lr 0.05 is chaotic on this task: its first
+    steps move every weight by about lr / sqrt(1 - alpha) = 0.5, and a
+    rounding difference between the stacked (batched-matmul) and the solo
+    (matmul) forward, 1e-7 after step 1 in float32, grows about fivefold per
+    step (6e-4 after 6 steps).  That is the optimizer amplifying float32
+    rounding, not a difference in the packed step; in float64 the same
+    amplification stays far below the tolerance, so the test checks the
+    packed semantics instead of the conditioning of one hyper-parameter.
+    ``test_float32_rmsprop_divergence_is_rounding`` keeps the float32 facts.
+    """
     specs = [("mlp", opt, 0.05, 16), ("mlp", opt, 0.01, 16), ("mlp", "adam", 1e-3, 16)]
-    pm, members, grads, _ = _packed(specs)
+    pm, members, grads, _ = _packed(specs, dtype=torch.float64)
     for i, spec in enumerate(specs):
-        _assert_same(_alone(spec, i), members[i], grads[i])
+        _assert_same(_alone(spec, i, dtype=torch.float64), members[i], grads[i], dtype=torch.float64)
+
+
+def test_float32_rmsprop_divergence_is_rounding() -> None:
+    """In float32 the packed RMSprop member agrees with solo training after one step (to rounding),
+    and the gap then grows geometrically with the steps: the signature of amplified rounding."""
+    global STEPS
+    specs = [("mlp", "rmsprop", 0.05, 16), ("mlp", "rmsprop", 0.01, 16)]
+    gaps = []
+    saved = STEPS
+    try:
+        for steps in (1, 6):
+            STEPS = steps
+            _, members, _, _ = _packed(specs)
+            alone, _ = _alone(specs[0], 0)
+            gaps.append(max((a - b).abs().max().item()
+                            for a, b in zip(alone.parameters(), members[0].model.parameters())))
+    finally:
+        STEPS = saved
+    assert gaps[0] < 1e-6, gaps
+    assert gaps[1] > 10 * gaps[0], gaps
 
 
 @pytest.mark.parametrize("engine", ["auto", "seq", "vmap", "loop"])
