@@ -51,7 +51,7 @@ def make_policy(spec: str, *, oracle: bool = False) -> Policy:
     try:
         target = REGISTRY[name]
     except KeyError:
-        raise PolicyParamError(f"unknown policy {name!r}; known policies: {', '.join(sorted(REGISTRY))}") from None
+        raise PolicyParamError(_unknown(name)) from None
     module, _, attr = target.partition(":")
     factory = getattr(import_module(module), attr)
     if not params:
@@ -62,6 +62,21 @@ def make_policy(spec: str, *, oracle: bool = False) -> Policy:
     policy = factory(oracle, **params)
     policy.name = f"{policy.name}:" + ":".join(f"{k}={v}" for k, v in params.items())
     return policy
+
+
+def _unknown(name: str) -> str:
+    """The error for an unknown policy name: the nearest known name, and what an ``[oracle]`` tag means."""
+    from difflib import get_close_matches
+
+    msg = f"unknown policy {name!r}"
+    base = name.removesuffix("[oracle]")
+    if base != name and base in REGISTRY:
+        msg += f" (the [oracle] tag in results names a run with --oracle: use --policy {base} --oracle)"
+    else:
+        close = get_close_matches(base, list(REGISTRY), n=1, cutoff=0.6)
+        if close:
+            msg += f" (did you mean {close[0]!r}?)"
+    return f"{msg}; known policies: {', '.join(sorted(REGISTRY))}"
 
 
 def policy_list(text: str) -> list[str]:

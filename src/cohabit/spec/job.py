@@ -8,6 +8,8 @@ cannot learn it (see ``tests/test_barrier.py``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from difflib import get_close_matches
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -142,3 +144,27 @@ def simple_job(
         id=id, submit_time=submit_time, model=model, architecture=arch,
         workers=TaskGroup(count=n, demand=demand), **kw,
     )
+
+
+def unknown_demands(spec: JobSpec, known: Collection[str],
+                    where: str = "the cluster") -> list[tuple[tuple[str, ...], str]]:
+    """Resources ``spec`` demands that no node of a cluster (resource names ``known``) has.
+
+    One ``(location, message)`` per such name, ``location`` being the field path
+    (``("workers", "demand", "cpus")``) and the message naming the nearest known
+    name, e.g. ``unknown resource 'cpus' (did you mean 'cpu'?); the cluster has: cpu, mem_gb``.
+    Such a job could never start; loaders report it at load time instead.
+    """
+    out: list[tuple[tuple[str, ...], str]] = []
+    groups = (("workers", spec.workers), ("ps", spec.ps))
+    for role, group in groups:
+        if group is None:
+            continue
+        for name in group.demand.keys():
+            if name in known:
+                continue
+            close = get_close_matches(name, list(known), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            out.append(((role, "demand", name),
+                        f"unknown resource {name!r}{hint}; {where} has: {', '.join(known) or 'nothing'}"))
+    return out
