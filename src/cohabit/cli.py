@@ -294,7 +294,7 @@ def _mount_subcommands() -> None:
     from .pack.cli import hyperband
     from .runtime.cli import run
 
-    app.command("run")(run)
+    app.command("run", epilog=EXIT_CODES_HELP)(run)
     app.command("hyperband")(hyperband)
 
 
