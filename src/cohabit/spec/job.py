@@ -163,7 +163,7 @@ def unknown_demands(spec: JobSpec, known: Collection[str],
         for name in group.demand.keys():
             if name in known:
                 continue
-            close = get_close_matches(name, list(known), n=1, cutoff=0.6)
+            close = get_close_matches(name, list(known), n=1, cutoff=0.75)  # not cpu -> gpu
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             out.append(((role, "demand", name),
                         f"unknown resource {name!r}{hint}; {where} has: {', '.join(known) or 'nothing'}"))
