@@ -23,8 +23,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epil
 console = Console() if Console().is_terminal else Console(width=160)
 
 
-def _fail(msg: str) -> None:
-    fail(msg)
+_fail = fail  # error with user text escaped, exit code 2 (cli_common)
 
 
 def _version(value: bool) -> None:
@@ -84,7 +83,6 @@ def _policies(text: str) -> list[str]:
         return policy_list(text)
     except ValueError as exc:
         _fail(str(exc))
-        raise  # unreachable: _fail exits
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -232,7 +230,7 @@ def demo(
         _print_unfinished(outcomes)
         write_json(out / f"{label}.json", results, trace=label, cluster=cl.name, seed=seed, n_jobs=len(load.jobs))
         plot_comparison(results, out / f"{label}.png", title=f"{label} on {cl.name}")
-        console.print(f"wrote {out / (label + '.json')} and {out / (label + '.png')}")
+        console.print(escape(f"wrote {out / (label + '.json')} and {out / (label + '.png')}"))
     if real:
         _demo_real(out)
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s "
@@ -261,7 +259,7 @@ def _demo_real(out: Path) -> None:
     results, outcomes = run_policies(specs, cluster, DEMO_REAL_POLICIES)
     print_comparison(results, console=console, title=f"real jobs on {len(cluster.nodes)} local node(s)")
     write_real_json(out / "real.json", outcomes, jobs=str(jobs_file), cluster=cluster)
-    console.print(f"wrote {out / 'real.json'}")
+    console.print(escape(f"wrote {out / 'real.json'}"))
 
 
 @app.command()

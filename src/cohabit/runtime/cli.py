@@ -30,8 +30,7 @@ console = Console() if Console().is_terminal else Console(width=160)
 BACKENDS = ("local", "ray")
 
 
-def _fail(msg: str) -> None:
-    fail(msg)
+_fail = fail  # error with user text escaped, exit code 2 (cli_common)
 
 
 class LiveBoard:
