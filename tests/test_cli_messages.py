@@ -163,6 +163,10 @@ def test_every_policy_is_shown_under_its_registry_name() -> None:
     for name in REGISTRY:
         assert make_policy(name).name == name
         assert make_policy(name, oracle=True).name in (name, f"{name}[oracle]")
+    # parameters that change what the class calls itself keep the name the user can type back
+    assert make_policy("drf:backfill=true:preemptive=true").name == "drf:backfill=True:preemptive=True"
+    assert make_policy("static:by=job").name == "static:by=job"
+    assert make_policy("srtf:preempt_margin=1", oracle=True).name == "srtf[oracle]:preempt_margin=1"
 
 
 def test_policy_names_are_case_insensitive_and_the_table_uses_the_typed_name(tmp_path: Path) -> None:
