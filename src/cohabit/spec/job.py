@@ -9,12 +9,12 @@ cannot learn it (see ``tests/test_barrier.py``).
 from __future__ import annotations
 
 from collections.abc import Collection
-from difflib import get_close_matches
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .criteria import Criterion, parse_criterion
+from ..suggest import did_you_mean
 from .resources import Resources
 
 Architecture = Literal["single", "ps", "allreduce"]
@@ -163,8 +163,6 @@ def unknown_demands(spec: JobSpec, known: Collection[str],
         for name in group.demand.keys():
             if name in known:
                 continue
-            close = get_close_matches(name, list(known), n=1, cutoff=0.75)  # not cpu -> gpu
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            out.append(((role, "demand", name),
-                        f"unknown resource {name!r}{hint}; {where} has: {', '.join(known) or 'nothing'}"))
+            out.append(((role, "demand", name), f"unknown resource {name!r}{did_you_mean(name, known)}; "
+                                                f"{where} has: {', '.join(known) or 'nothing'}"))
     return out

@@ -33,12 +33,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from difflib import get_close_matches
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..suggest import did_you_mean, nearest
 from .cluster import PRESETS, ClusterSpec, NodeSpec, preset
 from .job import JobSpec, simple_job
 from .resources import Resources
@@ -241,7 +241,7 @@ def _message(err: Any, fields: Sequence[str]) -> str:
         if msg.startswith(prefix):
             return msg[len(prefix):]
     if err["type"] == "extra_forbidden" and len(err["loc"]) == 1 and fields:
-        return f"unknown field {err['loc'][0]!r}{_did_you_mean(str(err['loc'][0]), fields)}; " \
+        return f"unknown field {err['loc'][0]!r}{did_you_mean(str(err['loc'][0]), fields)}; " \
                f"known fields: {', '.join(fields)}"
     if err["type"] == "missing" and tuple(err["loc"]) == ("workers",):
         return f"missing: {_TASKS}"
@@ -249,12 +249,6 @@ def _message(err: Any, fields: Sequence[str]) -> str:
     if err["type"] != "missing" and isinstance(value, (str, int, float, bool, type(None))):
         return f"{msg}, got {value!r}"
     return msg
-
-
-def _did_you_mean(key: str, fields: Iterable[str]) -> str:
-    """`` (did you mean 'gpus'?)`` for the nearest of ``fields``, or nothing."""
-    close = get_close_matches(key, list(fields), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _from_validation(exc: ValidationError, node: yaml.Node, base: Loc, file: str,
@@ -331,8 +325,8 @@ def _one_job(item: Any, node: yaml.Node, base: Loc, file: str) -> JobSpec:
         return _shorthand_job(item, node, base, file)
     if "workers" not in item:  # a misspelt ``gpus``/``workers`` is the problem, not the missing field
         for key in item:
-            if key not in JobSpec.model_fields and get_close_matches(key, _TASK_KEYS, n=1, cutoff=0.6):
-                raise _at(node, base, file, f"unknown field {key!r}{_did_you_mean(key, _TASK_KEYS)}; {_TASKS}",
+            if key not in JobSpec.model_fields and nearest(key, _TASK_KEYS) is not None:
+                raise _at(node, base, file, f"unknown field {key!r}{did_you_mean(key, _TASK_KEYS)}; {_TASKS}",
                           (key,))
     try:
         return JobSpec.model_validate(item)

@@ -33,7 +33,6 @@ Built-ins:
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import inspect
@@ -43,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...suggest import did_you_mean
 from .base import Communicator, Counted, Trainable, Workload, WorkloadContext, WorkloadError
 
 #: Built-in workload name -> "module:callable" (imported only when used).
@@ -145,9 +145,8 @@ def _check_params(job: str, label: str, factory: Callable[..., Any], params: dic
         return
     for key, value in params.items():
         if key not in kw:
-            close = difflib.get_close_matches(key, list(kw), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise WorkloadError(f"job {job!r}: workload.{key} is not a parameter of {label!r}{hint}; "
+            raise WorkloadError(f"job {job!r}: workload.{key} is not a parameter of {label!r}"
+                                f"{did_you_mean(key, kw)}; "
                                 f"known: {', '.join(list(kw) + list(RESERVED))}", field=key)
         expected = _mismatch(value, kw[key].annotation)
         if expected is not None:
@@ -175,9 +174,7 @@ def _mismatch(value: Any, annotation: Any) -> str | None:
         choices = typing.get_args(annotation)
         if value in choices:
             return None
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"one of {', '.join(str(c) for c in choices)}{hint}"
+        return f"one of {', '.join(str(c) for c in choices)}{did_you_mean(str(value), map(str, choices))}"
     if isinstance(annotation, (types.UnionType,)) or typing.get_origin(annotation) is typing.Union:
         members = typing.get_args(annotation)
     else:

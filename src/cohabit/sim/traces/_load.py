@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ...spec.cluster import ClusterSpec
 from ...spec.job import unknown_demands
+from ...suggest import did_you_mean
 from ..truth import TraceJob
 from . import alibaba, harmony, native, philly, pollux, tiresias
 from ._common import Sink, Source, sort_jobs
@@ -103,16 +104,8 @@ def _resolve(path: str | os.PathLike[str], fmt: str | None) -> tuple[Source, str
 
 def _not_found(path: str) -> str:
     """Neither a file nor an embedded trace: say so, suggesting the nearest embedded name."""
-    from difflib import get_close_matches
-
-    def norm(s: str) -> str:  # "tiresias480", "Tiresias-480" and "tiresias_480" are near each other
-        return "".join(c for c in s.lower() if c.isalnum())
-
-    by_norm = {norm(n): n for n in EMBEDDED}
-    close = get_close_matches(norm(path), list(by_norm), n=1, cutoff=0.75)
-    hint = f"; did you mean {by_norm[close[0]]!r}?" if close else ""
-    return (f"unknown trace {path!r}: no such file, and not an embedded trace{hint} "
-            f"(embedded traces: {', '.join(EMBEDDED)})")
+    return (f"unknown trace {path!r}{did_you_mean(path, EMBEDDED)}: no such file, and not an embedded "
+            f"trace (embedded traces: {', '.join(EMBEDDED)})")
 
 
 @contextmanager
