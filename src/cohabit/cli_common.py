@@ -29,7 +29,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["EXIT_CODES_HELP", "ExitCode", "err", "escape", "exit_code", "fail", "finish"]
+__all__ = ["EXIT_CODES_HELP", "MEANING", "ExitCode", "err", "escape", "exit_code", "fail", "finish"]
 
 err = Console(stderr=True)
 
@@ -44,13 +44,18 @@ class ExitCode(IntEnum):
     FAILED = 5
 
 
-#: The exit codes as ``--help`` shows them (one paragraph per code: typer keeps blank-line breaks).
-EXIT_CODES_HELP = (
-    "Exit codes: 0 every job finished; 2 bad input (nothing was run); "
-    "3 some job was rejected (can never fit the cluster); "
-    "4 some job did not finish (pending or paused at the end, or cancelled); "
-    "5 some job failed. The highest that applies wins."
-)
+#: What each exit code means, as ``--help`` and the closing line of a run say it.
+MEANING: dict[ExitCode, str] = {
+    ExitCode.OK: "every job finished",
+    ExitCode.BAD_INPUT: "bad input (nothing was run)",
+    ExitCode.REJECTED: "some job was rejected (it can never fit the cluster)",
+    ExitCode.UNFINISHED: "some job did not finish (pending or paused at the end or at --horizon, or cancelled)",
+    ExitCode.FAILED: "some job failed (its task kept crashing past --max-restarts)",
+}
+
+#: The exit codes in ``--help`` (the epilog of the top-level help, ``simulate`` and ``run``).
+EXIT_CODES_HELP = ("Exit codes: " + "; ".join(f"{int(c)} {m}" for c, m in MEANING.items())
+                   + ". The highest that applies wins.")
 
 
 def fail(msg: str) -> NoReturn:
@@ -82,7 +87,5 @@ def finish(results: Iterable[Any]) -> None:
     """Exit with :func:`exit_code` of ``results``, saying why on stderr when it is not 0."""
     code = exit_code(results)
     if code is not ExitCode.OK:
-        what = {ExitCode.REJECTED: "some job was rejected", ExitCode.UNFINISHED: "some job did not finish",
-                ExitCode.FAILED: "some job failed"}[code]
-        err.print(f"[yellow]exit code {int(code)}: {what}[/]")
+        err.print(f"[yellow]exit code {int(code)}: {MEANING[code]}[/]")
         raise typer.Exit(int(code))
