@@ -72,7 +72,7 @@ def test_exit_codes_are_documented_in_help() -> None:
         res = runner.invoke(app, args, env={"COLUMNS": "200"})
         text = _flat(res.output)
         assert res.exit_code == 0
-        assert "Exit codes: 0 every job finished; 2 bad input" in text
+        assert "Exit codes of simulate and run: 0 every job finished; 2 bad input" in text
         assert "3 some job was rejected" in text and "5 some job failed" in text, args
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "| 3 |" in readme and "| 5 |" in readme

@@ -54,7 +54,7 @@ MEANING: dict[ExitCode, str] = {
 }
 
 #: The exit codes in ``--help`` (the epilog of the top-level help, ``simulate`` and ``run``).
-EXIT_CODES_HELP = ("Exit codes: " + "; ".join(f"{int(c)} {m}" for c, m in MEANING.items())
+EXIT_CODES_HELP = ("Exit codes of simulate and run: " + "; ".join(f"{int(c)} {m}" for c, m in MEANING.items())
                    + ". The highest that applies wins.")
 
 
