@@ -93,7 +93,7 @@ def test_job_too_big_for_the_cluster_is_rejected_with_its_reason(tmp_path: Path)
     out = tmp_path / "r.json"
     res = runner.invoke(app, ["simulate", "--trace", str(trace), "--format", "tiresias", "--policy", "fifo",
                               "--json", str(out)])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 3, res.output  # the run ended with a rejected job: documented exit code 3
     assert "rejected" in res.output and "gpu=128" in res.output
     m = json.loads(out.read_text())["policies"]["fifo"]
     assert (m["jobs_rejected"], m["jobs_finished"]) == (1, 1)

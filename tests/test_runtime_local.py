@@ -152,7 +152,7 @@ def test_local_out_of_retries_fails_with_the_reason(tmp_path) -> None:
 
 def test_local_bad_workload_fails_at_once_naming_the_field(tmp_path) -> None:
     cl = cluster(1)
-    bad_value = job("bad", {"name": "mlr", "data": "imagenet"}, 10)  # caught in the worker
+    bad_value = job("bad", {"name": "mlr", "data": "imagenet"}, 10)  # caught before the worker starts
     with LocalBackend(cl, root=tmp_path) as be:
         be.launch(bad_value, allocate(cl, bad_value, (0,)), 0.0, from_checkpoint=False)
         fin = final_event(wait_for(be, ended("bad")), "bad")

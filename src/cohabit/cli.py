@@ -1,4 +1,6 @@
-"""The ``cohabit`` command line: simulate, demo, and the tools of later issues."""
+"""The cohabit command line: compare scheduling policies on traces in simulation (simulate, demo),
+run real training jobs under them (run), tune with pack-aware Hyperband (hyperband), and list what
+exists (policies, traces)."""
 
 from __future__ import annotations
 
@@ -13,14 +15,29 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+from . import __version__
+from .cli_common import EXIT_CODES_HELP, err, escape, fail, finish
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epilog=EXIT_CODES_HELP,
+                  context_settings={"help_option_names": ["-h", "--help"]})
 console = Console() if Console().is_terminal else Console(width=160)
-err = Console(stderr=True)
 
 
-def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}")
-    raise typer.Exit(2)
+_fail = fail  # error with user text escaped, exit code 2 (cli_common)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"cohabit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Scheduling policies for ML training jobs, in simulation and for real."""
 
 
 def run_comparison(
@@ -44,7 +61,7 @@ def run_comparison(
     ) as bar:
         for name in policy_names:
             policy = make_policy(name, oracle=oracle)
-            task = bar.add_task(f"{label} · {policy.name}", total=len(jobs))
+            task = bar.add_task(escape(f"{label} · {policy.name}"), total=len(jobs))
             last = [0.0]
 
             def tick(done: int, total: int, now: float, _task=task, _last=last) -> None:
@@ -66,10 +83,9 @@ def _policies(text: str) -> list[str]:
         return policy_list(text)
     except ValueError as exc:
         _fail(str(exc))
-        raise  # unreachable: _fail exits
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
     format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit|harmony")] = None,
@@ -78,16 +94,17 @@ def simulate(
                                              "srtf:preempt_margin=1 (see `cohabit policies`).")] = "fifo,srtf",
     seed: Annotated[int, typer.Option(help="Seed for randomised policies and synthetic traces.")] = 0,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics JSON here.")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG (JCT CDF, utilization) here.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write the plots (JCT CDF, utilization) here, in the format "
+                                                      "the suffix names (.png, .svg, .pdf, ...).")] = None,
     oracle: Annotated[bool, typer.Option(help="Let policies that can use true job lengths read them.")] = False,
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
     horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
-    from .report.plot import plot_comparison
+    from .report.plot import plot_comparison, plot_format
     from .report.table import print_comparison
-    from .sim.traces import EMBEDDED, FORMATS, TraceRowError, load_trace
+    from .sim.traces import TraceRowError, load_trace, unknown_resources
     from .spec.yamlio import SpecError, cluster_from_arg
 
     import random
@@ -97,42 +114,45 @@ def simulate(
     random.seed(seed)
     np.random.seed(seed)
     names = _policies(policy)
-    fmt = format
-    if fmt is None:
-        if trace in EMBEDDED:
-            fmt = EMBEDDED[trace][1]
-        else:
-            _fail(f"--format is required for a trace file; known formats: {', '.join(FORMATS)}")
-    if fmt not in FORMATS:
-        _fail(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
+    if plot is not None:
+        try:
+            plot_format(plot)
+        except ValueError as exc:
+            _fail(f"--plot: {exc}")
     try:
-        load = load_trace(trace, fmt, skip_bad_rows=skip_bad_rows, limit=limit)
+        load = load_trace(trace, format, skip_bad_rows=skip_bad_rows, limit=limit)
     except (TraceRowError, SpecError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
+    fmt = load.fmt
     for bad in load.skipped:
-        err.print(f"[yellow]skipped[/] {bad}")
+        err.print(f"[yellow]skipped[/] {escape(str(bad))}")
     cluster_name = cluster or load.default_cluster
     try:
         cl = cluster_from_arg(cluster_name)
     except (SpecError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
+    problems = unknown_resources(load, cl)
+    if problems:
+        _fail("\n".join(problems))
+    name = Path(str(load.path)).name
     console.print(
-        f"trace [bold]{load.path}[/] ({fmt}, {len(load.jobs)} jobs"
+        f"trace [bold]{escape(str(load.path))}[/] ({fmt}, {len(load.jobs)} jobs"
         f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
-        f"[bold]{cl.name}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs)"
+        f"[bold]{escape(cl.name)}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs)"
         f"{' (default for this format)' if cluster is None else ''}"
     )
-    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=Path(str(load.path)).name)
+    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name)
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
-    print_comparison(results, console=console, title=f"{Path(str(load.path)).name} on {cl.name}")
+    print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"))
     _print_unfinished(outcomes)
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
                    n_jobs=len(load.jobs), skipped=len(load.skipped), oracle=oracle)
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}")
     if plot is not None:
-        plot_comparison(results, plot, title=f"{Path(str(load.path)).name} on {cl.name}")
-        console.print(f"wrote {plot}")
+        plot_comparison(results, plot, title=f"{name} on {cl.name}")
+        console.print(f"wrote {escape(str(plot))}")
+    finish(o.result for o in outcomes.values())  # type: ignore[attr-defined]
 
 
 def _print_unfinished(outcomes: dict[str, object]) -> None:
@@ -144,10 +164,11 @@ def _print_unfinished(outcomes: dict[str, object]) -> None:
             for j in rejected:
                 reasons[j.reason] = reasons.get(j.reason, 0) + 1
             for r, n in sorted(reasons.items(), key=lambda x: -x[1])[:5]:
-                console.print(f"[yellow]{name}: {n} job(s) rejected:[/] {r}")
+                console.print(f"[yellow]{escape(name)}: {n} job(s) rejected:[/] {escape(r)}")
         if unfinished:
-            console.print(f"[yellow]{name}: {len(unfinished)} job(s) did not finish[/] "
-                          f"(e.g. {next(iter(unfinished))}: {next(iter(unfinished.values()))})")
+            first = next(iter(unfinished))
+            console.print(f"[yellow]{escape(name)}: {len(unfinished)} job(s) did not finish[/] "
+                          + escape(f"(e.g. {first}: {unfinished[first]})"))
 
 
 def write_json(path: Path, results: dict[str, object], **meta: object) -> None:
@@ -209,7 +230,7 @@ def demo(
         _print_unfinished(outcomes)
         write_json(out / f"{label}.json", results, trace=label, cluster=cl.name, seed=seed, n_jobs=len(load.jobs))
         plot_comparison(results, out / f"{label}.png", title=f"{label} on {cl.name}")
-        console.print(f"wrote {out / (label + '.json')} and {out / (label + '.png')}")
+        console.print(escape(f"wrote {out / (label + '.json')} and {out / (label + '.png')}"))
     if real:
         _demo_real(out)
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s "
@@ -238,7 +259,7 @@ def _demo_real(out: Path) -> None:
     results, outcomes = run_policies(specs, cluster, DEMO_REAL_POLICIES)
     print_comparison(results, console=console, title=f"real jobs on {len(cluster.nodes)} local node(s)")
     write_real_json(out / "real.json", outcomes, jobs=str(jobs_file), cluster=cluster)
-    console.print(f"wrote {out / 'real.json'}")
+    console.print(escape(f"wrote {out / 'real.json'}"))
 
 
 @app.command()
@@ -271,7 +292,7 @@ def _mount_subcommands() -> None:
     from .pack.cli import hyperband
     from .runtime.cli import run
 
-    app.command("run")(run)
+    app.command("run", epilog=EXIT_CODES_HELP)(run)
     app.command("hyperband")(hyperband)
 
 

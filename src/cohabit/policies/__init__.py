@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from importlib import import_module
 
+from ..suggest import did_you_mean
 from .base import BasePolicy, Policy
 from .fifo import FIFO
 from .params import PolicyParamError, parse_policy_spec
@@ -51,7 +52,7 @@ def make_policy(spec: str, *, oracle: bool = False) -> Policy:
     try:
         target = REGISTRY[name]
     except KeyError:
-        raise PolicyParamError(f"unknown policy {name!r}; known policies: {', '.join(sorted(REGISTRY))}") from None
+        raise PolicyParamError(_unknown(name)) from None
     module, _, attr = target.partition(":")
     factory = getattr(import_module(module), attr)
     if not params:
@@ -60,8 +61,21 @@ def make_policy(spec: str, *, oracle: bool = False) -> Policy:
     if not takes:
         raise PolicyParamError(f"policy {name!r} takes no parameters, got {', '.join(sorted(params))}")
     policy = factory(oracle, **params)
-    policy.name = f"{policy.name}:" + ":".join(f"{k}={v}" for k, v in params.items())
+    # one name: the registry name the user typed (with the [oracle] tag), then the parameters as given
+    tag = "[oracle]" if policy.name.endswith("[oracle]") else ""
+    policy.name = f"{name}{tag}:" + ":".join(f"{k}={v}" for k, v in params.items())
     return policy
+
+
+def _unknown(name: str) -> str:
+    """The error for an unknown policy name: the nearest known name, and what an ``[oracle]`` tag means."""
+    msg = f"unknown policy {name!r}"
+    base = name.removesuffix("[oracle]")
+    if base != name and base in REGISTRY:
+        msg += f" (the [oracle] tag in results names a run with --oracle: use --policy {base} --oracle)"
+    else:
+        msg += did_you_mean(base, REGISTRY)
+    return f"{msg}; known policies: {', '.join(sorted(REGISTRY))}"
 
 
 def policy_list(text: str) -> list[str]:

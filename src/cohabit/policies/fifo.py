@@ -21,7 +21,7 @@ from .params import build
 class FIFO(BasePolicy):
     def __init__(self, backfill: bool = False) -> None:
         self.backfill = backfill
-        self.name = "fifo+backfill" if backfill else "fifo"
+        self.name = "fifo-backfill" if backfill else "fifo"  # the registry name: one name in tables and on the CLI
 
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending and not view.paused:

@@ -1,6 +1,7 @@
 """Policy parameters on the command line: ``NAME[:KEY=VALUE[:KEY=VALUE...]]``.
 
-``srtf:preempt_margin=1`` builds SRTF with a 1-second preemption margin;
+``srtf:preempt_margin=1`` builds SRTF with a 1-second preemption margin (names are
+case-insensitive: ``SRTF`` is ``srtf``);
 ``tiresias:starve_limit=4:gittins=true`` sets two. Keys are the keyword
 arguments of the policy class's constructor; values are read as YAML scalars
 (``1``, ``0.5``, ``true``, ``none``, ``abc``) and converted to the type of the
@@ -30,6 +31,7 @@ class PolicyParamError(ValueError):
 def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """Split ``"srtf:preempt_margin=1"`` into ``("srtf", {"preempt_margin": 1})``."""
     name, *pairs = [p.strip() for p in spec.strip().split(":")]
+    name = name.lower()  # policy names are case-insensitive: "SRTF" is "srtf"
     if not name:
         raise PolicyParamError(f"policy {spec!r}: expected NAME[:KEY=VALUE...], the name is empty")
     params: dict[str, Any] = {}

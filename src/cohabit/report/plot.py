@@ -20,6 +20,21 @@ from .metrics import Metrics
 _TIME_UNITS = (("d", 86400.0, 4 * 86400.0), ("h", 3600.0, 4 * 3600.0), ("min", 60.0, 4 * 60.0), ("s", 1.0, 0.0))
 
 
+def plot_format(path: str | Path) -> str:
+    """The image format ``path``'s suffix names (``.svg`` -> ``svg``; no suffix: ``png``).
+
+    Raises ``ValueError`` naming the suffix and the formats matplotlib can write.
+    """
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    known = FigureCanvasAgg(Figure()).get_supported_filetypes()
+    if suffix not in known:
+        raise ValueError(f"cannot write a plot as {Path(path).suffix!r} ({str(path)!r}); "
+                         f"give a file ending in one of: {', '.join('.' + k for k in sorted(known))}")
+    return suffix
+
+
 def plot_resource(results: Mapping[str, Metrics]) -> str | None:
     """The resource to plot: ``gpu`` if any result has it, else the first one seen."""
     names = [r for m in results.values() for r in m.utilization_series.fractions]
@@ -77,7 +92,9 @@ def _plot_utilization(ax: Axes, results: Mapping[str, Metrics], resource: str | 
 
 def plot_comparison(results: Mapping[str, Metrics], path: str | Path,
                     title: str | None = "Policy comparison") -> Path:
-    """Write a two-panel PNG (JCT CDF; GPU or first-resource utilization) and return its path.
+    """Write a two-panel figure (JCT CDF; GPU or first-resource utilization) and return its path.
+
+    The format is the one the suffix names (:func:`plot_format`: ``.png``, ``.svg``, ``.pdf``, ...).
 
     Parent directories are created. Works without a display.
     """
@@ -90,5 +107,5 @@ def plot_comparison(results: Mapping[str, Metrics], path: str | Path,
     _plot_utilization(ax_util, results, plot_resource(results))
     if title:
         fig.suptitle(title)
-    fig.savefig(path, format="png", dpi=110)
+    fig.savefig(path, format=plot_format(path), dpi=110)
     return path

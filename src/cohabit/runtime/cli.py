@@ -21,16 +21,16 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
+
+from ..cli_common import err, escape, fail, finish
 
 console = Console() if Console().is_terminal else Console(width=160)
-err = Console(stderr=True)
 
 BACKENDS = ("local", "ray")
 
 
-def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}")
-    raise typer.Exit(2)
+_fail = fail  # error with user text escaped, exit code 2 (cli_common)
 
 
 class LiveBoard:
@@ -43,7 +43,7 @@ class LiveBoard:
         self.tasks: dict[str, TaskID] = {}
         self._last = 0.0
         for s in specs:
-            self.tasks[s.id] = progress.add_task(f"{label} · {s.id}", total=s.iterations, info="waiting")
+            self.tasks[s.id] = progress.add_task(escape(f"{label} · {s.id}"), total=s.iterations, info="waiting")
 
     def bind(self, sched: Any) -> None:
         self.sched = sched
@@ -80,7 +80,7 @@ class LiveBoard:
                 parts.append(f"paused {jv.preemptions}x")
             done = st.iterations if st is not None else 0
             total = (st.total if st is not None and st.total else None) or (jv.spec.iterations if jv else None)
-            self.progress.update(task, completed=done, total=total, info=" · ".join(parts))
+            self.progress.update(task, completed=done, total=total, info=escape(" · ".join(parts)))
 
 
 def run(
@@ -97,8 +97,7 @@ def run(
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
-    from ..spec.yamlio import SpecError, load_jobs
-    from .runner import check_jobs, local_cluster
+    from .runner import local_cluster
 
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
@@ -108,28 +107,21 @@ def run(
         names = policy_list(policy)
     except ValueError as exc:
         _fail(str(exc))
-    try:
-        specs = load_jobs(jobs_yaml)
-    except SpecError as exc:
-        _fail(str(exc))
-    if not specs:
-        _fail(f"{jobs_yaml}: no jobs")
     if bandwidth_mbps is not None and bandwidth_mbps < 0:
         _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
-    problems = check_jobs(specs)
-    if problems:
-        _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
     from_ray = ray_address is not None and nodes is None  # an existing cluster: its own nodes and capacities
     try:
         cluster = None if from_ray else local_cluster(nodes)
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
+    specs = _load_real_jobs(jobs_yaml, cluster)
     backend_cls, started_ray = _backend_class(backend, ray_address)
     try:
         if cluster is None:
             from .ray_backend import ray_cluster_spec
 
             cluster = ray_cluster_spec()
+            specs = _load_real_jobs(jobs_yaml, cluster)  # resource names against the Ray cluster's
         _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
                         {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
                          "bandwidth_mbps": bandwidth_mbps})
@@ -140,20 +132,43 @@ def run(
             ray.shutdown()
 
 
+def _load_real_jobs(jobs_yaml: Path, cluster: Any) -> list[Any]:
+    """The jobs of ``jobs_yaml``, each checked at load time (file:line) for what real execution needs:
+    a workload whose options build, and (when ``cluster`` is known) only resources the cluster has."""
+    from ..spec.job import unknown_demands
+    from ..spec.yamlio import SpecError, load_jobs
+    from .runner import job_problems
+
+    def check(spec: Any) -> list[tuple[tuple[str, ...], str]]:
+        found = job_problems(spec)
+        if cluster is not None:
+            found += unknown_demands(spec, cluster.resource_names, f"cluster {cluster.name!r}")
+        return found
+
+    try:
+        specs = load_jobs(jobs_yaml, check=check)
+    except SpecError as exc:
+        _fail(str(exc))
+    if not specs:
+        _fail(f"{jobs_yaml}: no jobs")
+    return specs
+
+
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
                     jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any]) -> None:
     """Run every policy, then print the comparison table (and write the JSON); ``options`` go to the backend."""
     from ..report.table import print_comparison
 
     cap = cluster.nodes[0].capacity
-    console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
+    console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{escape(str(jobs_yaml))}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
     results, outcomes = run_policies(specs, cluster, names, workdir=workdir, backend_cls=backend_cls, **options)
-    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
-                                                   f"logical node(s), {backend} backend")
+    print_comparison(results, console=console, title=escape(f"{jobs_yaml.name}: real execution on "
+                                                          f"{len(cluster.nodes)} logical node(s), {backend} backend"))
     if json_out is not None:
         write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster, backend=backend)
-        console.print(f"wrote {json_out}")
+        console.print(f"wrote {escape(str(json_out))}")
+    finish(o.result for o in outcomes.values())
 
 
 def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
@@ -209,7 +224,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
 def _print_jobs(policy: str, out: Any) -> None:
     """Per-job outcome of one real run."""
     sub = {e.job: e.time for e in out.result.record if e.kind == "submitted"}
-    table = Table(title=f"{policy}: jobs", title_justify="left")
+    table = Table(title=escape(f"{policy}: jobs"), title_justify="left")
     for col in ("job", "state", "JCT (s)", "iterations", "loss", "accuracy", "paused", "restarts", "note"):
         table.add_column(col)
     for jid, jv in out.result.jobs.items():
@@ -217,9 +232,10 @@ def _print_jobs(policy: str, out: Any) -> None:
         m = st.metrics if st is not None else {}
         jct = f"{jv.end_time - sub[jid]:.1f}" if jv.end_time is not None and str(jv.state) == "finished" else "—"
         table.add_row(
-            jid, str(jv.state), jct, str(st.iterations) if st is not None else "0",
+            Text(jid), str(jv.state), jct, str(st.iterations) if st is not None else "0",
             f"{m['loss']:.4g}" if "loss" in m else "—", f"{m['accuracy']:.3f}" if "accuracy" in m else "—",
-            str(jv.preemptions), str(st.restarts if st is not None else 0), jv.reason or (st.reason if st else ""),
+            str(jv.preemptions), str(st.restarts if st is not None else 0),
+            Text(jv.reason or (st.reason if st else "")),
         )
     console.print(table)
 

@@ -58,17 +58,22 @@ def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb:
     return ClusterSpec.homogeneous("local", n, Resources(cpu=max(1, c // n), mem_gb=max(per_mem, 0.1)))
 
 
+def job_problems(spec: JobSpec) -> list[tuple[tuple[str, ...], str]]:
+    """What stops ``spec`` from running for real, as ``(field path, message)`` (empty if it can run).
+
+    The path (``("workload", "data")``) lets a jobs-file loader point at the line
+    (:func:`cohabit.spec.yamlio.load_jobs` with ``check=``).
+    """
+    try:
+        problem = ps_job_problem(spec, parse_config(spec.id, spec.workload))
+    except WorkloadError as exc:
+        return [(("workload", exc.field) if exc.field else ("workload",), str(exc))]
+    return [] if problem is None else [(("architecture",), problem)]
+
+
 def check_jobs(specs: Sequence[JobSpec]) -> list[str]:
     """Problems that stop real execution, one message per job (empty if all jobs can run)."""
-    problems = []
-    for s in specs:
-        try:
-            problem = ps_job_problem(s, parse_config(s.id, s.workload))
-        except WorkloadError as exc:
-            problem = str(exc)
-        if problem is not None:
-            problems.append(problem)
-    return problems
+    return [msg for s in specs for _, msg in job_problems(s)]
 
 
 @dataclass

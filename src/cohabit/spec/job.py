@@ -8,11 +8,13 @@ cannot learn it (see ``tests/test_barrier.py``).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .criteria import Criterion, parse_criterion
+from ..suggest import did_you_mean
 from .resources import Resources
 
 Architecture = Literal["single", "ps", "allreduce"]
@@ -142,3 +144,25 @@ def simple_job(
         id=id, submit_time=submit_time, model=model, architecture=arch,
         workers=TaskGroup(count=n, demand=demand), **kw,
     )
+
+
+def unknown_demands(spec: JobSpec, known: Collection[str],
+                    where: str = "the cluster") -> list[tuple[tuple[str, ...], str]]:
+    """Resources ``spec`` demands that no node of a cluster (resource names ``known``) has.
+
+    One ``(location, message)`` per such name, ``location`` being the field path
+    (``("workers", "demand", "cpus")``) and the message naming the nearest known
+    name, e.g. ``unknown resource 'cpus' (did you mean 'cpu'?); the cluster has: cpu, mem_gb``.
+    Such a job could never start; loaders report it at load time instead.
+    """
+    out: list[tuple[tuple[str, ...], str]] = []
+    groups = (("workers", spec.workers), ("ps", spec.ps))
+    for role, group in groups:
+        if group is None:
+            continue
+        for name in group.demand.keys():
+            if name in known:
+                continue
+            out.append(((role, "demand", name), f"unknown resource {name!r}{did_you_mean(name, known)}; "
+                                                f"{where} has: {', '.join(known) or 'nothing'}"))
+    return out

@@ -31,13 +31,14 @@ is walked down the tree to the node it names. Loading is safe (no Python tags).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..suggest import did_you_mean, nearest
 from .cluster import PRESETS, ClusterSpec, NodeSpec, preset
 from .job import JobSpec, simple_job
 from .resources import Resources
@@ -55,6 +56,9 @@ MAX_NODE_COUNT = 100_000
 #: Keys the ``gpus:`` shorthand builds itself, so a job may not also give them.
 _SHORTHAND_BUILDS = ("workers", "ps", "architecture")
 _FIELD_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: The two ways a job names its tasks, and how errors say so.
+_TASK_KEYS = ("gpus", "workers")
+_TASKS = "a job gives its tasks as 'gpus: N' or 'workers: {count: N, demand: {...}}'"
 
 
 # ---------------------------------------------------------------------------
@@ -237,7 +241,10 @@ def _message(err: Any, fields: Sequence[str]) -> str:
         if msg.startswith(prefix):
             return msg[len(prefix):]
     if err["type"] == "extra_forbidden" and len(err["loc"]) == 1 and fields:
-        return f"unknown field {err['loc'][0]!r}; known fields: {', '.join(fields)}"
+        return f"unknown field {err['loc'][0]!r}{did_you_mean(str(err['loc'][0]), fields)}; " \
+               f"known fields: {', '.join(fields)}"
+    if err["type"] == "missing" and tuple(err["loc"]) == ("workers",):
+        return f"missing: {_TASKS}"
     value = err.get("input")
     if err["type"] != "missing" and isinstance(value, (str, int, float, bool, type(None))):
         return f"{msg}, got {value!r}"
@@ -316,6 +323,11 @@ def _one_job(item: Any, node: yaml.Node, base: Loc, file: str) -> JobSpec:
         raise _at(node, base, file, f"field names must be text, got {odd[0]!r}")
     if "gpus" in item:
         return _shorthand_job(item, node, base, file)
+    if "workers" not in item:  # a misspelt ``gpus``/``workers`` is the problem, not the missing field
+        for key in item:
+            if key not in JobSpec.model_fields and nearest(key, _TASK_KEYS) is not None:
+                raise _at(node, base, file, f"unknown field {key!r}{did_you_mean(key, _TASK_KEYS)}; {_TASKS}",
+                          (key,))
     try:
         return JobSpec.model_validate(item)
     except ValidationError as exc:
@@ -361,8 +373,16 @@ def _job_list(root: yaml.Node | None, data: Any, file: str) -> tuple[yaml.Sequen
     return root, data
 
 
-def loads_jobs(text: str, file: str = "<string>") -> list[JobSpec]:
-    """Jobs from YAML text; ``file`` names it in errors. See the module docstring for the format."""
+#: A check run on each job as it is loaded: ``(field path under the job, message)`` per problem.
+JobCheck = Callable[[JobSpec], Iterable[tuple[Loc, str]]]
+
+
+def loads_jobs(text: str, file: str = "<string>", *, check: JobCheck | None = None) -> list[JobSpec]:
+    """Jobs from YAML text; ``file`` names it in errors. See the module docstring for the format.
+
+    ``check`` (e.g. resource names against a cluster, workload options) reports each problem
+    of a well-formed job at the line of the field it names, like a malformed field.
+    """
     root, data = _parse(text, file)
     seq, items = _job_list(root, data, file)
     jobs: list[JobSpec] = []
@@ -381,15 +401,19 @@ def loads_jobs(text: str, file: str = "<string>") -> list[JobSpec]:
                                                 f"{line}); job ids must be unique", ("id",)))
             continue
         first_line[job.id] = (i, _line(node))
+        if check is not None:
+            errors += [_at(node, base, file, msg, sub) for sub, msg in check(job)]
         jobs.append(job)
     if errors:
         raise SpecError.collect(sorted(errors, key=_by_line))
     return jobs
 
 
-def load_jobs(path: str | Path) -> list[JobSpec]:
-    """Jobs from a YAML file; every problem raises :class:`SpecError` naming file, line and field."""
-    return loads_jobs(_read(path), str(path))
+def load_jobs(path: str | Path, *, check: JobCheck | None = None) -> list[JobSpec]:
+    """Jobs from a YAML file; every problem raises :class:`SpecError` naming file, line and field.
+
+    ``check``: see :func:`loads_jobs`."""
+    return loads_jobs(_read(path), str(path), check=check)
 
 
 def dump_jobs(jobs: Iterable[JobSpec], path: str | Path | None = None) -> str:

@@ -38,13 +38,13 @@ spill/reload in the workers, :mod:`.spilling`).
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 from scipy.special import digamma
 
 from ..workloads import data as D
-from ..workloads.base import Workload, WorkloadContext, WorkloadError
+from ..workloads.base import DataSource, Workload, WorkloadContext, WorkloadError
 from ..workloads.numpy_models import (
     Lasso,
     MultinomialLogisticRegression,
@@ -104,7 +104,7 @@ class SpillInput:
 
 def _with_spill_parameter(cls: type, base: type) -> type:
     """Give ``cls`` the signature of ``base`` plus ``spill``, so the registry still checks every key by name."""
-    params = list(inspect.signature(base.__init__).parameters.values())[1:]  # type: ignore[misc]
+    params = list(inspect.signature(base.__init__, eval_str=True).parameters.values())[1:]  # type: ignore[misc]
     spill = inspect.Parameter("spill", inspect.Parameter.KEYWORD_ONLY, default=None)
     cls.__signature__ = inspect.Signature(params + [spill])  # type: ignore[attr-defined]
     return cls
@@ -171,9 +171,9 @@ class PSNMF(PSWorkload):
 
     name = "ps-nmf"
 
-    def __init__(self, ctx: WorkloadContext, *, data: str = "sample", n_rows: int = 400, n_cols: int = 300,
+    def __init__(self, ctx: WorkloadContext, *, data: DataSource = "sample", n_rows: int = 400, n_cols: int = 300,
                  rank: int = 10, true_rank: int = 10, noise: float = 0.1, eps: float = 1e-9) -> None:
-        _check_choice(ctx, "data", data, ("sample", "synthetic"))
+        _check_choice(ctx, "data", data, get_args(DataSource))
         _check_positive(ctx, eps=eps)
         if not isinstance(rank, int) or rank < 1:
             raise WorkloadError(f"job {ctx.job!r}: workload.rank must be a positive integer, got {rank!r}")
@@ -242,11 +242,11 @@ class PSLDA(PSWorkload):
 
     name = "ps-lda"
 
-    def __init__(self, ctx: WorkloadContext, *, data: str = "sample", n_docs: int = 1000,
+    def __init__(self, ctx: WorkloadContext, *, data: DataSource = "sample", n_docs: int = 1000,
                  vocab_size: int = 2000, doc_len: int = 100, n_topics: int = 10, alpha: float | None = None,
                  eta: float | None = None, tau0: float = 16.0, kappa: float = 0.7, e_steps: int = 30,
                  batch_size: int | None = None) -> None:
-        _check_choice(ctx, "data", data, ("sample", "synthetic"))
+        _check_choice(ctx, "data", data, get_args(DataSource))
         if not isinstance(n_topics, int) or n_topics < 2:
             raise WorkloadError(f"job {ctx.job!r}: workload.n_topics must be an integer >= 2, got {n_topics!r}")
         if not isinstance(e_steps, int) or e_steps < 1:

@@ -36,10 +36,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...suggest import did_you_mean
 from .base import Communicator, Counted, Trainable, Workload, WorkloadContext, WorkloadError
 
 #: Built-in workload name -> "module:callable" (imported only when used).
@@ -126,14 +129,71 @@ def resolve(target: str) -> Callable[..., Any]:
 
 
 def _check_params(job: str, label: str, factory: Callable[..., Any], params: dict[str, Any]) -> None:
-    sig = inspect.signature(factory)
-    known = [p.name for p in list(sig.parameters.values())[1:] if p.kind is p.KEYWORD_ONLY]
+    """Every key of ``params`` is a keyword of ``factory`` and every value fits its annotation.
+
+    Checked before anything runs, so that ``data: sampel`` is reported when the jobs file
+    is loaded, not when the task starts. Annotations checked: ``Literal[...]`` choices,
+    ``int``, ``float``, ``bool``, ``str`` and unions of them with ``None``; others are left
+    to the workload itself.
+    """
+    try:
+        sig = inspect.signature(factory, eval_str=True)
+    except Exception:  # noqa: BLE001 - a user's annotations that do not evaluate: check names only
+        sig = inspect.signature(factory)
+    kw = {p.name: p for p in list(sig.parameters.values())[1:] if p.kind is p.KEYWORD_ONLY}
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return
-    for key in params:
-        if key not in known:
-            raise WorkloadError(f"job {job!r}: workload.{key} is not a parameter of {label!r}; "
-                                f"known: {', '.join(known + list(RESERVED))}")
+    for key, value in params.items():
+        if key not in kw:
+            raise WorkloadError(f"job {job!r}: workload.{key} is not a parameter of {label!r}"
+                                f"{did_you_mean(key, kw)}; "
+                                f"known: {', '.join(list(kw) + list(RESERVED))}", field=key)
+        expected = _mismatch(value, kw[key].annotation)
+        if expected is not None:
+            note = ""
+            if isinstance(value, str) and "number" in expected and _is_number(value):
+                note = " (YAML reads it as text: write it with a decimal point, e.g. 1.0e-3)"
+            raise WorkloadError(f"job {job!r}: workload.{key} must be {expected}; got {value!r}{note}", field=key)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+_SCALARS: dict[Any, str] = {int: "an integer", float: "a number", bool: "true or false", str: "text",
+                            type(None): "none"}
+
+
+def _mismatch(value: Any, annotation: Any) -> str | None:
+    """What ``annotation`` expects, when ``value`` (as read from YAML) does not fit it; None if it fits."""
+    if typing.get_origin(annotation) is typing.Literal:
+        choices = typing.get_args(annotation)
+        if value in choices:
+            return None
+        return f"one of {', '.join(str(c) for c in choices)}{did_you_mean(str(value), map(str, choices))}"
+    if isinstance(annotation, (types.UnionType,)) or typing.get_origin(annotation) is typing.Union:
+        members = typing.get_args(annotation)
+    else:
+        members = (annotation,)
+    if not all(m in _SCALARS or typing.get_origin(m) is typing.Literal for m in members):
+        return None  # not a simple annotation: the workload checks the value itself
+    for m in members:
+        if typing.get_origin(m) is typing.Literal:
+            if _mismatch(value, m) is None:
+                return None
+        elif m is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return None
+        elif m is int and isinstance(value, int) and not isinstance(value, bool):
+            return None
+        elif m is bool and isinstance(value, bool):
+            return None
+        elif m in (str, type(None)) and isinstance(value, m):
+            return None
+    return " or ".join(_SCALARS.get(m) or str(typing.get_args(m)) for m in members)
 
 
 def build(config: WorkloadConfig, ctx: WorkloadContext) -> Trainable:

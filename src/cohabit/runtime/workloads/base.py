@@ -25,13 +25,25 @@ reserved keys ``name``, ``entry`` and ``seed``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 
+#: Where the numpy and parameter-server workloads take their data from (``data:`` option).
+DataSource = Literal["sample", "synthetic"]
+
+
 class WorkloadError(ValueError):
-    """A workload that cannot be built: unknown name, bad parameter, missing length."""
+    """A workload that cannot be built: unknown name, bad parameter, missing length.
+
+    ``field`` names the ``workload:`` key at fault when one is (``"data"``), so that a
+    jobs file can point at its line.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True, slots=True)

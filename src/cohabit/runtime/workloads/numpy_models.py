@@ -12,17 +12,18 @@ files); ``data: synthetic`` uses the seeded generators of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from . import data as D
-from .base import Workload, WorkloadContext, WorkloadError
+from .base import DataSource, Workload, WorkloadContext, WorkloadError
 
 
 def _check_choice(ctx: WorkloadContext, field: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise WorkloadError(f"job {ctx.job!r}: workload.{field} must be one of {', '.join(choices)}; got {value!r}")
+        raise WorkloadError(f"job {ctx.job!r}: workload.{field} must be one of {', '.join(choices)}; got {value!r}",
+                            field=field)
 
 
 def _check_positive(ctx: WorkloadContext, **values: float) -> None:
@@ -90,7 +91,7 @@ class MultinomialLogisticRegression(Workload):
         self,
         ctx: WorkloadContext,
         *,
-        data: str = "sample",
+        data: DataSource = "sample",
         n_samples: int = 20_000,
         n_features: int = 100,
         n_classes: int = 10,
@@ -99,7 +100,7 @@ class MultinomialLogisticRegression(Workload):
         batch_size: int | None = None,
         test_fraction: float = 0.1,
     ) -> None:
-        _check_choice(ctx, "data", data, ("sample", "synthetic"))
+        _check_choice(ctx, "data", data, get_args(DataSource))
         _check_positive(ctx, lr=lr)
         if l2 < 0:
             raise WorkloadError(f"job {ctx.job!r}: workload.l2 must be >= 0, got {l2!r}")
@@ -172,7 +173,7 @@ class Lasso(Workload):
         self,
         ctx: WorkloadContext,
         *,
-        data: str = "sample",
+        data: DataSource = "sample",
         n_samples: int = 5_000,
         n_features: int = 100,
         nnz: int = 10,
@@ -182,7 +183,7 @@ class Lasso(Workload):
         batch_size: int | None = None,
         test_fraction: float = 0.1,
     ) -> None:
-        _check_choice(ctx, "data", data, ("sample", "synthetic"))
+        _check_choice(ctx, "data", data, get_args(DataSource))
         if lam < 0:
             raise WorkloadError(f"job {ctx.job!r}: workload.lam must be >= 0, got {lam!r}")
         if data == "sample":

@@ -12,11 +12,11 @@ A malformed row raises :class:`TraceRowError` (``file:line: column 'x': ...``)
 unless ``skip_bad_rows=True``.
 """
 
-from ._load import EMBEDDED, FORMATS, TraceLoad, embedded_trace, load_trace
+from ._load import EMBEDDED, FORMATS, TraceLoad, embedded_trace, load_trace, unknown_resources
 from .errors import TraceRowError
 from .synthetic import generate, write_tiresias_csv
 
 __all__ = [
     "EMBEDDED", "FORMATS", "TraceLoad", "TraceRowError", "embedded_trace", "generate", "load_trace",
-    "write_tiresias_csv",
+    "unknown_resources", "write_tiresias_csv",
 ]

@@ -46,7 +46,7 @@ class Sink:
     skipped: list[TraceRowError] = field(default_factory=list)
     excluded: list[TraceRowError] = field(default_factory=list)
     default_cluster: str | None = None
-    _lines: dict[str, int] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)  # job id -> line it was read from
 
     def bad(self, err: TraceRowError) -> None:
         if not self.skip_bad_rows:
@@ -57,12 +57,12 @@ class Sink:
         self.excluded.append(err)
 
     def add(self, file: str, line: int, job: TraceJob, *, id_column: str | None, what: str = "column") -> None:
-        first = self._lines.get(job.spec.id)
+        first = self.lines.get(job.spec.id)
         if first is not None:
             self.bad(TraceRowError(file, line, id_column, f"duplicate job id {job.spec.id!r} (first on line {first})",
                                    what=what))
             return
-        self._lines[job.spec.id] = line
+        self.lines[job.spec.id] = line
         self.jobs.append(job)
 
 

@@ -11,6 +11,9 @@ from importlib import resources as ilr
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from ...spec.cluster import ClusterSpec
+from ...spec.job import unknown_demands
+from ...suggest import did_you_mean
 from ..truth import TraceJob
 from . import alibaba, harmony, native, philly, pollux, tiresias
 from ._common import Sink, Source, sort_jobs
@@ -49,6 +52,7 @@ class TraceLoad:
     * ``default_cluster``: the cluster preset this trace was recorded on.
     * ``excluded``: well-formed rows deliberately left out, with the reason
       (e.g. Alibaba pods that were never scheduled); reported, never raised.
+    * ``lines``: job id -> the line of the file it was read from.
     """
 
     jobs: list[TraceJob]
@@ -57,6 +61,7 @@ class TraceLoad:
     fmt: str
     default_cluster: str
     excluded: list[TraceRowError] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -86,17 +91,21 @@ def _resolve(path: str | os.PathLike[str], fmt: str | None) -> tuple[Source, str
                 raise ValueError(f"embedded trace {path!r} is in format {embedded_fmt!r}, not {fmt!r}")
         return Source(embedded_trace(path), filename), embedded_fmt, path
     p = Path(path)
-    if fmt is None:
-        if p.suffix.lower() in (".yaml", ".yml"):
-            fmt = "cohabit"
-        else:
-            raise ValueError(f"give the format of {str(path)!r}; known formats: {', '.join(FORMATS)}")
-    _check_format(fmt)
+    if fmt is not None:
+        _check_format(fmt)
     if not p.is_file():
-        raise FileNotFoundError(
-            f"trace file not found: {str(path)!r} (embedded traces: {', '.join(EMBEDDED)})"
-        )
+        raise FileNotFoundError(_not_found(str(path)))
+    if fmt is None:
+        if p.suffix.lower() not in (".yaml", ".yml"):
+            raise ValueError(f"give the format of {str(path)!r}; known formats: {', '.join(FORMATS)}")
+        fmt = "cohabit"
     return Source(p, str(path)), fmt, str(path)
+
+
+def _not_found(path: str) -> str:
+    """Neither a file nor an embedded trace: say so, suggesting the nearest embedded name."""
+    return (f"unknown trace {path!r}{did_you_mean(path, EMBEDDED)}: no such file, and not an embedded "
+            f"trace (embedded traces: {', '.join(EMBEDDED)})")
 
 
 @contextmanager
@@ -148,4 +157,30 @@ def load_trace(
         fmt=fmt,
         default_cluster=sink.default_cluster or default_cluster,
         excluded=sink.excluded,
+        lines=sink.lines,
     )
+
+
+def unknown_resources(load: TraceLoad, cluster: ClusterSpec, *, at_most: int = 5) -> list[str]:
+    """``file:line: ...`` for jobs of ``load`` demanding a resource no node of ``cluster`` has.
+
+    Such a job could never start (the scheduler would reject it); this says so before the run,
+    with its line. At most ``at_most`` messages, then a count of the rest; empty when all is well.
+    """
+    names = cluster.resource_names
+    known = set(names)
+    where = f"cluster {cluster.name!r}"
+    out: list[str] = []
+    bad = 0
+    for job in load.jobs:
+        spec = job.spec
+        if spec.workers.demand.keys() <= known and (spec.ps is None or spec.ps.demand.keys() <= known):
+            continue
+        bad += 1
+        if len(out) < at_most:
+            loc, msg = unknown_demands(spec, names, where)[0]
+            line = load.lines.get(spec.id, 1)
+            out.append(str(TraceRowError(load.path, line, None, f"job {spec.id!r}: {'.'.join(loc)}: {msg}")))
+    if bad > len(out):
+        out.append(f"... and {bad - len(out)} more job(s) demanding resources {cluster.name!r} does not have")
+    return out
