@@ -11,7 +11,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console() if Console().is_terminal else Console(width=160)
@@ -34,14 +33,12 @@ def run_comparison(
 ) -> dict[str, object]:
     """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome."""
     from .policies import make_policy
+    from .report.progress import finished_line, progress_bar
     from .sim.runner import simulate
 
     outcomes: dict[str, object] = {}
     jobs = trace_load.jobs  # type: ignore[attr-defined]
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=False,
-    ) as bar:
+    with progress_bar(err) as bar:
         for name in policy_names:
             policy = make_policy(name, oracle=oracle)
             task = bar.add_task(f"{label} · {policy.name}", total=len(jobs))
@@ -53,10 +50,18 @@ def run_comparison(
                     _last[0] = t
                     bar.update(_task, completed=done)
 
+            started = time.perf_counter()
             out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick)  # type: ignore[arg-type]
             bar.update(task, completed=len(jobs))
+            if bar.disable:
+                finished_line(err, f"{label} · {policy.name}", len(jobs), len(jobs), "jobs simulated",
+                              time.perf_counter() - started)
             outcomes[policy.name] = out
     return outcomes
+
+
+COLUMNS_HELP = ("Table columns, comma-separated (e.g. avg-jct,p95-jct,util-gpu), or 'all'; default: the "
+                "standard set. A table wider than the terminal continues below.")
 
 
 def _policies(text: str) -> list[str]:
@@ -83,10 +88,11 @@ def simulate(
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
     horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
+    columns: Annotated[Optional[str], typer.Option(help=COLUMNS_HELP)] = None,
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
     from .report.plot import plot_comparison
-    from .report.table import print_comparison
+    from .report.table import print_comparison, select_columns
     from .sim.traces import EMBEDDED, FORMATS, TraceRowError, load_trace
     from .spec.yamlio import SpecError, cluster_from_arg
 
@@ -116,6 +122,10 @@ def simulate(
         cl = cluster_from_arg(cluster_name)
     except (SpecError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
+    try:  # a typo in --columns fails now, not after the runs
+        select_columns(columns, {}, [r for r, q in cl.capacity.items() if q > 0])
+    except ValueError as exc:
+        _fail(str(exc))
     console.print(
         f"trace [bold]{load.path}[/] ({fmt}, {len(load.jobs)} jobs"
         f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
@@ -124,7 +134,8 @@ def simulate(
     )
     outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=Path(str(load.path)).name)
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
-    print_comparison(results, console=console, title=f"{Path(str(load.path)).name} on {cl.name}")
+    print_comparison(results, console=console, title=f"{Path(str(load.path)).name} on {cl.name}",
+                     columns=select_columns(columns, results))
     _print_unfinished(outcomes)
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
@@ -224,6 +235,7 @@ def _demo_real(out: Path) -> None:
     """The real part of the demo: the packaged small jobs trained for real under FIFO and SRTF."""
     from importlib.resources import files
 
+    from .report.plot import plot_comparison
     from .report.table import print_comparison
     from .runtime.cli import run_policies
     from .runtime.cli import write_json as write_real_json
@@ -236,9 +248,11 @@ def _demo_real(out: Path) -> None:
     console.rule(f"[bold]real execution[/] — {len(specs)} small training jobs on {len(cluster.nodes)} logical "
                  f"node(s) of this machine (LocalBackend), under {', '.join(DEMO_REAL_POLICIES)}")
     results, outcomes = run_policies(specs, cluster, DEMO_REAL_POLICIES)
-    print_comparison(results, console=console, title=f"real jobs on {len(cluster.nodes)} local node(s)")
+    title = f"real jobs on {len(cluster.nodes)} local node(s)"
+    print_comparison(results, console=console, title=title)
     write_real_json(out / "real.json", outcomes, jobs=str(jobs_file), cluster=cluster)
-    console.print(f"wrote {out / 'real.json'}")
+    plot_comparison(results, out / "real.png", title=title)
+    console.print(f"wrote {out / 'real.json'} and {out / 'real.png'}")
 
 
 @app.command()

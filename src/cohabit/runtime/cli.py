@@ -19,7 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TaskID, TextColumn
 from rich.table import Table
 
 console = Console() if Console().is_terminal else Console(width=160)
@@ -94,9 +94,12 @@ def run(
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, utilization per policy) here, as `cohabit simulate --plot`.")] = None,
+    columns: Annotated[Optional[str], typer.Option(help="Table columns, comma-separated (e.g. avg-jct,util-cpu), or 'all'; default: the standard set.")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
+    from ..report.table import select_columns
     from ..spec.yamlio import SpecError, load_jobs
     from .runner import check_jobs, local_cluster
 
@@ -130,9 +133,13 @@ def run(
             from .ray_backend import ray_cluster_spec
 
             cluster = ray_cluster_spec()
+        try:  # a typo in --columns fails now, not after the runs
+            select_columns(columns, {}, [r for r, q in cluster.capacity.items() if q > 0])
+        except ValueError as exc:
+            _fail(str(exc))
         _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
                         {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
-                         "bandwidth_mbps": bandwidth_mbps})
+                         "bandwidth_mbps": bandwidth_mbps}, plot=plot, columns=columns)
     finally:
         if started_ray:
             import ray
@@ -141,19 +148,26 @@ def run(
 
 
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
-                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any]) -> None:
-    """Run every policy, then print the comparison table (and write the JSON); ``options`` go to the backend."""
-    from ..report.table import print_comparison
+                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any], *,
+                    plot: Path | None = None, columns: str | None = None) -> None:
+    """Run every policy, then print the comparison table (and write the JSON and the plot); ``options`` go to
+    the backend."""
+    from ..report.table import print_comparison, select_columns
 
     cap = cluster.nodes[0].capacity
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{jobs_yaml}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
     results, outcomes = run_policies(specs, cluster, names, workdir=workdir, backend_cls=backend_cls, **options)
-    print_comparison(results, console=console, title=f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} "
-                                                   f"logical node(s), {backend} backend")
+    title = f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} logical node(s), {backend} backend"
+    print_comparison(results, console=console, title=title, columns=select_columns(columns, results))
     if json_out is not None:
         write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster, backend=backend)
         console.print(f"wrote {json_out}")
+    if plot is not None:
+        from ..report.plot import plot_comparison
+
+        plot_comparison(results, plot, title=title)
+        console.print(f"wrote {plot}")
 
 
 def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
@@ -185,6 +199,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
     part of ``cohabit demo``.
     """
     from ..policies import make_policy
+    from ..report.progress import finished_line, progress_bar
     from .local import LocalBackend
     from .runner import run_local
 
@@ -193,13 +208,16 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
     for name in names:
         pol = make_policy(name)
         root = (workdir / pol.name.replace("/", "_")) if workdir is not None else None
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
+        started = time.perf_counter()
+        with progress_bar(err, TextColumn("{task.fields[info]}")) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
                             checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
             board.refresh()
+        if bar.disable:
+            finished_line(err, pol.name, out.metrics.jobs_finished, len(specs), "jobs finished",
+                          time.perf_counter() - started)
         results[pol.name] = out.metrics
         outcomes[pol.name] = out
         _print_jobs(pol.name, out)
