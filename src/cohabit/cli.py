@@ -162,7 +162,7 @@ def _print_unfinished(outcomes: dict[str, object]) -> None:
 
 
 def write_json(path: Path, results: dict[str, object], **meta: object) -> None:
-    payload = {"policies": {n: m.to_json() for n, m in results.items()}}  # type: ignore[attr-defined]
+    payload = {"policies": {n: m.to_json(jobs=True) for n, m in results.items()}}  # type: ignore[attr-defined]
     payload.update({"trace": meta.pop("trace"), "cluster": meta.pop("cluster")})
     payload.update(meta)
     path.parent.mkdir(parents=True, exist_ok=True)

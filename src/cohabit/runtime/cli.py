@@ -243,11 +243,12 @@ def _print_jobs(policy: str, out: Any) -> None:
 
 
 def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any, backend: str = "local") -> None:
-    """Metrics per policy (as ``simulate --json``) plus each job's real outcome and the backend's timings."""
+    """Metrics and per-job results per policy (as ``simulate --json``) plus each job's real outcome (iterations,
+    loss, restarts) and the backend's timings."""
     payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": backend,
                                "policies": {}, "real": {}}
     for name, out in outcomes.items():
-        payload["policies"][name] = out.metrics.to_json()
+        payload["policies"][name] = out.metrics.to_json(jobs=True)
         payload["real"][name] = {
             "jobs": {jid: {"state": st.state, "iterations": st.iterations, "metrics": st.metrics,
                            "restarts": st.restarts, "reason": st.reason} for jid, st in out.status.items()},
