@@ -257,18 +257,29 @@ def _demo_real(out: Path) -> None:
 
 @app.command()
 def policies() -> None:
-    """List the available policies."""
-    from .policies import REGISTRY, make_policy
+    """List the available policies: one line each, whether it accepts --oracle, and its parameters."""
+    console.print(policies_table())
 
-    from .policies import settable_params
 
+def policies_table() -> object:
+    """A rich table of every registered policy (name, --oracle, description and settable parameters)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from .policies import DESCRIPTIONS, REGISTRY, make_policy, settable_params
+
+    table = Table(box=None, padding=(0, 1, 0, 0), show_header=True, header_style="bold", caption_justify="left",
+                  caption="oracle: yes = accepts --oracle (reads true job lengths). Parameters: --policy NAME:KEY=VALUE.")
+    table.add_column("policy", style="bold", no_wrap=True)
+    table.add_column("oracle", no_wrap=True)
+    table.add_column("description, parameters", overflow="fold")
     for name in sorted(REGISTRY):
-        p = make_policy(name)
-        doc = (sys.modules[type(p).__module__].__doc__ or "").strip().splitlines()[0]
-        console.print(f"[bold]{name:16}[/] {doc}")
+        text = Text(DESCRIPTIONS[name])
         params = settable_params(name)
         if params:
-            console.print(f"{'':17}[dim]parameters: {', '.join(f'{k}={v!r}' for k, v in params.items())}[/]")
+            text.append("\n" + ", ".join(f"{k}={v!r}" for k, v in params.items()), style="dim")
+        table.add_row(name, "yes" if make_policy(name, oracle=True).uses_oracle else "", text)
+    return table
 
 
 @app.command()
