@@ -68,3 +68,29 @@ def test_columns_option_selects_and_checks_before_running() -> None:
                               "--columns", "makespan,decide-p99"])
     assert res.exit_code == 0, res.output
     assert "make-" in res.output and "p99" in res.output and "avg" not in res.output.split("make-")[0]
+
+
+def test_real_run_job_table_fits_80_columns(monkeypatch) -> None:
+    """`cohabit run`'s per-job table: every cell whole at 80 columns."""
+    from types import SimpleNamespace
+
+    import cohabit.runtime.cli as rcli
+    from cohabit.engine.record import EventKind as K
+    from cohabit.engine.record import Record
+
+    rec = Record()
+    jobs, status = {}, {}
+    for i, name in enumerate(["mlr-synthetic", "lasso-sample-long", "mnist-mlr"]):
+        rec.append(float(i), K.SUBMITTED, name)
+        jobs[name] = SimpleNamespace(state="finished", end_time=100.0 + i * 1234.5, preemptions=i, reason="")
+        status[name] = SimpleNamespace(metrics={"loss": 6.095e-05 * (i + 1), "accuracy": 0.8642}, iterations=240000,
+                                       restarts=i, reason="")
+    out = SimpleNamespace(result=SimpleNamespace(record=rec, jobs=jobs), status=status)
+    buf = io.StringIO()
+    monkeypatch.setattr(rcli, "console", Console(file=buf, width=80, color_system=None))
+    rcli._print_jobs("srtf:preempt_margin=1", out)
+    text = buf.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    for name in jobs:
+        row = next(line for line in text.splitlines() if line.strip().startswith(name))
+        assert "240000" in row and "0.864" in row and "finished" in row

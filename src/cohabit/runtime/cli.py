@@ -225,20 +225,31 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
 
 
 def _print_jobs(policy: str, out: Any) -> None:
-    """Per-job outcome of one real run."""
+    """Per-job outcome of one real run (compact enough for 80 columns; the note column only when one is set)."""
+    from rich import box
+
     sub = {e.job: e.time for e in out.result.record if e.kind == "submitted"}
-    table = Table(title=f"{policy}: jobs", title_justify="left")
-    for col in ("job", "state", "JCT (s)", "iterations", "loss", "accuracy", "paused", "restarts", "note"):
-        table.add_column(col)
+    rows = []
     for jid, jv in out.result.jobs.items():
         st = out.status.get(jid)
         m = st.metrics if st is not None else {}
         jct = f"{jv.end_time - sub[jid]:.1f}" if jv.end_time is not None and str(jv.state) == "finished" else "—"
-        table.add_row(
+        rows.append((
             jid, str(jv.state), jct, str(st.iterations) if st is not None else "0",
             f"{m['loss']:.4g}" if "loss" in m else "—", f"{m['accuracy']:.3f}" if "accuracy" in m else "—",
             str(jv.preemptions), str(st.restarts if st is not None else 0), jv.reason or (st.reason if st else ""),
-        )
+        ))
+    table = Table(title=f"{policy}: jobs", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  padding=(0, 1, 0, 0))
+    table.add_column("job", overflow="fold")  # a long id folds; the numbers stay whole
+    table.add_column("state", no_wrap=True)
+    for col in ("JCT s", "iters", "loss", "acc", "paused", "restarts"):
+        table.add_column(col, justify="right", no_wrap=True)
+    notes = any(r[-1] for r in rows)
+    if notes:
+        table.add_column("note", overflow="fold")
+    for r in rows:
+        table.add_row(*(r if notes else r[:-1]))
     console.print(table)
 
 
