@@ -94,3 +94,22 @@ def test_real_run_job_table_fits_80_columns(monkeypatch) -> None:
     for name in jobs:
         row = next(line for line in text.splitlines() if line.strip().startswith(name))
         assert "240000" in row and "0.864" in row and "finished" in row
+
+
+def test_real_run_writes_the_same_plot_and_per_job_json(tmp_path) -> None:
+    """`cohabit run --plot --json`: the comparison figure of `simulate` and the per-job block."""
+    import json
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {id: m, workers: {count: 1, demand: {cpu: 1}}, iterations: 600, workload: {name: mlr}}\n"
+                    "  - {id: n, submit_time: 0.1, workers: {count: 1, demand: {cpu: 1}}, iterations: 300,\n"
+                    "     workload: {name: mlr}}\n")
+    png, out = tmp_path / "r.png", tmp_path / "r.json"
+    res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--plot", str(png),
+                              "--json", str(out), "--columns", "avg-jct,makespan"])
+    assert res.exit_code == 0, res.output
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
+    block = json.loads(out.read_text())["policies"]["fifo"]["jobs"]
+    assert block["id"] == ["m", "n"] and block["state"] == ["finished", "finished"]
+    assert all(q is not None and q >= 0 for q in block["queueing"]) and all(j > 0 for j in block["jct"])
+    assert "━" not in res.output and "fifo: 2/2 jobs finished in" in res.output
