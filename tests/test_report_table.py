@@ -126,5 +126,5 @@ def test_table_columns_selected_by_key() -> None:
     assert {"median-jct", "decide-p99", "util-cpu"} <= set(everything)
     with pytest.raises(ValueError, match=r"unknown column 'avg-jtc'.*avg-jct"):
         select_columns("avg-jtc", results)
-    table = comparison_table(results, columns=select_columns("p95-jct", results))
-    assert [str(c.header) for c in table.columns] == ["policy", "p95\nJCT"]
+    table = comparison_table(results, columns=select_columns("p95-jct,migrate", results))
+    assert [str(c.header) for c in table.columns] == ["policy", "p95\nJCT", "mig-\nrate"]  # named: shown at 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich import box
 from rich.cells import cell_len
@@ -135,7 +135,8 @@ def select_columns(spec: str | None, results: Mapping[str, Metrics],
     """The columns a ``--columns`` value names, in the order given.
 
     ``None`` or ``""``: :func:`default_columns`; ``"all"``: every column.
-    Otherwise comma-separated keys (:attr:`Column.key`, e.g. ``avg-jct,util-gpu``).
+    Otherwise comma-separated keys (:attr:`Column.key`, e.g. ``avg-jct,util-gpu``);
+    a column named this way is shown even where it is all zero.
 
     Raises:
         ValueError: a key names no column; the message lists the known keys.
@@ -155,7 +156,7 @@ def select_columns(spec: str | None, results: Mapping[str, Metrics],
             raise ValueError(f"--columns: unknown column {raw.strip()!r}; expected 'all' or comma-separated "
                              f"names from: {', '.join(by_key)}")
         if by_key[key] not in chosen:
-            chosen.append(by_key[key])
+            chosen.append(replace(by_key[key], optional=False))  # named: shown even when all zero
     if not chosen:
         raise ValueError(f"--columns: no column named; expected 'all' or names from: {', '.join(by_key)}")
     return chosen
