@@ -118,7 +118,7 @@ def test_table_columns_selected_by_key() -> None:
     from cohabit.report.table import select_columns
 
     results = {"a": one_job_run(10), "b": one_job_run(20)}
-    assert [c.key for c in select_columns("avg-jct, util-gpu,makespan", results)] == ["avg-jct", "util-gpu",
+    assert [c.key for c in select_columns("avg-jct, util-gpu,makespan,AVG-JCT", results)] == ["avg-jct", "util-gpu",
                                                                                        "makespan"]
     default = [c.key for c in select_columns(None, results)]
     assert "avg-jct" in default and "decide-p99" not in default and "median-jct" not in default

@@ -155,7 +155,7 @@ def select_columns(spec: str | None, results: Mapping[str, Metrics],
         if key not in by_key:
             raise ValueError(f"--columns: unknown column {raw.strip()!r}; expected 'all' or comma-separated "
                              f"names from: {', '.join(by_key)}")
-        if by_key[key] not in chosen:
+        if all(c.key != key for c in chosen):
             chosen.append(replace(by_key[key], optional=False))  # named: shown even when all zero
     if not chosen:
         raise ValueError(f"--columns: no column named; expected 'all' or names from: {', '.join(by_key)}")
