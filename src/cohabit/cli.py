@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console() if Console().is_terminal else Console(width=160)
@@ -261,9 +261,8 @@ def policies() -> None:
     console.print(policies_table())
 
 
-def policies_table() -> object:
+def policies_table() -> Table:
     """A rich table of every registered policy (name, --oracle, description and settable parameters)."""
-    from rich.table import Table
     from rich.text import Text
 
     from .policies import DESCRIPTIONS, REGISTRY, make_policy, settable_params
