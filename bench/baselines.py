@@ -47,8 +47,7 @@ from rich.console import Console
 
 from cohabit.engine.loop import Scheduler
 from cohabit.policies import REGISTRY, make_policy
-from cohabit.report import Metrics, comparison_table, print_comparison
-from cohabit.report.table import Column, default_columns, format_ratio
+from cohabit.report import Metrics, print_comparison
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import config_for, simulate
@@ -273,14 +272,6 @@ def print_micro(rows: list[dict[str, Any]], console: Console) -> None:
 
 
 # --------------------------------------------------------------------------- main
-def columns(results: dict[str, Metrics]) -> list[Column]:
-    """The standard columns plus Jain's index over tenants (right after the per-job one)."""
-    cols = default_columns(results)
-    at = next(i for i, c in enumerate(cols) if c.header.startswith("Jain")) + 1
-    cols.insert(at, Column("tenant\nJain", lambda m: m.tenant_jain_fairness, format_ratio, True))
-    return cols
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--policies", default="all", help="comma-separated registry names, or 'all'")
@@ -305,9 +296,7 @@ def main() -> None:
     for wname, (jobs, cluster) in chosen.items():
         console.rule(f"{wname}: {len(jobs)} jobs on {cluster.name} ({len(cluster.nodes)} nodes)")
         results, errors, wall = run_workload(jobs, cluster, names, console)
-        if any(m.tenant_jain_fairness is not None for m in results.values()):
-            console.print(comparison_table(results, title=wname, columns=columns(results)))
-        elif results:
+        if results:  # the tenant Jain column shows itself where tenants exist
             print_comparison(results, console, title=wname)
         doc["workloads"][wname] = {
             "jobs": len(jobs), "cluster": cluster.name, "nodes": len(cluster.nodes),

@@ -73,3 +73,58 @@ def test_table_prints_missing_values_for_empty_run() -> None:
     print_comparison({"fifo": one_job_run(30), "[empty]": compute_metrics(Record(), CAP)}, console=console)
     out = buf.getvalue()
     assert "fifo" in out and "[empty]" in out and MISSING in out and "30.0 s" in out
+
+
+def many_policies_run(scale: float) -> Metrics:
+    """Two tenants' jobs with a deadline, a pause and a migration: every optional column has a value."""
+    cap = Resources(gpu=64, cpu=512, mem_gb=4096, net_gbps=100)
+    r = Record()
+    r.append(0, K.SUBMITTED, "a", tenant="x", deadline=5000)
+    r.append(0, K.SUBMITTED, "b", tenant="y")
+    r.append(3, K.STARTED, "b", alloc={"gpu": 1}, nodes=[0])
+    r.append(5, K.DECISION, ms=1234.5 * scale)
+    r.append(1190 * scale, K.STARTED, "a", alloc={"gpu": 2, "cpu": 8, "mem_gb": 30, "net_gbps": 1}, nodes=[0])
+    r.append(1195 * scale, K.PAUSED, "a")
+    r.append(1196 * scale, K.RESUMED, "a", alloc={"gpu": 2}, nodes=[0])
+    r.append(1197 * scale, K.MIGRATED, "a", alloc={"gpu": 2}, nodes=[1])
+    r.append(2000 * scale, K.FINISHED, "a")
+    r.append(99999 * scale, K.FINISHED, "b")
+    return compute_metrics(r, cap)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_table_fits_the_console_without_cutting_or_wrapping_a_cell(width: int) -> None:
+    """17 long policy names and every column: no line wider than the console, no ellipsis, every
+    cell whole on one line (a cell such as '19.9 min' that wraps or is cut fails the search)."""
+    from cohabit.report.table import all_columns
+
+    results = {f"tiresias-gittins[oracle]-{i}": many_policies_run(1 + i / 10) for i in range(17)}
+    buf = io.StringIO()
+    cols = all_columns(results)
+    print_comparison(results, Console(file=buf, width=width, color_system=None), title="t", columns=cols)
+    out = buf.getvalue()
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "…" not in out
+    for name, m in results.items():
+        rows = " ".join(" ".join(line.split()[1:]) for line in lines if line.strip().startswith(name + " "))
+        for col in cols:
+            text = col.fmt(col.value(m))
+            assert text in rows, (name, col.key, text)
+    assert "19.9 min" in out
+
+
+def test_table_columns_selected_by_key() -> None:
+    from cohabit.report.table import select_columns
+
+    results = {"a": one_job_run(10), "b": one_job_run(20)}
+    assert [c.key for c in select_columns("avg-jct, util-gpu,makespan,AVG-JCT", results)] == ["avg-jct", "util-gpu",
+                                                                                       "makespan"]
+    default = [c.key for c in select_columns(None, results)]
+    assert "avg-jct" in default and "decide-p99" not in default and "median-jct" not in default
+    everything = [c.key for c in select_columns("all", results)]
+    assert {"median-jct", "decide-p99", "util-cpu"} <= set(everything)
+    with pytest.raises(ValueError, match=r"unknown column 'avg-jtc'.*avg-jct"):
+        select_columns("avg-jtc", results)
+    table = comparison_table(results, columns=select_columns("p95-jct,migrate", results))
+    assert [str(c.header) for c in table.columns] == ["policy", "p95\nJCT", "mig-\nrate"]  # named: shown at 0

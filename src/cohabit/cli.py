@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from . import __version__
 from .cli_common import EXIT_CODES_HELP, err, escape, fail, finish
@@ -51,14 +50,12 @@ def run_comparison(
 ) -> dict[str, object]:
     """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome."""
     from .policies import make_policy
+    from .report.progress import finished_line, progress_bar
     from .sim.runner import simulate
 
     outcomes: dict[str, object] = {}
     jobs = trace_load.jobs  # type: ignore[attr-defined]
-    with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err, transient=False,
-    ) as bar:
+    with progress_bar(err) as bar:
         for name in policy_names:
             policy = make_policy(name, oracle=oracle)
             task = bar.add_task(escape(f"{label} · {policy.name}"), total=len(jobs))
@@ -70,10 +67,18 @@ def run_comparison(
                     _last[0] = t
                     bar.update(_task, completed=done)
 
+            started = time.perf_counter()
             out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick)  # type: ignore[arg-type]
             bar.update(task, completed=len(jobs))
+            if bar.disable:
+                finished_line(err, f"{label} · {policy.name}", len(jobs), len(jobs), "jobs simulated",
+                              time.perf_counter() - started)
             outcomes[policy.name] = out
     return outcomes
+
+
+COLUMNS_HELP = ("Table columns, comma-separated (e.g. avg-jct,p95-jct,util-gpu), or 'all'; default: the "
+                "standard set. A table wider than the terminal continues below.")
 
 
 def _policies(text: str) -> list[str]:
@@ -100,10 +105,11 @@ def simulate(
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
     horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
+    columns: Annotated[Optional[str], typer.Option(help=COLUMNS_HELP)] = None,
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
     from .report.plot import plot_comparison, plot_format
-    from .report.table import print_comparison
+    from .report.table import print_comparison, select_columns
     from .sim.traces import TraceRowError, load_trace, unknown_resources
     from .spec.yamlio import SpecError, cluster_from_arg
 
@@ -135,6 +141,10 @@ def simulate(
     if problems:
         _fail("\n".join(problems))
     name = Path(str(load.path)).name
+    try:  # a typo in --columns fails now, not after the runs
+        select_columns(columns, {}, [r for r, q in cl.capacity.items() if q > 0])
+    except ValueError as exc:
+        _fail(str(exc))
     console.print(
         f"trace [bold]{escape(str(load.path))}[/] ({fmt}, {len(load.jobs)} jobs"
         f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
@@ -143,7 +153,8 @@ def simulate(
     )
     outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name)
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
-    print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"))
+    print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"),
+                     columns=select_columns(columns, results))
     _print_unfinished(outcomes)
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
@@ -172,7 +183,7 @@ def _print_unfinished(outcomes: dict[str, object]) -> None:
 
 
 def write_json(path: Path, results: dict[str, object], **meta: object) -> None:
-    payload = {"policies": {n: m.to_json() for n, m in results.items()}}  # type: ignore[attr-defined]
+    payload = {"policies": {n: m.to_json(jobs=True) for n, m in results.items()}}  # type: ignore[attr-defined]
     payload.update({"trace": meta.pop("trace"), "cluster": meta.pop("cluster")})
     payload.update(meta)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -245,6 +256,7 @@ def _demo_real(out: Path) -> None:
     """The real part of the demo: the packaged small jobs trained for real under FIFO and SRTF."""
     from importlib.resources import files
 
+    from .report.plot import plot_comparison
     from .report.table import print_comparison
     from .runtime.cli import run_policies
     from .runtime.cli import write_json as write_real_json
@@ -257,25 +269,37 @@ def _demo_real(out: Path) -> None:
     console.rule(f"[bold]real execution[/] — {len(specs)} small training jobs on {len(cluster.nodes)} logical "
                  f"node(s) of this machine (LocalBackend), under {', '.join(DEMO_REAL_POLICIES)}")
     results, outcomes = run_policies(specs, cluster, DEMO_REAL_POLICIES)
-    print_comparison(results, console=console, title=f"real jobs on {len(cluster.nodes)} local node(s)")
+    title = f"real jobs on {len(cluster.nodes)} local node(s)"
+    print_comparison(results, console=console, title=title)
     write_real_json(out / "real.json", outcomes, jobs=str(jobs_file), cluster=cluster)
-    console.print(escape(f"wrote {out / 'real.json'}"))
+    plot_comparison(results, out / "real.png", title=title)
+    console.print(escape(f"wrote {out / 'real.json'} and {out / 'real.png'}"))
 
 
 @app.command()
 def policies() -> None:
-    """List the available policies."""
-    from .policies import REGISTRY, make_policy
+    """List the available policies: one line each, whether it accepts --oracle, and its parameters."""
+    console.print(policies_table())
 
-    from .policies import settable_params
 
+def policies_table() -> Table:
+    """A rich table of every registered policy (name, --oracle, description and settable parameters)."""
+    from rich.text import Text
+
+    from .policies import DESCRIPTIONS, REGISTRY, make_policy, settable_params
+
+    table = Table(box=None, padding=(0, 1, 0, 0), show_header=True, header_style="bold", caption_justify="left",
+                  caption="oracle: yes = accepts --oracle (reads true job lengths). Parameters: --policy NAME:KEY=VALUE.")
+    table.add_column("policy", style="bold", no_wrap=True)
+    table.add_column("oracle", no_wrap=True)
+    table.add_column("description, parameters", overflow="fold")
     for name in sorted(REGISTRY):
-        p = make_policy(name)
-        doc = (sys.modules[type(p).__module__].__doc__ or "").strip().splitlines()[0]
-        console.print(f"[bold]{name:16}[/] {doc}")
+        text = Text(DESCRIPTIONS[name])
         params = settable_params(name)
         if params:
-            console.print(f"{'':17}[dim]parameters: {', '.join(f'{k}={v!r}' for k, v in params.items())}[/]")
+            text.append("\n" + ", ".join(f"{k}={v!r}" for k, v in params.items()), style="dim")
+        table.add_row(name, "yes" if make_policy(name, oracle=True).uses_oracle else "", text)
+    return table
 
 
 @app.command()

@@ -1,4 +1,4 @@
-"""Scheduling policies. Adding one = one module + one line in :data:`REGISTRY`.
+"""Scheduling policies. Adding one = one module + one line in :data:`REGISTRY` and one in :data:`DESCRIPTIONS`.
 
 Each registry line maps a policy name to ``"module:factory"``; the factory
 takes ``oracle: bool`` (policies that can read true job lengths use it, the
@@ -42,6 +42,33 @@ REGISTRY: dict[str, str] = {
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
+}
+
+#: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
+DESCRIPTIONS: dict[str, str] = {
+    "fifo": "First come, first served; the queue's head blocks the jobs behind it.",
+    "fifo-backfill": "First come, first served; later jobs that fit start past a blocked head.",
+    "srtf": "Shortest remaining time first, preemptive; remaining time from measured speed.",
+    "optimus": "Optimus: workers go where fitted loss and speed models gain most (EuroSys'18).",
+    "slaq": "SLAQ: resources go to the largest predicted loss drop per unit (SoCC'17).",
+    "themis": "Themis: expiring leases go to the jobs with the worst finish-time fairness (NSDI'20).",
+    "tiresias": "Tiresias 2D-LAS: least attained GPU-seconds first, in discrete queues (NSDI'19).",
+    "tiresias-gittins": "Tiresias with Gittins-index priorities from finished jobs' lengths (NSDI'19).",
+    "gandiva": "Gandiva: affinity placement, time-slicing, packing and migration (OSDI'18).",
+    "drf": "Weighted Dominant Resource Fairness between tenants (NSDI'11).",
+    "tetris": "Tetris: multi-resource packing by demand and free-space alignment (SIGCOMM'14).",
+    "lb": "Arrival order; each task goes to the least loaded node that fits it.",
+    "binpack": "Arrival order; each task goes to the most loaded node that fits it.",
+    "static": "Fixed slices of nodes per tenant (or per job), each with its own FIFO queue.",
+    "dorm": "Dorm: re-partitions by MILP on every arrival and completion (θ1 = θ2 = 0.1).",
+    "dorm-1": "Dorm with the paper's Dorm-1 bounds: fairness loss θ1 = 0.2, adjustment θ2 = 0.1.",
+    "dorm-2": "Dorm with the paper's Dorm-2 bounds: fairness loss θ1 = 0.1, adjustment θ2 = 0.2.",
+    "dorm-3": "Dorm with the paper's Dorm-3 bounds: fairness loss θ1 = 0.1, adjustment θ2 = 0.1.",
+    "naive": "Arrival order; when no GPU is free, shares busy GPUs without looking at interference.",
+    "harmony": "Harmony: groups parameter-server jobs on shared machines and pipelines their subtasks.",
+    "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
+    "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
+    "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
 }
 
 
@@ -97,4 +124,4 @@ def settable_params(name: str) -> dict[str, object]:
     return dict(getattr(getattr(import_module(module), attr)(False), "parameters", {}))
 
 
-__all__ = ["REGISTRY", "BasePolicy", "FIFO", "Policy", "SRTF", "PolicyParamError", "make_policy", "policy_list", "settable_params"]
+__all__ = ["DESCRIPTIONS", "REGISTRY", "BasePolicy", "FIFO", "Policy", "SRTF", "PolicyParamError", "make_policy", "policy_list", "settable_params"]

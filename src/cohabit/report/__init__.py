@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .metrics import DecisionStats, Metrics, UtilizationSeries, compute_metrics, jain_index, report_json
-from .table import comparison_table, format_duration, print_comparison
+from .metrics import DecisionStats, JobResults, Metrics, UtilizationSeries, compute_metrics, jain_index, report_json
+from .table import comparison_table, comparison_tables, format_duration, print_comparison, select_columns
 
 if TYPE_CHECKING:
     from .plot import plot_comparison
 
 __all__ = [
-    "DecisionStats", "Metrics", "UtilizationSeries", "comparison_table", "compute_metrics",
-    "format_duration", "jain_index", "plot_comparison", "print_comparison", "report_json",
+    "DecisionStats", "JobResults", "Metrics", "UtilizationSeries", "comparison_table", "comparison_tables",
+    "compute_metrics", "format_duration", "jain_index", "plot_comparison", "print_comparison", "report_json",
+    "select_columns",
 ]
 
 

@@ -32,6 +32,9 @@ Definitions (times in seconds, as recorded):
   ``deadline``, the fraction that finished at or before it (rejected, stopped
   or unfinished jobs count as missed). ``None`` if no job has a deadline.
 * **decision time** = statistics of ``decision`` events' ``ms``.
+* **per-job results** (:class:`JobResults`): each job's submission, first
+  start, end, JCT and queueing delay (as defined above), number of pauses and
+  final state; the aggregates above are their means and counts.
 
 Undefined values are ``None`` (never NaN); counts are 0.
 """
@@ -118,6 +121,49 @@ class UtilizationSeries:
 
 
 @dataclass(frozen=True, eq=False)
+class JobResults:
+    """Each submitted job's outcome, as parallel columns in order of first appearance in the record.
+
+    Times are as recorded (seconds); ``start`` is the first start, ``end`` the
+    time the job finished, stopped, failed or was cancelled (NaN where there is
+    none: never started, rejected, or still pending at the end of the window).
+    ``state`` is the final state: ``finished``, ``stopped``, ``failed``,
+    ``cancelled``, ``rejected``, or for a job that never ended its last known
+    state (``pending``, ``running``, ``paused``).
+    """
+
+    ids: list[str]
+    submit: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    preemptions: np.ndarray
+    states: list[str]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def jct(self) -> np.ndarray:
+        """``end - submit`` of finished jobs; NaN for the others (as the JCT metrics define it)."""
+        done = np.asarray([s == "finished" for s in self.states], dtype=bool)
+        return np.where(done, self.end - self.submit, np.nan)
+
+    @property
+    def queueing(self) -> np.ndarray:
+        """``start - submit``; NaN for jobs that never started."""
+        return self.start - self.submit
+
+    def to_json(self) -> dict[str, list[Any]]:
+        """Columns of equal length (``pandas.DataFrame(d)`` reads it); undefined times are None."""
+        def times(a: np.ndarray) -> list[float | None]:
+            return [None if not math.isfinite(v) else round(v, 3) for v in a.tolist()]
+
+        return {"id": list(self.ids), "submit": times(self.submit), "start": times(self.start),
+                "end": times(self.end), "jct": times(self.jct), "queueing": times(self.queueing),
+                "preemptions": [int(n) for n in self.preemptions], "state": list(self.states)}
+
+
+@dataclass(frozen=True, eq=False)
 class Metrics:
     """All evaluation metrics of one run; build it with :func:`compute_metrics`."""
 
@@ -150,17 +196,20 @@ class Metrics:
     #: The utilization window (start, end), or None for a record with no jobs.
     window: tuple[float, float] | None
     capacity: dict[str, float] = field(default_factory=dict)
+    #: Per-job results (submit, start, end, JCT, queueing, preemptions, final state).
+    jobs: JobResults | None = None
 
     @property
     def pending_by_state(self) -> dict[str, int]:
         """Number of never-ended jobs per last known state."""
         return dict(Counter(self.pending_states.values()))
 
-    def to_json(self, *, series: bool = False) -> dict[str, Any]:
+    def to_json(self, *, series: bool = False, jobs: bool = False) -> dict[str, Any]:
         """A JSON-safe dict (no NaN or infinity; undefined values are None).
 
         The leading keys are the shape required by the ``simulate --json``
-        output; the rest are extras. ``series=True`` adds the utilization series.
+        output; the rest are extras. ``series=True`` adds the utilization series,
+        ``jobs=True`` the per-job results (:meth:`JobResults.to_json`) as ``"jobs"``.
         """
         out: dict[str, Any] = {
             "avg_jct": _safe(self.avg_jct),
@@ -189,6 +238,8 @@ class Metrics:
         }
         if series:
             out["utilization_series"] = self.utilization_series.to_json()
+        if jobs and self.jobs is not None:
+            out["jobs"] = self.jobs.to_json()
         return out
 
 
@@ -207,7 +258,7 @@ class _JobAcc:
     """Per-job accumulator filled by the single pass over the record."""
 
     __slots__ = ("submit", "first_start", "end", "ended_by", "state", "alloc", "run_since", "run_time",
-                 "tenant", "deadline")
+                 "tenant", "deadline", "preemptions")
 
     def __init__(self, t: float) -> None:
         self.submit = t
@@ -220,6 +271,7 @@ class _JobAcc:
         self.run_time = 0.0
         self.tenant: Any = None
         self.deadline: float | None = None
+        self.preemptions = 0
 
 
 @dataclass
@@ -301,6 +353,7 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
                 acc.run_since = None
             if code == _PAUSE:
                 acc.state = "paused"
+                acc.preemptions += 1
                 continue
             acc.end = p.last_end = t
             acc.ended_by = acc.state = _ENDED_BY[code]
@@ -391,6 +444,21 @@ def _tenant_jain(tenants: list[Any], slowdown: np.ndarray) -> float | None:
         return None
     mean = np.bincount(codes, weights=slowdown) / np.bincount(codes)
     return jain_index(mean)
+
+
+def _job_results(jobs: Mapping[str, _JobAcc]) -> JobResults:
+    """The per-job columns from the pass's accumulators."""
+    nan = math.nan
+    n = len(jobs)
+    accs = jobs.values()
+    return JobResults(
+        ids=list(jobs),
+        submit=np.fromiter((j.submit for j in accs), float, n),
+        start=np.fromiter((nan if j.first_start is None else j.first_start for j in accs), float, n),
+        end=np.fromiter((nan if j.end is None else j.end for j in accs), float, n),
+        preemptions=np.fromiter((j.preemptions for j in accs), np.int64, n),
+        states=[j.state for j in accs],
+    )
 
 
 def _deadline_ratio(jobs: Iterable[_JobAcc]) -> float | None:
@@ -557,4 +625,5 @@ def _assemble(p: _Pass, window: tuple[float, float] | None, util: dict[str, floa
         jain_fairness=jain_index(service), tenant_jain_fairness=_tenant_jain(tenants, slowdown),
         deadline_met_ratio=_deadline_ratio(jobs), decision_time_ms=_decision_stats(p.decision_ms),
         action_rejections=n[_ACT_REJ], jct_values=jct, window=window, capacity=capacity,
+        jobs=_job_results(p.jobs),
     )

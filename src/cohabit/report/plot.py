@@ -1,4 +1,11 @@
-"""A PNG comparing policies: JCT CDF (log x) and utilization over time.
+"""A PNG comparing policies: the JCT CDF of all of them, and utilization over time per policy.
+
+Layout: the JCT CDF (log time axis with duration ticks) on top, its legend
+outside the axes; below it one small panel per policy (small multiples, shared
+axes) with that policy's allocated share of the plotted resource over time, so
+that 17 policies do not tangle in one panel. Every policy keeps one style in
+both parts (:func:`policy_styles`): a colour of its own and, past ten
+policies, other line styles.
 
 Uses matplotlib's object API with the Agg canvas directly, so it works headless
 and never touches pyplot's global backend or figure registry.
@@ -6,18 +13,59 @@ and never touches pyplot's global backend or figure registry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from matplotlib.colors import to_hex
+from matplotlib.figure import Figure, SubFigure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from .metrics import Metrics
 
 #: Time units for the utilization axis: (label, seconds per unit, use when the span is at least).
 _TIME_UNITS = (("d", 86400.0, 4 * 86400.0), ("h", 3600.0, 4 * 3600.0), ("min", 60.0, 4 * 60.0), ("s", 1.0, 0.0))
+#: Candidate ticks of the JCT axis, in seconds: round durations from a second to a year.
+_DURATION_TICKS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600,
+                   12 * 3600, 86400, 2 * 86400, 4 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 60 * 86400,
+                   120 * 86400, 365 * 86400)
+#: At most this many labelled ticks on the JCT axis.
+_MAX_TICKS = 7
+_LINE_STYLES = ("-", "--", ":", "-.")
+
+
+@dataclass(frozen=True)
+class LineStyle:
+    """How one policy is drawn: a colour (hex) and a matplotlib line style."""
+
+    color: str
+    linestyle: str
+
+
+def policy_styles(names: Sequence[str]) -> dict[str, LineStyle]:
+    """A distinct colour per policy, in order, and a line style per group of colours.
+
+    Up to 20 policies: ``tab10``'s ten colours with solid lines, then
+    ``tab20b``'s five darkest (navy, olive, ochre, maroon, plum) dashed, then
+    its five middle shades dash-dotted, so no two policies share a hue and a
+    style. More policies take evenly spaced colours of ``turbo``, cycling four
+    line styles.
+    """
+    n = len(names)
+    if n <= 20:
+        b = colormaps["tab20b"].colors
+        palette = [to_hex(c) for c in colormaps["tab10"].colors] + [to_hex(c) for c in b[0::4]] + \
+                  [to_hex(c) for c in b[2::4]]
+        styles = ["-"] * 10 + ["--"] * 5 + ["-."] * 5
+    else:
+        palette = [to_hex(colormaps["turbo"](x)) for x in np.linspace(0.03, 0.97, n)]
+        styles = [_LINE_STYLES[i % len(_LINE_STYLES)] for i in range(n)]
+    return {name: LineStyle(palette[i], styles[i]) for i, name in enumerate(names)}
 
 
 def plot_format(path: str | Path) -> str:
@@ -51,48 +99,126 @@ def _time_unit(results: Mapping[str, Metrics]) -> tuple[str, float]:
     return "s", 1.0
 
 
-def _plot_cdf(ax: Axes, results: Mapping[str, Metrics]) -> None:
-    drawn = False
+def short_duration(seconds: float) -> str:
+    """A tick label: ``"30 s"``, ``"5 min"``, ``"2 h"``, ``"7 d"`` (no more than three significant digits)."""
+    for unit, scale in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def duration_ticks(lo: float, hi: float, max_ticks: int = _MAX_TICKS) -> list[float]:
+    """Round durations within [lo, hi] for a log axis, at least 1/``max_ticks`` of its decades apart.
+
+    Always at least two ticks (the ends themselves when no round duration lies between them).
+    """
+    if not (lo > 0 and hi > lo):
+        return [lo] if lo > 0 else []
+    gap = (math.log10(hi) - math.log10(lo)) / max_ticks
+    ticks: list[float] = []
+    for t in _DURATION_TICKS:
+        if lo <= t <= hi and (not ticks or math.log10(t) - math.log10(ticks[-1]) >= gap):
+            ticks.append(float(t))
+    if len(ticks) < 2:
+        ticks = sorted({*ticks, lo, hi})
+        while len(ticks) > 2 and math.log10(ticks[1]) - math.log10(ticks[0]) < gap:
+            ticks.pop(1)  # an end too close to the round tick between them
+        while len(ticks) > 2 and math.log10(ticks[-1]) - math.log10(ticks[-2]) < gap:
+            ticks.pop(-2)
+    return ticks
+
+
+def _plot_cdf(ax: Axes, results: Mapping[str, Metrics], styles: Mapping[str, LineStyle]) -> None:
+    lo, hi = math.inf, 0.0
     for name, m in results.items():
+        st = styles[name]
         jct = np.sort(m.jct_values[m.jct_values > 0])
         if jct.size == 0:
-            ax.plot([], [], label=f"{name} (no finished jobs)")
+            ax.plot([], [], color=st.color, linestyle=st.linestyle, label=f"{name} (no finished jobs)")
             continue
+        lo, hi = min(lo, float(jct[0])), max(hi, float(jct[-1]))
         y = np.arange(1, jct.size + 1) / jct.size
-        ax.step(np.concatenate([[jct[0]], jct]), np.concatenate([[0.0], y]), where="post", label=name)
-        drawn = True
-    if drawn:
+        ax.step(np.concatenate([[jct[0]], jct]), np.concatenate([[0.0], y]), where="post", label=name,
+                color=st.color, linestyle=st.linestyle, linewidth=1.4)
+    if hi > 0:
         ax.set_xscale("log")
-    ax.set_xlabel("job completion time (s, log scale)")
+        if hi > lo:
+            ax.set_xlim(lo / 1.15, hi * 1.15)
+        ax.xaxis.set_major_locator(FixedLocator(duration_ticks(lo / 1.15, hi * 1.15)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: short_duration(x)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("job completion time (log scale)")
     ax.set_ylabel("fraction of finished jobs")
     ax.set_ylim(0, 1.02)
     ax.set_title("JCT CDF")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False,
+              ncols=1 if len(results) <= 18 else 2, borderaxespad=0.0)
 
 
-def _plot_utilization(ax: Axes, results: Mapping[str, Metrics], resource: str | None) -> None:
-    unit, scale = _time_unit(results)
-    for name, m in results.items():
-        s = m.utilization_series
-        frac = s.fractions.get(resource) if resource else None
-        if frac is None or s.times.size == 0:
-            ax.plot([], [], label=f"{name} (no data)")
+def _grid_shape(n: int) -> tuple[int, int]:
+    """(rows, columns) of the small multiples: up to 4 per row, 6 when there are more than 8."""
+    cols = n if n <= 4 else (4 if n <= 8 else 6)
+    return max(1, math.ceil(n / max(cols, 1))), max(cols, 1)
+
+
+def _plot_utilization_panel(ax: Axes, name: str, m: Metrics, resource: str | None, unit: float,
+                            style: LineStyle) -> None:
+    """One policy's allocated share over time: a filled step in its colour and its mean as a dotted line."""
+    s = m.utilization_series
+    frac = s.fractions.get(resource) if resource else None
+    if frac is None or s.times.size == 0:
+        ax.set_title(f"{name}: no data", fontsize="small")
+        return
+    t = (s.times - (m.window[0] if m.window else 0.0)) / unit
+    ax.fill_between(t, 100 * frac, step="post", color=style.color, alpha=0.35, linewidth=0)
+    ax.step(t, 100 * frac, where="post", color=style.color, linewidth=1.0)  # the title names it: solid
+    avg = 100 * m.utilization.get(resource or "", 0.0)
+    ax.axhline(avg, color="black", linestyle=":", linewidth=0.8)
+    ax.set_title(f"{name}: avg {avg:.1f}%", fontsize="small")
+
+
+def _plot_utilization(fig: SubFigure, results: Mapping[str, Metrics], resource: str | None,
+                      styles: Mapping[str, LineStyle]) -> None:
+    names = list(results)
+    rows, cols = _grid_shape(len(names))
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
+    label, unit = _time_unit(results)
+    for i, ax in enumerate(axes.flat):
+        if i >= len(names):
+            ax.set_visible(False)
             continue
-        t0 = m.window[0] if m.window else 0.0
-        avg = m.utilization.get(resource or "", 0.0)
-        ax.step((s.times - t0) / scale, 100 * frac, where="post", label=f"{name} (avg {100 * avg:.1f}%)")
-    ax.set_xlabel(f"time since first submission ({unit})")
-    ax.set_ylabel(f"{resource or 'resource'} allocated (%)")
-    ax.set_ylim(0, 105)
-    ax.set_title(f"{resource or 'resource'} utilization over time")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small")
+        _plot_utilization_panel(ax, names[i], results[names[i]], resource, unit, styles[names[i]])
+        ax.set_ylim(0, 105)
+        ax.set_yticks([0, 50, 100])
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize="small")
+        ax.label_outer()
+    what = resource or "resource"
+    fig.suptitle(f"{what} allocated over time, per policy (dotted: average)", fontsize="medium")
+    fig.supxlabel(f"time since first submission ({label})", fontsize="small")
+    fig.supylabel(f"{what} allocated (%)", fontsize="small")
+
+
+def comparison_figure(results: Mapping[str, Metrics], title: str | None = "Policy comparison") -> Figure:
+    """The comparison as a :class:`~matplotlib.figure.Figure` on an Agg canvas (see the module doc)."""
+    styles = policy_styles(list(results))
+    rows, _ = _grid_shape(len(results))
+    cdf_h = 4.0 if len(results) <= 12 else 4.8
+    util_h = 0.6 + 1.7 * rows
+    fig = Figure(figsize=(13, cdf_h + util_h), layout="constrained")
+    FigureCanvasAgg(fig)
+    top, bottom = fig.subfigures(2, 1, height_ratios=[cdf_h, util_h])
+    _plot_cdf(top.subplots(), results, styles)
+    _plot_utilization(bottom, results, plot_resource(results), styles)
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def plot_comparison(results: Mapping[str, Metrics], path: str | Path,
                     title: str | None = "Policy comparison") -> Path:
-    """Write a two-panel figure (JCT CDF; GPU or first-resource utilization) and return its path.
+    """Write :func:`comparison_figure` and return its path.
 
     The format is the one the suffix names (:func:`plot_format`: ``.png``, ``.svg``, ``.pdf``, ...).
 
@@ -100,12 +226,6 @@ def plot_comparison(results: Mapping[str, Metrics], path: str | Path,
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(12, 4.5), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_cdf, ax_util = fig.subplots(1, 2)
-    _plot_cdf(ax_cdf, results)
-    _plot_utilization(ax_util, results, plot_resource(results))
-    if title:
-        fig.suptitle(title)
+    fig = comparison_figure(results, title)
     fig.savefig(path, format=plot_format(path), dpi=110)
     return path

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, TaskID, TextColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -94,9 +94,12 @@ def run(
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, utilization per policy) here, as `cohabit simulate --plot`.")] = None,
+    columns: Annotated[Optional[str], typer.Option(help="Table columns, comma-separated (e.g. avg-jct,util-cpu), or 'all'; default: the standard set.")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
+    from ..report.table import select_columns
     from .runner import local_cluster
 
     if backend not in BACKENDS:
@@ -122,9 +125,13 @@ def run(
 
             cluster = ray_cluster_spec()
             specs = _load_real_jobs(jobs_yaml, cluster)  # resource names against the Ray cluster's
+        try:  # a typo in --columns fails now, not after the runs
+            select_columns(columns, {}, [r for r, q in cluster.capacity.items() if q > 0])
+        except ValueError as exc:
+            _fail(str(exc))
         _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
                         {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
-                         "bandwidth_mbps": bandwidth_mbps})
+                         "bandwidth_mbps": bandwidth_mbps}, plot=plot, columns=columns)
     finally:
         if started_ray:
             import ray
@@ -155,19 +162,26 @@ def _load_real_jobs(jobs_yaml: Path, cluster: Any) -> list[Any]:
 
 
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
-                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any]) -> None:
-    """Run every policy, then print the comparison table (and write the JSON); ``options`` go to the backend."""
-    from ..report.table import print_comparison
+                    jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any], *,
+                    plot: Path | None = None, columns: str | None = None) -> None:
+    """Run every policy, then print the comparison table (and write the JSON and the plot); ``options`` go to
+    the backend."""
+    from ..report.table import print_comparison, select_columns
 
     cap = cluster.nodes[0].capacity
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{escape(str(jobs_yaml))}[/] on {len(cluster.nodes)} logical "
                   f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
     results, outcomes = run_policies(specs, cluster, names, workdir=workdir, backend_cls=backend_cls, **options)
-    print_comparison(results, console=console, title=escape(f"{jobs_yaml.name}: real execution on "
-                                                          f"{len(cluster.nodes)} logical node(s), {backend} backend"))
+    title = f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} logical node(s), {backend} backend"
+    print_comparison(results, console=console, title=escape(title), columns=select_columns(columns, results))
     if json_out is not None:
         write_json(json_out, outcomes, jobs=str(jobs_yaml), cluster=cluster, backend=backend)
         console.print(f"wrote {escape(str(json_out))}")
+    if plot is not None:
+        from ..report.plot import plot_comparison
+
+        plot_comparison(results, plot, title=title)
+        console.print(f"wrote {escape(str(plot))}")
     finish(o.result for o in outcomes.values())
 
 
@@ -200,6 +214,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
     part of ``cohabit demo``.
     """
     from ..policies import make_policy
+    from ..report.progress import finished_line, progress_bar
     from .local import LocalBackend
     from .runner import run_local
 
@@ -208,13 +223,16 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
     for name in names:
         pol = make_policy(name)
         root = (workdir / pol.name.replace("/", "_")) if workdir is not None else None
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err) as bar:
+        started = time.perf_counter()
+        with progress_bar(err, TextColumn("{task.fields[info]}")) as bar:
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
                             checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
             board.refresh()
+        if bar.disable:
+            finished_line(err, pol.name, out.metrics.jobs_finished, len(specs), "jobs finished",
+                          time.perf_counter() - started)
         results[pol.name] = out.metrics
         outcomes[pol.name] = out
         _print_jobs(pol.name, out)
@@ -222,30 +240,42 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
 
 
 def _print_jobs(policy: str, out: Any) -> None:
-    """Per-job outcome of one real run."""
+    """Per-job outcome of one real run (compact enough for 80 columns; the note column only when one is set)."""
+    from rich import box
+
     sub = {e.job: e.time for e in out.result.record if e.kind == "submitted"}
-    table = Table(title=escape(f"{policy}: jobs"), title_justify="left")
-    for col in ("job", "state", "JCT (s)", "iterations", "loss", "accuracy", "paused", "restarts", "note"):
-        table.add_column(col)
+    rows = []
     for jid, jv in out.result.jobs.items():
         st = out.status.get(jid)
         m = st.metrics if st is not None else {}
         jct = f"{jv.end_time - sub[jid]:.1f}" if jv.end_time is not None and str(jv.state) == "finished" else "—"
-        table.add_row(
-            Text(jid), str(jv.state), jct, str(st.iterations) if st is not None else "0",
+        rows.append((
+            jid, str(jv.state), jct, str(st.iterations) if st is not None else "0",
             f"{m['loss']:.4g}" if "loss" in m else "—", f"{m['accuracy']:.3f}" if "accuracy" in m else "—",
             str(jv.preemptions), str(st.restarts if st is not None else 0),
             Text(jv.reason or (st.reason if st else "")),
-        )
+        ))
+    table = Table(title=escape(f"{policy}: jobs"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  padding=(0, 1, 0, 0))
+    table.add_column("job", overflow="fold")  # a long id folds; the numbers stay whole
+    table.add_column("state", no_wrap=True)
+    for col in ("JCT s", "iters", "loss", "acc", "paused", "restarts"):
+        table.add_column(col, justify="right", no_wrap=True)
+    notes = any(str(r[-1]) for r in rows)
+    if notes:
+        table.add_column("note", overflow="fold")
+    for r in rows:
+        table.add_row(Text(r[0]), *(r[1:] if notes else r[1:-1]))
     console.print(table)
 
 
 def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any, backend: str = "local") -> None:
-    """Metrics per policy (as ``simulate --json``) plus each job's real outcome and the backend's timings."""
+    """Metrics and per-job results per policy (as ``simulate --json``) plus each job's real outcome (iterations,
+    loss, restarts) and the backend's timings."""
     payload: dict[str, Any] = {"jobs": jobs, "cluster": cluster.name, "nodes": len(cluster.nodes), "backend": backend,
                                "policies": {}, "real": {}}
     for name, out in outcomes.items():
-        payload["policies"][name] = out.metrics.to_json()
+        payload["policies"][name] = out.metrics.to_json(jobs=True)
         payload["real"][name] = {
             "jobs": {jid: {"state": st.state, "iterations": st.iterations, "metrics": st.metrics,
                            "restarts": st.restarts, "reason": st.reason} for jid, st in out.status.items()},

@@ -60,6 +60,7 @@ import highspy
 import numpy as np
 from scipy import sparse
 
+from .quiet import quiet_highs
 from .shares import AppDemand, container_share, inverse_capacity, theoretical_shares
 
 _TOL = 1e-9
@@ -344,8 +345,7 @@ def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0,
     lp.integrality_ = [integer] * nx + [continuous] * n + [integer] * len(run_idx)
     lp.sense_ = highspy.ObjSense.kMaximize
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = quiet_highs()
     h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
     if threads is not None:
