@@ -63,7 +63,8 @@ def test_table_hides_all_zero_optional_columns_and_skips_ties() -> None:
     table = comparison_table(results)
     headers = [str(c.header).replace("\n", " ") for c in table.columns]
     assert "mig- rate" not in headers and "pre- empt" not in headers and "dead- line" not in headers
-    assert "util gpu" in headers and "util cpu" in headers
+    assert "alloc gpu" in headers and "alloc cpu" in headers
+    assert "used gpu" not in headers  # nothing measured use: no used column
     assert all(c.style == "" for c in column_cells(table, "avg JCT"))  # equal values: no winner
 
 

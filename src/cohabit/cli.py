@@ -78,7 +78,7 @@ def simulate(
                                              "srtf:preempt_margin=1 (see `cohabit policies`).")] = "fifo,srtf",
     seed: Annotated[int, typer.Option(help="Seed for randomised policies and synthetic traces.")] = 0,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics JSON here.")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG (JCT CDF, utilization) here.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write a PNG (JCT CDF, allocated and used share over time) here.")] = None,
     oracle: Annotated[bool, typer.Option(help="Let policies that can use true job lengths read them.")] = False,
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,

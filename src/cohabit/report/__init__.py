@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .metrics import DecisionStats, Metrics, UtilizationSeries, compute_metrics, jain_index, report_json
+from .metrics import DecisionStats, Metrics, ShareSeries, compute_metrics, jain_index, report_json
 from .table import comparison_table, format_duration, print_comparison
 
 if TYPE_CHECKING:
     from .plot import plot_comparison
 
 __all__ = [
-    "DecisionStats", "Metrics", "UtilizationSeries", "comparison_table", "compute_metrics",
+    "DecisionStats", "Metrics", "ShareSeries", "comparison_table", "compute_metrics",
     "format_duration", "jain_index", "plot_comparison", "print_comparison", "report_json",
 ]
 

@@ -74,16 +74,17 @@ class Column:
     optional: bool = False
 
 
-#: At most this many utilization columns by default (gpu first, then capacity order).
+#: At most this many resources get share columns by default (gpu first, then capacity order).
 MAX_UTIL_COLUMNS = 3
 
 
 def default_columns(results: Mapping[str, Metrics], resources: list[str] | None = None) -> list[Column]:
     """The standard columns.
 
-    Utilization gets one column per name in ``resources``; by default ``gpu``
-    (if any result has it) and then the other names seen, up to
-    :data:`MAX_UTIL_COLUMNS`.
+    Each name in ``resources`` gets an ``alloc`` column (share of capacity the ledger
+    allocated) and a ``used`` column (share jobs actually used; left out when no
+    policy's run measured it); by default ``gpu`` (if any result has it) and then
+    the other names seen, up to :data:`MAX_UTIL_COLUMNS`.
     """
     if resources is None:
         resources = _default_resources(results)
@@ -94,7 +95,9 @@ def default_columns(results: Mapping[str, Metrics], resources: list[str] | None 
         Column("make-\nspan", lambda m: m.makespan, format_duration, False),
         Column("avg\nqueue", lambda m: m.avg_queueing_delay, format_duration, False),
     ]
-    cols += [Column(f"util\n{r}", _util_getter(r), format_percent, True) for r in resources]
+    for r in resources:
+        cols += [Column(f"alloc\n{r}", _share_getter("allocated", r), format_percent, True),
+                 Column(f"used\n{r}", _share_getter("used", r), format_percent, True, optional=True)]
     cols += [
         Column("fin-\nished", lambda m: m.jobs_finished, format_count, True),
         Column("re-\njected", lambda m: m.jobs_rejected, format_count, False),
@@ -112,15 +115,16 @@ def default_columns(results: Mapping[str, Metrics], resources: list[str] | None 
 def _default_resources(results: Mapping[str, Metrics]) -> list[str]:
     seen: list[str] = []
     for m in results.values():
-        seen += [r for r in m.utilization if r not in seen]
+        seen += [r for r in m.allocated if r not in seen]
     if "gpu" in seen:
         seen.remove("gpu")
         seen.insert(0, "gpu")
     return seen[:MAX_UTIL_COLUMNS]
 
 
-def _util_getter(resource: str) -> Callable[[Metrics], float | None]:
-    return lambda m: m.utilization.get(resource)
+def _share_getter(kind: str, resource: str) -> Callable[[Metrics], float | None]:
+    """Read ``Metrics.allocated`` or ``Metrics.used`` (``kind``) for ``resource``."""
+    return lambda m: getattr(m, kind).get(resource)
 
 
 def _best(values: list[float | None], higher_is_better: bool) -> set[int]:
