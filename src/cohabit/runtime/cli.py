@@ -121,7 +121,8 @@ def run(
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
     from_ray = ray_address is not None and nodes is None  # an existing cluster: its own nodes and capacities
     try:
-        cluster = None if from_ray else local_cluster(nodes)
+        # a bandwidth budget is the nodes' network capacity: the used share of it is then reported
+        cluster = None if from_ray else local_cluster(nodes, net_gbps=(bandwidth_mbps or 0) / 1000 or None)
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
     backend_cls, started_ray = _backend_class(backend, ray_address)
