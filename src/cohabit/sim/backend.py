@@ -45,7 +45,7 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since")
+                 "pack", "level", "busy", "use_since", "consolidation")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -62,6 +62,7 @@ class _Run:
         self.pack: tuple[int, int] | None = None  # the device of the pack the job trains in
         self.level: dict[str, float] = {}  # what it uses while computing (sim.usage)
         self.busy = 1.0  # share of time its GPUs compute (before the per-device cap)
+        self.consolidation: float | None = None  # physics.consolidation_factor on alloc (cached)
         self.use_since = t0  # use not yet reported starts here (the launch time: set by the launcher)
 
     def done_at(self, t: float) -> float:
@@ -257,7 +258,9 @@ class SimBackend:
             if r.pack is not None:
                 r.busy = 1.0 / len(self._packs[r.pack])
             else:  # computing share: off the consolidated placement and slowed by co-located jobs
-                r.busy = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg) * r.rate / r.solo
+                if r.consolidation is None:
+                    r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
+                r.busy = r.consolidation * r.rate / r.solo
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
