@@ -242,3 +242,32 @@ def test_use_reports_change_nothing_a_policy_sees() -> None:
         runs.append((w.seen, [(e.time, e.kind, e.job) for e in rec if e.kind is not EventKind.USED]))
     assert runs[0][0] and runs[0] == runs[1]
     assert math.isfinite(runs[0][1][-1][0])
+
+
+def test_pack_members_split_their_one_device() -> None:
+    """Liu's Pack: two jobs trained jointly on one GPU use that one GPU between them."""
+
+    class PackThem(BasePolicy):
+        name = "pack-them"
+
+        def __init__(self) -> None:
+            self.done = False
+
+        def decide(self, view):  # type: ignore[no-untyped-def, override]
+            if self.done:
+                return []
+            self.done = True
+            return [A.Pack(("a", "b"), (0, 0))]
+
+    def pjob(id: str, iters: int) -> TraceJob:
+        spec = JobSpec(id=id, model="mlp3", batch_size=32, iterations=iters,
+                       workers=TaskGroup(count=1, demand=Resources(gpu=1, cpu=2, mem_gb=8, gpu_mem_gb=4)))
+        return TraceJob(spec, JobTruth(iterations=iters, duration=float(iters)))
+
+    cluster = ClusterSpec.homogeneous("p", 1, Resources(gpu=2, cpu=16, mem_gb=128, gpu_mem_gb=32))
+    out = simulate([pjob("a", 50), pjob("b", 100)], cluster, PackThem(),
+                   config=SimConfig(checkpoint_s=0, restore_s=0), strict=True)
+    rec = out.result.record
+    packed = {e.job: e.data["used"]["gpu"] for e in rec if e.kind is EventKind.USED and e.data["since"] == 0.0}
+    assert packed == pytest.approx({"a": 0.5, "b": 0.5})
+    assert out.metrics.used["gpu"] == pytest.approx(out.metrics.allocated["gpu"])
