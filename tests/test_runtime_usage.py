@@ -9,11 +9,15 @@ import time
 
 import pytest
 
+from cohabit.engine import actions as A
 from cohabit.engine.backend import BackendEventKind
 from cohabit.engine.record import EventKind
 from cohabit.policies import make_policy
-from cohabit.runtime.runner import run_local
+from cohabit.policies.base import BasePolicy
+from cohabit.runtime.runner import local_cluster, run_local
 from cohabit.runtime.usage import UsageMeter, read_proc
+from cohabit.spec import Resources
+from cohabit.spec.job import JobSpec, TaskGroup
 
 from runtime_helpers import cluster, job, no_orphans  # noqa: F401
 
@@ -69,7 +73,7 @@ def test_meter_splits_a_shared_process_and_reports_network() -> None:
     assert a is not None and b is not None
     assert a.data["used"]["cpu"] == pytest.approx(b.data["used"]["cpu"])
     assert a.data["used"]["mem_gb"] == pytest.approx(read_proc(os.getpid())[1] / 2, rel=0.2)  # type: ignore[index]
-    assert b.data["used"]["net_gbps"] == pytest.approx(1.5e8 * 8e-9)
+    assert b.data["used"]["net_gbps"] == pytest.approx(2 * 1.5e8 * 8e-9)  # each byte: two node links
 
 
 IDLE = textwrap.dedent("""
@@ -121,3 +125,35 @@ def test_measured_cpu_seconds_match_what_the_children_spent(tmp_path) -> None:
     assert out.metrics.jobs_finished == 1 and spent > 0.2
     got = _used_cpu_seconds(out.result.record)
     assert 0.8 * spent <= got <= spent + 0.05
+
+
+class _Place(BasePolicy):
+    """Starts every pending job on one fixed placement."""
+
+    name = "place"
+
+    def __init__(self, placement: tuple[int, ...]) -> None:
+        self.placement = placement
+
+    def decide(self, view):  # type: ignore[no-untyped-def, override]
+        return [A.Start(j, self.placement) for j in view.pending]
+
+
+@pytest.mark.parametrize("placement, crosses", [((0, 1, 1), True), ((0, 0, 0), False)])
+def test_ps_traffic_counts_as_network_use_only_across_nodes(tmp_path, placement, crosses) -> None:
+    """Workers on nodes 0 and 1, the server on 1: worker 0's traffic crosses node links (used
+    network > 0, within the nodes' budgets); all on node 0: no link is used."""
+    small = Resources(cpu=0.25, mem_gb=0.1)
+    spec = JobSpec(id="ps", architecture="ps", workers=TaskGroup(count=2, demand=small),
+                   ps=TaskGroup(count=1, demand=small), iterations=200, workload={"name": "ps-mlr"},
+                   model="ps-mlr")
+    cl = local_cluster(2, cores=2, mem_gb=4, net_gbps=0.2)
+    out = run_local([spec], cl, _Place(placement), root=tmp_path, report_interval=0.1, prewarm=False,
+                    bandwidth_mbps=200)
+    m = out.metrics
+    assert m.jobs_finished == 1 and m.allocated["net_gbps"] == 0.0  # the job demands no network
+    if crosses:
+        assert 0 < m.used["net_gbps"] <= 1.05  # the budget holds each node's link to 200 Mbit/s
+    else:
+        assert m.used["net_gbps"] == 0.0
+    assert 0 < m.used["cpu"] and 0 < m.used["mem_gb"]

@@ -526,8 +526,8 @@ class LocalBackend:
                 kind = msg.get("type")
                 if kind in ("progress", "finished", "halted"):
                     self.usage.read(job, task.proc.pid, self.now())
-                    if msg.get("net_bytes_s") is not None:
-                        self.usage.net(job, task.rank, float(msg["net_bytes_s"]), self.now())
+                    if msg.get("net_remote_bytes_s") is not None:
+                        self.usage.net(job, task.rank, float(msg["net_remote_bytes_s"]), self.now())
                 if kind == "ready":
                     st.total = msg.get("total")
                     self.timings.append({"job": job, "kind": "start", "at": self.now(), "rank": task.rank,

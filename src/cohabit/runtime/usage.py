@@ -8,9 +8,11 @@ into one ``USED`` backend event over that interval:
 
 * ``cpu``: CPU seconds the job's processes spent / wall seconds (cores busy on average);
 * ``mem_gb``: the processes' resident memory at the newest reading (GB);
-* ``net_gbps``: parameter-server bytes the job's workers sent and received per second
-  (every PS byte goes between a worker and a server, so counting at the workers counts
-  each once), in Gbit/s, for PS jobs (whose workers report ``net_bytes_s``).
+* ``net_gbps``: for parameter-server jobs, the traffic their bytes put on node links, in
+  Gbit/s: every PS byte goes between a worker and a server, and one between two nodes
+  leaves one node's link and enters the other's (each node's bandwidth budget is charged
+  for both directions), so twice the bytes per second the workers exchange with servers
+  on other nodes (``net_remote_bytes_s``); traffic within a node uses no link.
 
 A process shared by several jobs (a pack host, :mod:`.packed`) is split evenly between them.
 A process this machine cannot read (``/proc`` missing, a Ray actor on another machine) adds
@@ -98,7 +100,7 @@ class UsageMeter:
             p.rss_gb = rss
 
     def net(self, job: str, rank: int, bytes_per_s: float, now: float) -> None:
-        """The newest PS traffic rate (bytes sent and received per second) of worker ``rank``."""
+        """The newest rate of PS bytes worker ``rank`` exchanges with servers on other nodes."""
         acc = self._jobs.get(job)
         if acc is None:
             acc = self._jobs[job] = _Job(since=now)
@@ -121,7 +123,7 @@ class UsageMeter:
             used["cpu"] = cpu / span
             used["mem_gb"] = mem
         if acc.net_bytes_s:
-            used["net_gbps"] = sum(acc.net_bytes_s.values()) * 8e-9
+            used["net_gbps"] = 2 * sum(acc.net_bytes_s.values()) * 8e-9  # out of one node, into another
         ev = BackendEvent(now, BackendEventKind.USED, job, {"used": used, "since": acc.since, "until": now})
         acc.since = now
         return ev if used else None
