@@ -95,7 +95,7 @@ def ps_jobs(mbps: float | None, n_jobs: int, iterations: int) -> list[dict[str, 
             be.launch(spec, led.allocate(i, (0, 1), [led.vector(d) for d in spec.task_demands()]), be.now(),
                       from_checkpoint=False)
         t0 = time.perf_counter()
-        while sum(e.kind is not K.PROGRESS for e in events) < n_jobs:
+        while sum(e.kind in (K.FINISHED, K.FAILED) for e in events) < n_jobs:
             if time.perf_counter() - t0 > 300:
                 raise RuntimeError("PS bench jobs did not finish within 300 s")
             events += be.advance(be.now() + 1.0)[1]
@@ -105,7 +105,7 @@ def ps_jobs(mbps: float | None, n_jobs: int, iterations: int) -> list[dict[str, 
     out = []
     for i in ids:
         prog = [e.data for e in events if e.job == i and e.kind is K.PROGRESS]
-        fin = next(e for e in events if e.job == i and e.kind is not K.PROGRESS)
+        fin = next(e for e in events if e.job == i and e.kind in (K.FINISHED, K.FAILED))
         if fin.kind is not K.FINISHED:
             raise RuntimeError(f"job {i} did not finish: {fin.data}")
         out.append({"job": i, "limit_mbps": mbps, "jobs_sharing": n_jobs,

@@ -41,7 +41,7 @@ def one(size: int | None, policy: str) -> dict[str, object]:
         "jobs_per_s": round(n / t_sim, 1), "events": len(out.result.record),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "jobs_finished": m.jobs_finished, "avg_jct_h": round((m.avg_jct or 0) / 3600, 3),
-        "gpu_util": round(m.utilization.get("gpu", 0.0), 4),
+        "gpu_allocated": round(m.allocated.get("gpu", 0.0), 4),
     }
 
 
@@ -67,7 +67,7 @@ def main() -> None:
             rows.append(row)
             print(f"{row['policy']:6} {row['jobs']:>7} jobs  sim {row['sim_s']:>7.2f} s  "
                   f"{row['jobs_per_s']:>9.0f} jobs/s (cpu {row['cpu_s']:.2f} s, {row['jobs_per_cpu_s']:.0f} jobs/cpu-s)  load {row['load_s']:.2f} s  events {row['events']:>8}  "
-                  f"peak {row['peak_rss_mb']:.0f} MB  finished {row['jobs_finished']}  gpu util {row['gpu_util']:.3f}",
+                  f"peak {row['peak_rss_mb']:.0f} MB  finished {row['jobs_finished']}  gpu allocated {row['gpu_allocated']:.3f}",
                   flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"benchmark": "sim_scale", "cluster": "philly", "rows": rows}, indent=2))

@@ -174,7 +174,7 @@ def profile(outs: list[Any]) -> dict[str, float]:
 
 def timeline(out: Any) -> list[tuple[float, str, str]]:
     return [(round(e.time, 3), str(e.kind), e.job) for e in out.result.record
-            if e.job and e.kind not in (EventKind.PROGRESS, EventKind.DECISION)]
+            if e.job and e.kind not in (EventKind.PROGRESS, EventKind.DECISION, EventKind.USED)]
 
 
 def cpu_share(out: Any, cpu_s: float) -> float:

@@ -84,15 +84,19 @@ def wait_for(backend: Any, pred: Any, timeout: float = 60.0) -> list[BackendEven
     return seen
 
 
+#: Backend events that end a job's run (not PROGRESS or USED).
+ENDS = frozenset({BackendEventKind.FINISHED, BackendEventKind.FAILED, BackendEventKind.EVICTED})
+
+
 def ended(job_id: str) -> Any:
     def pred(events: list[BackendEvent]) -> bool:
-        return any(e.job == job_id and e.kind is not BackendEventKind.PROGRESS for e in events)
+        return any(e.job == job_id and e.kind in ENDS for e in events)
 
     return pred
 
 
 def final_event(events: list[BackendEvent], job_id: str) -> BackendEvent:
-    return next(e for e in events if e.job == job_id and e.kind is not BackendEventKind.PROGRESS)
+    return next(e for e in events if e.job == job_id and e.kind in ENDS)
 
 
 def losses(events: list[BackendEvent], job_id: str) -> list[float]:

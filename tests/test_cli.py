@@ -15,7 +15,7 @@ from cohabit.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
-REQUIRED = {"avg_jct", "median_jct", "p95_jct", "makespan", "avg_queueing_delay", "utilization", "jobs_finished",
+REQUIRED = {"avg_jct", "median_jct", "p95_jct", "makespan", "avg_queueing_delay", "allocated_share", "used_share", "jobs_finished",
             "jobs_rejected", "preemptions", "decision_time_ms"}
 
 
@@ -32,7 +32,8 @@ def test_simulate_end_to_end_in_a_real_process(tmp_path: Path) -> None:
     for metrics in data["policies"].values():
         assert REQUIRED <= set(metrics)
         assert metrics["jobs_finished"] == 80
-        assert 0 < metrics["utilization"]["gpu"] <= 1
+        assert 0 < metrics["allocated_share"]["gpu"] <= 1
+        assert 0 < metrics["used_share"]["gpu"] <= metrics["allocated_share"]["gpu"]
         assert set(metrics["decision_time_ms"]) >= {"mean", "p99"}
     assert png.stat().st_size > 10_000
 

@@ -71,7 +71,7 @@ def test_a_finishing_job_is_replaced_by_its_similar_twin_without_moving_others()
     assert c_back[0].data["group_nodes"] == b_group
     b_after = [e.kind for e in sched.record if e.job == "b" and e.time >= a_end - 1e-9]
     assert b_after[-1] is EventKind.FINISHED
-    assert set(b_after) <= {EventKind.PROGRESS, EventKind.REALLOCATED, EventKind.FINISHED}  # b stays put
+    assert set(b_after) <= {EventKind.PROGRESS, EventKind.USED, EventKind.REALLOCATED, EventKind.FINISHED}  # stays put
     assert EventKind.MIGRATED not in b_after and EventKind.RESIZED not in b_after and EventKind.PAUSED not in b_after
     assert policy.stats.replaced_similar == 1
     assert policy.stats.full_schedules == 1

@@ -70,17 +70,17 @@ def test_metrics_makespan_and_queueing(m3: Metrics) -> None:
 
 
 def test_metrics_utilization_with_pause_and_migration(m3: Metrics) -> None:
-    assert m3.utilization == pytest.approx({"gpu": 0.675, "cpu": 0.4375})
+    assert m3.allocated == pytest.approx({"gpu": 0.675, "cpu": 0.4375})
 
 
 def test_metrics_utilization_series_is_exact_step_function(m3: Metrics) -> None:
-    s = m3.utilization_series
+    s = m3.allocated_series
     # the migration at 14 and the a->c hand-over at 10 leave the GPU level unchanged
     assert list(s.times) == [0, 5, 8, 10, 12, 16, 20]
     assert list(s.fractions["gpu"]) == [0.5, 1.0, 0.5, 0.5, 1.0, 0.5, 0.0]
     assert list(s.fractions["cpu"]) == [0.25, 0.75, 0.25, 0.125, 0.625, 0.5, 0.0]
     area = np.sum(s.fractions["gpu"][:-1] * np.diff(s.times)) / 20
-    assert area == pytest.approx(m3.utilization["gpu"])
+    assert area == pytest.approx(m3.allocated["gpu"])
 
 
 def test_metrics_counts(m3: Metrics) -> None:
@@ -121,10 +121,10 @@ def test_metrics_empty_record_gives_defined_values() -> None:
     m = compute_metrics(Record(), CAP)
     assert m.avg_jct is m.median_jct is m.p95_jct is m.makespan is m.avg_queueing_delay is None
     assert m.jain_fairness is m.tenant_jain_fairness is m.deadline_met_ratio is None
-    assert m.utilization == {"gpu": 0.0, "cpu": 0.0}
+    assert m.allocated == {"gpu": 0.0, "cpu": 0.0}
     assert m.jobs_submitted == m.jobs_finished == m.preemptions == 0
     assert m.decision_time_ms.count == 0 and m.decision_time_ms.mean is None
-    assert m.window is None and len(m.utilization_series) == 0 and m.jct_values.size == 0
+    assert m.window is None and len(m.allocated_series) == 0 and m.jct_values.size == 0
     json.dumps(m.to_json(series=True), allow_nan=False)
 
 
@@ -142,7 +142,7 @@ def test_metrics_nothing_finished_reports_pending_states() -> None:
     assert m.pending_states == {"run": "running", "wait": "pending", "nap": "pending"}
     assert m.pending_by_state == {"running": 1, "pending": 2}
     assert m.window == (0.0, 10.0)  # up to the last event, as some job never ended
-    assert m.utilization["gpu"] == pytest.approx(1.0)
+    assert m.allocated["gpu"] == pytest.approx(1.0)
     assert m.avg_queueing_delay == 0.0
     json.dumps(m.to_json(), allow_nan=False)
 
@@ -156,7 +156,7 @@ def test_metrics_rejected_only() -> None:
     assert (m.jobs_submitted, m.jobs_rejected, m.jobs_finished, m.jobs_pending_at_end) == (3, 3, 0, 0)
     assert m.avg_jct is None and m.makespan is None and m.avg_queueing_delay is None
     assert m.deadline_met_ratio == 0.0  # a rejected job misses its deadline
-    assert m.utilization == {"gpu": 0.0, "cpu": 0.0}
+    assert m.allocated == {"gpu": 0.0, "cpu": 0.0}
     json.dumps(m.to_json(series=True), allow_nan=False)
 
 
@@ -172,7 +172,7 @@ def test_metrics_other_endings_and_resize() -> None:
     r.append(4, K.FINISHED, "d")
     m = compute_metrics(r, CAP)
     assert (m.jobs_stopped, m.jobs_failed, m.jobs_cancelled, m.jobs_finished, m.resizes) == (1, 1, 1, 1, 1)
-    assert m.utilization["gpu"] == pytest.approx((3 * 4 + 1 * 2 + 2 * 2) / 16)
+    assert m.allocated["gpu"] == pytest.approx((3 * 4 + 1 * 2 + 2 * 2) / 16)
     assert m.makespan == 4.0 and list(m.jct_values) == [4.0]
 
 
@@ -181,19 +181,19 @@ def test_metrics_horizon_truncates_the_run() -> None:
     assert m.window == (0.0, 9.0)
     assert m.jobs_finished == 0 and m.avg_jct is None
     assert m.pending_states == {"a": "running", "b": "paused", "c": "pending"}
-    assert m.utilization["gpu"] == pytest.approx((2 * 9 + 2 * 3) / (4 * 9))
+    assert m.allocated["gpu"] == pytest.approx((2 * 9 + 2 * 3) / (4 * 9))
     assert m.decision_time_ms.count == 2 and m.preemptions == 1
 
 
 def test_metrics_horizon_beyond_the_end_lowers_utilization() -> None:
     m = compute_metrics(three_jobs(), CAP, horizon=40.0)
-    assert m.utilization["gpu"] == pytest.approx(54 / (4 * 40))
+    assert m.allocated["gpu"] == pytest.approx(54 / (4 * 40))
     assert m.makespan == 20.0
 
 
 def test_metrics_json_shape_and_no_nan(m3: Metrics) -> None:
     d = m3.to_json()
-    required = {"avg_jct", "median_jct", "p95_jct", "makespan", "avg_queueing_delay", "utilization",
+    required = {"avg_jct", "median_jct", "p95_jct", "makespan", "avg_queueing_delay", "allocated_share", "used_share",
                 "jobs_finished", "jobs_rejected", "preemptions", "decision_time_ms"}
     assert required <= set(d)
     assert {"mean", "p99"} <= set(d["decision_time_ms"])
@@ -224,7 +224,7 @@ def test_metrics_accepts_resources_allocations_and_ignores_unknown_resources() -
     r.append(0, K.STARTED, "a", alloc=Resources(gpu=2, fpga=1), nodes=[0])
     r.append(10, K.FINISHED, "a")
     m = compute_metrics(r, Resources(gpu=4))
-    assert m.utilization == {"gpu": 0.5}
+    assert m.allocated == {"gpu": 0.5}
 
 
 def test_metrics_zero_length_window() -> None:
@@ -233,7 +233,7 @@ def test_metrics_zero_length_window() -> None:
     r.append(5, K.STARTED, "a", alloc={"gpu": 1}, nodes=[0])
     r.append(5, K.FINISHED, "a")
     m = compute_metrics(r, CAP)
-    assert m.window == (5.0, 5.0) and m.utilization["gpu"] == 0.0
+    assert m.window == (5.0, 5.0) and m.allocated["gpu"] == 0.0
     assert m.jain_fairness == 1.0 and m.avg_jct == 0.0
 
 
@@ -247,10 +247,10 @@ def test_metrics_decimates_long_series_preserving_area() -> None:
         t += float(rng.exponential(1.0))
         r.append(t, K.FINISHED, f"j{i}")
     m = compute_metrics(r, CAP, max_series_points=500)
-    s = m.utilization_series
+    s = m.allocated_series
     assert 2 <= len(s) <= 500
     area = np.sum(s.fractions["gpu"][:-1] * np.diff(s.times)) / (s.times[-1] - s.times[0])
-    assert area == pytest.approx(m.utilization["gpu"], rel=1e-9)
+    assert area == pytest.approx(m.allocated["gpu"], rel=1e-9)
     assert s.times[0] == m.window[0] and s.times[-1] == m.window[1]
 
 
@@ -285,5 +285,5 @@ def test_metrics_scale_400k_events_is_fast() -> None:
     m = compute_metrics(r, Resources(gpu=2500, cpu=10_000))
     elapsed = time.perf_counter() - start
     assert m.jobs_finished == 82_000 and m.preemptions == 8_200
-    assert len(m.utilization_series) <= 2000
+    assert len(m.allocated_series) <= 2000
     assert elapsed < 5.0, f"compute_metrics took {elapsed:.2f} s on {len(r)} events"

@@ -64,8 +64,8 @@ def test_utilization_never_exceeds_one(data: st.DataObject, gpu: int, cpu: float
     r.append(t + 1.0, K.DECISION, ms=1.0)
 
     m = compute_metrics(r, Resources(cap))
-    for name, u in m.utilization.items():
+    for name, u in m.allocated.items():
         assert -EPS <= u <= 1 + EPS, (name, u)
-    for name, frac in m.utilization_series.fractions.items():
+    for name, frac in m.allocated_series.fractions.items():
         assert frac.size == 0 or (frac.min() >= -EPS and frac.max() <= 1 + EPS), name
     json.dumps(m.to_json(series=True), allow_nan=False)

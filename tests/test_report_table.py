@@ -63,7 +63,8 @@ def test_table_hides_all_zero_optional_columns_and_skips_ties() -> None:
     table = comparison_table(results)
     headers = [str(c.header).replace("\n", " ") for c in table.columns]
     assert "mig- rate" not in headers and "pre- empt" not in headers and "dead- line" not in headers
-    assert "util gpu" in headers and "util cpu" in headers
+    assert "alloc gpu" in headers and "alloc cpu" in headers
+    assert "used gpu" not in headers  # nothing measured use: no used column
     assert all(c.style == "" for c in column_cells(table, "avg JCT"))  # equal values: no winner
 
 
@@ -106,9 +107,10 @@ def test_table_fits_the_console_without_cutting_or_wrapping_a_cell(width: int) -
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= width
     assert "…" not in out
+    shown = [c for c in cols if not c.optional or any(c.value(m) for m in results.values())]
     for name, m in results.items():
         rows = " ".join(" ".join(line.split()[1:]) for line in lines if line.strip().startswith(name + " "))
-        for col in cols:
+        for col in shown:
             text = col.fmt(col.value(m))
             assert text in rows, (name, col.key, text)
     assert "19.9 min" in out
@@ -118,12 +120,12 @@ def test_table_columns_selected_by_key() -> None:
     from cohabit.report.table import select_columns
 
     results = {"a": one_job_run(10), "b": one_job_run(20)}
-    assert [c.key for c in select_columns("avg-jct, util-gpu,makespan,AVG-JCT", results)] == ["avg-jct", "util-gpu",
+    assert [c.key for c in select_columns("avg-jct, alloc-gpu,makespan,AVG-JCT", results)] == ["avg-jct", "alloc-gpu",
                                                                                        "makespan"]
     default = [c.key for c in select_columns(None, results)]
     assert "avg-jct" in default and "decide-p99" not in default and "median-jct" not in default
     everything = [c.key for c in select_columns("all", results)]
-    assert {"median-jct", "decide-p99", "util-cpu"} <= set(everything)
+    assert {"median-jct", "decide-p99", "alloc-cpu"} <= set(everything)
     with pytest.raises(ValueError, match=r"unknown column 'avg-jtc'.*avg-jct"):
         select_columns("avg-jtc", results)
     table = comparison_table(results, columns=select_columns("p95-jct,migrate", results))

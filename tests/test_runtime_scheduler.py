@@ -51,7 +51,7 @@ def test_scheduler_srtf_preempts_a_real_job_and_it_resumes_from_its_checkpoint(t
         job("short", {"name": "mlr"}, 400, model="mlr", submit=1.5),
     ]
     out = run_local(specs, cl, SRTF(preempt_margin=0.5), root=tmp_path, strict=True, report_interval=0.1)
-    kinds = [(e.kind, e.job) for e in out.result.record if e.kind != EventKind.PROGRESS and e.job]
+    kinds = [(e.kind, e.job) for e in out.result.record if e.kind not in (EventKind.PROGRESS, EventKind.USED) and e.job]
     assert (EventKind.PAUSED, "long") in kinds and (EventKind.RESUMED, "long") in kinds
     assert kinds.index((EventKind.PAUSED, "long")) < kinds.index((EventKind.STARTED, "short")) \
         < kinds.index((EventKind.FINISHED, "short")) < kinds.index((EventKind.RESUMED, "long"))

@@ -77,7 +77,7 @@ def run_comparison(
     return outcomes
 
 
-COLUMNS_HELP = ("Table columns, comma-separated (e.g. avg-jct,p95-jct,util-gpu), or 'all'; default: the "
+COLUMNS_HELP = ("Table columns, comma-separated (e.g. avg-jct,p95-jct,alloc-gpu), or 'all'; default: the "
                 "standard set. A table wider than the terminal continues below.")
 
 
@@ -99,8 +99,8 @@ def simulate(
                                              "srtf:preempt_margin=1 (see `cohabit policies`).")] = "fifo,srtf",
     seed: Annotated[int, typer.Option(help="Seed for randomised policies and synthetic traces.")] = 0,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write metrics JSON here.")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Write the plots (JCT CDF, utilization) here, in the format "
-                                                      "the suffix names (.png, .svg, .pdf, ...).")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write the plots (JCT CDF, allocated and used share over "
+                                                      "time) here, in the format the suffix names (.png, .svg, .pdf, ...).")] = None,
     oracle: Annotated[bool, typer.Option(help="Let policies that can use true job lengths read them.")] = False,
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,

@@ -26,6 +26,10 @@ class BackendEventKind(StrEnum):
     # The backend lost the job's placement (its node went away): the job stopped at its last
     # checkpoint and must be placed again. data: reason; optional iterations (at that checkpoint)
     EVICTED = "evicted"
+    # What the job actually used (ground truth in the simulator, measured in real runs) over the
+    # interval [since, until]: data used ({resource: mean amount in capacity units}), since, until.
+    # Recorded for metrics only; never shown to policies (no JobView field reads it).
+    USED = "used"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,14 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release whatever the backend holds (processes, connections)."""
+
+
+class UsageBackend(Backend, Protocol):
+    """A backend that also reports what jobs use (``USED`` events). At the end of a run the
+    scheduler calls ``drain_usage`` before ``close`` for the samples not yet reported."""
+
+    def drain_usage(self, now: float) -> list[BackendEvent]:
+        """``USED`` events covering every running job's use up to ``now`` not yet reported."""
 
 
 class PackingBackend(Backend, Protocol):

@@ -32,6 +32,9 @@ from .state import IllegalTransition, JobState, check_transition
 from .view import ClusterView
 
 
+_USED = BackendEventKind.USED
+
+
 class ActionError(ValueError):
     """A plan action that cannot be carried out (wrong state, wrong size, unknown job)."""
 
@@ -129,6 +132,8 @@ class Scheduler:
                 reached, events = self.backend.advance(t)
                 self.now = max(self.now, reached)
                 self.view._clock_now = self.now
+                if events and any(ev.kind is _USED for ev in events):
+                    events = self._record_used(events)  # metrics only: not a reason to decide
                 for ev in events:
                     self._on_backend_event(ev)
                 while i < total and arrivals[i].submit_time <= self.now:
@@ -152,7 +157,12 @@ class Scheduler:
         finally:
             if gc_was_enabled:
                 gc.enable()
-            self.backend.close()
+            try:
+                drain = getattr(self.backend, "drain_usage", None)
+                if drain is not None:
+                    self._record_used(drain(self.now))
+            finally:
+                self.backend.close()
         unfinished = self._close_unfinished(i, total)
         return RunResult(
             policy=getattr(self.policy, "name", type(self.policy).__name__), record=rec, jobs=self.jobs,
@@ -221,6 +231,19 @@ class Scheduler:
         return [w] * n_workers + ([p] * spec.num_ps if p is not None else [])
 
     # -------------------------------------------------------- backend events
+    def _record_used(self, events: list[BackendEvent]) -> list[BackendEvent]:
+        """Record the ``USED`` samples among ``events`` (what jobs actually used: metrics only,
+        nothing a policy sees) and return the other events."""
+        rest = []
+        for ev in events:
+            if ev.kind is _USED:
+                d = ev.data
+                self.record.append(self.now, EventKind.USED, ev.job, used=dict(d["used"]),
+                                   since=float(d["since"]), until=float(d["until"]))
+            else:
+                rest.append(ev)
+        return rest
+
     def _on_backend_event(self, ev: BackendEvent) -> None:
         job = self.running.get(ev.job)
         if job is None:

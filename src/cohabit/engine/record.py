@@ -19,6 +19,11 @@ scheduler-wide events) and a small ``data`` dict. Conventions, relied on by
   something impossible; the scheduler carried on).
 * ``decision``: data ``ms`` — wall time of one ``Policy.decide`` call.
 * ``progress``: data ``iterations`` and ``iter_time`` — observed telemetry.
+* ``used``: what the job actually used over ``[since, until]`` (data ``used``: resource name ->
+  mean amount in capacity units, ``since``, ``until``; the event's time is when it was
+  recorded, at or after ``until``). Allocation events say what the ledger *allocated*; these
+  say what was *used*: the simulator's ground truth, or process CPU time, resident memory
+  and network bytes measured in real runs. Only resources the backend knows appear.
 * ``packed``: (job ``None``) jobs now train jointly as one packed model on one device
   (Liu, Pack): data ``device`` ([node, gpu]), ``members`` (all jobs in the pack after the
   event), ``joined`` (those that started or resumed into it; each also has its own
@@ -53,6 +58,7 @@ class EventKind(StrEnum):
     ACTION_REJECTED = "action_rejected"
     DECISION = "decision"
     PROGRESS = "progress"
+    USED = "used"
     PACKED = "packed"
     UNPACKED = "unpacked"
 

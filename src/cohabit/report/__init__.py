@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .metrics import DecisionStats, JobResults, Metrics, UtilizationSeries, compute_metrics, jain_index, report_json
+from .metrics import DecisionStats, JobResults, Metrics, ShareSeries, compute_metrics, jain_index, report_json
 from .table import comparison_table, comparison_tables, format_duration, print_comparison, select_columns
 
 if TYPE_CHECKING:
     from .plot import plot_comparison
 
 __all__ = [
-    "DecisionStats", "JobResults", "Metrics", "UtilizationSeries", "comparison_table", "comparison_tables",
+    "DecisionStats", "JobResults", "Metrics", "ShareSeries", "comparison_table", "comparison_tables",
     "compute_metrics", "format_duration", "jain_index", "plot_comparison", "print_comparison", "report_json",
     "select_columns",
 ]

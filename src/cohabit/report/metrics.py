@@ -12,10 +12,18 @@ Definitions (times in seconds, as recorded):
   ``cancelled``) - first submission. ``None`` if no job ended. If some jobs
   never ended it is a lower bound; ``jobs_pending_at_end`` says how many.
 * **queueing delay** = first ``started`` - ``submitted``, over started jobs.
-* **utilization** of resource *r* = time-weighted allocated amount of *r*
-  divided by ``capacity[r]``, over the window [first submission, end], where
-  end is ``horizon`` if given, else the last job end when every job ended,
-  else the time of the last event. Only names with positive capacity count.
+* **allocated share** of resource *r* = time-weighted amount of *r* the ledger
+  allocated to jobs (``started`` ... ``paused`` events' ``alloc``) divided by
+  ``capacity[r]``, over the window [first submission, end], where end is
+  ``horizon`` if given, else the last job end when every job ended, else the
+  time of the last event. Only names with positive capacity count. This is
+  what schedulers call "utilisation" but it says only what was handed out.
+* **used share** of resource *r* = time-weighted amount of *r* jobs actually
+  used (``used`` events: the simulator's ground truth; measured process CPU,
+  resident memory and network bytes in real runs) divided by ``capacity[r]``
+  over the same window; ``None`` for a resource no ``used`` event measured.
+  It can exceed the allocated share (a GPU time-sharing guest owns no GPU but
+  uses one; a job may send more than its network demand).
 * **preemptions** = number of ``paused`` events; **migrations** / **resizes**
   count ``migrated`` / ``resized`` events.
 * **Jain's fairness index** (Jain, Chiu and Hawe, "A Quantitative Measure of
@@ -53,13 +61,13 @@ import numpy as np
 from cohabit.engine.record import EventKind, Record
 from cohabit.spec import Resources
 
-#: Default upper bound on the number of points in a utilization series.
+#: Default upper bound on the number of points in an allocated or used series.
 MAX_SERIES_POINTS = 2000
 
 # Small integer codes for the event kinds the single pass cares about. Codes up
 # to _REALLOC set an allocation; codes _FINISH.._CANCEL end a job.
 (_START, _RESUME, _MIGRATE, _RESIZE, _REALLOC, _PAUSE, _FINISH, _STOP, _FAIL, _CANCEL, _SUBMIT, _REJECT, _DECISION,
- _ACT_REJ) = range(14)
+ _ACT_REJ, _USED) = range(15)
 _CODE: dict[str, int] = {
     EventKind.STARTED: _START,
     EventKind.RESUMED: _RESUME,
@@ -75,6 +83,7 @@ _CODE: dict[str, int] = {
     EventKind.REJECTED: _REJECT,
     EventKind.DECISION: _DECISION,
     EventKind.ACTION_REJECTED: _ACT_REJ,
+    EventKind.USED: _USED,
 }
 _ENDED_BY: dict[int, str] = {
     _FINISH: "finished", _STOP: "stopped", _FAIL: "failed", _CANCEL: "cancelled", _REJECT: "rejected",
@@ -98,13 +107,13 @@ class DecisionStats:
 
 
 @dataclass(frozen=True, eq=False)
-class UtilizationSeries:
-    """Allocated fraction of each resource over time, as a step function.
+class ShareSeries:
+    """Allocated (or used) fraction of each resource's capacity over time, as a step function.
 
     ``fractions[r][i]`` holds on ``[times[i], times[i+1])``; the last point
     marks the window end. When the raw series had more than the point budget,
     each step is the time-weighted mean over an equal-width bin, so the area
-    under the curve (the overall utilization) is preserved.
+    under the curve (the overall share) is preserved.
     """
 
     times: np.ndarray
@@ -172,8 +181,13 @@ class Metrics:
     p95_jct: float | None
     makespan: float | None
     avg_queueing_delay: float | None
-    utilization: dict[str, float]
-    utilization_series: UtilizationSeries
+    #: resource -> time-weighted share of its capacity the ledger allocated.
+    allocated: dict[str, float]
+    allocated_series: ShareSeries
+    #: resource -> time-weighted share of its capacity jobs actually used (only resources some
+    #: ``used`` event measured; see the module doc).
+    used: dict[str, float]
+    used_series: ShareSeries
     jobs_submitted: int
     jobs_finished: int
     jobs_rejected: int
@@ -193,7 +207,7 @@ class Metrics:
     action_rejections: int
     #: JCTs of finished jobs, in seconds, in order of finishing (for CDF plots).
     jct_values: np.ndarray
-    #: The utilization window (start, end), or None for a record with no jobs.
+    #: The window of the allocated and used shares (start, end), or None for a record with no jobs.
     window: tuple[float, float] | None
     capacity: dict[str, float] = field(default_factory=dict)
     #: Per-job results (submit, start, end, JCT, queueing, preemptions, final state).
@@ -208,7 +222,9 @@ class Metrics:
         """A JSON-safe dict (no NaN or infinity; undefined values are None).
 
         The leading keys are the shape required by the ``simulate --json``
-        output; the rest are extras. ``series=True`` adds the utilization series,
+        output; the rest are extras. ``allocated_share`` / ``used_share`` give each
+        resource's allocated and used share of capacity (``used_share`` is None
+        where nothing measured it). ``series=True`` adds both series,
         ``jobs=True`` the per-job results (:meth:`JobResults.to_json`) as ``"jobs"``.
         """
         out: dict[str, Any] = {
@@ -217,7 +233,8 @@ class Metrics:
             "p95_jct": _safe(self.p95_jct),
             "makespan": _safe(self.makespan),
             "avg_queueing_delay": _safe(self.avg_queueing_delay),
-            "utilization": {r: _safe(u) for r, u in self.utilization.items()},
+            "allocated_share": {r: _safe(u) for r, u in self.allocated.items()},
+            "used_share": {r: _safe(self.used.get(r)) for r in self.allocated},
             "jobs_finished": self.jobs_finished,
             "jobs_rejected": self.jobs_rejected,
             "preemptions": self.preemptions,
@@ -237,7 +254,8 @@ class Metrics:
             "window": None if self.window is None else [_safe(self.window[0]), _safe(self.window[1])],
         }
         if series:
-            out["utilization_series"] = self.utilization_series.to_json()
+            out["allocated_series"] = self.allocated_series.to_json()
+            out["used_series"] = self.used_series.to_json()
         if jobs and self.jobs is not None:
             out["jobs"] = self.jobs.to_json()
         return out
@@ -291,6 +309,12 @@ class _Pass:
     fin_tenant: list[Any] = field(default_factory=list)
     queueing: list[float] = field(default_factory=list)
     decision_ms: list[float] = field(default_factory=list)
+    #: ``used`` samples: intervals and flattened rows (one value per resource name, 0 if absent).
+    used_since: list[float] = field(default_factory=list)
+    used_until: list[float] = field(default_factory=list)
+    used_flat: list[float] = field(default_factory=list)
+    #: resource names some ``used`` sample measured.
+    used_names: set[str] = field(default_factory=set)
     #: Number of events per code.
     n_code: list[int] = field(default_factory=lambda: [0] * len(_CODE))
     last_time: float | None = None
@@ -321,6 +345,13 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
         if code >= _DECISION:
             if code == _DECISION and (ms := ev.data.get("ms")) is not None:
                 p.decision_ms.append(ms)
+            elif code == _USED:
+                d = ev.data
+                u = d["used"]
+                p.used_names.update(u)
+                p.used_since.append(d["since"])
+                p.used_until.append(d["until"])
+                p.used_flat.extend(map(u.get, names, zero))
             continue
         job = ev.job
         if job is None:
@@ -472,18 +503,20 @@ def _deadline_ratio(jobs: Iterable[_JobAcc]) -> float | None:
     return met / with_deadline if with_deadline else None
 
 
-# --------------------------------------------------------------------------- utilization
+# --------------------------------------------------------------------------- allocated and used shares
 
 
-def _allocation_steps(p: _Pass, n_res: int) -> tuple[np.ndarray, np.ndarray]:
-    """Total allocation as a step function: change times and the level after each."""
-    t = np.asarray(p.alloc_t + p.free_t, dtype=float)
+def _steps(up_t: list[float], up_flat: list[float], down_t: list[float], down_flat: list[float],
+           n_res: int) -> tuple[np.ndarray, np.ndarray]:
+    """A total as a step function from its rises (``up``) and falls (``down``): change times and
+    the level after each."""
+    t = np.asarray(up_t + down_t, dtype=float)
     rows = np.empty((t.size, n_res), dtype=float)
-    k = len(p.alloc_t)
+    k = len(up_t)
     if k:
-        rows[:k] = np.asarray(p.alloc_flat, dtype=float).reshape(k, n_res)
+        rows[:k] = np.asarray(up_flat, dtype=float).reshape(k, n_res)
     if t.size - k:
-        rows[k:] = np.asarray(p.free_flat, dtype=float).reshape(t.size - k, n_res)
+        rows[k:] = np.asarray(down_flat, dtype=float).reshape(t.size - k, n_res)
         np.negative(rows[k:], out=rows[k:])
     order = np.argsort(t, kind="stable")
     t, levels = t[order], np.cumsum(rows[order], axis=0)
@@ -533,24 +566,44 @@ def _drop_flat(tc: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return tc[keep], levels[keep]
 
 
-def _utilization(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float, float] | None,
-                 max_points: int) -> tuple[dict[str, float], UtilizationSeries]:
+def _shares(t: np.ndarray, levels: np.ndarray, names: Sequence[str], caps: np.ndarray,
+            window: tuple[float, float] | None, max_points: int) -> tuple[dict[str, float], ShareSeries]:
+    """Time-weighted share of each capacity over ``window``, and the series, of a step function."""
     if window is None:
         empty = np.zeros(0)
-        return {n: 0.0 for n in names}, UtilizationSeries(empty, {n: empty.copy() for n in names})
+        return {n: 0.0 for n in names}, ShareSeries(empty, {n: empty.copy() for n in names})
     w0, w1 = window
-    t, levels = _allocation_steps(p, len(names))
     tc, levels = _clip_steps(t, levels, w0, w1)
     span = w1 - w0
-    util = _integral(tc, levels) / (caps * span) if span > 0 else np.zeros(len(names))
+    share = _integral(tc, levels) / (caps * span) if span > 0 else np.zeros(len(names))
     tc, levels = _drop_flat(tc, levels)
     if tc.size > max_points and span > 0:
         tc, levels = _decimate(tc, levels, max_points)
     frac = levels / caps
     for a in (tc, frac):
         a.flags.writeable = False
-    series = UtilizationSeries(tc, {n: frac[:, j] for j, n in enumerate(names)})
-    return {n: float(u) for n, u in zip(names, util)}, series
+    series = ShareSeries(tc, {n: frac[:, j] for j, n in enumerate(names)})
+    return {n: float(u) for n, u in zip(names, share)}, series
+
+
+def _allocated(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float, float] | None,
+               max_points: int) -> tuple[dict[str, float], ShareSeries]:
+    """Allocated share per resource: the allocation events' step function."""
+    t, levels = _steps(p.alloc_t, p.alloc_flat, p.free_t, p.free_flat, len(names))
+    return _shares(t, levels, names, caps, window, max_points)
+
+
+def _used(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float, float] | None,
+          max_points: int) -> tuple[dict[str, float], ShareSeries]:
+    """Used share of the resources ``used`` samples measured: each sample is its mean level over
+    its interval [since, until], so the samples add up to a step function."""
+    keep = [j for j, n in enumerate(names) if n in p.used_names]
+    if not keep:
+        return {}, ShareSeries(np.zeros(0), {})
+    n_res = len(names)
+    rows = np.asarray(p.used_flat, dtype=float).reshape(len(p.used_since), n_res)[:, keep].ravel().tolist()
+    t, levels = _steps(p.used_since, rows, p.used_until, rows, len(keep))
+    return _shares(t, levels, [names[j] for j in keep], caps[keep], window, max_points)
 
 
 def _window(p: _Pass, horizon: float | None) -> tuple[float, float] | None:
@@ -575,12 +628,12 @@ def compute_metrics(record: Record | Iterable[Any], capacity: Resources | Mappin
 
     Args:
         record: the run's :class:`Record` (any time-ordered iterable of events works).
-        capacity: the cluster's total capacity; utilization is reported for each
-            name with a positive quantity.
+        capacity: the cluster's total capacity; allocated (and, where measured, used)
+            shares are reported for each name with a positive quantity.
         horizon: end of the observation window. Events after it are ignored and
             jobs not ended by then count as pending. Default: the last job end
             (or the last event, if some job never ended).
-        max_series_points: point budget of the utilization series (>= 2).
+        max_series_points: point budget of the allocated and used series (>= 2).
 
     Raises:
         ValueError: ``max_series_points`` < 2, or ``horizon`` is not finite.
@@ -593,12 +646,13 @@ def compute_metrics(record: Record | Iterable[Any], capacity: Resources | Mappin
     caps = np.asarray([float(capacity[n]) for n in names], dtype=float)
     p = _scan_without_gc(record, names, horizon)
     window = _window(p, horizon)
-    util, series = _utilization(p, names, caps, window, max_series_points)
-    return _assemble(p, window, util, series, dict(zip(names, caps.tolist())))
+    allocated = _allocated(p, names, caps, window, max_series_points)
+    used = _used(p, names, caps, window, max_series_points)
+    return _assemble(p, window, allocated, used, dict(zip(names, caps.tolist())))
 
 
-def _assemble(p: _Pass, window: tuple[float, float] | None, util: dict[str, float],
-              series: UtilizationSeries, capacity: dict[str, float]) -> Metrics:
+def _assemble(p: _Pass, window: tuple[float, float] | None, allocated: tuple[dict[str, float], ShareSeries],
+              used: tuple[dict[str, float], ShareSeries], capacity: dict[str, float]) -> Metrics:
     """Vectorised statistics over what the pass collected."""
     jct = np.asarray(p.fin_end, dtype=float) - np.asarray(p.fin_submit, dtype=float)
     jct.flags.writeable = False
@@ -617,7 +671,8 @@ def _assemble(p: _Pass, window: tuple[float, float] | None, util: dict[str, floa
     n = p.n_code
     return Metrics(
         avg_jct=_mean(jct), median_jct=_pct(jct, 50), p95_jct=_pct(jct, 95), makespan=makespan,
-        avg_queueing_delay=_mean(qdelay), utilization=util, utilization_series=series,
+        avg_queueing_delay=_mean(qdelay), allocated=allocated[0], allocated_series=allocated[1],
+        used=used[0], used_series=used[1],
         jobs_submitted=len(p.jobs), jobs_finished=ended["finished"], jobs_rejected=ended["rejected"],
         jobs_stopped=ended["stopped"], jobs_failed=ended["failed"], jobs_cancelled=ended["cancelled"],
         jobs_pending_at_end=len(pending), pending_states=pending,

@@ -1,8 +1,9 @@
-"""A PNG comparing policies: the JCT CDF of all of them, and utilization over time per policy.
+"""A figure comparing policies: the JCT CDF of all of them, and shares over time per policy.
 
 Layout: the JCT CDF (log time axis with duration ticks) on top, its legend
 outside the axes; below it one small panel per policy (small multiples, shared
-axes) with that policy's allocated share of the plotted resource over time, so
+axes) with that policy's allocated share (solid, filled) and used share (dashed,
+where measured) of the plotted resource over time, so
 that 17 policies do not tangle in one panel. Every policy keeps one style in
 both parts (:func:`policy_styles`): a colour of its own and, past ten
 policies, other line styles.
@@ -28,7 +29,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from .metrics import Metrics
 
-#: Time units for the utilization axis: (label, seconds per unit, use when the span is at least).
+#: Time units for the share-over-time axis: (label, seconds per unit, use when the span is at least).
 _TIME_UNITS = (("d", 86400.0, 4 * 86400.0), ("h", 3600.0, 4 * 3600.0), ("min", 60.0, 4 * 60.0), ("s", 1.0, 0.0))
 #: Candidate ticks of the JCT axis, in seconds: round durations from a second to a year.
 _DURATION_TICKS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600,
@@ -85,7 +86,7 @@ def plot_format(path: str | Path) -> str:
 
 def plot_resource(results: Mapping[str, Metrics]) -> str | None:
     """The resource to plot: ``gpu`` if any result has it, else the first one seen."""
-    names = [r for m in results.values() for r in m.utilization_series.fractions]
+    names = [r for m in results.values() for r in m.allocated_series.fractions]
     if "gpu" in names:
         return "gpu"
     return names[0] if names else None
@@ -164,8 +165,9 @@ def _grid_shape(n: int) -> tuple[int, int]:
 
 def _plot_utilization_panel(ax: Axes, name: str, m: Metrics, resource: str | None, unit: float,
                             style: LineStyle) -> None:
-    """One policy's allocated share over time: a filled step in its colour and its mean as a dotted line."""
-    s = m.utilization_series
+    """One policy's allocated share over time (a filled step in its colour), its used share where
+    measured (dashed, same colour) and the allocated mean as a dotted line."""
+    s = m.allocated_series
     frac = s.fractions.get(resource) if resource else None
     if frac is None or s.times.size == 0:
         ax.set_title(f"{name}: no data", fontsize="small")
@@ -173,9 +175,15 @@ def _plot_utilization_panel(ax: Axes, name: str, m: Metrics, resource: str | Non
     t = (s.times - (m.window[0] if m.window else 0.0)) / unit
     ax.fill_between(t, 100 * frac, step="post", color=style.color, alpha=0.35, linewidth=0)
     ax.step(t, 100 * frac, where="post", color=style.color, linewidth=1.0)  # the title names it: solid
-    avg = 100 * m.utilization.get(resource or "", 0.0)
+    u = m.used_series.fractions.get(resource or "")
+    used_avg = m.used.get(resource or "")
+    if u is not None and m.used_series.times.size:
+        tu = (m.used_series.times - (m.window[0] if m.window else 0.0)) / unit
+        ax.step(tu, 100 * u, where="post", color=style.color, linestyle="--", linewidth=1.0)
+    avg = 100 * m.allocated.get(resource or "", 0.0)
     ax.axhline(avg, color="black", linestyle=":", linewidth=0.8)
-    ax.set_title(f"{name}: avg {avg:.1f}%", fontsize="small")
+    used_txt = f", used {100 * used_avg:.1f}%" if used_avg is not None else ""
+    ax.set_title(f"{name}: alloc {avg:.1f}%{used_txt}", fontsize="small")
 
 
 def _plot_utilization(fig: SubFigure, results: Mapping[str, Metrics], resource: str | None,
@@ -195,9 +203,10 @@ def _plot_utilization(fig: SubFigure, results: Mapping[str, Metrics], resource: 
         ax.tick_params(labelsize="small")
         ax.label_outer()
     what = resource or "resource"
-    fig.suptitle(f"{what} allocated over time, per policy (dotted: average)", fontsize="medium")
+    fig.suptitle(f"{what}: allocated (solid) and used (dashed) share over time, per policy "
+                 "(dotted: average allocated)", fontsize="medium")
     fig.supxlabel(f"time since first submission ({label})", fontsize="small")
-    fig.supylabel(f"{what} allocated (%)", fontsize="small")
+    fig.supylabel(f"share of {what} capacity (%)", fontsize="small")
 
 
 def comparison_figure(results: Mapping[str, Metrics], title: str | None = "Policy comparison") -> Figure:

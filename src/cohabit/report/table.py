@@ -4,7 +4,7 @@ One row per policy, one column per metric, times in human units, and the best
 value of each column in bold green (ties all highlighted; nothing is
 highlighted when only one policy is shown or all values are equal).
 
-Columns have keys (``avg-jct``, ``util-gpu``...) that ``--columns`` selects;
+Columns have keys (``avg-jct``, ``alloc-gpu``...) that ``--columns`` selects;
 a comparison wider than the console is printed as several stacked tables,
 each repeating the policy column, so no cell is ever cut or wrapped (at 80
 columns as well as in a file).
@@ -84,20 +84,21 @@ class Column:
     @property
     def key(self) -> str:
         """The name ``--columns`` uses: the header on one line, ``-`` for line breaks, lower case
-        (``"avg\\nJCT"`` -> ``avg-jct``, ``"make-\\nspan"`` -> ``makespan``, ``"util\\ngpu"`` -> ``util-gpu``)."""
+        (``"avg\\nJCT"`` -> ``avg-jct``, ``"make-\\nspan"`` -> ``makespan``, ``"alloc\\ngpu"`` -> ``alloc-gpu``)."""
         return self.header.replace("-\n", "").replace("\n", "-").replace(" ", "-").lower()
 
 
-#: At most this many utilization columns by default (gpu first, then capacity order).
+#: At most this many resources get share columns by default (gpu first, then capacity order).
 MAX_UTIL_COLUMNS = 3
 
 
 def all_columns(results: Mapping[str, Metrics], resources: list[str] | None = None) -> list[Column]:
     """Every column, in display order; those with ``default=False`` are left out unless selected.
 
-    Utilization gets one column per name in ``resources``; by default every
-    name seen, ``gpu`` first, of which the first :data:`MAX_UTIL_COLUMNS` are
-    shown by default.
+    Each name in ``resources`` gets an ``alloc`` column (share of capacity the ledger
+    allocated) and a ``used`` column (share jobs actually used; left out when no
+    policy's run measured it); by default every name seen, ``gpu`` first, of which
+    the first :data:`MAX_UTIL_COLUMNS` are shown by default.
     """
     if resources is None:
         resources = _resources(results)
@@ -108,8 +109,11 @@ def all_columns(results: Mapping[str, Metrics], resources: list[str] | None = No
         Column("make-\nspan", lambda m: m.makespan, format_duration, False),
         Column("avg\nqueue", lambda m: m.avg_queueing_delay, format_duration, False),
     ]
-    cols += [Column(f"util\n{r}", _util_getter(r), format_percent, True, default=i < MAX_UTIL_COLUMNS)
-             for i, r in enumerate(resources)]
+    for i, r in enumerate(resources):
+        cols += [Column(f"alloc\n{r}", _share_getter("allocated", r), format_percent, True,
+                        default=i < MAX_UTIL_COLUMNS),
+                 Column(f"used\n{r}", _share_getter("used", r), format_percent, True, optional=True,
+                        default=i < MAX_UTIL_COLUMNS)]
     cols += [
         Column("fin-\nished", lambda m: m.jobs_finished, format_count, True),
         Column("re-\njected", lambda m: m.jobs_rejected, format_count, False),
@@ -135,7 +139,7 @@ def select_columns(spec: str | None, results: Mapping[str, Metrics],
     """The columns a ``--columns`` value names, in the order given.
 
     ``None`` or ``""``: :func:`default_columns`; ``"all"``: every column.
-    Otherwise comma-separated keys (:attr:`Column.key`, e.g. ``avg-jct,util-gpu``);
+    Otherwise comma-separated keys (:attr:`Column.key`, e.g. ``avg-jct,alloc-gpu``);
     a column named this way is shown even where it is all zero.
 
     Raises:
@@ -165,15 +169,16 @@ def select_columns(spec: str | None, results: Mapping[str, Metrics],
 def _resources(results: Mapping[str, Metrics]) -> list[str]:
     seen: list[str] = []
     for m in results.values():
-        seen += [r for r in m.utilization if r not in seen]
+        seen += [r for r in m.allocated if r not in seen]
     if "gpu" in seen:
         seen.remove("gpu")
         seen.insert(0, "gpu")
     return seen
 
 
-def _util_getter(resource: str) -> Callable[[Metrics], float | None]:
-    return lambda m: m.utilization.get(resource)
+def _share_getter(kind: str, resource: str) -> Callable[[Metrics], float | None]:
+    """Read ``Metrics.allocated`` or ``Metrics.used`` (``kind``) for ``resource``."""
+    return lambda m: getattr(m, kind).get(resource)
 
 
 def _best(values: list[float | None], higher_is_better: bool) -> set[int]:

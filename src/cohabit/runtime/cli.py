@@ -114,7 +114,8 @@ def run(
         _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
     from_ray = ray_address is not None and nodes is None  # an existing cluster: its own nodes and capacities
     try:
-        cluster = None if from_ray else local_cluster(nodes)
+        # a bandwidth budget is the nodes' network capacity: the used share of it is then reported
+        cluster = None if from_ray else local_cluster(nodes, net_gbps=(bandwidth_mbps or 0) / 1000 or None)
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
     specs = _load_real_jobs(jobs_yaml, cluster)

@@ -84,6 +84,7 @@ from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
 from .ps.spilling import SPILL_REPORT_KEYS
+from .usage import UsageMeter
 from .worker import worker_config
 from .workloads import BUILTINS, WorkloadConfig, WorkloadError, parse_config
 
@@ -249,6 +250,8 @@ class LocalBackend:
         self._runs: dict[str, _Run] = {}
         self._restarts: dict[str, int] = {}
         self._pending: list[BackendEvent] = []
+        self.usage = UsageMeter()  # what jobs' processes use (USED events; metrics only)
+        self._used: list[BackendEvent] = []  # USED events not yet returned by advance
         self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
         self._spares: dict[str, list[_Spare]] = {}
         self._pack_hosts: dict[tuple[int, int], PackHost] = {}  # device -> its pack process (runtime.packed)
@@ -379,6 +382,7 @@ class LocalBackend:
         st = self.status[spec.id]
         st.pids = tuple(t.proc.pid for t in run.tasks)
         st.state = "starting"
+        self.usage.start(spec.id, list(st.pids), run.launched)
         if warm:
             self._replenish(kind)
 
@@ -424,6 +428,7 @@ class LocalBackend:
                 for t in live:
                     for msg in t.chan.recv_ready():
                         self._notify(job, msg)
+                        self.usage.read(job, t.proc.pid, self.now())
                         if msg.get("type") == "halted" and "save_s" in msg:
                             save_s = msg["save_s"]
                         elif msg.get("type") == "progress":
@@ -443,7 +448,10 @@ class LocalBackend:
                 st.reason = (f"halt timed out after {self.halt_timeout:g} s; killed; resumes from checkpoint "
                              f"iteration {st.checkpoint_iteration}")
         else:
+            for t in live:
+                self.usage.read(job, t.proc.pid, self.now())
             self._kill(run.tasks)
+        self._sample_use(job, end=True)
         st.state = "halted"
         st.pids = ()
 
@@ -487,7 +495,26 @@ class LocalBackend:
             ev = self._poll_run(job, run)
             if ev is not None:
                 events.append(ev)
+        if self._used:
+            events += self._used
+            self._used = []
         return events
+
+    def _sample_use(self, job: str, *, end: bool = False) -> None:
+        """Queue a ``USED`` event for what ``job`` used since its last one (:mod:`.usage`);
+        ``end``: the job's processes are gone, stop measuring it."""
+        ev = self.usage.sample(job, self.now())
+        if ev is not None:
+            self._used.append(ev)
+        if end:
+            self.usage.forget(job)
+
+    def drain_usage(self, now: float) -> list[BackendEvent]:
+        """``USED`` events for every running job up to now and those not yet returned."""
+        for job in self._runs:
+            self._sample_use(job)
+        out, self._used = self._used, []
+        return out
 
     def _poll_run(self, job: str, run: _Run) -> BackendEvent | None:
         """Read one run's messages; return its event, if any (progress, finished, failed)."""
@@ -497,6 +524,10 @@ class LocalBackend:
             for msg in task.chan.recv_ready():
                 self._notify(job, msg)
                 kind = msg.get("type")
+                if kind in ("progress", "finished", "halted"):
+                    self.usage.read(job, task.proc.pid, self.now())
+                    if msg.get("net_remote_bytes_s") is not None:
+                        self.usage.net(job, task.rank, float(msg["net_remote_bytes_s"]), self.now())
                 if kind == "ready":
                     st.total = msg.get("total")
                     self.timings.append({"job": job, "kind": "start", "at": self.now(), "rank": task.rank,
@@ -518,6 +549,7 @@ class LocalBackend:
                 elif kind == "error":
                     task.error, task.fatal = str(msg.get("reason")), bool(msg.get("fatal"))
         if progress is not None:
+            self._sample_use(job)
             _update_status(st, progress)
             run.last_iter_time = float(progress["iter_time"])
             if not run.first_progress:
@@ -537,6 +569,7 @@ class LocalBackend:
                     return self._on_task_death(job, run, task)
         if run.tasks and all(t.done for t in run.tasks):
             del self._runs[job]
+            self._sample_use(job, end=True)
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
             return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
@@ -562,6 +595,7 @@ class LocalBackend:
             what = f"task {task.rank} (pid {task.proc.pid}) on node {task.node}: {task.error}"
         tail = _tail(task.log_path)
         used = self._restarts.get(job, 0)
+        self._sample_use(job, end=True)
         if task.fatal or used >= self.max_restarts:
             del self._runs[job]
             reason = what if task.fatal else f"{what}; gave up after {used} restart(s)"

@@ -40,7 +40,8 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb: float | None = None) -> ClusterSpec:
+def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb: float | None = None,
+                  net_gbps: float | None = None) -> ClusterSpec:
     """Logical nodes for real execution on this machine.
 
     Defaults: one node per usable core (``os.sched_getaffinity`` /
@@ -48,6 +49,8 @@ def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb:
     ``mem_gb = 0.8 * physical memory / nodes`` (rounded down to 0.1 GB). With
     more nodes than cores, nodes share cores (LocalBackend pins node ``i`` to
     core ``i mod cores``), so CPU capacity is oversubscribed on purpose.
+    ``net_gbps``: each node's network capacity (the parameter-server bandwidth budget;
+    default none, i.e. unlimited and not a resource).
     """
     c = cores if cores is not None else usable_cores()
     n = nodes if nodes is not None else c
@@ -55,7 +58,8 @@ def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb:
         raise ValueError(f"nodes must be >= 1, got {n!r}")
     mem = mem_gb if mem_gb is not None else machine_memory_gb()
     per_mem = math.floor(0.8 * mem / n * 10) / 10
-    return ClusterSpec.homogeneous("local", n, Resources(cpu=max(1, c // n), mem_gb=max(per_mem, 0.1)))
+    return ClusterSpec.homogeneous("local", n, Resources(cpu=max(1, c // n), mem_gb=max(per_mem, 0.1),
+                                                          net_gbps=net_gbps or 0.0))
 
 
 def job_problems(spec: JobSpec) -> list[tuple[tuple[str, ...], str]]:

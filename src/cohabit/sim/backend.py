@@ -14,6 +14,11 @@ Packed jobs (``launch_pack``, Liu's Pack) advance together at the speed of their
 packed step from the measured profile ``profiles.pack``; when a member leaves
 (finishes, is paused or moved) the others continue at the smaller pack's speed.
 
+What each job really *uses* (``sim.usage``: GPU busy time, a PS job's CPU, network and
+memory, the truth's ``used`` fractions) changes whenever its speed does; each interval at
+one level is reported as a ``USED`` event when it ends (a speed change, halt, finish, or
+``drain_usage`` at the end of the run). The scheduler only records these for metrics.
+
 The truth (``JobTruth`` per job) lives only here. The scheduler receives
 specs; a policy receives a ``ClusterView``, which has no path to this object.
 """
@@ -29,9 +34,10 @@ from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import SimConfig, colocation_factor, solo_rate
+from .physics import SimConfig, colocation_factor, consolidation_factor, solo_rate
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
+from .usage import device_factor, ps_levels, restoring, trace_level
 
 _FINISH, _PROGRESS = 0, 1
 _EPS = 1e-9
@@ -39,7 +45,7 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack")
+                 "pack", "level", "busy", "use_since", "consolidation")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -54,6 +60,10 @@ class _Run:
         self.group: tuple = ()  # parameter-server jobs: the key of the group of jobs sharing its machines
         self.speed: MemberSpeed | None = None
         self.pack: tuple[int, int] | None = None  # the device of the pack the job trains in
+        self.level: dict[str, float] = {}  # what it uses while computing (sim.usage)
+        self.busy = 1.0  # share of time its GPUs compute (before the per-device cap)
+        self.consolidation: float | None = None  # physics.consolidation_factor on alloc (cached)
+        self.use_since = t0  # use not yet reported starts here (the launch time: set by the launcher)
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -77,6 +87,7 @@ class SimBackend:
         #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
         #: for naive co-location it counts stretched, overlapping phases)
         self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
+        self._used: list[BackendEvent] = []  # USED events not yet returned by advance
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -97,6 +108,7 @@ class SimBackend:
             m = len(set(alloc.nodes[: len(alloc.slots) - spec.num_ps]))
             run = _Run(spec, truth, alloc, 0.0, done, now + launch_delay(truth.ps, m, from_checkpoint,
                                                                           self.cfg.harmony))
+            run.use_since = now
             run.group = alloc.group if alloc.group is not None else ("solo", spec.id)
             members = self._ps_groups.setdefault(run.group, set())
             touched |= members
@@ -106,6 +118,7 @@ class SimBackend:
             return
         delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else 0.0
         run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
+        run.use_since = now
         self._runs[spec.id] = run
         for dev in run.devices:
             occ = self._device_jobs.setdefault(dev, set())
@@ -128,6 +141,7 @@ class SimBackend:
             run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
             run.devices = frozenset()  # the pack holds its device: no time-sharing with anyone
             run.pack = device
+            run.use_since = now
             self._runs[spec.id] = run
             members.add(spec.id)
             touched.add(spec.id)
@@ -137,6 +151,7 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
+        self._report_use(run, now)
         self._fold(run, now)
         if checkpoint:
             self._checkpoint[job] = min(run.done_at(now), float(run.truth.iterations))
@@ -201,6 +216,7 @@ class SimBackend:
         for jid in jobs:
             run = self._runs.get(jid)
             if run is not None:
+                self._report_use(run, now)  # use up to now at the old level
                 self._fold(run, now)  # progress up to now at the old rate
         self._ps_speeds(jobs)
         for jid in jobs:
@@ -223,6 +239,63 @@ class SimBackend:
             first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
             if first_iter < finish - _EPS:
                 self._push(first_iter, _PROGRESS, jid, run.version)
+        self._levels(jobs)
+
+    # ------------------------------------------------------------ usage
+    def _levels(self, jobs: set[str]) -> None:
+        """New usage levels of ``jobs`` after their speeds changed (``sim.usage``)."""
+        runs = [r for j in sorted(jobs) if (r := self._runs.get(j)) is not None]
+        groups = {r.group for r in runs if r.speed is not None}
+        for key in groups:
+            members = [self._runs[j] for j in sorted(self._ps_groups.get(key, ()))]
+            mode = key[0] if key[0] != "solo" else None
+            levels = ps_levels([(r.spec, r.truth.ps, r.alloc, r.speed) for r in members], mode)  # type: ignore[misc]
+            for r, level in zip(members, levels):
+                r.level = level
+        for r in runs:
+            if r.speed is not None:
+                continue
+            if r.pack is not None:
+                r.busy = 1.0 / len(self._packs[r.pack])
+            else:  # computing share: off the consolidated placement and slowed by co-located jobs
+                if r.consolidation is None:
+                    r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
+                r.busy = r.consolidation * r.rate / r.solo
+            r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
+        for r in runs:  # jobs time-sharing a device use at most the device together
+            if r.speed is None and r.devices and r.level.get("gpu"):
+                r.level["gpu"] *= min(device_factor([self._device_share(o) for o in self._device_jobs[d]])
+                                      for d in r.devices)
+
+    def _device_share(self, job: str) -> float:
+        """Share of one of its devices a job uses at its current speed."""
+        r = self._runs[job]
+        return min(r.spec.workers.demand["gpu"], 1.0) * r.busy
+
+    def _report_use(self, run: _Run, now: float) -> None:
+        """Queue ``USED`` events for the run's use since it was last reported, up to ``now``: memory
+        only while it restores (before ``t0``), then its level."""
+        since = run.use_since
+        if now <= since or not run.level:
+            run.use_since = max(since, now)
+            return
+        jid = run.spec.id
+        if since < run.t0:
+            end = min(run.t0, now)
+            self._used.append(BackendEvent(now, BackendEventKind.USED, jid,
+                                           {"used": restoring(run.level), "since": since, "until": end}))
+            since = end
+        if now > since:
+            self._used.append(BackendEvent(now, BackendEventKind.USED, jid,
+                                           {"used": dict(run.level), "since": since, "until": now}))
+        run.use_since = now
+
+    def drain_usage(self, now: float) -> list[BackendEvent]:
+        """``USED`` events for every running job up to ``now`` and those not yet returned."""
+        for run in self._runs.values():
+            self._report_use(run, now)
+        out, self._used = self._used, []
+        return out
 
     def _pack_rate(self, device: tuple[int, int]) -> float:
         """Iterations/s of every member of the pack on ``device``: 1 / its packed step time."""
@@ -253,7 +326,8 @@ class SimBackend:
             if until == math.inf:
                 raise RuntimeError("simulation has running jobs but no future events")
             self.now = max(self.now, until)
-            return self.now, []
+            out, self._used = self._used, []
+            return self.now, out
         t = max(nxt, self.now)
         self.now = t
         events: list[BackendEvent] = []
@@ -285,6 +359,9 @@ class SimBackend:
                     nxt = t + every
                     if nxt < run.t0 + (total - run.done) / run.rate - _EPS:
                         self._push(nxt, _PROGRESS, jid, run.version)
+        if self._used:
+            events = self._used + events
+            self._used = []
         return t, events
 
     def close(self) -> None:

@@ -85,14 +85,27 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
         raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
     base = truth.iterations / truth.duration
     scale = (n_workers / truth.ref_workers) ** cfg.scaling_exponent
+    return base * scale * consolidation_factor(spec, truth, alloc, cfg)
+
+
+def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
+    """Speed of a trace-duration job on ``alloc`` relative to the most consolidated placement of
+    its size (per-model factor of ``profiles.placement``; <= 1). 1 for profile-driven jobs
+    (Pollux, DL2 parameter-server models), whose profiles already hold the placement's speed.
+    The GPU's compute per iteration is the same on any placement, so this is also the share of
+    time its GPUs compute rather than wait for communication (``sim.usage``)."""
+    app = truth.app
+    if truth.duration is None or app in POLLUX_APPS or (app in PS_MODELS and spec.architecture == "ps"):
+        return 1.0
     gpu_per_worker = spec.workers.demand["gpu"]
-    if gpu_per_worker >= 1:
-        per_node_cap = max(int(cfg.gpus_per_node // gpu_per_worker), 1)
-        min_nodes = math.ceil(n_workers / per_node_cap)
-        spread = cfg.spread.speed_factor(spec.model, len(per_node)) / cfg.spread.speed_factor(spec.model, min_nodes)
-    else:
-        spread = 1.0
-    return base * scale * min(spread, 1.0)
+    if gpu_per_worker < 1:
+        return 1.0
+    n_workers = len(alloc.slots) - spec.num_ps
+    per_node = replicas_per_node(alloc, n_workers)
+    per_node_cap = max(int(cfg.gpus_per_node // gpu_per_worker), 1)
+    min_nodes = math.ceil(n_workers / per_node_cap)
+    spread = cfg.spread.speed_factor(spec.model, len(per_node)) / cfg.spread.speed_factor(spec.model, min_nodes)
+    return min(spread, 1.0)
 
 
 def colocation_factor(model: str, others: list[str]) -> float:

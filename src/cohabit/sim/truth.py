@@ -8,7 +8,9 @@ receives only ``TraceJob.spec`` and the ``SimBackend`` keeps the truth.
 
 from __future__ import annotations
 
+import math
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..spec.job import JobSpec
@@ -72,6 +74,12 @@ class JobTruth:
     * ``loss_curve``: (a, b, c) of the job's loss curve (see :meth:`loss_at`).
     * ``ps``: a Harmony parameter-server job's subtask times and data sizes (:class:`PSTruth`);
       when set, ``sim.harmony_physics`` gives its speed (``iterations`` to convergence).
+    * ``used``: resource name -> the fraction of its allocation of that resource the job
+      really uses while it trains (e.g. ``{"cpu": 0.3, "mem_gb": 0.5}``: a job that asked for
+      more than it needs); may exceed 1 (it uses more than it asked for). ``sim.usage``
+      reports it as the job's *used* share; resources not named here have no ground truth
+      (except the GPU and a parameter-server job's CPU, memory and network, which the
+      simulator's physics gives).
     """
 
     iterations: int
@@ -80,6 +88,7 @@ class JobTruth:
     app: str | None = None
     loss_curve: tuple[float, float, float] | None = None
     ps: PSTruth | None = None
+    used: Mapping[str, float] | None = None
 
     def loss_at(self, fraction: float, job_id: str = "") -> float:
         """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
@@ -98,6 +107,10 @@ class JobTruth:
             raise ValueError(f"duration must be > 0, got {self.duration}")
         if self.ref_workers < 1:
             raise ValueError(f"ref_workers must be >= 1, got {self.ref_workers}")
+        for name, frac in (self.used or {}).items():
+            if not isinstance(name, str) or not name or not (isinstance(frac, int | float) and math.isfinite(frac)
+                                                             and frac >= 0):
+                raise ValueError(f"used[{name!r}] must be a fraction >= 0 of the allocation, got {frac!r}")
         if self.loss_curve is not None:
             a, b, c = self.loss_curve
             if not (a >= 0 and b > 0 and c >= 0):

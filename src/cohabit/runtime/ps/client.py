@@ -17,7 +17,8 @@ subtask, so that waiting in Harmony's queues is not taken for work (the
 profiles Harmony groups jobs by, Lee et al. Sec. 5, are COMP and COMM times
 measured alone); ``loss`` (the
 mean over the workers, as returned in the servers' acks), ``net_bytes_s``
-(bytes this worker sent and received per second), resident memory and the
+(bytes this worker sent and received per second; ``net_remote_bytes_s``: those
+with servers on other nodes, which cross node links), resident memory and the
 iteration of the newest checkpoint; with the ``spill`` option (:mod:`.spilling`)
 also ``alpha`` and the spill's resident input, reload volume and stall time,
 and ``alpha: auto`` takes one hill-climbing step per report. Worker 0 asks for a checkpoint every
@@ -45,15 +46,16 @@ CONNECT_TIMEOUT_S = 30.0
 class _Window:
     """Per-iteration times accumulated between two progress reports."""
 
-    def __init__(self, now: float, nbytes: int) -> None:
-        self.start, self.bytes0 = now, nbytes
+    def __init__(self, now: float, counts: tuple[int, int]) -> None:
+        self.start, (self.bytes0, self.remote0) = now, counts
         self.steps, self.compute, self.comm = 0, 0.0, 0.0
         self.losses: list[float] = []
 
-    def report(self, now: float, nbytes: int) -> dict[str, Any]:
+    def report(self, now: float, counts: tuple[int, int]) -> dict[str, Any]:
         wall = now - self.start
         out: dict[str, Any] = {"iter_time": wall / self.steps, "compute_s": self.compute / self.steps,
-                               "comm_s": self.comm / self.steps, "net_bytes_s": (nbytes - self.bytes0) / wall}
+                               "comm_s": self.comm / self.steps, "net_bytes_s": (counts[0] - self.bytes0) / wall,
+                               "net_remote_bytes_s": (counts[1] - self.remote0) / wall}
         if self.losses:
             out["loss"] = sum(self.losses) / len(self.losses)
         return out
@@ -66,6 +68,7 @@ class PSWorker:
         self.t = task
         self.index = int(task.sec["index"])
         self.conns: list[Conn] = []
+        self.remote: list[bool] = []  # per connection: is its server on another node
         self.gate = make_gate(task.cfg.get("subtask_gate"), job=task.job, rank=self.index, node=task.node,
                               link_rate=task.rate)
         if via_harmony(task.cfg):
@@ -74,8 +77,10 @@ class PSWorker:
         self.spill: WorkerSpill | None = None
 
     @property
-    def nbytes(self) -> int:
-        return sum(c.sent + c.received for c in self.conns)
+    def byte_counts(self) -> tuple[int, int]:
+        """Bytes sent and received so far: in all, and with servers on other nodes."""
+        moved = [c.sent + c.received for c in self.conns]
+        return sum(moved), sum(b for b, far in zip(moved, self.remote) if far)
 
     def _connect(self) -> None:
         w = self.t.workload
@@ -93,6 +98,7 @@ class PSWorker:
                     time.sleep(0.02)
             sock.settimeout(None)
             conn = Conn(sock, self.t.link_to(int(node)))
+            self.remote.append(int(node) != self.t.node)
             conn.send(hello)
             self.conns.append(conn)
 
@@ -178,7 +184,7 @@ class PSWorker:
                 t.send({"type": "halted", "iteration": w.iteration, "checkpoint_seq": self.last_ckpt})
                 return EXIT_OK
             if win is None:
-                win = _Window(time.perf_counter(), self.nbytes)
+                win = _Window(time.perf_counter(), self.byte_counts)
                 continue
             win.steps += 1
             win.compute += inside[SubtaskKind.COMP]
@@ -187,7 +193,7 @@ class PSWorker:
                 win.losses.append(float(ack["metrics"]["loss"]))
             now = time.perf_counter()
             if now - win.start >= report_every or (first_report and win.steps >= 3 and now - win.start >= 0.1):
-                rep = win.report(now, self.nbytes)
+                rep = win.report(now, self.byte_counts)
                 metrics = dict(latest)
                 if "loss" in rep:
                     metrics["loss"] = rep.pop("loss")
@@ -196,7 +202,7 @@ class PSWorker:
                     self.spill.observe(rep["iter_time"])
                 t.send({"type": "progress", "iterations": w.iteration, "total": w.total_iterations, **rep,
                         "metrics": metrics, "mem_mb": rss_mb(), "checkpoint_iteration": self.last_ckpt})
-                win = _Window(now, self.nbytes)
+                win = _Window(now, self.byte_counts)
                 first_report = False
 
     def _finish(self, latest: dict[str, float], last: dict[str, float]) -> int:

@@ -24,8 +24,10 @@ the trace is meant for (default ``tiresias``)::
 ``truth`` keys: ``iterations`` (default ``ceil(duration)``, i.e. nominal
 one-second iterations), ``duration`` (seconds at ``ref_workers``
 consolidated workers), ``ref_workers`` (default: the job's worker count) and
-``app`` (a profile key). At least one of ``iterations`` and ``duration`` is
-required. Errors name the file, the line and the field
+``app`` (a profile key) and ``used`` (resource -> the fraction of its allocation
+the job really uses, e.g. ``used: {cpu: 0.25, mem_gb: 0.5}``: the *used* share the
+reports show next to the allocated one; each name must be a resource the job
+demands). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
 (``jobs.yaml:12: field 'jobs[3].truth.duration': ...``); with
 ``skip_bad_rows`` a bad job is skipped and reported, while a YAML syntax error
 or a bad top level still raises.
@@ -47,7 +49,7 @@ from ._common import Sink, Source
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "tiresias"
-TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app")
+TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used")
 _TOP_KEYS = ("jobs", "cluster")
 
 
@@ -67,7 +69,24 @@ def _key_node(node: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
     return None
 
 
-def _truth(raw: Any, node: yaml.Node, field: str, file: str, workers: int) -> JobTruth:
+def _used(raw: Any, node: yaml.Node, bad: Any, demanded: set[str]) -> dict[str, float] | None:
+    """Validate ``truth.used``: resource -> fraction >= 0 of the allocation, for demanded resources."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise bad("used", f"expected a mapping of resource -> fraction of its allocation, got {type(raw).__name__}")
+    out: dict[str, float] = {}
+    for name, frac in raw.items():
+        if name not in demanded:
+            raise bad("used", f"{name!r}: not a resource the job demands "
+                              f"(it demands: {', '.join(sorted(demanded)) or 'nothing'})")
+        if not (isinstance(frac, int | float) and not isinstance(frac, bool) and math.isfinite(frac) and frac >= 0):
+            raise bad("used", f"{name!r}: expected a fraction >= 0 of its allocation, got {frac!r}")
+        out[str(name)] = float(frac)
+    return out
+
+
+def _truth(raw: Any, node: yaml.Node, field: str, file: str, workers: int, demanded: set[str]) -> JobTruth:
     """Validate one ``truth:`` mapping (``node`` is its YAML node)."""
 
     def bad(key: str | None, message: str) -> TraceRowError:
@@ -104,8 +123,9 @@ def _truth(raw: Any, node: yaml.Node, field: str, file: str, workers: int) -> Jo
         raise bad(None, "give iterations, duration or both")
     if iterations is None:
         iterations = max(1, math.ceil(duration))
+    used = _used(raw.get("used"), node, bad, demanded)
     return JobTruth(iterations=iterations, duration=duration,
-                    ref_workers=workers if ref_workers is None else ref_workers, app=app)
+                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used)
 
 
 def _job(item: Any, node: yaml.Node, index: int, file: str) -> TraceJob:
@@ -125,7 +145,8 @@ def _job(item: Any, node: yaml.Node, index: int, file: str) -> TraceJob:
             file, _line(node), f"{field}.truth",
             "missing: give truth: {iterations: N, duration: S} (the simulator's ground truth)", what="field",
         )
-    return TraceJob(spec, _truth(raw_truth, found[1], f"{field}.truth", file, spec.workers.count))
+    return TraceJob(spec, _truth(raw_truth, found[1], f"{field}.truth", file, spec.workers.count,
+                                 set(spec.total_demand())))
 
 
 def _top(root: yaml.Node | None, data: Any, file: str, sink: Sink) -> tuple[yaml.SequenceNode, list[Any]]:
@@ -193,6 +214,8 @@ def dump(jobs: Iterable[TraceJob], path: str | Path | None = None, *, cluster: s
             truth["duration"] = t.duration
         if t.app is not None:
             truth["app"] = t.app
+        if t.used is not None:
+            truth["used"] = dict(t.used)
         item["truth"] = truth
         items.append(item)
     data: dict[str, Any] = {}
