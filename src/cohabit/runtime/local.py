@@ -39,6 +39,13 @@ since this backend was created (the wall clock):
 * ``close`` terminates every process this backend started (by pid) and, if it
   made its own temporary directory, removes it.
 
+GPUs: each task gets ``CUDA_VISIBLE_DEVICES`` = the physical ids of the GPU
+devices the ledger assigned to its slot (``""`` when it holds none), mapped by
+:class:`~.devices.DeviceMap` (``gpu_ids`` / node labels / this machine's GPUs);
+a pack host gets its one device. Torch workloads train on ``cuda:0`` when torch
+sees it, else on the CPU with a note (:attr:`JobStatus.device_note`), and
+report peak device memory (``device_mem_mb``) in progress on CUDA.
+
 Warm spares (``prewarm=True``, the default): after the first launch of a
 built-in workload of a kind (numpy, or torch — data-parallel jobs count as
 torch), the backend keeps one idle worker of that kind that has already
@@ -68,7 +75,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +86,8 @@ from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
+from .devices import ENV as DEVICES_ENV
+from .devices import DeviceMap
 from .harmony.hook import HarmonyHook
 from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
@@ -138,6 +147,10 @@ class JobStatus:
     compute_s: float | None = None
     comm_s: float | None = None
     mem_mb: float | None = None
+    device: str | None = None  # where rank 0 trains ("cuda:0", "cpu"), as it reported
+    cuda_visible_devices: str | None = None  # rank 0's physical GPU ids ("" none)
+    device_note: str | None = None  # why it trains on the CPU although given GPUs
+    device_mem_mb: float | None = None  # peak device memory (torch.cuda.max_memory_allocated), on CUDA
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint_iteration: int | None = None
     restarts: int = 0
@@ -195,6 +208,8 @@ class LocalBackend:
     every PS worker (:func:`cohabit.runtime.subtask.make_gate`), or a function
     of the job spec returning it; workers of a Harmony ``pipelined`` group get
     the Harmony gate instead (:mod:`cohabit.runtime.harmony.hook`).
+    ``gpu_ids``: physical GPU ids of nodes' devices (node index or name -> ``"0,1"`` or a list),
+    over the nodes' ``gpu_ids`` labels and the machine's GPUs (:class:`~.devices.DeviceMap`).
     """
 
     def __init__(
@@ -215,6 +230,7 @@ class LocalBackend:
         python: str = sys.executable,
         bandwidth_mbps: float | list[float | None] | None = None,
         subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
+        gpu_ids: Mapping[int | str, Any] | None = None,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -242,6 +258,7 @@ class LocalBackend:
         self.python = python
         self.net_rates = node_bandwidth(cluster, bandwidth_mbps)
         self.subtask_gate = subtask_gate
+        self.devices = DeviceMap.build(cluster, gpu_ids)  # ledger device -> physical GPU id (CUDA_VISIBLE_DEVICES)
         self.harmony = HarmonyHook(len(cluster.nodes), env=self._env(1))  # pipelined groups' node queues
         self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
         self.status: dict[str, JobStatus] = {}
@@ -357,9 +374,11 @@ class LocalBackend:
         run.tasks = []
         for rank in range(n):
             node = run.alloc.slots[rank].node
-            header = f"launch at t={self.now():.3f} job {spec.id} rank {rank} node {node} from_checkpoint={from_checkpoint}"
-            proc, sock, log_path = self._spawn_task(spec.id, rank, node, env, header, warm=warm, kind=kind,
-                                                    threads=threads)
+            visible = self.devices.for_slot(run.alloc.slots[rank])  # the ledger's devices of this task
+            header = (f"launch at t={self.now():.3f} job {spec.id} rank {rank} node {node} "
+                      f"{DEVICES_ENV}={visible!r} from_checkpoint={from_checkpoint}")
+            proc, sock, log_path = self._spawn_task(spec.id, rank, node, {**env, DEVICES_ENV: visible}, header,
+                                                    warm=warm, kind=kind, threads=threads)
             self._all_procs[proc.pid] = proc
             task = _Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
@@ -368,6 +387,7 @@ class LocalBackend:
                 epochs=spec.epochs, batch_size=spec.batch_size, threads=threads, store_root=str(self.store.root),
                 from_checkpoint=from_checkpoint, report_interval=self.report_interval,
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
+                cuda_visible_devices=visible,
             )
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)
@@ -504,10 +524,14 @@ class LocalBackend:
                                          "interpreter_s": msg.get("interpreter_s"), "imports_s": msg.get("imports_s"),
                                          "torch_import_s": msg.get("torch_import_s"), "build_s": msg.get("build_s"),
                                          "restore_s": msg.get("restore_s"),
-                                         "restored_iteration": msg.get("restored_iteration")})
+                                         "restored_iteration": msg.get("restored_iteration"),
+                                         "device": msg.get("device"),
+                                         "cuda_visible_devices": msg.get("cuda_visible_devices")})
                     if task.rank == 0:
                         st.iterations = int(msg.get("iteration", 0))
                         st.state = "running"
+                        st.device, st.device_note = msg.get("device"), msg.get("device_note")
+                        st.cuda_visible_devices = msg.get("cuda_visible_devices")
                 elif kind == "progress" and task.rank == 0:
                     progress = msg
                 elif kind in ("finished", "halted"):
@@ -543,7 +567,7 @@ class LocalBackend:
                                                                               "metrics": _finite(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
-            for k in ("compute_s", "comm_s", "mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
+            for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
             data["metrics"] = _finite(progress.get("metrics"))
@@ -682,6 +706,8 @@ def _update_status(st: JobStatus, msg: dict[str, Any]) -> None:
     st.compute_s = msg.get("compute_s")
     st.comm_s = msg.get("comm_s")
     st.mem_mb = msg.get("mem_mb")
+    if msg.get("device_mem_mb") is not None:
+        st.device_mem_mb = float(msg["device_mem_mb"])
     st.metrics.update(msg.get("metrics") or {})
     if msg.get("checkpoint_iteration") is not None:
         st.checkpoint_iteration = int(msg["checkpoint_iteration"])
