@@ -280,3 +280,68 @@ def test_a_pack_shares_its_one_device(tmp_path, monkeypatch) -> None:
     # from its members' configuration
     assert ready["r"]["pid"] == ready["s"]["pid"] != ready["p"]["pid"]
     assert ready["r"]["cuda_visible_devices"] == ready["s"]["cuda_visible_devices"] == "2"  # node 1 device 1
+
+
+# ------------------------------------------------------------------ cohabit run --cluster
+def _app():  # type: ignore[no-untyped-def]
+    import typer
+
+    from cohabit.runtime.cli import run
+
+    app = typer.Typer(add_completion=False)
+    app.command("run")(run)
+    app.command("other")(lambda: None)
+    return app
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_cohabit_run_on_a_gpu_cluster_yaml_reports_each_jobs_devices(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,2")  # the scheduler's own GPUs: node gpu-b's devices
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n" + "".join(
+        f"  - {{id: g{i}, workers: {{count: 1, demand: {{gpu: {g}, gpu_mem_gb: 1, cpu: 1, mem_gb: 0.3}}}}, "
+        f"iterations: 100,\n     workload: {{name: torch-mlp, n_samples: 256, hidden: 8}}}}\n"
+        for i, g in enumerate((2, 2))))
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(_app(), ["run", str(jobs), "--policy", "fifo", "--cluster",
+                                      str(EXAMPLES / "gpu_cluster.yaml"), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    real = json.loads(out.read_text())["real"]["fifo"]["jobs"]
+    assert {j: r["state"] for j, r in real.items()} == {"g0": "finished", "g1": "finished"}
+    # each job holds a whole node's two GPUs: gpu-a's labelled 0,1 or gpu-b's 3,2 (from the environment)
+    assert sorted(r["cuda_visible_devices"] for r in real.values()) == ["0,1", "3,2"]
+    for r in real.values():
+        assert r["device"] in ("cpu", "cuda:0")
+        assert (r["device_note"] is not None) == (r["device"] == "cpu")
+
+
+def test_cohabit_run_refuses_a_gpu_id_label_that_does_not_fit(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    bad = tmp_path / "c.yaml"
+    bad.write_text((EXAMPLES / "gpu_cluster.yaml").read_text().replace('gpu_ids: "0,1"', 'gpu_ids: "0"'))
+    res = CliRunner().invoke(_app(), ["run", str(EXAMPLES / "gpu_jobs.yaml"), "--policy", "fifo",
+                                      "--cluster", str(bad)])
+    assert res.exit_code == 2
+    said = "".join(res.output.split())  # the console wraps long lines
+    assert "node'gpu-a':labels.gpu_ids:names1GPUid(s)(0)butthenodehasgpu:2" in said and str(bad) in said
+    assert "Traceback" not in res.output
+    both = CliRunner().invoke(_app(), ["run", str(EXAMPLES / "gpu_jobs.yaml"), "--policy", "fifo",
+                                       "--cluster", str(bad), "--nodes", "2"])
+    assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_example_gpu_jobs_load_and_fit_the_example_gpu_cluster() -> None:
+    from cohabit.runtime.runner import check_jobs
+    from cohabit.spec.yamlio import load_cluster, load_jobs
+
+    cl = load_cluster(EXAMPLES / "gpu_cluster.yaml")
+    specs = load_jobs(EXAMPLES / "gpu_jobs.yaml")
+    assert check_jobs(specs) == []
+    led = Ledger(cl)
+    assert all(led.ever_fits([led.vector(s.workers.demand)] * s.workers.count) is None for s in specs)
+    assert all(s.workers.demand["gpu"] == 1 for s in specs)
