@@ -8,7 +8,8 @@ Seq and Pack are measured interleaved; the table uses the fastest of the
 repeats (the JSON also has the medians).  Times are process CPU time
 (``--clock wall`` for wall time): with one intra-op thread they equal wall
 time on an idle machine, and unlike wall time they do not count the time
-other processes take on a shared one.  On CUDA use ``--clock wall``.
+other processes take on a shared one.  On CUDA (``--device cuda``, which stops
+with a clear message when torch sees no GPU) the default clock is wall time.
 A step includes taking the batch from the stream and, unless disabled,
 preprocessing it (decode + augmentation), as in Fig. 2.1.  Every member uses
 Adam with its own learning rate.  Peak memory is the §2.3.4 estimate and the
@@ -212,21 +213,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps and configurations")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    ap.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    ap.add_argument("--device", default="auto", help="cpu, cuda (cuda:N) or auto (cuda when torch sees one)")
     ap.add_argument("--side", type=int, default=16, help="image side (pixels)")
     ap.add_argument("--samples", type=int, default=2048)
-    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="process CPU time or wall time")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                    help="process CPU time or wall time (default: cpu on the CPU, wall on CUDA)")
     ap.add_argument("--json", default="bench/results/pack_step.json")
     ap.add_argument("--export-profile", metavar="JSON", help="only write the simulator profile from a results file")
     args = ap.parse_args()
     if args.export_profile:
         print(f"wrote {export_profile(json.loads(Path(args.export_profile).read_text()))}")
         return
+    dev = pick_device(ap, args.device)
+    if args.clock is None:  # CPU time does not count the GPU's work
+        args.clock = "wall" if dev.type == "cuda" else "cpu"
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
-    dev = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                       ("cpu" if args.device == "auto" else args.device))
     setup = Setup(args.samples, args.side, dev)
     steps, warmup, repeats = (10, 2, 3) if args.quick else (30, 3, 5)
     ns = (2, 4) if args.quick else (2, 4, 8)
@@ -263,6 +266,28 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=2))
     report(out)
+
+
+def pick_device(ap: argparse.ArgumentParser, name: str) -> torch.device:
+    """The ``--device``: ``auto`` is cuda when torch sees a GPU, else cpu; an explicit CUDA device that
+    torch cannot use stops with a message saying why (exit 2), never a traceback."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        ap.error(f"--device: expected cpu, cuda, cuda:N or auto, got {name!r}")
+    if dev.type not in ("cpu", "cuda"):
+        ap.error(f"--device: expected cpu, cuda, cuda:N or auto, got {name!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = ("this torch build has no CUDA" if torch.version.cuda is None
+                   else f"torch (CUDA {torch.version.cuda}) sees no GPU; check the driver and CUDA_VISIBLE_DEVICES")
+            ap.error(f"--device {name}: no CUDA device: {why} (torch {torch.__version__})")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            ap.error(f"--device {name}: torch sees {torch.cuda.device_count()} GPU(s): cuda:0..cuda:"
+                     f"{torch.cuda.device_count() - 1}")
+    return dev
 
 
 PROFILE_COLUMNS = ("model", "n", "batch", "T_seq_ms", "T_pack_ms", "IMPV", "mem_pack_MiB", "mem_single_max_MiB")

@@ -345,3 +345,25 @@ def test_example_gpu_jobs_load_and_fit_the_example_gpu_cluster() -> None:
     led = Ledger(cl)
     assert all(led.ever_fits([led.vector(s.workers.demand)] * s.workers.count) is None for s in specs)
     assert all(s.workers.demand["gpu"] == 1 for s in specs)
+
+
+# ------------------------------------------------------------------ bench/pack_step.py --device
+def test_pack_step_bench_refuses_cuda_without_a_gpu_clearly(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    script = Path(__file__).resolve().parents[1] / "bench" / "pack_step.py"
+    out = tmp_path / "r.json"
+    for device, message in (("tpu", "--device: expected cpu, cuda, cuda:N or auto, got 'tpu'"),
+                            ("cuda:99", "--device cuda:99:")):
+        r = subprocess.run([sys.executable, str(script), "--device", device, "--json", str(out)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    if torch.cuda.is_available():  # pragma: no cover - a GPU machine runs the benchmark instead
+        return
+    r = subprocess.run([sys.executable, str(script), "--device", "cuda", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--device cuda: no CUDA device:" in r.stderr and torch.__version__ in r.stderr
+    assert not out.exists()  # nothing measured, nothing written
