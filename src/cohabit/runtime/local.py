@@ -374,11 +374,13 @@ class LocalBackend:
         run.tasks = []
         for rank in range(n):
             node = run.alloc.slots[rank].node
-            visible = self.devices.for_slot(run.alloc.slots[rank])  # the ledger's devices of this task
+            slot = run.alloc.slots[rank]
+            visible = self._visible_devices(slot)  # the ledger's devices of this task
             header = (f"launch at t={self.now():.3f} job {spec.id} rank {rank} node {node} "
                       f"{DEVICES_ENV}={visible!r} from_checkpoint={from_checkpoint}")
-            proc, sock, log_path = self._spawn_task(spec.id, rank, node, {**env, DEVICES_ENV: visible}, header,
-                                                    warm=warm, kind=kind, threads=threads)
+            task_env = env if visible is None else {**env, DEVICES_ENV: visible}
+            proc, sock, log_path = self._spawn_task(spec.id, rank, node, task_env, header, warm=warm, kind=kind,
+                                                    threads=threads, gpus=sum(share for _, share in slot.devices))
             self._all_procs[proc.pid] = proc
             task = _Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
@@ -402,10 +404,16 @@ class LocalBackend:
         if warm:
             self._replenish(kind)
 
+    def _visible_devices(self, slot: Any) -> str | None:
+        """``CUDA_VISIBLE_DEVICES`` of a task on ``slot`` (the physical ids of its ledger devices; None:
+        leave the task's environment as it is). Subclasses whose runtime assigns devices override this."""
+        return self.devices.for_slot(slot)
+
     def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
-                    kind: str, threads: int) -> tuple[Any, socket.socket, Path]:
+                    kind: str, threads: int, gpus: float = 0.0) -> tuple[Any, socket.socket, Path]:
         """Start one task (a warm spare or a new process pinned to ``node``'s cores).
 
+        ``gpus``: the GPU share the task holds in the ledger (its devices are already in ``env``).
         Returns its process (or an object with ``Popen``'s ``pid`` / ``poll`` / ``wait`` /
         ``terminate`` / ``kill``: the RayBackend's actors), the backend's end of its
         control socket, and its log file. Subclasses override this to run tasks elsewhere.
@@ -526,7 +534,8 @@ class LocalBackend:
                                          "restore_s": msg.get("restore_s"),
                                          "restored_iteration": msg.get("restored_iteration"),
                                          "device": msg.get("device"),
-                                         "cuda_visible_devices": msg.get("cuda_visible_devices")})
+                                         "cuda_visible_devices": msg.get("cuda_visible_devices"),
+                                         "accelerator_ids": msg.get("accelerator_ids")})
                     if task.rank == 0:
                         st.iterations = int(msg.get("iteration", 0))
                         st.state = "running"

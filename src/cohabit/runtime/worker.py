@@ -150,7 +150,7 @@ class Worker:
         self.last_ckpt_iter: int | None = None
         self.halt_req: dict[str, Any] | None = None
         self.warmup_s: float | None = None
-        self.startup: dict[str, float] = {}  # interpreter_s, imports_s (set by main)
+        self.startup: dict[str, Any] = {}  # interpreter_s, imports_s (set by main); accelerator_ids (Ray)
         self.device: str = "cpu"  # where the workload trains (select_device)
 
     # ------------------------------------------------------------ setup
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                       startup)
 
 
-def serve_task(chan: Channel, timeout: float, startup: dict[str, float]) -> int:
+def serve_task(chan: Channel, timeout: float, startup: dict[str, Any]) -> int:
     """Wait up to ``timeout`` s for the configuration on ``chan``, then run the task; the exit code.
 
     Shared by the task process (:func:`main`) and the Ray actor (:mod:`.ray_backend`). ``startup``:
