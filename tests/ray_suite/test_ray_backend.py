@@ -283,7 +283,7 @@ def test_ray_gpu_tasks_reserve_num_gpus_and_see_the_accelerator_ids_ray_gave_the
         demand = Resources(cpu=1, mem_gb=0.3, gpu=1)
 
         def gjob(id: str, gpu: bool) -> JobSpec:
-            return JobSpec(id=id, architecture="single", iterations=4000, model="torch-mlp", workload=TORCH,
+            return JobSpec(id=id, architecture="single", iterations=15000, model="torch-mlp", workload=TORCH,
                            workers=TaskGroup(count=1, demand=demand if gpu else Resources(cpu=1, mem_gb=0.3)))
 
         ready: dict[str, dict] = {}
@@ -296,9 +296,10 @@ def test_ray_gpu_tasks_reserve_num_gpus_and_see_the_accelerator_ids_ray_gave_the
             for spec, node in zip(specs, (2, 2, 0)):
                 be.launch(spec, led.allocate(spec.id, [node], [led.vector(spec.workers.demand)]), 0.0,
                           from_checkpoint=False)
-            wait_for(be, lambda ev: all(j in ready for j in ("ga", "gb", "cpu")), timeout=120)
+            events = wait_for(be, lambda ev: all(j in ready for j in ("ga", "gb")), timeout=120)
+            assert not any(ended(j)(events) for j in ("ga", "gb")), events
             gpu_free.append(ray.available_resources().get("GPU", 0.0))  # both GPU tasks hold theirs now
-            events = wait_for(be, lambda ev: all(ended(j)(ev) for j in ("ga", "gb", "cpu")), timeout=120)
+            events += wait_for(be, lambda ev: all(ended(j)(events + ev) for j in ("ga", "gb", "cpu")), timeout=120)
         assert all(final_event(events, j).kind is K.FINISHED for j in ("ga", "gb", "cpu"))
         assert gpu_free == [0.0]
         ids = [ready[j]["accelerator_ids"] for j in ("ga", "gb")]
