@@ -367,3 +367,50 @@ def test_pack_step_bench_refuses_cuda_without_a_gpu_clearly(tmp_path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--device cuda: no CUDA device:" in r.stderr and torch.__version__ in r.stderr
     assert not out.exists()  # nothing measured, nothing written
+
+
+# ------------------------------------------------------------------ device memory in telemetry
+class _Alive:
+    """A task process that is still running (what the backend polls)."""
+
+    pid = 999_999_999
+
+    def poll(self) -> None:
+        return None
+
+
+def test_backend_passes_device_memory_and_the_device_on_to_the_scheduler(tmp_path, monkeypatch) -> None:
+    """What a task on a GPU reports (ready: device; progress: device_mem_mb) reaches the progress event the
+    scheduler folds in and the job's status, as the worker sends it (here through a real socket)."""
+    import socket
+
+    from cohabit.engine.backend import BackendEventKind as K
+    from cohabit.runtime.channel import Channel
+    from cohabit.runtime.local import _Run, _Task
+    from cohabit.runtime.workloads import parse_config
+
+    cl = gpu_cluster(monkeypatch)
+    spec = gpu_job("g", {"name": "torch-mlp"}, 100, gpus=1)
+    led = Ledger(cl)
+    alloc = led.allocate("g", [0], [led.vector(spec.workers.demand)])
+    mine, theirs = socket.socketpair()
+    task_end = Channel(theirs)
+    with LocalBackend(cl, root=tmp_path, prewarm=False) as be:
+        be.begin_launch(spec, alloc)
+        run = _Run(spec, alloc, parse_config("g", spec.workload))
+        run.tasks = [_Task(0, 0, _Alive(), Channel(mine), tmp_path / "g.log")]  # type: ignore[arg-type]
+        be._runs["g"] = run
+        task_end.send({"type": "ready", "rank": 0, "iteration": 0, "total": 100, "device": "cuda:0",
+                       "cuda_visible_devices": "6", "device_note": None})
+        task_end.send({"type": "progress", "rank": 0, "iterations": 10, "total": 100, "iter_time": 0.01,
+                       "compute_s": 0.01, "comm_s": 0.0, "metrics": {"loss": 1.0}, "mem_mb": 300.0,
+                       "device_mem_mb": 42.5})
+        t, events = be.advance(be.now() + 5.0)
+        (ev,) = [e for e in events if e.kind is K.PROGRESS]
+        assert ev.data["device_mem_mb"] == 42.5 and ev.data["mem_mb"] == 300.0
+        st = be.status["g"]
+        assert (st.device, st.cuda_visible_devices, st.device_mem_mb) == ("cuda:0", "6", 42.5)
+        start = next(x for x in be.timings if x["kind"] == "start")
+        assert start["device"] == "cuda:0" and start["cuda_visible_devices"] == "6"
+        del be._runs["g"]  # the fake task has no process to stop
+    task_end.close()
