@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from cohabit.pack import DataStream, Member, estimate_pack, free, load, measure_step_peak, pack  # noqa: E402
 from cohabit.pack.models import make_digits, make_model, preprocess_digits  # noqa: E402
+from cohabit.runtime.devices import torch_device  # noqa: E402
 
 MiB = 2**20
 
@@ -224,7 +225,10 @@ def main() -> None:
     if args.export_profile:
         print(f"wrote {export_profile(json.loads(Path(args.export_profile).read_text()))}")
         return
-    dev = pick_device(ap, args.device)
+    try:
+        dev = torch_device(args.device)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.clock is None:  # CPU time does not count the GPU's work
         args.clock = "wall" if dev.type == "cuda" else "cpu"
     global CLOCK
@@ -266,28 +270,6 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(out, indent=2))
     report(out)
-
-
-def pick_device(ap: argparse.ArgumentParser, name: str) -> torch.device:
-    """The ``--device``: ``auto`` is cuda when torch sees a GPU, else cpu; an explicit CUDA device that
-    torch cannot use stops with a message saying why (exit 2), never a traceback."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(name)
-    except RuntimeError:
-        ap.error(f"--device: expected cpu, cuda, cuda:N or auto, got {name!r}")
-    if dev.type not in ("cpu", "cuda"):
-        ap.error(f"--device: expected cpu, cuda, cuda:N or auto, got {name!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            why = ("this torch build has no CUDA" if torch.version.cuda is None
-                   else f"torch (CUDA {torch.version.cuda}) sees no GPU; check the driver and CUDA_VISIBLE_DEVICES")
-            ap.error(f"--device {name}: no CUDA device: {why} (torch {torch.__version__})")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            ap.error(f"--device {name}: torch sees {torch.cuda.device_count()} GPU(s): cuda:0..cuda:"
-                     f"{torch.cuda.device_count() - 1}")
-    return dev
 
 
 PROFILE_COLUMNS = ("model", "n", "batch", "T_seq_ms", "T_pack_ms", "IMPV", "mem_pack_MiB", "mem_single_max_MiB")

@@ -378,6 +378,14 @@ class _Alive:
     def poll(self) -> None:
         return None
 
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+    def terminate(self) -> None:
+        pass
+
+    kill = terminate
+
 
 def test_backend_passes_device_memory_and_the_device_on_to_the_scheduler(tmp_path, monkeypatch) -> None:
     """What a task on a GPU reports (ready: device; progress: device_mem_mb) reaches the progress event the
@@ -414,3 +422,54 @@ def test_backend_passes_device_memory_and_the_device_on_to_the_scheduler(tmp_pat
         assert start["device"] == "cuda:0" and start["cuda_visible_devices"] == "6"
         del be._runs["g"]  # the fake task has no process to stop
     task_end.close()
+
+
+# ------------------------------------------------------------------ pack-aware Hyperband on a device
+def test_hyperband_trains_and_packs_on_the_workloads_device(monkeypatch) -> None:
+    """Every pack, data stream and model of a (pack-aware) Hyperband run is on ``Workload.device``. The
+    device here is ``cpu:0``: the CPU, but a device object that differs from the default ``cpu``, so a
+    place that ignores the workload's device shows up."""
+    torch = pytest.importorskip("torch")
+    from cohabit.pack import hyperband as H
+    from cohabit.pack.models import make_digits, split
+
+    dev = torch.device("cpu", 0)
+    assert dev != torch.device("cpu")
+    packs: list[object] = []
+    real = H.PackedModel
+
+    def recording(members, device="cpu", **kw):  # type: ignore[no-untyped-def]
+        packs.append(torch.device(device))
+        return real(members, device, **kw)
+
+    monkeypatch.setattr(H, "PackedModel", recording)
+    x, y = make_digits(300, seed=0)
+    xt, yt, xv, yv = split(x, y, 0.2, seed=0)
+    w = H.Workload("mlp3", xt, yt, xv, yv, unit_samples=16, seed=0, device=dev)
+    assert w.stream.device == dev and w.x_val.device.type == "cpu"
+    for kind, chooser in (("random", None), ("knn", H.make_chooser("knn", threshold=6.0, seed=0))):
+        packs.clear()
+        res = H.hyperband(w, 3, 3, packer=H.make_packer(kind, w, memory_limit=2 * 2**20, seed=0), seed=0,
+                          memory_limit=2 * 2**20, chooser=chooser)
+        assert packs and all(d == dev for d in packs), (kind, packs)
+        assert 0 <= res.best.val_acc <= 1
+
+
+def test_hyperband_command_names_its_device_and_refuses_cuda_without_a_gpu(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    import typer
+    from typer.testing import CliRunner
+
+    from cohabit.pack.cli import app
+
+    parent = typer.Typer()
+    parent.command("other")(lambda: None)
+    parent.add_typer(app)
+    out = tmp_path / "hb.json"
+    args = ["hyperband", "--R", "3", "--samples", "300", "--unit", "16", "--pack", "random", "--memory-mb", "2"]
+    r = CliRunner().invoke(parent, [*args, "--device", "cpu", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["device"] == "cpu"
+    if not torch.cuda.is_available():
+        r = CliRunner().invoke(parent, [*args, "--device", "cuda"])
+        assert r.exit_code == 2 and "no CUDA device" in " ".join(r.output.split())

@@ -182,10 +182,40 @@ def select_device(visible: str | None) -> DeviceChoice:
         return DeviceChoice("cuda:0", seen)
     note = None
     if visible:
-        why = ("this torch build has no CUDA" if torch.version.cuda is None
-               else "the CUDA driver reports no usable device")
-        note = f"{ENV}={visible} assigned but {why} (torch {torch.__version__}): training on the CPU"
+        note = f"{ENV}={visible} assigned but {no_cuda_reason()}: training on the CPU"
     return DeviceChoice("cpu", seen, note)
+
+
+def no_cuda_reason() -> str:
+    """Why torch cannot use CUDA here (a CPU-only build, or no device the driver lets it see)."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"this torch build has no CUDA (torch {torch.__version__})"
+    return (f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU; check the driver and "
+            f"{ENV}={os.environ.get(ENV)!r}")
+
+
+def torch_device(name: str) -> Any:
+    """The ``torch.device`` a benchmark's ``--device`` names: ``auto`` (cuda when torch sees a GPU, else
+    cpu), ``cpu``, ``cuda`` or ``cuda:N``; ValueError saying what was expected, or why CUDA is missing."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device: expected cpu, cuda, cuda:N or auto, got {name!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {name}: no CUDA device: {no_cuda_reason()}")
+        n = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= n:
+            raise ValueError(f"--device {name}: torch sees {n} GPU(s): cuda:0..cuda:{n - 1}")
+    return dev
 
 
 def device_memory_mb(device: str | None) -> float | None:
