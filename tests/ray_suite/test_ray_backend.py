@@ -283,7 +283,7 @@ def test_ray_gpu_tasks_reserve_num_gpus_and_see_the_accelerator_ids_ray_gave_the
         demand = Resources(cpu=1, mem_gb=0.3, gpu=1)
 
         def gjob(id: str, gpu: bool) -> JobSpec:
-            return JobSpec(id=id, architecture="single", iterations=15000, model="torch-mlp", workload=TORCH,
+            return JobSpec(id=id, architecture="single", iterations=8000, model="torch-mlp", workload=TORCH,
                            workers=TaskGroup(count=1, demand=demand if gpu else Resources(cpu=1, mem_gb=0.3)))
 
         ready: dict[str, dict] = {}
