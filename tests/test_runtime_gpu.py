@@ -55,8 +55,15 @@ def test_device_map_labels_then_machine_gpus_then_flat_indices() -> None:
     assert DeviceMap.build(cl, machine=["3", "2"]).ids == PHYSICAL
     # more logical devices than GPUs: wrap around, as logical nodes share cores
     assert DeviceMap.build(cl, machine=["5"]).ids == {**PHYSICAL, (1, 0): "5", (1, 1): "5"}
-    # no GPU on this machine: the flat index of each unlabelled device
+    # no GPU on this machine: the unlabelled devices count 0, 1, ... (6 and 7 are g0's)
     assert DeviceMap.build(cl, machine=[]).ids == {**PHYSICAL, (1, 0): "0", (1, 1): "1"}
+    named01 = loads_cluster(CLUSTER_YAML.replace('"6,7"', '"0,1"'), "gpus.yaml")
+    assert DeviceMap.build(named01, machine=[]).ids == {(0, 0): "0", (0, 1): "1", (1, 0): "2", (1, 1): "3"}
+    # the machine's GPUs that no label names go first; once none are left, all of them again
+    assert DeviceMap.build(named01, machine=["0", "1", "2"]).ids == {(0, 0): "0", (0, 1): "1", (1, 0): "2",
+                                                                      (1, 1): "2"}
+    assert DeviceMap.build(named01, machine=["1", "0"]).ids == {(0, 0): "0", (0, 1): "1", (1, 0): "1",
+                                                                 (1, 1): "0"}
     # gpu_ids= wins over the label; nodes by index or name
     m = DeviceMap.build(cl, {"g0": [1, 0], 1: "GPU-aa,GPU-bb"}, machine=["3", "2"])
     assert m.ids == {(0, 0): "1", (0, 1): "0", (1, 0): "GPU-aa", (1, 1): "GPU-bb"}
@@ -307,8 +314,10 @@ def test_cohabit_run_on_a_gpu_cluster_yaml_reports_each_jobs_devices(tmp_path, m
         f"iterations: 100,\n     workload: {{name: torch-mlp, n_samples: 256, hidden: 8}}}}\n"
         for i, g in enumerate((2, 2))))
     out = tmp_path / "out.json"
-    res = CliRunner().invoke(_app(), ["run", str(jobs), "--policy", "fifo", "--cluster",
-                                      str(EXAMPLES / "gpu_cluster.yaml"), "--json", str(out)])
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(CLUSTER_YAML.replace('"6,7"', '"0,1"').replace("g0", "gpu-a").replace("g1", "gpu-b"))
+    res = CliRunner().invoke(_app(), ["run", str(jobs), "--policy", "fifo", "--cluster", str(cluster),
+                                      "--json", str(out)])
     assert res.exit_code == 0, res.output
     real = json.loads(out.read_text())["real"]["fifo"]["jobs"]
     assert {j: r["state"] for j, r in real.items()} == {"g0": "finished", "g1": "finished"}
@@ -323,7 +332,7 @@ def test_cohabit_run_refuses_a_gpu_id_label_that_does_not_fit(tmp_path) -> None:
     from typer.testing import CliRunner
 
     bad = tmp_path / "c.yaml"
-    bad.write_text((EXAMPLES / "gpu_cluster.yaml").read_text().replace('gpu_ids: "0,1"', 'gpu_ids: "0"'))
+    bad.write_text(CLUSTER_YAML.replace('"6,7"', '"0"').replace("g0", "gpu-a"))
     res = CliRunner().invoke(_app(), ["run", str(EXAMPLES / "gpu_jobs.yaml"), "--policy", "fifo",
                                       "--cluster", str(bad)])
     assert res.exit_code == 2

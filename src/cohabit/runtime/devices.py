@@ -10,11 +10,12 @@ task's ``CUDA_VISIBLE_DEVICES``:
   ``LocalBackend(gpu_ids={node: [...]})`` (node index or name) does the same
   and wins over the label;
 * every other logical device takes the next id, in node order, from the GPUs
-  this scheduler may use (:func:`physical_gpus`), wrapping around when the
-  cluster declares more devices than the machine has (as logical nodes share
-  cores); on a machine with no GPU the ids are the devices' flat indices
-  ``0, 1, ...`` (the environment is still set; torch then trains on the CPU and
-  the task reports why, see below).
+  this scheduler may use (:func:`physical_gpus`) that no node names, wrapping
+  around when the cluster declares more devices than that (over all the
+  machine's GPUs once the named ones leave none: logical devices then share
+  GPUs, as logical nodes share cores); on a machine with no GPU the ids are
+  ``0, 1, ...`` skipping the named ones (the environment is still set; torch
+  then trains on the CPU and the task reports why, see below).
 
 A task that holds no GPU gets ``CUDA_VISIBLE_DEVICES=""``: it cannot touch a
 device another job was given. Members of a pack share their one device.
@@ -30,6 +31,7 @@ its progress reports carry the device memory it peaked at
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -101,21 +103,24 @@ class DeviceMap:
             explicit[i] = (f"gpu_ids[{key!r}]", value)
         ids: dict[tuple[int, int], str] = {}
         owner: dict[str, tuple[int, int]] = {}
-        k = 0
         for i, node in enumerate(cluster.nodes):
-            n = int(round(node.capacity["gpu"]))
             if i in explicit:
                 where, value = explicit[i]
-                for d, gid in enumerate(_parse_ids(where, value, n)):
+                for d, gid in enumerate(_parse_ids(where, value, int(round(node.capacity["gpu"])))):
                     if gid in owner:
                         o = owner[gid]
                         raise DeviceMapError(f"{where}: GPU id {gid!r} is already device {o[1]} of node "
                                              f"{cluster.nodes[o[0]].name!r}; one physical GPU per logical device")
                     owner[gid] = (i, d)
                     ids[(i, d)] = gid
-            else:
-                for d in range(n):
-                    ids[(i, d)] = phys[k % len(phys)] if phys else str(k)
+        # the other devices take the GPUs no node names, in turn (all of them again once those run out)
+        pool = [g for g in phys if g not in owner] or phys
+        flat = (str(j) for j in itertools.count() if str(j) not in owner)  # no GPU here: unnamed indices
+        k = 0
+        for i, node in enumerate(cluster.nodes):
+            if i not in explicit:
+                for d in range(int(round(node.capacity["gpu"]))):
+                    ids[(i, d)] = pool[k % len(pool)] if pool else next(flat)
                     k += 1
         return cls(ids, tuple(phys))
 
