@@ -13,6 +13,12 @@ bracket together (bigger pools of configurations to pack).  Every variant sample
 time (steadier on a shared machine), the speedups over Hyperband, the best
 configuration, its validation loss and accuracy.
 
+``--device cuda`` trains every trial on the GPU (wall time is then the
+measure: process CPU time does not count the GPU's work); the pack-aware
+variants then want the step profile measured there (``bench/pack_step.py
+--device cuda --json R.json`` then ``--export-profile R.json`` writes
+``pack_step_cuda.csv``; pass it as ``--profile``).
+
 The device memory that bounds a pack is emulated: it is ``--capacity`` times
 the estimated peak of one reference model (Adam, batch 70), so packs hold
 about that many models, as a GPU's memory would.
@@ -40,6 +46,7 @@ from cohabit.pack.hyperband import ConfigFits, Workload, hyperband, make_chooser
 from cohabit.pack.models import make_digits, split  # noqa: E402
 from cohabit.pack.pack_opt import TABLE_2_3  # noqa: E402
 from cohabit.pack.profile import PackProfile  # noqa: E402
+from cohabit.runtime.devices import torch_device  # noqa: E402
 
 VARIANTS = ("none", "batch-size", "random", "knn", "knn-time", "knn+async", "knn+aware", "knn+aware+il")
 
@@ -48,7 +55,7 @@ def run(arch: str, variant: str, args: argparse.Namespace) -> dict:
     x, y = make_digits(args.samples, seed=args.seed)
     xt, yt, xv, yv = split(x, y, 0.2, seed=args.seed)
     kw = {"hidden": args.hidden} if arch == "mlp3" else {}
-    w = Workload(arch, xt, yt, xv, yv, unit_samples=args.unit, seed=args.seed, model_kwargs=kw)
+    w = Workload(arch, xt, yt, xv, yv, unit_samples=args.unit, seed=args.seed, model_kwargs=kw, device=args.dev)
     ref = TABLE_2_3.config(len(TABLE_2_3.batch_sizes) - 1, 0, 3, 3)  # batch 70, Adam, lr 1e-3, ReLU
     limit = int(args.capacity * ConfigFits(w, 1).footprint(ref).at(ref.batch_size))
     kind, *mods = variant.split("+")
@@ -84,11 +91,17 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=6.0, help="kNN index-distance threshold")
     ap.add_argument("--refill", action="store_true", help="load the next configuration when a member finishes")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (cuda when torch sees one); "
+                                                   "with +aware give the --profile measured on that device")
     ap.add_argument("--repeats", type=int, default=1, help="run every variant this often (alternating); "
                                                              "report the fastest")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default="bench/results/pack_hyperband.json")
     args = ap.parse_args()
+    try:
+        args.dev = torch_device(args.device)
+    except ValueError as exc:
+        ap.error(str(exc))
     args.R = args.R or (27 if args.quick else 81)
     args.samples = args.samples or (1280 if args.quick else 2560)
     args.unit = args.unit or (32 if args.quick else 512)
@@ -109,7 +122,7 @@ def main() -> None:
         best["repeats_wall_s"] = [r["wall_time_s"] for r in rs]
         best["repeats_cpu_s"] = [r["cpu_time_s"] for r in rs]
         rows.append(best)
-    meta = {"torch": torch.__version__, "threads": args.threads, "cpus": os.cpu_count(), "platform": platform.platform(),
+    meta = {"torch": torch.__version__, "device": str(args.dev), "threads": args.threads, "cpus": os.cpu_count(), "platform": platform.platform(),
             "R": args.R, "eta": args.eta, "samples": args.samples, "unit_samples": args.unit,
             "capacity_models": args.capacity, "threshold": args.threshold, "refill": args.refill, "quick": args.quick,
             "hidden": args.hidden, "repeats": args.repeats,

@@ -8,7 +8,8 @@ Seq and Pack are measured interleaved; the table uses the fastest of the
 repeats (the JSON also has the medians).  Times are process CPU time
 (``--clock wall`` for wall time): with one intra-op thread they equal wall
 time on an idle machine, and unlike wall time they do not count the time
-other processes take on a shared one.  On CUDA use ``--clock wall``.
+other processes take on a shared one.  On CUDA (``--device cuda``, which stops
+with a clear message when torch sees no GPU) the default clock is wall time.
 A step includes taking the batch from the stream and, unless disabled,
 preprocessing it (decode + augmentation), as in Fig. 2.1.  Every member uses
 Adam with its own learning rate.  Peak memory is the §2.3.4 estimate and the
@@ -48,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from cohabit.pack import DataStream, Member, estimate_pack, free, load, measure_step_peak, pack  # noqa: E402
 from cohabit.pack.models import make_digits, make_model, preprocess_digits  # noqa: E402
+from cohabit.runtime.devices import torch_device  # noqa: E402
 
 MiB = 2**20
 
@@ -212,21 +214,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer steps and configurations")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    ap.add_argument("--device", default="auto", help="cpu, cuda or auto")
+    ap.add_argument("--device", default="auto", help="cpu, cuda (cuda:N) or auto (cuda when torch sees one)")
     ap.add_argument("--side", type=int, default=16, help="image side (pixels)")
     ap.add_argument("--samples", type=int, default=2048)
-    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="process CPU time or wall time")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default=None,
+                    help="process CPU time or wall time (default: cpu on the CPU, wall on CUDA)")
     ap.add_argument("--json", default="bench/results/pack_step.json")
     ap.add_argument("--export-profile", metavar="JSON", help="only write the simulator profile from a results file")
     args = ap.parse_args()
     if args.export_profile:
         print(f"wrote {export_profile(json.loads(Path(args.export_profile).read_text()))}")
         return
+    try:
+        dev = torch_device(args.device)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if args.clock is None:  # CPU time does not count the GPU's work
+        args.clock = "wall" if dev.type == "cuda" else "cpu"
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
-    dev = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                       ("cpu" if args.device == "auto" else args.device))
     setup = Setup(args.samples, args.side, dev)
     steps, warmup, repeats = (10, 2, 3) if args.quick else (30, 3, 5)
     ns = (2, 4) if args.quick else (2, 4, 8)

@@ -24,7 +24,7 @@ from xml.etree import ElementTree
 import pytest
 
 HERE = Path(__file__).resolve().parent
-SUITE_TIMEOUT = 420.0
+SUITE_TIMEOUT = 540.0  # under the 600 s per-test limit; the suite took 370 s on a loaded 2-core machine
 
 
 def _why_not() -> str | None:

@@ -264,3 +264,48 @@ def _alive(pid: int, timeout: float = 10.0) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def test_ray_gpu_tasks_reserve_num_gpus_and_see_the_accelerator_ids_ray_gave_them(tmp_path, ray_cluster) -> None:
+    import ray
+
+    from cohabit.engine.ledger import Ledger
+    from cohabit.spec import ClusterSpec, NodeSpec, Resources
+    from cohabit.spec.job import JobSpec, TaskGroup
+
+    # a third Ray node with two (logical) GPUs, for logical node 2 only; Ray hands out ids 0 and 1
+    extra = ray_cluster.add_node(**node_args(2), num_gpus=2)
+    ray_cluster.wait_for_nodes()
+    try:
+        cpu = Resources(cpu=1, mem_gb=2)
+        cl = ClusterSpec(name="rg", nodes=(NodeSpec(name="c0", capacity=cpu), NodeSpec(name="c1", capacity=cpu),
+                                           NodeSpec(name="g2", capacity=Resources(cpu=2, mem_gb=2, gpu=2))))
+        demand = Resources(cpu=1, mem_gb=0.3, gpu=1)
+
+        def gjob(id: str, gpu: bool) -> JobSpec:
+            return JobSpec(id=id, architecture="single", iterations=8000, model="torch-mlp", workload=TORCH,
+                           workers=TaskGroup(count=1, demand=demand if gpu else Resources(cpu=1, mem_gb=0.3)))
+
+        ready: dict[str, dict] = {}
+        gpu_free: list[float] = []
+        with RayBackend(cl, root=tmp_path, report_interval=0.1,
+                        listener=lambda j, m: ready.__setitem__(j, m) if m.get("type") == "ready" else None) as be:
+            assert be.ray_node_of(2) == extra.node_id
+            led = Ledger(cl)
+            specs = [gjob("ga", True), gjob("gb", True), gjob("cpu", False)]
+            for spec, node in zip(specs, (2, 2, 0)):
+                be.launch(spec, led.allocate(spec.id, [node], [led.vector(spec.workers.demand)]), 0.0,
+                          from_checkpoint=False)
+            events = wait_for(be, lambda ev: all(j in ready for j in ("ga", "gb")), timeout=120)
+            assert not any(ended(j)(events) for j in ("ga", "gb")), events
+            gpu_free.append(ray.available_resources().get("GPU", 0.0))  # both GPU tasks hold theirs now
+            events += wait_for(be, lambda ev: all(ended(j)(events + ev) for j in ("ga", "gb", "cpu")), timeout=120)
+        assert all(final_event(events, j).kind is K.FINISHED for j in ("ga", "gb", "cpu"))
+        assert gpu_free == [0.0]
+        ids = [ready[j]["accelerator_ids"] for j in ("ga", "gb")]
+        assert sorted(ids) == [["0"], ["1"]]  # one GPU each, different ones
+        for j in ("ga", "gb"):  # the task process sees exactly the GPU Ray assigned
+            assert ready[j]["cuda_visible_devices"] == ready[j]["accelerator_ids"][0]
+        assert ready["cpu"]["accelerator_ids"] == [] and ready["cpu"]["cuda_visible_devices"] == ""
+    finally:
+        ray_cluster.remove_node(extra)

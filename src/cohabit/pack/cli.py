@@ -28,6 +28,7 @@ def hyperband(
     schedule: str = typer.Option("alg2", help="alg2 (packs per rung, Alg. 2) or async (one pack refilled as members finish)."),
     seed: int = typer.Option(0, help="Seed for data, sampling and packing."),
     threads: int = typer.Option(1, help="torch intra-op threads."),
+    device: str = typer.Option("cpu", help="Where trials train: cpu, cuda, cuda:N or auto (cuda when torch sees one)."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON here."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every rung."),
 ) -> None:
@@ -50,11 +51,17 @@ def hyperband(
         raise typer.BadParameter(f"--schedule async needs --pack knn, random or batch-size, got {pack!r}")
     if memory_mb <= 0:
         raise typer.BadParameter(f"--memory-mb must be positive, got {memory_mb}")
+    from ..runtime.devices import torch_device
+
+    try:
+        dev = torch_device(device)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     torch.set_num_threads(threads)
     console = Console()
     x, y = make_digits(samples, seed=seed)
     xt, yt, xv, yv = split(x, y, 0.2, seed=seed)
-    w = Workload(model, xt, yt, xv, yv, unit_samples=unit, seed=seed)
+    w = Workload(model, xt, yt, xv, yv, unit_samples=unit, seed=seed, device=dev)
     limit = int(memory_mb * 2**20)
     profile = None
     if aware:
@@ -66,7 +73,8 @@ def hyperband(
     chooser = make_chooser(pack, threshold=threshold, seed=seed) if schedule == "async" else None
     res = run(w, r, eta, packer=packer, seed=seed, memory_limit=limit, refill=refill, chooser=chooser,
               interleave=interleave, log=console.print if verbose else None)
-    s = res.summary() | {"pack": pack, "schedule": schedule, "model": model, "R": r, "eta": eta, "aware": aware}
+    s = res.summary() | {"pack": pack, "schedule": schedule, "model": model, "R": r, "eta": eta, "aware": aware,
+                         "device": str(dev)}
     t = Table(title=f"Hyperband R={r} eta={eta} pack={pack} model={model}")
     t.add_column("metric")
     t.add_column("value", justify="right")

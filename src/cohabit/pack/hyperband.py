@@ -16,6 +16,10 @@ done and the next configuration is loaded into the running pack (§2.2.3,
 Fig. 2.3).  Validation of a rung's survivors runs on one shared input, stacked
 for the packed variants.
 
+Every trial, pack and evaluation runs on ``Workload.device`` (``cpu`` or a
+CUDA device: data batches, models and optimizer state live there; a member
+freed from a pack goes back to it for evaluation and its next rung).
+
 Because a packed member's training equals its training alone, the packed
 variants see the same configurations (the sampling RNG is separate from the
 packing RNG) and the same losses, up to floating point; they differ only in
@@ -48,6 +52,7 @@ from .pack_opt import (
     knn_pack,
     random_pack,
 )
+from .member import load
 from .packed import Member, PackedModel, packed_forward
 from .profile import PackProfile
 
@@ -90,25 +95,26 @@ class Workload:
 
     def __init__(self, arch: str, x_train: Tensor, y_train: Tensor, x_val: Tensor, y_val: Tensor, *,
                  unit_samples: int, preprocess=preprocess_digits, seed: int = 0,  # noqa: ANN001
-                 model_kwargs: dict | None = None) -> None:
+                 model_kwargs: dict | None = None, device: torch.device | str = "cpu") -> None:
         if unit_samples < 1:
             raise ValueError(f"unit_samples must be >= 1, got {unit_samples}")
+        self.device = torch.device(device)  # where every trial trains and is evaluated
         self.arch = arch
         self.seed = seed
         self.unit_samples = unit_samples
         self.model_kwargs = model_kwargs or {}
-        self.stream = DataStream(x_train, y_train, seed=seed, preprocess=preprocess)
+        self.stream = DataStream(x_train, y_train, seed=seed, preprocess=preprocess, device=self.device)
         idx = torch.arange(x_val.shape[0])
         if preprocess is preprocess_digits:  # validation data is decoded, never augmented
             self.x_val = preprocess_digits(x_val, idx, 0, augment=False)
         else:
             self.x_val = preprocess(x_val, idx, 0) if preprocess is not None else x_val
-        self.y_val = y_val
+        self.x_val, self.y_val = self.x_val.to(self.device), y_val.to(self.device)
 
     def member(self, c: Config, name: str | None = None) -> Member:
         """A fresh member for ``c``; its initial weights depend only on ``c`` and the seed."""
         torch.manual_seed(self.seed * 100_003 + hash(c.index) % 100_000)
-        model = make_model(self.arch, c.activation, **self.model_kwargs)
+        model = make_model(self.arch, c.activation, **self.model_kwargs).to(self.device)
         opt = make_optimizer(c.optimizer, model.parameters(), c.lr)
         m = Member(name or f"{c.index}", model, opt, c.batch_size, stream=self.stream)
         m.meta["config"] = c
@@ -122,6 +128,8 @@ class Workload:
     @torch.no_grad()
     def evaluate(self, members: Sequence[Member], packed: bool) -> list[tuple[float, float]]:
         """Validation (loss, accuracy) of each member; ``packed`` evaluates them stacked."""
+        for m in members:  # a member freed from its pack waits on the host
+            load(m, self.device)
         models = [m.model for m in members]
         outs = packed_forward(models, self.x_val) if packed else [m(self.x_val) for m in models]
         res = []
@@ -136,6 +144,7 @@ def train_alone(m: Member, steps: int) -> None:
     """The baseline: a plain PyTorch loop for one member (what Alg. 1 runs)."""
     stream = m.stream
     assert stream is not None
+    load(m, stream.device)  # where its data arrives (a no-op when it is there already)
     model, opt = m.model, m.optimizer
     for _ in range(steps):
         b = stream.take([m.cursor])[0]
@@ -185,7 +194,7 @@ class HyperbandResult:
 
 
 def _run_packs(groups: list[list[Trial]], guard: MemoryGuard | None, refill: bool,
-               stats: dict) -> None:
+               stats: dict, device: torch.device) -> None:
     """Train each group as a pack; finished members make room for the next configuration.
 
     Groups run longest first (by the most steps any member still needs), so
@@ -200,7 +209,8 @@ def _run_packs(groups: list[list[Trial]], guard: MemoryGuard | None, refill: boo
         while queue and id(queue[0]) not in starts:
             first.append(queue.popleft())
         members = [t.member for t in first]
-        pm = PackedModel(members, memory_limit=guard.capacity if guard else None, pad_ratio=stats.get("pad_ratio"))
+        pm = PackedModel(members, device, memory_limit=guard.capacity if guard else None,
+                         pad_ratio=stats.get("pad_ratio"))
         stats["packs"] += 1
         stats["sizes"].append(len(members))
 
@@ -280,7 +290,7 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
             by_id = {id(t.config): t for t in batch}
             groups = packer([t.config for t in batch])
             stats["pack_opt"] += time.perf_counter() - tp
-            _run_packs([[by_id[id(c)] for c in g] for g in groups], guard, refill, stats)
+            _run_packs([[by_id[id(c)] for c in g] for g in groups], guard, refill, stats, w.device)
         results = w.evaluate([t.member for t in batch], packed=packer is not None)
         for t, (loss, acc) in zip(batch, results):
             t.val_loss, t.val_acc = loss, acc
@@ -329,7 +339,8 @@ def _async(w: Workload, plan: list[list[tuple[int, float]]], live: list[list[Tri
     for b in range(len(plan)):
         start_rung(b)
     by_member = {id(t.member): t for ts in live for t in ts}
-    pm = PackedModel([], memory_limit=guard.capacity if guard else None, pad_ratio=stats.get("pad_ratio"))
+    pm = PackedModel([], w.device, memory_limit=guard.capacity if guard else None,
+                     pad_ratio=stats.get("pad_ratio"))
     stats["packs"] = 1
     loaded = 0
     while ready or pm.members:
@@ -434,7 +445,7 @@ class ConfigFits:
 def measure_pair(w: Workload, a: Config, b: Config, steps: int = 3) -> tuple[float, float]:
     """``(T_s(Pack(a, b)), T_s(a) + T_s(b))`` of one training step, measured (time distance)."""
     s = w.stream
-    stream = DataStream(s.inputs, s.targets, seed=s.seed, preprocess=s.preprocess)
+    stream = DataStream(s.inputs, s.targets, seed=s.seed, preprocess=s.preprocess, device=w.device)
 
     def fresh(c: Config) -> Member:
         m = w.member(c)
@@ -450,7 +461,7 @@ def measure_pair(w: Workload, a: Config, b: Config, steps: int = 3) -> tuple[flo
         seq += time.perf_counter() - t
     ma, mb = fresh(a), fresh(b)
     mb.name += "'"
-    pm = PackedModel([ma, mb])
+    pm = PackedModel([ma, mb], w.device)
     pm.step()
     t = time.perf_counter()
     for _ in range(steps):

@@ -94,8 +94,9 @@ def run(
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, utilization per policy) here, as `cohabit simulate --plot`.")] = None,
-    columns: Annotated[Optional[str], typer.Option(help="Table columns, comma-separated (e.g. avg-jct,util-cpu), or 'all'; default: the standard set.")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, allocated and used share per policy) here, as `cohabit simulate --plot`.")] = None,
+    columns: Annotated[Optional[str], typer.Option(help="Table columns, comma-separated (e.g. avg-jct,alloc-cpu), or 'all'; default: the standard set.")] = None,
+    cluster_arg: Annotated[Optional[str], typer.Option("--cluster", help="Logical nodes from a cluster YAML file or preset instead of --nodes; GPU nodes (gpu: N) give each task CUDA_VISIBLE_DEVICES of its devices: physical ids from a node's labels: {gpu_ids: \"0,1\"}, else this machine's GPUs in turn.")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from ..policies import policy_list
@@ -112,10 +113,14 @@ def run(
         _fail(str(exc))
     if bandwidth_mbps is not None and bandwidth_mbps < 0:
         _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
-    from_ray = ray_address is not None and nodes is None  # an existing cluster: its own nodes and capacities
+    if cluster_arg is not None and nodes is not None:
+        _fail("give --cluster or --nodes, not both")
+    from_ray = ray_address is not None and nodes is None and cluster_arg is None  # an existing cluster's own nodes
     try:
         # a bandwidth budget is the nodes' network capacity: the used share of it is then reported
-        cluster = None if from_ray else local_cluster(nodes, net_gbps=(bandwidth_mbps or 0) / 1000 or None)
+        net = (bandwidth_mbps or 0) / 1000 or None
+        cluster = None if from_ray else local_cluster(nodes, net_gbps=net) if cluster_arg is None \
+            else _load_cluster(cluster_arg)
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
     specs = _load_real_jobs(jobs_yaml, cluster)
@@ -162,6 +167,19 @@ def _load_real_jobs(jobs_yaml: Path, cluster: Any) -> list[Any]:
     return specs
 
 
+def _load_cluster(arg: str) -> Any:
+    """The ``--cluster`` of a real run, with its GPU id mapping checked before any process starts."""
+    from ..spec.yamlio import SpecError, cluster_from_arg
+    from .devices import DeviceMap, DeviceMapError
+
+    try:
+        cluster = cluster_from_arg(arg)
+        DeviceMap.build(cluster)
+    except (SpecError, DeviceMapError) as exc:
+        _fail(f"--cluster {arg}: {exc}" if isinstance(exc, DeviceMapError) else str(exc))
+    return cluster
+
+
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
                     jobs_yaml: Path, workdir: Path | None, json_out: Path | None, options: dict[str, Any], *,
                     plot: Path | None = None, columns: str | None = None) -> None:
@@ -170,8 +188,9 @@ def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: s
     from ..report.table import print_comparison, select_columns
 
     cap = cluster.nodes[0].capacity
+    gpus = f", gpu={cap['gpu']:g}" if cap["gpu"] else ""
     console.print(f"[bold]{len(specs)}[/] real jobs from [bold]{escape(str(jobs_yaml))}[/] on {len(cluster.nodes)} logical "
-                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g} ({backend_cls.__name__})")
+                  f"node(s) of cpu={cap['cpu']:g}, mem_gb={cap['mem_gb']:g}{gpus} ({backend_cls.__name__})")
     results, outcomes = run_policies(specs, cluster, names, workdir=workdir, backend_cls=backend_cls, **options)
     title = f"{jobs_yaml.name}: real execution on {len(cluster.nodes)} logical node(s), {backend} backend"
     print_comparison(results, console=console, title=escape(title), columns=select_columns(columns, results))
@@ -279,7 +298,9 @@ def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any,
         payload["policies"][name] = out.metrics.to_json(jobs=True)
         payload["real"][name] = {
             "jobs": {jid: {"state": st.state, "iterations": st.iterations, "metrics": st.metrics,
-                           "restarts": st.restarts, "reason": st.reason} for jid, st in out.status.items()},
+                           "restarts": st.restarts, "reason": st.reason, "device": st.device,
+                           "cuda_visible_devices": st.cuda_visible_devices, "device_note": st.device_note,
+                           "device_mem_mb": st.device_mem_mb} for jid, st in out.status.items()},
             "timings": out.timings,
         }
     path.parent.mkdir(parents=True, exist_ok=True)

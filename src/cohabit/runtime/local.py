@@ -39,6 +39,13 @@ since this backend was created (the wall clock):
 * ``close`` terminates every process this backend started (by pid) and, if it
   made its own temporary directory, removes it.
 
+GPUs: each task gets ``CUDA_VISIBLE_DEVICES`` = the physical ids of the GPU
+devices the ledger assigned to its slot (``""`` when it holds none), mapped by
+:class:`~.devices.DeviceMap` (``gpu_ids`` / node labels / this machine's GPUs);
+a pack host gets its one device. Torch workloads train on ``cuda:0`` when torch
+sees it, else on the CPU with a note (:attr:`JobStatus.device_note`), and
+report peak device memory (``device_mem_mb``) in progress on CUDA.
+
 Warm spares (``prewarm=True``, the default): after the first launch of a
 built-in workload of a kind (numpy, or torch — data-parallel jobs count as
 torch), the backend keeps one idle worker of that kind that has already
@@ -68,7 +75,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +86,8 @@ from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
+from .devices import ENV as DEVICES_ENV
+from .devices import DeviceMap
 from .harmony.hook import HarmonyHook
 from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
@@ -139,6 +148,10 @@ class JobStatus:
     compute_s: float | None = None
     comm_s: float | None = None
     mem_mb: float | None = None
+    device: str | None = None  # where rank 0 trains ("cuda:0", "cpu"), as it reported
+    cuda_visible_devices: str | None = None  # rank 0's physical GPU ids ("" none)
+    device_note: str | None = None  # why it trains on the CPU although given GPUs
+    device_mem_mb: float | None = None  # peak device memory (torch.cuda.max_memory_allocated), on CUDA
     metrics: dict[str, float] = field(default_factory=dict)
     checkpoint_iteration: int | None = None
     restarts: int = 0
@@ -196,6 +209,8 @@ class LocalBackend:
     every PS worker (:func:`cohabit.runtime.subtask.make_gate`), or a function
     of the job spec returning it; workers of a Harmony ``pipelined`` group get
     the Harmony gate instead (:mod:`cohabit.runtime.harmony.hook`).
+    ``gpu_ids``: physical GPU ids of nodes' devices (node index or name -> ``"0,1"`` or a list),
+    over the nodes' ``gpu_ids`` labels and the machine's GPUs (:class:`~.devices.DeviceMap`).
     """
 
     def __init__(
@@ -216,6 +231,7 @@ class LocalBackend:
         python: str = sys.executable,
         bandwidth_mbps: float | list[float | None] | None = None,
         subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
+        gpu_ids: Mapping[int | str, Any] | None = None,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -243,6 +259,7 @@ class LocalBackend:
         self.python = python
         self.net_rates = node_bandwidth(cluster, bandwidth_mbps)
         self.subtask_gate = subtask_gate
+        self.devices = DeviceMap.build(cluster, gpu_ids)  # ledger device -> physical GPU id (CUDA_VISIBLE_DEVICES)
         self.harmony = HarmonyHook(len(cluster.nodes), env=self._env(1))  # pipelined groups' node queues
         self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
         self.status: dict[str, JobStatus] = {}
@@ -360,9 +377,13 @@ class LocalBackend:
         run.tasks = []
         for rank in range(n):
             node = run.alloc.slots[rank].node
-            header = f"launch at t={self.now():.3f} job {spec.id} rank {rank} node {node} from_checkpoint={from_checkpoint}"
-            proc, sock, log_path = self._spawn_task(spec.id, rank, node, env, header, warm=warm, kind=kind,
-                                                    threads=threads)
+            slot = run.alloc.slots[rank]
+            visible = self._visible_devices(slot)  # the ledger's devices of this task
+            header = (f"launch at t={self.now():.3f} job {spec.id} rank {rank} node {node} "
+                      f"{DEVICES_ENV}={visible!r} from_checkpoint={from_checkpoint}")
+            task_env = env if visible is None else {**env, DEVICES_ENV: visible}
+            proc, sock, log_path = self._spawn_task(spec.id, rank, node, task_env, header, warm=warm, kind=kind,
+                                                    threads=threads, gpus=sum(share for _, share in slot.devices))
             self._all_procs[proc.pid] = proc
             task = _Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
@@ -371,6 +392,7 @@ class LocalBackend:
                 epochs=spec.epochs, batch_size=spec.batch_size, threads=threads, store_root=str(self.store.root),
                 from_checkpoint=from_checkpoint, report_interval=self.report_interval,
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
+                cuda_visible_devices=visible,
             )
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)
@@ -386,10 +408,16 @@ class LocalBackend:
         if warm:
             self._replenish(kind)
 
+    def _visible_devices(self, slot: Any) -> str | None:
+        """``CUDA_VISIBLE_DEVICES`` of a task on ``slot`` (the physical ids of its ledger devices; None:
+        leave the task's environment as it is). Subclasses whose runtime assigns devices override this."""
+        return self.devices.for_slot(slot)
+
     def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
-                    kind: str, threads: int) -> tuple[Any, socket.socket, Path]:
+                    kind: str, threads: int, gpus: float = 0.0) -> tuple[Any, socket.socket, Path]:
         """Start one task (a warm spare or a new process pinned to ``node``'s cores).
 
+        ``gpus``: the GPU share the task holds in the ledger (its devices are already in ``env``).
         Returns its process (or an object with ``Popen``'s ``pid`` / ``poll`` / ``wait`` /
         ``terminate`` / ``kill``: the RayBackend's actors), the backend's end of its
         control socket, and its log file. Subclasses override this to run tasks elsewhere.
@@ -535,10 +563,15 @@ class LocalBackend:
                                          "interpreter_s": msg.get("interpreter_s"), "imports_s": msg.get("imports_s"),
                                          "torch_import_s": msg.get("torch_import_s"), "build_s": msg.get("build_s"),
                                          "restore_s": msg.get("restore_s"),
-                                         "restored_iteration": msg.get("restored_iteration")})
+                                         "restored_iteration": msg.get("restored_iteration"),
+                                         "device": msg.get("device"),
+                                         "cuda_visible_devices": msg.get("cuda_visible_devices"),
+                                         "accelerator_ids": msg.get("accelerator_ids")})
                     if task.rank == 0:
                         st.iterations = int(msg.get("iteration", 0))
                         st.state = "running"
+                        st.device, st.device_note = msg.get("device"), msg.get("device_note")
+                        st.cuda_visible_devices = msg.get("cuda_visible_devices")
                 elif kind == "progress" and task.rank == 0:
                     progress = msg
                 elif kind in ("finished", "halted"):
@@ -576,7 +609,7 @@ class LocalBackend:
                                                                               "metrics": _finite(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
-            for k in ("compute_s", "comm_s", "mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
+            for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
             data["metrics"] = _finite(progress.get("metrics"))
@@ -716,6 +749,8 @@ def _update_status(st: JobStatus, msg: dict[str, Any]) -> None:
     st.compute_s = msg.get("compute_s")
     st.comm_s = msg.get("comm_s")
     st.mem_mb = msg.get("mem_mb")
+    if msg.get("device_mem_mb") is not None:
+        st.device_mem_mb = float(msg["device_mem_mb"])
     st.metrics.update(msg.get("metrics") or {})
     if msg.get("checkpoint_iteration") is not None:
         st.checkpoint_iteration = int(msg["checkpoint_iteration"])

@@ -24,7 +24,14 @@ Unpacking (§2.2.3, misaligned step counts): a member that finishes, or is
 asked to halt (pause, migration, stop), is removed from the pack (``free``),
 saved to *its own* checkpoint in the job's format — so it can resume alone in
 an ordinary worker, or in another pack — and its channel is closed; the others
-keep training. A new member is loaded into the running pack. A member that
+keep training. A new member is loaded into the running pack.
+
+Device: the host trains on the device the pack holds: its ``CUDA_VISIBLE_DEVICES``
+is that GPU's physical id (:class:`~.devices.DeviceMap`), set from the first
+member's configuration, and every member's model, optimizer state and data
+live on ``cuda:0`` there (on the CPU when torch sees no GPU, with a note);
+checkpoints are CPU tensors, so a member resumes alone or in another pack on
+any device. A member that
 crashes is restarted by the backend alone, from its checkpoint. The host
 exits when the backend closes the control channel (the last member left).
 
@@ -56,6 +63,7 @@ from ..engine.ledger import Allocation
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
+from .devices import ENV, DeviceChoice, device_telemetry, select_device, set_visible
 from .workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 
 if TYPE_CHECKING:
@@ -197,7 +205,10 @@ def _spawn_host(backend: LocalBackend, device: tuple[int, int] | None, threads: 
         f"pack-warm-{backend._n_spawned}"
     log_path = backend.log_dir / f"{tag}.log"
     where = f"on {list(device)}" if device is not None else "(warm, idle)"
-    proc, ctrl = backend._spawn(backend._env(threads), log_path, f"pack host {where} at t={backend.now():.3f}",
+    env = backend._env(threads)
+    if device is not None:  # a warm host learns its device from its first member's configuration
+        env[ENV] = backend.devices.of_pack(device)
+    proc, ctrl = backend._spawn(env, log_path, f"pack host {where} at t={backend.now():.3f}",
                                 "--pack", "--job", tag)
     backend._all_procs[proc.pid] = proc
     host = PackHost(device, proc, ctrl, log_path)
@@ -277,6 +288,7 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
             batch_size=spec.batch_size, threads=threads, store_root=str(backend.store.root),
             from_checkpoint=restore, report_interval=backend.report_interval,
             checkpoint_interval=backend.checkpoint_interval, fsync=backend.fsync, dist_port=None,
+            cuda_visible_devices=backend.devices.of_pack(device),  # every member shares the one device
         )
         try:
             chan.send(cfg)
@@ -322,6 +334,7 @@ class PackServer:
         self._pack = pack
         self.ctrl = ctrl
         self.slots: dict[str, _Slot] = {}
+        self.choice: DeviceChoice | None = None  # the pack's one device, chosen with the first member
         self.packed: Any = None
         self.data: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
@@ -359,13 +372,14 @@ class PackServer:
             return
         self.slots[job] = slot
         if self.packed is None:
-            self.packed = self._pack([slot.member])
+            self.packed = self._pack([slot.member], self.device)
         else:
             self.packed.add(slot.member)
         slot.win_start = slot.last_ckpt = time.perf_counter()
         self._send(slot, {"type": "ready", "iteration": slot.workload.iteration,
                           "total": slot.workload.total_iterations, "pid": os.getpid(),
-                          "restored_iteration": slot.last_ckpt_iter, "packed_with": sorted(self.slots)})
+                          "restored_iteration": slot.last_ckpt_iter, "packed_with": sorted(self.slots),
+                          **(self.choice.report() if self.choice is not None else {})})
 
     def _build(self, chan: Channel, cfg: dict[str, Any]) -> _Slot:
         torch = self.torch
@@ -376,8 +390,14 @@ class PackServer:
         if wc.label not in PACKABLE:
             raise WorkloadError(f"job {cfg['job']!r}: workload {wc.label!r} cannot be packed")
         torch.set_num_threads(max(int(cfg["threads"]), 1))
+        if self.choice is None:  # the first member: this host's device (the backend gives every member the same)
+            visible = cfg.get("cuda_visible_devices")
+            note = set_visible(visible)
+            choice = select_device(visible)
+            self.choice = DeviceChoice(choice.device, choice.visible, note or choice.note)
         ctx = WorkloadContext(job=cfg["job"], seed=wc.seed, iterations=cfg["iterations"], epochs=cfg["epochs"],
-                              batch_size=cfg["batch_size"], rank=0, world_size=1, threads=int(cfg["threads"]))
+                              batch_size=cfg["batch_size"], rank=0, world_size=1, threads=int(cfg["threads"]),
+                              device=self.device)
         wl = build(wc, ctx)
         last = None
         if cfg["from_checkpoint"]:
@@ -397,6 +417,11 @@ class PackServer:
                 opt.state[p]["momentum_buffer"] = buf.clone()
         member = Member(cfg["job"], wl.model, opt, batch_size=wl.batch_size)
         return _Slot(cfg["job"], chan, cfg, wl, member, key, last_ckpt_iter=last)
+
+    @property
+    def device(self) -> str:
+        """Where the pack trains (``cuda:0`` or ``cpu``)."""
+        return self.choice.device if self.choice is not None else "cpu"
 
     @staticmethod
     def _store(cfg: dict[str, Any]) -> CheckpointStore:
@@ -487,7 +512,7 @@ class PackServer:
             idx = wl.batch(wl.iteration)
             key = (s.data_key, idx.tobytes())
             if key not in shared:
-                t = self.torch.from_numpy(idx)
+                t = self.torch.from_numpy(idx).to(self.device)
                 shared[key] = (wl.X[t], wl.y[t])
             batches.append(shared[key])
         by_name = {m.name: b for m, b in zip([s.member for s in slots], batches)}
@@ -518,7 +543,7 @@ class PackServer:
         self._send(s, {"type": "progress", "iterations": s.workload.iteration, "total": s.workload.total_iterations,
                        "iter_time": elapsed / s.win_steps, "compute_s": elapsed / s.win_steps, "comm_s": 0.0,
                        "metrics": out, "mem_mb": rss_mb(), "checkpoint_iteration": s.last_ckpt_iter,
-                       "packed_with": sorted(self.slots), "step_s": step_s})
+                       "packed_with": sorted(self.slots), "step_s": step_s, **device_telemetry(self.device)})
         s.win_start, s.win_steps, s.losses, s.first_report = now, 0, [], False
 
     @staticmethod

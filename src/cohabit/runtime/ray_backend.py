@@ -47,6 +47,16 @@ or similar), the driver's ``host`` must be reachable from every node, and
 data-parallel jobs whose ranks span machines need rank 0's address instead of
 127.0.0.1 for gloo (not done: such jobs run only when all ranks share a host).
 
+GPUs. A task whose ledger slot holds GPU devices on a logical node whose Ray
+node has GPUs asks Ray for ``num_gpus`` = its share of them; Ray picks the
+physical GPUs and sets the actor's ``CUDA_VISIBLE_DEVICES`` (its accelerator
+ids, reported in the task's ``ready`` message), and such a task never takes a
+warm actor (those hold no GPU). On a Ray node without GPUs the task gets
+LocalBackend's mapping (:class:`~.devices.DeviceMap`) and trains on the CPU.
+A time-sharing guest (share 0) gets the mapped id of its device, which need
+not be the id Ray gave the device's owner on a multi-GPU node (not yet
+reconciled).
+
 Parameter-server jobs run too (their servers and workers are tasks like any
 other, talking TCP on 127.0.0.1 as under LocalBackend, with the per-node
 bandwidth budget kept in files under ``root``): on one machine only, for the
@@ -169,11 +179,15 @@ class TaskActor:
         from .channel import Channel
         from .worker import serve_task
 
+        import ray
+
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.sendall(token.encode() + b"\n")
         # start-up is not split into interpreter and imports here (Ray started the process):
-        # the backend's "start" timing still has the time from launch to ready
-        return serve_task(Channel(sock), timeout, {})
+        # the backend's "start" timing still has the time from launch to ready. The ready message
+        # carries the GPU ids Ray assigned to this actor (its num_gpus), if any.
+        gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
+        return serve_task(Channel(sock), timeout, {"accelerator_ids": [str(g) for g in gpu_ids]})
 
 
 class ActorProcess:
@@ -357,12 +371,24 @@ class RayBackend(LocalBackend):
         """The Ray node id logical node ``node`` runs on now."""
         return self.node_map[node]
 
+    def _ray_gpus(self, node: int) -> float:
+        """GPUs Ray manages on the Ray node logical node ``node`` maps to (0: none)."""
+        return float(self._alive.get(self.node_map[node], {}).get("GPU", 0.0))
+
+    def _visible_devices(self, slot: Any) -> str | None:
+        """On a Ray node with GPUs Ray assigns the task's GPU ids itself (``num_gpus``; it sets
+        ``CUDA_VISIBLE_DEVICES`` in the actor): leave them. Elsewhere LocalBackend's mapping applies."""
+        if self._ray_gpus(slot.node) > 0 and sum(share for _, share in slot.devices) > 0:
+            return None
+        return super()._visible_devices(slot)
+
     def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
-                    kind: str, threads: int) -> tuple[Any, socket.socket, Path]:
+                    kind: str, threads: int, gpus: float = 0.0) -> tuple[Any, socket.socket, Path]:
         from .local import _safe
 
         ray_node = self.node_map[node]
-        spare = self._take_warm(ray_node, kind) if warm else None
+        num_gpus = gpus if self._ray_gpus(node) > 0 else 0.0  # the ledger's share, reserved in Ray too
+        spare = self._take_warm(ray_node, kind) if warm and not num_gpus else None  # warm actors hold no GPU
         if spare is not None:
             actor, info_ref, log_path = spare.actor, spare.info_ref, spare.log_path
             with open(log_path, "ab") as log:
@@ -371,17 +397,19 @@ class RayBackend(LocalBackend):
             log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
             with open(log_path, "ab") as log:
                 log.write(f"--- {header} ray node {ray_node[:12]}\n".encode())
-            actor, info_ref = self._new_actor(ray_node, env, log_path)
+            actor, info_ref = self._new_actor(ray_node, env, log_path, num_gpus=num_gpus)
         token, sock = self._relay.expect()
         run_ref = actor.run.remote(self.host, self._relay.address[1], token, self.connect_timeout)
         return ActorProcess(actor, run_ref, info_ref, ray_node), sock, log_path
 
-    def _new_actor(self, ray_node: str, env: dict[str, str], log_path: Path) -> tuple[Any, Any]:
-        """Start a :class:`TaskActor` pinned to ``ray_node`` (zero CPUs reserved); it and its ``info`` call."""
+    def _new_actor(self, ray_node: str, env: dict[str, str], log_path: Path, *,
+                   num_gpus: float = 0.0) -> tuple[Any, Any]:
+        """Start a :class:`TaskActor` pinned to ``ray_node`` (zero CPUs and ``num_gpus`` GPUs reserved);
+        it and its ``info`` call."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         actor = self._actor_cls.options(
-            num_cpus=0, max_restarts=0, max_task_retries=0,
+            num_cpus=0, num_gpus=num_gpus, max_restarts=0, max_task_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(ray_node, soft=False),
             runtime_env={"env_vars": {k: env[k] for k in _ENV_KEYS if k in env}},
         ).remote(str(log_path))

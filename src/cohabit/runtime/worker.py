@@ -19,7 +19,8 @@ import). Then:
    ``report_interval`` seconds: iterations done, measured seconds per
    iteration (wall time of the window / iterations), of which compute and
    communication, the mean mini-batch ``loss`` and the latest other metrics,
-   resident memory (MB) and the iteration of the newest checkpoint;
+   resident memory (MB), on a GPU the peak device memory (``device_mem_mb``) and the
+   iteration of the newest checkpoint;
 5. on completion send ``finished`` and exit 0.
 
 Messages it sends: ``ready`` (after restore), ``progress``, ``checkpoint``
@@ -52,7 +53,8 @@ from typing import Any
 
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
-from .workloads import Trainable, WorkloadConfig, WorkloadContext, WorkloadError, build
+from .devices import ENV, DeviceChoice, device_telemetry, select_device, set_visible
+from .workloads import BUILTINS, Trainable, WorkloadConfig, WorkloadContext, WorkloadError, build
 
 EXIT_OK, EXIT_CONFIG, EXIT_NO_CONFIG = 0, 3, 4
 _STOP, _STOP_CKPT = 1, 2
@@ -62,9 +64,12 @@ def worker_config(
     *, job: str, rank: int, world_size: int, workload: WorkloadConfig, iterations: int | None,
     epochs: int | None, batch_size: int | None, threads: int, store_root: str, from_checkpoint: bool,
     report_interval: float, checkpoint_interval: float, keep: int = 2, fsync: bool = True,
-    dist_port: int | None = None,
+    dist_port: int | None = None, cuda_visible_devices: str | None = None,
 ) -> dict[str, Any]:
-    """The configuration message a worker expects (JSON-serialisable)."""
+    """The configuration message a worker expects (JSON-serialisable).
+
+    ``cuda_visible_devices``: the physical GPU ids of the task's devices (``""``: none; None: leave the
+    environment as it is), set before CUDA is initialised (:mod:`cohabit.runtime.devices`)."""
     return {
         "type": "config", "job": job, "rank": rank, "world_size": world_size,
         "workload": {"target": workload.target, "label": workload.label, "seed": workload.seed,
@@ -72,6 +77,7 @@ def worker_config(
         "iterations": iterations, "epochs": epochs, "batch_size": batch_size, "threads": threads,
         "store_root": store_root, "from_checkpoint": from_checkpoint, "report_interval": report_interval,
         "checkpoint_interval": checkpoint_interval, "keep": keep, "fsync": fsync, "dist_port": dist_port,
+        "cuda_visible_devices": cuda_visible_devices,
     }
 
 
@@ -105,7 +111,7 @@ class GlooComm:
         torch = self._torch
         t0 = time.perf_counter()
         tensors = [a if isinstance(a, torch.Tensor) else torch.from_numpy(a) for a in arrays]
-        flat = torch.cat([t.reshape(-1) for t in tensors])
+        flat = torch.cat([t.reshape(-1) for t in tensors]).cpu()  # gloo reduces host memory (GPU grads staged)
         self._dist.all_reduce(flat)
         flat /= self.world_size
         o = 0
@@ -144,7 +150,8 @@ class Worker:
         self.last_ckpt_iter: int | None = None
         self.halt_req: dict[str, Any] | None = None
         self.warmup_s: float | None = None
-        self.startup: dict[str, float] = {}  # interpreter_s, imports_s (set by main)
+        self.startup: dict[str, Any] = {}  # interpreter_s, imports_s (set by main); accelerator_ids (Ray)
+        self.device: str = "cpu"  # where the workload trains (select_device)
 
     # ------------------------------------------------------------ setup
     def _build(self) -> tuple[Trainable, dict[str, Any]]:
@@ -152,18 +159,27 @@ class Worker:
         w = cfg["workload"]
         wc = WorkloadConfig(w["target"], w["label"], int(w["seed"]), dict(w["params"]))
         threads = max(int(cfg["threads"]), 1)
+        visible = cfg.get("cuda_visible_devices")
+        env_note = set_visible(visible)  # before anything initialises CUDA (a warm spare was spawned without it)
         t_torch = time.perf_counter()
-        if wc.uses_torch or self.world > 1:
+        choice = DeviceChoice("cpu", os.environ.get(ENV), f"workload {wc.label!r} does not use torch: it runs "
+                              f"on the CPU" if visible else None)
+        if wc.uses_torch or self.world > 1 or (visible and wc.label not in BUILTINS):
             import torch
 
             torch.set_num_threads(threads)
+            choice = select_device(visible)
+        if env_note:
+            choice = DeviceChoice(choice.device, choice.visible, env_note)
+        self.device = choice.device
         torch_s = time.perf_counter() - t_torch
         ctx = WorkloadContext(job=self.job, seed=wc.seed, iterations=cfg["iterations"], epochs=cfg["epochs"],
-                              batch_size=cfg["batch_size"], rank=self.rank, world_size=self.world, threads=threads)
+                              batch_size=cfg["batch_size"], rank=self.rank, world_size=self.world, threads=threads,
+                              device=choice.device)
         t_build = time.perf_counter()
         workload = build(wc, ctx)
         info: dict[str, Any] = {"torch_import_s": torch_s, "build_s": time.perf_counter() - t_build,
-                                "restored_iteration": None}
+                                "restored_iteration": None, **choice.report()}
         if self.world > 1:
             self.comm = GlooComm(int(cfg["dist_port"]), self.rank, self.world)
             workload.comm = self.comm  # type: ignore[attr-defined]
@@ -276,6 +292,7 @@ class Worker:
                     "iter_time": (t_now - win_start) / win_steps, "compute_s": win_compute / win_steps,
                     "comm_s": win_comm / win_steps, "metrics": out, "mem_mb": rss_mb(),
                     "checkpoint_iteration": self.last_ckpt_iter, "warmup_s": self.warmup_s,
+                    **device_telemetry(self.device),
                 })
                 win_start, win_steps, win_compute, win_comm = t_now, 0, 0.0, 0.0
                 losses = []
@@ -290,7 +307,7 @@ class Worker:
         if callable(evaluate) and not final:
             final.update(evaluate())
         self._send({"type": "finished", "iterations": workload.iteration, "metrics": final, "checkpoint_seq": seq,
-                    "mem_mb": rss_mb()})
+                    "mem_mb": rss_mb(), **device_telemetry(self.device)})
         self._close()
         return EXIT_OK
 
@@ -334,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                       startup)
 
 
-def serve_task(chan: Channel, timeout: float, startup: dict[str, float]) -> int:
+def serve_task(chan: Channel, timeout: float, startup: dict[str, Any]) -> int:
     """Wait up to ``timeout`` s for the configuration on ``chan``, then run the task; the exit code.
 
     Shared by the task process (:func:`main`) and the Ray actor (:mod:`.ray_backend`). ``startup``:
@@ -348,6 +365,8 @@ def serve_task(chan: Channel, timeout: float, startup: dict[str, float]) -> int:
         return EXIT_NO_CONFIG
     if "ps" in cfg:  # a parameter-server job's server or worker
         from .ps.task import run_task
+
+        set_visible(cfg.get("cuda_visible_devices"))
 
         return run_task(chan, cfg, startup)
     worker = Worker(chan, cfg)

@@ -18,7 +18,7 @@ counters (and honours a ``done`` attribute for early convergence).
 
 Factories are called as ``factory(ctx, **params)`` where ``ctx`` is a
 :class:`WorkloadContext` (job id, seed, length, batch size, rank and world
-size, threads) and ``params`` the job's ``workload:`` mapping minus the
+size, threads, ``device``) and ``params`` the job's ``workload:`` mapping minus the
 reserved keys ``name``, ``entry`` and ``seed``.
 """
 
@@ -58,6 +58,7 @@ class WorkloadContext:
     rank: int = 0
     world_size: int = 1
     threads: int = 1
+    device: str = "cpu"  # where torch workloads train: "cuda:0" when the task was given a GPU torch can use
 
     def total_iterations(self, iters_per_epoch: int | None) -> int:
         """``iterations`` if given, else ``epochs * iters_per_epoch``; WorkloadError if neither is known."""

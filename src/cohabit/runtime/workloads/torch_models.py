@@ -6,7 +6,11 @@ for torch. Models are initialised under ``torch.manual_seed(seed)`` inside a
 forked RNG (the caller's RNG is untouched); mini-batches come from the seeded
 epoch permutations of :class:`~cohabit.runtime.workloads.base.Workload`, and
 the models have no dropout, so a resumed run reproduces an uninterrupted one
-(on the same thread count). Training is SGD with momentum on cross-entropy,
+(on the same thread count and device).
+
+Device: model, data and optimizer state live on ``ctx.device`` (``cuda:0``
+when the task was given a GPU torch can use, see :mod:`cohabit.runtime.devices`);
+checkpoints hold CPU tensors, so a job paused on one device resumes on another. Training is SGD with momentum on cross-entropy,
 written out here (``buf = momentum * buf + grad + weight_decay * p``,
 ``p -= lr * buf``, PyTorch's rule) because building ``torch.optim.SGD``
 imports TorchDynamo, which costs ~2 s at every start and resume.
@@ -43,13 +47,16 @@ class _TorchClassifier(Workload):
         except ValueError as exc:
             raise WorkloadError(f"job {ctx.job!r}: workload: {exc}") from None
         super().__init__(ctx, len(tr), batch_size)
-        self.X = torch.from_numpy(np.ascontiguousarray(X[tr], dtype=np.float32))
-        self.y = torch.from_numpy(y[tr])
-        self.Xt = torch.from_numpy(np.ascontiguousarray(X[te], dtype=np.float32))
-        self.yt = torch.from_numpy(y[te])
+        self.device = torch.device(ctx.device)
+        dev = self.device
+        self.X = torch.from_numpy(np.ascontiguousarray(X[tr], dtype=np.float32)).to(dev)
+        self.y = torch.from_numpy(y[tr]).to(dev)
+        self.Xt = torch.from_numpy(np.ascontiguousarray(X[te], dtype=np.float32)).to(dev)
+        self.yt = torch.from_numpy(y[te]).to(dev)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(ctx.seed)
-            self.model = build()
+            self.model = build()  # initialised on the CPU (the same weights on every device), then moved
+        self.model.to(dev)
         self.params = [p for p in self.model.parameters()]
         self.momentum_buf = [torch.zeros_like(p) for p in self.params]
         self.lr, self.momentum, self.weight_decay = float(lr), float(momentum), float(weight_decay)
@@ -58,7 +65,7 @@ class _TorchClassifier(Workload):
 
     def train_step(self, i: int) -> dict[str, float]:
         torch = self._torch
-        idx = torch.from_numpy(self.batch(i))
+        idx = torch.from_numpy(self.batch(i)).to(self.device)
         for p in self.params:
             p.grad = None
         loss = self._loss(self.model(self.X[idx]), self.y[idx])
@@ -85,9 +92,10 @@ class _TorchClassifier(Workload):
             }
 
     def model_state(self) -> dict[str, Any]:
+        # CPU copies: a checkpoint restores on any device (a GPU task resumes on the CPU and back)
         return {
-            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
-            "momentum": [b.clone() for b in self.momentum_buf],
+            "model": {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()},
+            "momentum": [b.to("cpu", copy=True) for b in self.momentum_buf],
         }
 
     def load_model_state(self, state: dict[str, Any]) -> None:
