@@ -273,6 +273,9 @@ def _mount_subcommands() -> None:
 
     app.command("run")(run)
     app.command("hyperband")(hyperband)
+    from .service.cli import register as register_service
+
+    register_service(app)
 
 
 _mount_subcommands()

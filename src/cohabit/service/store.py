@@ -292,6 +292,16 @@ class Store:
                 Job.state.in_(ACTIVE_STATES), (Job.cancel_requested | Job.hold_requested))
             return [(a, b, c) for a, b, c in s.execute(q)]
 
+    def submitted_ids(self, jobs: Sequence[str]) -> set[str]:
+        """Which of these scheduler job ids already have their ``submitted`` event stored."""
+        out: set[str] = set()
+        with self.session() as s:
+            for i in range(0, len(jobs), 500):
+                q = select(EventRow.job).where(EventRow.kind == str(EventKind.SUBMITTED),
+                                               EventRow.job.in_(jobs[i:i + 500])).distinct()
+                out.update(s.scalars(q))
+        return out
+
     def tenant_limits(self) -> dict[int, Tenant]:
         with self.session() as s:
             return {t.id: t for t in s.scalars(select(Tenant))}
