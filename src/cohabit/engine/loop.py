@@ -121,7 +121,6 @@ class Scheduler(LiveControl):
         i = 0
         next_tick = math.inf
         idle_turns = 0
-        decide = self.policy.decide  # type: ignore[attr-defined]
         rec = self.record
         # The loop makes many long-lived objects and few cycles: the cyclic collector's
         # full sweeps only cost time here (they grow with the heap). Restored on exit.
@@ -153,7 +152,7 @@ class Scheduler(LiveControl):
                 if not (self.pending or self.paused or self.running or events):
                     continue
                 t0 = time.perf_counter()
-                plan = decide(self.view)
+                plan = self.policy.decide(self.view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
                 for action in plan:
                     self._apply(action)

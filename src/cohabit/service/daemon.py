@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -131,6 +132,9 @@ def serve(cfg: ServiceConfig, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
 
     service = Service(cfg)
     app = create_app(service)
+    # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default handler that
+    # would end the process before the jobs are checkpointed below. Ignore the re-raised one.
+    signal.signal(signal.SIGTERM, lambda *_: None)
     service.start()
     announce(f"cohabit serve: http://{host}:{port} (state {cfg.state_dir}, store {redact(cfg.url)}, "
              f"policy {service.feed.policy_spec}); admin token in {service.token_path}")
