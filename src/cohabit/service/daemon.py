@@ -85,9 +85,12 @@ class Service:
 
     def _backend(self) -> Any:
         root = self.cfg.state_dir / "runs"
+        # no warm spares: a spare logs to its own file, and `cohabit logs JOB` reads <job>.<rank>.log
         opts = dict(checkpoint_interval=self.cfg.checkpoint_interval, **self.cfg.backend_options)
+        opts.setdefault("prewarm", False)
         if self.cfg.backend == "ray":
             from ..runtime.ray_backend import RayBackend
+            opts.setdefault("warm_actors", 0)
             return RayBackend(self.cluster, root=root, address=self.cfg.ray_address, **opts)
         from ..runtime.local import LocalBackend
         return LocalBackend(self.cluster, root=root, **opts)
