@@ -224,8 +224,11 @@ def create_app(service: Service) -> FastAPI:
 
     @app.patch("/v1/tenants/{name}")
     def patch_tenant(name: Annotated[str, Path(max_length=64)], body: TenantPatch, who: Admin) -> dict[str, Any]:
+        fields = body.model_dump(exclude_unset=True)
+        if "weight" in fields and fields["weight"] is None:
+            raise HTTPException(422, [{"field": "weight", "msg": "expected a number > 0 (null clears only quotas)"}])
         try:
-            return store.update_tenant(name, **body.model_dump(exclude_unset=True))
+            return store.update_tenant(name, **fields)
         except StoreError as exc:
             raise HTTPException(404, str(exc)) from None
 
