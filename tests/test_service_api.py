@@ -153,6 +153,9 @@ def test_cli_client_json(daemon, tmp_path) -> None:
     st = json.loads(cli("status", str(jid), "--json").stdout)
     assert st["id"] == jid and st["name"] == "cli0"
     assert jid in [j["id"] for j in json.loads(cli("queue", "--json").stdout)["jobs"]] or st["state"] == "finished"
+    wi = cli("whatif", "--policy", "fifo,srtf", "--json")
+    assert wi.returncode == 0, wi.stderr
+    assert [r["policy"] for r in json.loads(wi.stdout)["results"]] == ["fifo", "srtf"]
     top = json.loads(cli("top", "--json").stdout)
     assert set(top) == {"cluster", "queue"} and top["cluster"]["nodes"]
     wait_until(lambda: json.loads(cli("status", str(jid), "--json").stdout)["state"] == "finished", 90, "finish")

@@ -208,6 +208,14 @@ def create_app(service: Service) -> FastAPI:
         store.set_policy(body.policy)
         return {"policy": body.policy}
 
+    @app.get("/v1/whatif/state")
+    def whatif_state(who: Admin) -> dict[str, Any]:
+        """The live state a what-if simulation starts from (admin): cluster, active jobs, observations."""
+        from .whatif import live_state
+        jobs = [(j.seq, j.spec) for j, _ in store.active_jobs()]
+        obs = service.feed.snapshot.get("observed", {"jobs": {}, "model_iter_time": {}})
+        return live_state(service.cluster, jobs, obs, service.feed.policy_spec)
+
     @app.get("/v1/tenants")
     def tenants(who: Admin) -> dict[str, Any]:
         return {"tenants": store.tenants()}

@@ -294,7 +294,38 @@ def policy(name: Annotated[Optional[str], typer.Argument(help="Switch to this po
         out.print(f"policy: {res['policy']}")
 
 
+def whatif(policy: Annotated[str, typer.Option(help="Policies to compare, comma-separated (NAME[:k=v]).")],
+           hours: Annotated[Optional[float], typer.Option(help="Simulate at most this many hours from now.")] = None,
+           url: Url = None, token: Tok = None, as_json: Json = False) -> None:
+    """Simulate the live queue and running jobs under other policies from now on (admin)."""
+    from ..policies import policy_list
+    from .whatif import simulate_from
+
+    try:
+        names = policy_list(policy)
+    except ValueError as exc:
+        _fail(str(exc))
+    if hours is not None and not hours > 0:
+        _fail(f"--hours: expected a number > 0, got {hours:g}")
+    state = _call(_client(url, token), "GET", "/v1/whatif/state")
+    rows = simulate_from(state, names, hours)
+    if as_json:
+        _emit({"active_policy": state["policy"], "results": rows})
+        return
+    tab = Table(title=f"what-if from now: {rows[0]['jobs'] if rows else 0} jobs (active policy {state['policy']})")
+    for col in ("policy", "avg JCT s", "avg queueing s", "makespan s", "utilisation", "unfinished"):
+        tab.add_column(col)
+    for r in rows:
+        util = " ".join(f"{k} {v:.0%}" for k, v in r["utilization"].items())
+        f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+        tab.add_row(r["policy"], f(r["avg_jct_s"]), f(r["avg_queueing_s"]), f(r["makespan_s"]), util,
+                    str(r["unfinished"]))
+    out.print(tab)
+    if rows and rows[0]["skipped_no_speed"]:
+        out.print(f"left out (no speed observed yet and no history): jobs {rows[0]['skipped_no_speed']}")
+
+
 def register(app: typer.Typer) -> None:
     """Mount the service commands on the main ``cohabit`` app."""
-    for fn in (serve, submit, status, queue, cancel, logs, top, tenant, policy):
+    for fn in (serve, submit, status, queue, cancel, logs, top, tenant, policy, whatif):
         app.command(fn.__name__)(fn)

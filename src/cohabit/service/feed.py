@@ -35,6 +35,7 @@ from ..policies import make_policy
 from ..spec.job import JobSpec
 from .db import Job
 from .quota import QuotaGate
+from .whatif import observed
 from .store import Store, sched_id, seq_of
 
 _END_STATE = {
@@ -347,4 +348,5 @@ class StoreFeed:
             "paused": [seq_of(j) for j in sched.paused],
             "held": [seq_of(j) for j in sched.held],
             "waiting_quota": self.gate.waiting(),
+            "observed": observed(sched),
         }

@@ -114,6 +114,7 @@ class Store:
         self.engine = engine_for(url)
         migrate(self.engine)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
+        self._callers: dict[str, Caller] = {}
         self.epoch = self._epoch()
 
     def close(self) -> None:
@@ -171,10 +172,18 @@ class Store:
             return [tenant_public(t) for t in s.scalars(select(Tenant).order_by(Tenant.id))]
 
     def caller(self, token: str) -> Caller | None:
+        """The tenant of ``token`` (tokens are never changed or removed, so known ones are cached)."""
+        digest = hash_token(token)
+        hit = self._callers.get(digest)
+        if hit is not None:
+            return hit
         with self.session() as s:
             row = s.execute(select(Tenant).join(Token, Token.tenant_id == Tenant.id)
-                            .where(Token.digest == hash_token(token))).scalar_one_or_none()
-            return None if row is None else Caller(row.id, row.name, row.is_admin)
+                            .where(Token.digest == digest)).scalar_one_or_none()
+            if row is None:
+                return None
+            who = self._callers[digest] = Caller(row.id, row.name, row.is_admin)
+            return who
 
     # --------------------------------------------------------------------- jobs
     def submit(self, caller: Caller, specs: Sequence[JobSpec], idempotency_key: str | None = None,
@@ -183,10 +192,6 @@ class Store:
         ``idempotency_key`` already used by this tenant, the jobs of that first submission are
         returned instead (``created`` False)."""
         keys = [f"{idempotency_key}:{i}" for i in range(len(specs))] if idempotency_key else [None] * len(specs)
-        if idempotency_key:
-            found = self._by_keys(caller, keys)
-            if found:
-                return found, False
         now = time.time()
         try:
             with self.session.begin() as s:
@@ -204,7 +209,7 @@ class Store:
         except IntegrityError:
             if not idempotency_key:
                 raise
-            found = self._by_keys(caller, keys)  # a concurrent retry with the same key won
+            found = self._by_keys(caller, keys)  # a retry: the key's first submission is stored
             if not found:
                 raise
             return found, False
