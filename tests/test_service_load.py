@@ -68,8 +68,20 @@ def test_thousand_concurrent_submits_exactly_once(db, tmp_path, daemons) -> None
                 break
             after = page["next"]
         assert sorted(seen) == sorted(ids)
-        wait_until(lambda: c.get("/v1/jobs", params={"state": "rejected", "limit": 1000}).json()["jobs"].__len__() == N,
-                   120, "the scheduler to see every job")
+        def states() -> dict[str, int]:
+            out: dict[str, int] = {}
+            after = 0
+            while after is not None:
+                page = c.get("/v1/jobs", params={"after": after, "limit": 1000}).json()
+                for j in page["jobs"]:
+                    out[j["state"]] = out.get(j["state"], 0) + 1
+                after = page["next"]
+            return out
+
+        try:
+            wait_until(lambda: states() == {"rejected": N}, 180, "the scheduler to see every job")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: states {states()}, health {httpx.get(d.url + '/healthz').text}") from None
     p50, p99 = np.percentile(lat, [50, 99]) * 1e3
     print(f"\n{db}: {N} submits by {CLIENTS} clients in {wall:.2f} s ({N / wall:.0f}/s); "
           f"latency p50 {p50:.1f} ms p99 {p99:.1f} ms")
