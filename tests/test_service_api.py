@@ -160,8 +160,22 @@ def test_cli_client_json(daemon, tmp_path) -> None:
     assert set(top) == {"cluster", "queue"} and top["cluster"]["nodes"]
     wait_until(lambda: json.loads(cli("status", str(jid), "--json").stdout)["state"] == "finished", 90, "finish")
     assert "launch" in json.loads(cli("logs", str(jid), "--json").stdout)["log"]
+    follow = cli("logs", str(jid), "-f")  # following an ended job prints its log and returns
+    assert follow.returncode == 0 and "launch" in follow.stdout
     gone = cli("status", "987654", "--json")
     assert gone.returncode == 1 and "404" in gone.stderr and "Traceback" not in gone.stderr
     down = subprocess.run([sys.executable, "-m", "cohabit.cli", "queue"], capture_output=True, text=True, timeout=60,
                           env={**env, "COHABIT_URL": "http://127.0.0.1:9"})
     assert down.returncode == 2 and "cannot reach" in down.stderr and "Traceback" not in down.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--policy", "nope"), "unknown policy 'nope'"),
+    (("--cluster", "/nonexistent/c.yaml"), "/nonexistent/c.yaml"),
+    (("--db", "mysql://x"), "--db: expected a sqlite:/// or postgresql:// URL"),
+    (("--port", "0"), "--port: expected 1..65535"),
+])
+def test_serve_bad_flags_fail_clearly(tmp_path, args, needle) -> None:
+    r = subprocess.run([sys.executable, "-m", "cohabit.cli", "serve", "--state-dir", str(tmp_path / "s"), *args],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and needle in " ".join(r.stderr.split()) and "Traceback" not in r.stderr
