@@ -13,10 +13,12 @@ scheduler uses (:mod:`.quota`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import secrets
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -114,15 +116,24 @@ class Store:
         self.engine = engine_for(url)
         migrate(self.engine)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
+        # SQLite has one writer at a time; queueing writers on a lock here is much cheaper than
+        # SQLite's busy handler (which sleeps with back-off). PostgreSQL writes concurrently.
+        self._wlock = threading.Lock() if url.startswith("sqlite") else contextlib.nullcontext()
         self._callers: dict[str, Caller] = {}
         self.epoch = self._epoch()
 
     def close(self) -> None:
         self.engine.dispose()
 
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction (serialised in this process on SQLite), committed on exit."""
+        with self._wlock, self.session.begin() as s:
+            yield s
+
     def _epoch(self) -> float:
         """Wall-clock time of the service's first start: event times are seconds since it."""
-        with self.session.begin() as s:
+        with self.write() as s:
             row = s.get(Meta, "epoch")
             if row is None:
                 row = Meta(key="epoch", value=repr(time.time()))
@@ -133,7 +144,7 @@ class Store:
     def ensure_admin(self) -> str | None:
         """Create the admin tenant and its token at first start; the clear token is returned once
         (None when an admin already exists)."""
-        with self.session.begin() as s:
+        with self.write() as s:
             if s.scalar(select(Tenant).where(Tenant.name == ADMIN)) is not None:
                 return None
             t = Tenant(name=ADMIN, is_admin=True, weight=1.0, created=time.time())
@@ -147,7 +158,7 @@ class Store:
                       max_running: int | None = None) -> str:
         """A new tenant and its first token (returned in clear, once)."""
         try:
-            with self.session.begin() as s:
+            with self.write() as s:
                 t = Tenant(name=name, is_admin=False, weight=weight, max_gpus=max_gpus, max_running=max_running,
                            created=time.time())
                 s.add(t)
@@ -159,7 +170,7 @@ class Store:
             raise StoreError(f"tenant {name!r} already exists") from None
 
     def update_tenant(self, name: str, **fields: Any) -> dict[str, Any]:
-        with self.session.begin() as s:
+        with self.write() as s:
             t = s.scalar(select(Tenant).where(Tenant.name == name))
             if t is None:
                 raise StoreError(f"unknown tenant {name!r}")
@@ -194,7 +205,7 @@ class Store:
         keys = [f"{idempotency_key}:{i}" for i in range(len(specs))] if idempotency_key else [None] * len(specs)
         now = time.time()
         try:
-            with self.session.begin() as s:
+            with self.write() as s:
                 rows = []
                 for spec, key in zip(specs, keys):
                     total = spec.iterations
@@ -262,7 +273,7 @@ class Store:
     def request(self, caller: Caller, seq: int, *, cancel: bool = False, hold: bool | None = None,
                 ) -> dict[str, Any] | None:
         """Commit a cancel or hold/release request (the loop carries it out); None if not the caller's."""
-        with self.session.begin() as s:
+        with self.write() as s:
             j = s.get(Job, seq)
             if j is None or (not caller.is_admin and j.tenant_id != caller.tenant_id):
                 return None
@@ -316,7 +327,7 @@ class Store:
         """One transaction: append ``events`` (service time, kind, job, data), update job rows
         (``jobs[seq]`` = columns to set) and the checkpoint index."""
         now = time.time()
-        with self.session.begin() as s:
+        with self.write() as s:
             s.add_all([EventRow(time=t, kind=k, job=j, data=d) for t, k, j, d in events])
             for seq, cols in jobs.items():
                 s.execute(update(Job).where(Job.seq == seq).values(**cols))
@@ -332,7 +343,7 @@ class Store:
     def write_allocation(self, seq: int, nodes: list[int], alloc: dict[str, float], since: float,
                          from_checkpoint: bool) -> None:
         """Commit where ``seq`` is about to run, and mark it running (before the launch)."""
-        with self.session.begin() as s:
+        with self.write() as s:
             row = s.get(AllocationRow, seq)
             if row is None:
                 s.add(AllocationRow(job_seq=seq, nodes=nodes, alloc=alloc, pids=[], since=since,
@@ -343,12 +354,12 @@ class Store:
                                                                runs=Job.runs + 1))
 
     def set_pids(self, seq: int, pids: list[int]) -> None:
-        with self.session.begin() as s:
+        with self.write() as s:
             s.execute(update(AllocationRow).where(AllocationRow.job_seq == seq).values(pids=pids))
 
     def drop_allocation(self, seq: int) -> list[int]:
         """Forget where ``seq`` ran (it is being halted); the pids it had."""
-        with self.session.begin() as s:
+        with self.write() as s:
             row = s.get(AllocationRow, seq)
             if row is None:
                 return []
@@ -368,7 +379,7 @@ class Store:
             return None if row is None else row.spec
 
     def set_policy(self, spec: str) -> None:
-        with self.session.begin() as s:
+        with self.write() as s:
             row = s.get(PolicyRow, 1)
             if row is None:
                 s.add(PolicyRow(id=1, spec=spec, updated=time.time()))
