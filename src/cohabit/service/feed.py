@@ -342,6 +342,7 @@ class StoreFeed:
             "time": self.epoch_time(sched.now), "policy": self.policy_spec,
             "resources": list(led.names),
             "nodes": [{"name": n.name, "capacity": dict(zip(led.names, map(float, led.capacity[i]))),
+                       "allocated": dict(zip(led.names, map(float, led.capacity[i] - led.free[i]))),
                        "free": dict(zip(led.names, map(float, led.free[i])))} for i, n in enumerate(sched.cluster.nodes)],
             "running": running,
             "pending": [seq_of(j) for j in sched.pending],
