@@ -181,7 +181,8 @@ class StoreFeed:
         self.sched: Scheduler | None = None
         self.snapshot: dict[str, Any] = {}
         self.recovered: dict[str, int] = {}
-        self._last_seq = 0
+        self._known: set[int] = set()  # stored as submitted and already taken in
+        self._started = False
         self._last_poll = -1.0
         self._reasons: dict[int, str] = {}
         self._written: dict[int, str] = {}
@@ -204,7 +205,8 @@ class StoreFeed:
                 sched._apply(A.Pause(jid, reason="service stopped; resumes from its checkpoint at restart"))
             self.flush()
             return False
-        if self._last_seq == 0 and not self.recovered:
+        if not self._started:
+            self._started = True
             self.recover(sched)
         self._admit_new(sched)
         self._requests(sched)
@@ -229,7 +231,6 @@ class StoreFeed:
         killed = kill_leftovers([p for a in allocs.values() for p in a["pids"]])
         n_run = n_pend = 0
         for job, tenant in active:
-            self._last_seq = max(self._last_seq, job.seq)
             spec = self._spec(job, tenant)
             if job.state in (str(JobState.RUNNING), str(JobState.PAUSED)) or job.seq in allocs:
                 sched.readmit_paused(spec, job.iterations, "recovered after a service restart; resumes from "
@@ -239,6 +240,7 @@ class StoreFeed:
                 n_run += 1
             else:
                 self.gate.add(job.seq, tenant.id, spec)
+                self._known.add(job.seq)
                 n_pend += 1
         self.recovered = {"resumed": n_run, "requeued": n_pend, "killed_leftover_tasks": killed}
         self.record.append(sched.now, EventKind.DECISION, None, ms=0.0, recovered=self.recovered)
@@ -250,9 +252,14 @@ class StoreFeed:
 
     # ---------------------------------------------------------------- turns
     def _admit_new(self, sched: Scheduler) -> None:
-        for job, tenant in self.store.active_jobs(after=self._last_seq):
-            self._last_seq = max(self._last_seq, job.seq)
-            self.gate.add(job.seq, tenant.id, self._spec(job, tenant))
+        """Take in every job stored as ``submitted`` not taken in yet. (Not a high-water mark on the
+        id: on PostgreSQL a lower id can commit after a higher one.) A job stays ``submitted`` in the
+        store only until the flush at the end of the poll that took it in."""
+        rows = self.store.active_jobs((str(JobState.SUBMITTED),))
+        for job, tenant in rows:
+            if job.seq not in self._known:
+                self.gate.add(job.seq, tenant.id, self._spec(job, tenant))
+        self._known = {job.seq for job, _ in rows}
 
     def _requests(self, sched: Scheduler) -> None:
         reqs = self.store.requests()

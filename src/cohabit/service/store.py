@@ -294,11 +294,11 @@ class Store:
         return sorted(out, key=lambda j: (j["state"] != str(JobState.RUNNING), j["id"]))
 
     # ---------------------------------------------------------- the loop's side
-    def active_jobs(self, after: int = 0) -> list[tuple[Job, Tenant]]:
-        """Jobs not ended, with their tenant, in queue order (``after``: only newer ones)."""
+    def active_jobs(self, states: Sequence[str] = ACTIVE_STATES) -> list[tuple[Job, Tenant]]:
+        """Jobs in ``states`` (default: every job not ended), with their tenant, in queue order."""
         with self.session() as s:
             q = (select(Job, Tenant).join(Tenant, Tenant.id == Job.tenant_id)
-                 .where(Job.state.in_(ACTIVE_STATES), Job.seq > after).order_by(Job.seq))
+                 .where(Job.state.in_(tuple(states))).order_by(Job.seq))
             return [(j, t) for j, t in s.execute(q)]
 
     def requests(self) -> list[tuple[int, bool, bool]]:
