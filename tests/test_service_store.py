@@ -84,3 +84,22 @@ def test_job_updates_follow_the_state_machine_of_the_events() -> None:
     up = job_updates(evs, epoch=1000.0)
     assert up[3]["state"] == "paused" and up[3]["iterations"] == 7.0 and up[3]["pending_reason"] == "srtf"
     assert up[4] == {"state": "cancelled", "reason": "user", "end_time": 1005.0, "pending_reason": ""}
+
+
+def test_kill_leftovers_kills_only_cohabit_tasks_by_pid() -> None:
+    import subprocess
+    import sys
+
+    from cohabit.service.feed import kill_leftovers
+
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "cohabit.runtime.worker"])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert kill_leftovers([ours.pid, other.pid, 999999999]) == 1
+        assert ours.wait(10) == -9
+        assert other.poll() is None  # not a cohabit task: left alone
+    finally:
+        for p in (ours, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
