@@ -25,7 +25,8 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, func, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -327,12 +328,22 @@ class Store:
         """One transaction: append ``events`` (service time, kind, job, data), update job rows
         (``jobs[seq]`` = columns to set) and the checkpoint index."""
         now = time.time()
+        rows = [{"time": t, "kind": k, "job": j, "data": d} for t, k, j, d in events]
+        same_cols: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         with self.write() as s:
-            s.add_all([EventRow(time=t, kind=k, job=j, data=d) for t, k, j, d in events])
+            if rows:
+                s.execute(insert(EventRow), rows)
             for seq, cols in jobs.items():
-                s.execute(update(Job).where(Job.seq == seq).values(**cols))
-                if cols.get("state") in TERMINAL_STATES or cols.get("state") == str(JobState.PAUSED):
-                    s.execute(AllocationRow.__table__.delete().where(AllocationRow.job_seq == seq))
+                if any(isinstance(v, ClauseElement) for v in cols.values()):  # e.g. coalesce(start_time, t)
+                    s.execute(update(Job).where(Job.seq == seq).values(**cols))
+                else:  # the rest in executemany batches, one per set of columns
+                    same_cols.setdefault(tuple(sorted(cols)), []).append({"seq": seq, **cols})
+            for batch in same_cols.values():
+                s.execute(update(Job), batch)  # ORM bulk UPDATE by primary key
+            released = [seq for seq, cols in jobs.items()
+                        if cols.get("state") in TERMINAL_STATES or cols.get("state") == str(JobState.PAUSED)]
+            if released:
+                s.execute(delete(AllocationRow).where(AllocationRow.job_seq.in_(released)))
             for seq, (it, path) in (checkpoints or {}).items():
                 row = s.get(CheckpointRow, seq)
                 if row is None:
