@@ -239,7 +239,7 @@ class StoreFeed:
                     sched.hold(spec.id)
                 n_run += 1
             else:
-                self.gate.add(job.seq, tenant.id, spec)
+                self.gate.add(job.seq, spec)
                 self._known.add(job.seq)
                 n_pend += 1
         self.recovered = {"resumed": n_run, "requeued": n_pend, "killed_leftover_tasks": killed}
@@ -258,7 +258,7 @@ class StoreFeed:
         rows = self.store.active_jobs((str(JobState.SUBMITTED),))
         for job, tenant in rows:
             if job.seq not in self._known:
-                self.gate.add(job.seq, tenant.id, self._spec(job, tenant))
+                self.gate.add(job.seq, self._spec(job, tenant))
         self._known = {job.seq for job, _ in rows}
 
     def _requests(self, sched: Scheduler) -> None:

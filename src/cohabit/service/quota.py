@@ -31,7 +31,7 @@ class QuotaGate:
         self._waiting: dict[int, JobSpec] = {}
         self.held: set[int] = set()
 
-    def add(self, seq: int, tenant_id: int, spec: JobSpec) -> None:
+    def add(self, seq: int, spec: JobSpec) -> None:
         self._waiting[seq] = spec
 
     def drop(self, seq: int) -> bool:
