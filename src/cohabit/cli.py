@@ -318,6 +318,9 @@ def _mount_subcommands() -> None:
 
     app.command("run", epilog=EXIT_CODES_HELP)(run)
     app.command("hyperband")(hyperband)
+    from .service.cli import register as register_service
+
+    register_service(app)
 
 
 _mount_subcommands()

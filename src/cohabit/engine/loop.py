@@ -26,6 +26,7 @@ from .backend import Backend, BackendEvent, BackendEventKind, Unsupported
 from .history import FinishedJob, History
 from .job import JobView
 from .ledger import Allocation, AllocationError, Ledger
+from .live import JobSource, LiveControl
 from .oracle import Oracle
 from .record import EventKind, Record
 from .state import IllegalTransition, JobState, check_transition
@@ -49,11 +50,12 @@ class RunResult:
     end_time: float = 0.0
 
 
-class Scheduler:
+class Scheduler(LiveControl):
     """Drives ``policy`` over ``backend`` on ``cluster``.
 
     ``oracle`` is handed to the policy only if the policy declares
     ``uses_oracle``; a policy that declares it without an oracle is refused.
+    ``record``: the record to append to (a service passes one that also persists each event).
     """
 
     def __init__(
@@ -66,6 +68,7 @@ class Scheduler:
         strict: bool = False,
         horizon: float = math.inf,
         on_progress: Callable[[int, int, float], None] | None = None,
+        record: Record | None = None,
     ) -> None:
         name = getattr(policy, "name", type(policy).__name__)
         if getattr(policy, "uses_oracle", False):
@@ -80,22 +83,20 @@ class Scheduler:
         self.backend = backend
         self.strict = strict
         self.horizon = horizon
-        self.record = Record()
+        self.record = record if record is not None else Record()
         self.ledger = Ledger(cluster)
         self.history = History()
         self.jobs: dict[str, JobView] = {}
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
         self.paused: dict[str, JobView] = {}
+        self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float]]] = {}
         self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
         self.now = 0.0
         self._on_progress = on_progress
-        self._hook_arrival = getattr(policy, "on_arrival", None)
-        self._hook_finish = getattr(policy, "on_finish", None)
-        self._hook_progress = getattr(policy, "on_progress", None)
-        self._tick = getattr(policy, "tick_interval", None)
+        self._bind_hooks(policy)
         self._done = 0
         self._handlers: dict[type, Callable[[object], None]] = {
             A.Start: self._start, A.Pause: self._pause, A.Resume: self._resume,
@@ -103,15 +104,26 @@ class Scheduler:
             A.Colocate: self._colocate, A.Pack: self._pack,
         }
 
+    def _bind_hooks(self, policy: object) -> None:
+        self._hook_arrival = getattr(policy, "on_arrival", None)
+        self._hook_finish = getattr(policy, "on_finish", None)
+        self._hook_progress = getattr(policy, "on_progress", None)
+        self._tick = getattr(policy, "tick_interval", None)
+
     # ------------------------------------------------------------------ run
-    def run(self, specs: Iterable[JobSpec]) -> RunResult:
+    def run(self, specs: Iterable[JobSpec], source: JobSource | None = None) -> RunResult:
+        """Run until every job ended; with a ``source`` (a service), until the source says stop.
+
+        ``source.poll(self)`` is called every turn after the backend's events and the arrivals
+        (it submits new jobs and carries out cancels through :class:`LiveControl`), and the loop
+        wakes at ``source.next_poll(now)`` at the latest, so the same loop runs forever as a daemon.
+        """
         wall0 = time.perf_counter()
         arrivals = sorted(specs, key=lambda s: s.submit_time)
         total = len(arrivals)
         i = 0
         next_tick = math.inf
         idle_turns = 0
-        decide = self.policy.decide  # type: ignore[attr-defined]
         rec = self.record
         # The loop makes many long-lived objects and few cycles: the cyclic collector's
         # full sweeps only cost time here (they grow with the heap). Restored on exit.
@@ -121,10 +133,11 @@ class Scheduler:
             while True:
                 t_arr = arrivals[i].submit_time if i < total else math.inf
                 t_be = self.backend.next_event_time()
+                t_src = source.next_poll(self.now) if source is not None else math.inf
                 active = bool(self.running or self.pending or self.paused)
                 if not active:
                     next_tick = math.inf
-                t = min(t_arr, next_tick, t_be if t_be is not None else math.inf)
+                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else math.inf)
                 if t == math.inf and not self.running:
                     break  # (a real backend with running jobs waits for their next event)
                 if t > self.horizon:
@@ -139,10 +152,12 @@ class Scheduler:
                 while i < total and arrivals[i].submit_time <= self.now:
                     self._arrive(arrivals[i])
                     i += 1
+                if source is not None and not source.poll(self):
+                    break
                 if not (self.pending or self.paused or self.running or events):
                     continue
                 t0 = time.perf_counter()
-                plan = decide(self.view)
+                plan = self.policy.decide(self.view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
                 for action in plan:
                     self._apply(action)
@@ -152,7 +167,7 @@ class Scheduler:
                     idle_turns = 0
                 else:
                     idle_turns += 1  # nothing runs and nothing will arrive: only ticks remain
-                    if idle_turns > 3:
+                    if idle_turns > 3 and source is None:
                         break
         finally:
             if gc_was_enabled:
