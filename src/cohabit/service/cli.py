@@ -313,12 +313,13 @@ def whatif(policy: Annotated[str, typer.Option(help="Policies to compare, comma-
         _emit({"active_policy": state["policy"], "results": rows})
         return
     tab = Table(title=f"what-if from now: {rows[0]['jobs'] if rows else 0} jobs (active policy {state['policy']})")
-    for col in ("policy", "avg JCT s", "avg queueing s", "makespan s", "utilisation", "unfinished"):
+    for col in ("policy", "avg JCT s", "avg queueing s", "makespan s", "allocated", "used", "unfinished"):
         tab.add_column(col)
     for r in rows:
-        util = " ".join(f"{k} {v:.0%}" for k, v in r["utilization"].items())
+        util = " ".join(f"{k} {v:.0%}" for k, v in r["allocated_share"].items())
+        used = " ".join(f"{k} {v:.0%}" for k, v in r["used_share"].items()) or "-"
         f = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-        tab.add_row(r["policy"], f(r["avg_jct_s"]), f(r["avg_queueing_s"]), f(r["makespan_s"]), util,
+        tab.add_row(r["policy"], f(r["avg_jct_s"]), f(r["avg_queueing_s"]), f(r["makespan_s"]), util, used,
                     str(r["unfinished"]))
     out.print(tab)
     if rows and rows[0]["skipped_no_speed"]:

@@ -105,5 +105,6 @@ def simulate_from(state: dict[str, Any], policies: list[str], hours: float | Non
         m = compute_metrics(result.record, cluster.capacity)
         rows.append({"policy": name, "jobs": len(jobs), "skipped_no_speed": skipped, "avg_jct_s": m.avg_jct,
                      "avg_queueing_s": m.avg_queueing_delay, "makespan_s": m.makespan,
-                     "utilization": dict(m.utilization), "unfinished": len(result.unfinished)})
+                     "allocated_share": dict(m.allocated),
+                     "used_share": {k: v for k, v in m.used.items() if v is not None}, "unfinished": len(result.unfinished)})
     return rows
