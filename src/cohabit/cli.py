@@ -9,7 +9,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from rich.table import Table
 
 from . import __version__
 from .cli_common import EXIT_CODES_HELP, err, escape, fail, finish
+
+if TYPE_CHECKING:
+    from .sim.truth import TraceJob
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epilog=EXIT_CODES_HELP,
                   context_settings={"help_option_names": ["-h", "--help"]})
@@ -214,6 +217,16 @@ DEMO_SKIP_SYNTHETIC = frozenset({"dorm"})
 DEMO_PS_POLICIES = ("harmony", "harmony-isolated", "harmony-naive")
 
 
+def demo_synthetic_jobs(n_jobs: int, seed: int) -> list[TraceJob]:
+    """The demo's synthetic workload: a Philly-like mix (mostly 1-GPU, heavy-tailed lengths capped
+    at 8 h) arriving every 90 s on average, an offered GPU load of 1.07 on the 64-GPU ``tiresias``
+    preset for 1,000 jobs. (At 120 s the load is 0.8, almost no job waits and every policy ends
+    at the same makespan.)"""
+    from .sim.traces.synthetic import generate
+
+    return generate(n_jobs, seed=seed, mean_interarrival=90.0, max_duration=8 * 3600.0)
+
+
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option(help="Directory for the JSON and plots.")] = Path("out/demo"),
@@ -229,7 +242,6 @@ def demo(
     from .report.table import print_comparison
     from .sim.load import offered_load
     from .sim.traces import TraceLoad, load_trace
-    from .sim.traces.synthetic import generate
     from .spec.cluster import preset
 
     gpu_names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES]
@@ -237,11 +249,8 @@ def demo(
     t0 = time.perf_counter()
     runs = [
         ("tiresias_480", load_trace("tiresias_480", "tiresias"), preset("tiresias"), gpu_names),
-        # Philly-like mix (mostly 1-GPU, heavy-tailed lengths capped at 8 h), arrivals every
-        # 90 s on average: offered GPU load 1.07 on the 64-GPU tiresias cluster (at 120 s, 0.8,
-        # almost no job waits and every policy ends at the same makespan).
         ("synthetic", TraceLoad(
-            jobs=generate(synthetic_jobs, seed=seed, mean_interarrival=90.0, max_duration=8 * 3600.0),
+            jobs=demo_synthetic_jobs(synthetic_jobs, seed),
             skipped=[], path=f"synthetic-{synthetic_jobs}", fmt="synthetic", default_cluster="tiresias",
         ), preset("tiresias"), [n for n in gpu_names if n not in DEMO_SKIP_SYNTHETIC]),
         # 80 parameter-server jobs (Harmony's Fig. 9-like mix) on 100 CPU machines
