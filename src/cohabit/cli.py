@@ -332,11 +332,15 @@ def policies_table() -> Table:
 
 @app.command()
 def traces() -> None:
-    """List the traces embedded in the package."""
+    """List the traces embedded in the package, each with its default run (cluster, arrival scale)."""
     from .sim.traces import EMBEDDED
+    from .sim.traces.scenario import SCENARIOS
 
     for name, (filename, fmt) in sorted(EMBEDDED.items()):
+        sc = SCENARIOS[name]
+        scale = f", arrivals x{sc.arrival_scale:g}" if sc.arrival_scale != 1 else ""
         console.print(f"[bold]{name:20}[/] {fmt:9} {filename}")
+        console.print(f"{'':21}[dim]default run: cluster {sc.cluster}{scale} — {sc.why}[/]")
 
 
 def _mount_subcommands() -> None:
