@@ -137,3 +137,16 @@ def test_the_demos_synthetic_workload_separates_policies() -> None:
     assert len({round(m.makespan) for m in runs.values()}) == 3, {p: m.makespan for p, m in runs.items()}
     assert runs["fifo"].avg_queueing_delay > 0
     assert runs["srtf"].avg_jct < 0.8 * runs["fifo"].avg_jct
+
+
+def test_the_smaller_presets_keep_what_the_traces_need() -> None:
+    philly = preset("philly-800")
+    assert philly.capacity["gpu"] == 800 and philly.nodes[0].capacity == preset("philly").nodes[0].capacity
+    assert max(j.spec.num_gpus for j in load_trace("philly_82k").jobs) <= philly.capacity["gpu"]
+    full, sample = preset("alibaba-openb"), preset("alibaba-openb-1in8")
+    models = {n.labels["gpu_model"] for n in full.nodes}
+    assert {n.labels["gpu_model"] for n in sample.nodes} == models
+    assert {n.name for n in sample.nodes} < {n.name for n in full.nodes}
+    for m in models:  # one node in eight of each model, rounded up
+        n_full = sum(n.labels["gpu_model"] == m for n in full.nodes)
+        assert sum(n.labels["gpu_model"] == m for n in sample.nodes) == -(-n_full // 8)
