@@ -3,8 +3,8 @@
 An embedded trace keeps the cluster it was recorded on as ``TraceLoad.default_cluster``
 (a full-size preset, always available by name). Some of those runs show nothing: on the
 full Philly cluster the 82k-job trace offers a GPU load of 0.15 and no job waits, and the
-Alibaba pods, spread over 149 days, request fewer GPUs in total than the 1,213-node cluster
-has. The papers evaluate where queues form, so each embedded trace also has a
+Alibaba pods, spread over 149 days, never request more than 65 GPUs at once (all of them
+together request fewer GPUs than the 1,213-node cluster has). The papers evaluate where queues form, so each embedded trace also has a
 :class:`Scenario`: the cluster ``cohabit simulate`` uses when no ``--cluster`` is given,
 and a factor applied to submit times (``arrival_scale`` < 1 compresses arrivals; job
 lengths are unchanged). :func:`cohabit.sim.load.offered_load` says what load a run is at.
