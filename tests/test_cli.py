@@ -25,7 +25,7 @@ def test_simulate_end_to_end_in_a_real_process(tmp_path: Path) -> None:
            "--policy", "fifo,srtf", "--seed", "3", "--json", str(out), "--plot", str(png)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert res.returncode == 0, res.stderr
-    assert "tiresias_480" in res.stdout and "(default for this format)" in res.stdout
+    assert "tiresias_480" in res.stdout and "(default run:" in res.stdout
     data = json.loads(out.read_text())
     assert set(data["policies"]) == {"fifo", "srtf"}
     assert data["cluster"] == "tiresias" and "tiresias_480" in data["trace"]
@@ -42,9 +42,9 @@ def test_simulate_end_to_end_in_a_real_process(tmp_path: Path) -> None:
     ("trace", "fmt", "cluster", "limit"),
     [
         ("tiresias_480", "tiresias", "tiresias", 50),
-        ("philly_82k", "philly", "philly", 300),
+        ("philly_82k", "philly", "philly-800", 300),
         ("pollux_workload-1", "pollux", "pollux", 20),
-        ("alibaba_openb", "alibaba", "alibaba-openb", 300),
+        ("alibaba_openb", "alibaba", "alibaba-openb-1in8", 300),
         (str(ROOT / "examples" / "trace.yaml"), "cohabit", "tiresias", None),
     ],
 )

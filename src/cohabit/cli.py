@@ -4,11 +4,12 @@ exists (policies, traces)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -16,6 +17,9 @@ from rich.table import Table
 
 from . import __version__
 from .cli_common import EXIT_CODES_HELP, err, escape, fail, finish
+
+if TYPE_CHECKING:
+    from .sim.truth import TraceJob
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epilog=EXIT_CODES_HELP,
                   context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,7 +98,8 @@ def _policies(text: str) -> list[str]:
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
     format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit|harmony")] = None,
-    cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: the format's preset.")] = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: an embedded trace's default run "
+                                                           "(see `cohabit traces`), a file's format preset.")] = None,
     policy: Annotated[str, typer.Option(help="Comma-separated policy names, each optionally with parameters: "
                                              "srtf:preempt_margin=1 (see `cohabit policies`).")] = "fifo,srtf",
     seed: Annotated[int, typer.Option(help="Seed for randomised policies and synthetic traces.")] = 0,
@@ -106,11 +111,16 @@ def simulate(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
     horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
     columns: Annotated[Optional[str], typer.Option(help=COLUMNS_HELP)] = None,
+    arrival_scale: Annotated[Optional[float], typer.Option(
+        help="Multiply submit times by this (< 1 compresses arrivals); default: the embedded trace's "
+             "default run when --cluster is not given, else 1.")] = None,
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
     from .report.plot import plot_comparison, plot_format
     from .report.table import print_comparison, select_columns
-    from .sim.traces import TraceRowError, load_trace, unknown_resources
+    from .sim.load import offered_load
+    from .sim.traces import EMBEDDED, TraceRowError, load_trace, unknown_resources
+    from .sim.traces.scenario import default_run, scale_arrivals
     from .spec.yamlio import SpecError, cluster_from_arg
 
     import random
@@ -132,11 +142,13 @@ def simulate(
     fmt = load.fmt
     for bad in load.skipped:
         err.print(f"[yellow]skipped[/] {escape(str(bad))}")
-    cluster_name = cluster or load.default_cluster
     try:
+        embedded = trace if trace in EMBEDDED and not Path(trace).exists() else ""  # a file of that name wins
+        cluster_name, scale, scenario = default_run(embedded, cluster, arrival_scale, load.default_cluster)
         cl = cluster_from_arg(cluster_name)
     except (SpecError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
+    load = dataclasses.replace(load, jobs=scale_arrivals(load.jobs, scale))
     problems = unknown_resources(load, cl)
     if problems:
         _fail("\n".join(problems))
@@ -145,12 +157,16 @@ def simulate(
         select_columns(columns, {}, [r for r, q in cl.capacity.items() if q > 0])
     except ValueError as exc:
         _fail(str(exc))
+    default_note = (f" (default run: {scenario.why})" if scenario else
+                    " (default for this format)" if cluster is None else "")
     console.print(
         f"trace [bold]{escape(str(load.path))}[/] ({fmt}, {len(load.jobs)} jobs"
-        f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
-        f"[bold]{escape(cl.name)}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs)"
-        f"{' (default for this format)' if cluster is None else ''}"
+        f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}"
+        f"{f', arrivals x{scale:g}' if scale != 1 else ''}) on cluster "
+        f"[bold]{escape(cl.name)}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs){escape(default_note)}"
     )
+    offered = offered_load(load.jobs, cl)
+    console.print(escape(offered.describe()))
     outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name)
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
     print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"),
@@ -158,7 +174,8 @@ def simulate(
     _print_unfinished(outcomes)
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
-                   n_jobs=len(load.jobs), skipped=len(load.skipped), oracle=oracle)
+                   n_jobs=len(load.jobs), skipped=len(load.skipped), oracle=oracle,
+                   arrival_scale=scale, offered_load=offered.to_json())
         console.print(f"wrote {escape(str(json_out))}")
     if plot is not None:
         plot_comparison(results, plot, title=f"{name} on {cl.name}")
@@ -200,6 +217,16 @@ DEMO_SKIP_SYNTHETIC = frozenset({"dorm"})
 DEMO_PS_POLICIES = ("harmony", "harmony-isolated", "harmony-naive")
 
 
+def demo_synthetic_jobs(n_jobs: int, seed: int) -> list[TraceJob]:
+    """The demo's synthetic workload: a Philly-like mix (mostly 1-GPU, heavy-tailed lengths capped
+    at 8 h) arriving every 90 s on average, an offered GPU load of 1.07 on the 64-GPU ``tiresias``
+    preset for 1,000 jobs. (At 120 s the load is 0.8, almost no job waits and every policy ends
+    at the same makespan.)"""
+    from .sim.traces.synthetic import generate
+
+    return generate(n_jobs, seed=seed, mean_interarrival=90.0, max_duration=8 * 3600.0)
+
+
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option(help="Directory for the JSON and plots.")] = Path("out/demo"),
@@ -213,8 +240,8 @@ def demo(
     from .policies import REGISTRY
     from .report.plot import plot_comparison
     from .report.table import print_comparison
+    from .sim.load import offered_load
     from .sim.traces import TraceLoad, load_trace
-    from .sim.traces.synthetic import generate
     from .spec.cluster import preset
 
     gpu_names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES]
@@ -222,10 +249,8 @@ def demo(
     t0 = time.perf_counter()
     runs = [
         ("tiresias_480", load_trace("tiresias_480", "tiresias"), preset("tiresias"), gpu_names),
-        # Philly-like mix (mostly 1-GPU, heavy-tailed lengths capped at 8 h), arrivals every
-        # 2 min on average: about 80% offered GPU load on the 64-GPU tiresias cluster.
         ("synthetic", TraceLoad(
-            jobs=generate(synthetic_jobs, seed=seed, mean_interarrival=120.0, max_duration=8 * 3600.0),
+            jobs=demo_synthetic_jobs(synthetic_jobs, seed),
             skipped=[], path=f"synthetic-{synthetic_jobs}", fmt="synthetic", default_cluster="tiresias",
         ), preset("tiresias"), [n for n in gpu_names if n not in DEMO_SKIP_SYNTHETIC]),
         # 80 parameter-server jobs (Harmony's Fig. 9-like mix) on 100 CPU machines
@@ -235,11 +260,14 @@ def demo(
         gpus = cl.capacity["gpu"]
         console.rule(f"[bold]{label}[/] — {len(load.jobs)} jobs on {cl.name} ({len(cl.nodes)} nodes"
                      f"{f', {gpus:g} GPUs' if gpus else ''})")
+        offered = offered_load(load.jobs, cl)
+        console.print(offered.describe())
         outcomes = run_comparison(load, cl, these, oracle=False, horizon=math.inf, label=label)
         results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
         print_comparison(results, console=console, title=f"{label} on {cl.name}")
         _print_unfinished(outcomes)
-        write_json(out / f"{label}.json", results, trace=label, cluster=cl.name, seed=seed, n_jobs=len(load.jobs))
+        write_json(out / f"{label}.json", results, trace=label, cluster=cl.name, seed=seed, n_jobs=len(load.jobs),
+                   offered_load=offered.to_json())
         plot_comparison(results, out / f"{label}.png", title=f"{label} on {cl.name}")
         console.print(escape(f"wrote {out / (label + '.json')} and {out / (label + '.png')}"))
     if real:
@@ -304,11 +332,15 @@ def policies_table() -> Table:
 
 @app.command()
 def traces() -> None:
-    """List the traces embedded in the package."""
+    """List the traces embedded in the package, each with its default run (cluster, arrival scale)."""
     from .sim.traces import EMBEDDED
+    from .sim.traces.scenario import SCENARIOS
 
     for name, (filename, fmt) in sorted(EMBEDDED.items()):
+        sc = SCENARIOS[name]
+        scale = f", arrivals x{sc.arrival_scale:g}" if sc.arrival_scale != 1 else ""
         console.print(f"[bold]{name:20}[/] {fmt:9} {filename}")
+        console.print(f"{'':21}[dim]default run: cluster {sc.cluster}{scale} — {sc.why}[/]")
 
 
 def _mount_subcommands() -> None:
