@@ -11,7 +11,10 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .clichecks import DEFAULT_MAX_BAD_ROWS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console() if Console().is_terminal else Console(width=160)
@@ -81,10 +84,12 @@ def simulate(
     plot: Annotated[Optional[Path], typer.Option(help="Write a PNG (JCT CDF, utilization) here.")] = None,
     oracle: Annotated[bool, typer.Option(help="Let policies that can use true job lengths read them.")] = False,
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
+    max_bad_rows: Annotated[int, typer.Option(help="With --skip-bad-rows: give up after this many malformed rows.")] = DEFAULT_MAX_BAD_ROWS,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
     horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
+    from . import clichecks as check
     from .report.plot import plot_comparison
     from .report.table import print_comparison
     from .sim.traces import EMBEDDED, FORMATS, TraceRowError, load_trace
@@ -94,6 +99,13 @@ def simulate(
 
     import numpy as np
 
+    problem = check.first(
+        check.seed(seed), check.number("--horizon", horizon, lo=0, lo_open=True, allow_inf=True),
+        check.number("--limit", limit, lo=0), check.number("--max-bad-rows", max_bad_rows, lo=0),
+        check.output_file("--json", json_out), check.output_file("--plot", plot, suffixes=check.PLOT_SUFFIXES),
+    )
+    if problem:
+        _fail(problem)
     random.seed(seed)
     np.random.seed(seed)
     names = _policies(policy)
@@ -106,11 +118,10 @@ def simulate(
     if fmt not in FORMATS:
         _fail(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
     try:
-        load = load_trace(trace, fmt, skip_bad_rows=skip_bad_rows, limit=limit)
+        load = load_trace(trace, fmt, skip_bad_rows=skip_bad_rows, limit=limit, max_bad_rows=max_bad_rows)
     except (TraceRowError, SpecError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
-    for bad in load.skipped:
-        err.print(f"[yellow]skipped[/] {bad}")
+    _print_left_out(load)
     cluster_name = cluster or load.default_cluster
     try:
         cl = cluster_from_arg(cluster_name)
@@ -118,7 +129,8 @@ def simulate(
         _fail(str(exc))
     console.print(
         f"trace [bold]{load.path}[/] ({fmt}, {len(load.jobs)} jobs"
-        f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}) on cluster "
+        f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}"
+        f"{f', {len(load.excluded)} rows excluded' if load.excluded else ''}) on cluster "
         f"[bold]{cl.name}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs)"
         f"{' (default for this format)' if cluster is None else ''}"
     )
@@ -128,11 +140,28 @@ def simulate(
     _print_unfinished(outcomes)
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
-                   n_jobs=len(load.jobs), skipped=len(load.skipped), oracle=oracle)
+                   n_jobs=len(load.jobs), skipped=len(load.skipped), excluded=len(load.excluded), oracle=oracle)
         console.print(f"wrote {json_out}")
     if plot is not None:
         plot_comparison(results, plot, title=f"{Path(str(load.path)).name} on {cl.name}")
         console.print(f"wrote {plot}")
+
+
+#: Skipped or excluded rows printed one by one; the rest are summarised by reason.
+SHOW_ROWS = 20
+
+
+def _print_left_out(load: object) -> None:
+    """The rows a trace load skipped (malformed) or excluded (well-formed, cannot be replayed), then counts."""
+    for label, rows in (("skipped", load.skipped), ("excluded", load.excluded)):  # type: ignore[attr-defined]
+        for bad in rows[:SHOW_ROWS]:
+            err.print(f"[yellow]{label}[/] {escape(str(bad))}", highlight=False)
+        if len(rows) > SHOW_ROWS:
+            reasons: dict[str, int] = {}
+            for r in rows:
+                reasons[r.message] = reasons.get(r.message, 0) + 1
+            err.print(f"[yellow]{label}[/] {len(rows)} rows in all; most common reasons: " + "; ".join(
+                f"{n} x {escape(m)}" for m, n in sorted(reasons.items(), key=lambda x: -x[1])[:3]), highlight=False)
 
 
 def _print_unfinished(outcomes: dict[str, object]) -> None:

@@ -26,6 +26,11 @@ console = Console() if Console().is_terminal else Console(width=160)
 err = Console(stderr=True)
 
 BACKENDS = ("local", "ray")
+#: Bounds of the numeric options (far above any sensible value, far below overflow or a hang).
+MAX_RESTARTS = 1000
+MAX_INTERVAL_S = 1e6
+MAX_BANDWIDTH_MBPS = 1e9
+MAX_LOCAL_NODES = 4096
 
 
 def _fail(msg: str) -> None:
@@ -96,10 +101,20 @@ def run(
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
+    from .. import clichecks as check
     from ..policies import policy_list
     from ..spec.yamlio import SpecError, load_jobs
     from .runner import check_jobs, local_cluster
 
+    problem = check.first(
+        check.number("--max-restarts", max_restarts, lo=0, hi=MAX_RESTARTS),
+        check.number("--checkpoint-interval", checkpoint_interval, lo=0, lo_open=True, hi=MAX_INTERVAL_S),
+        check.number("--bandwidth-mbps", bandwidth_mbps, lo=0, hi=MAX_BANDWIDTH_MBPS),
+        check.number("--nodes", nodes, lo=1, hi=MAX_LOCAL_NODES),
+        check.output_file("--json", json_out), check.output_dir("--workdir", workdir),
+    )
+    if problem:
+        _fail(problem)
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     if ray_address is not None and backend != "ray":
@@ -114,8 +129,6 @@ def run(
         _fail(str(exc))
     if not specs:
         _fail(f"{jobs_yaml}: no jobs")
-    if bandwidth_mbps is not None and bandwidth_mbps < 0:
-        _fail(f"--bandwidth-mbps: expected a number of Mbit/s >= 0 (0: unlimited), got {bandwidth_mbps:g}")
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
