@@ -153,14 +153,26 @@ class Scheduler:
             if gc_was_enabled:
                 gc.enable()
             self.backend.close()
-        unfinished = self._close_unfinished(i, total)
+        unfinished = self._close_unfinished(arrivals[i:])
         return RunResult(
             policy=getattr(self.policy, "name", type(self.policy).__name__), record=rec, jobs=self.jobs,
             unfinished=unfinished, wall_seconds=time.perf_counter() - wall0, end_time=self.now,
         )
 
-    def _close_unfinished(self, i: int, total: int) -> dict[str, str]:
+    def _close_unfinished(self, not_arrived: list[JobSpec]) -> dict[str, str]:
+        """Reason of every job that did not end, by id; jobs whose submit time was never reached are added
+        to ``jobs`` (state ``submitted``) so that every job given to :meth:`run` is reported."""
         out: dict[str, str] = {}
+        for spec in not_arrived:
+            if spec.id in self.jobs:  # a duplicate id, as on arrival: recorded, the first one is reported
+                self.record.append(self.now, EventKind.REJECTED, spec.id,
+                                   reason=f"duplicate job id {spec.id!r} (never submitted)")
+                continue
+            j = JobView(spec, len(self.jobs))
+            j._reason = (f"never submitted: submit_time t={spec.submit_time:g} is after the end of the run "
+                         f"(t={self.now:g}, horizon {self.horizon:g})")
+            self.jobs[spec.id] = j
+            out[spec.id] = j._reason
         for j in self.pending.values():
             j._reason = j._reason or "still pending when the run ended (the policy never started it)"
             out[j.id] = j._reason
