@@ -210,7 +210,7 @@ def test_output_paths_are_checked_before_the_run(tmp_path: Path) -> None:
 def test_bad_run_options_fail_before_any_job_starts(tmp_path: Path, args: list[str], words: str) -> None:
     jobs = tmp_path / "j.yaml"
     jobs.write_text("jobs:\n  - {id: a, workers: {count: 1, demand: {cpu: 1}}, iterations: 5, "
-                    "workload: {kind: mlr}}\n")
+                    "workload: {name: mlr}}\n")
     res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", *args])
     assert res.exit_code == 2 and words in res.output, res.output
 
@@ -218,7 +218,7 @@ def test_bad_run_options_fail_before_any_job_starts(tmp_path: Path, args: list[s
 def test_run_refuses_a_workdir_that_is_a_file(tmp_path: Path) -> None:
     jobs = tmp_path / "j.yaml"
     jobs.write_text("jobs:\n  - {id: a, workers: {count: 1, demand: {cpu: 1}}, iterations: 5, "
-                    "workload: {kind: mlr}}\n")
+                    "workload: {name: mlr}}\n")
     blocker = tmp_path / "f"
     blocker.write_text("x")
     res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--workdir", str(blocker)])
