@@ -232,7 +232,8 @@ def _print_jobs(policy: str, out: Any) -> None:
         table.add_row(
             jid, str(jv.state), jct, str(st.iterations) if st is not None else "0",
             f"{m['loss']:.4g}" if "loss" in m else "—", f"{m['accuracy']:.3f}" if "accuracy" in m else "—",
-            str(jv.preemptions), str(st.restarts if st is not None else 0), jv.reason or (st.reason if st else ""),
+            str(jv.preemptions), str(st.restarts if st is not None else 0),
+            "; ".join(x for x in [jv.reason or (st.reason if st else ""), *(st.checkpoint_events if st else [])] if x),
         )
     console.print(table)
 
@@ -245,7 +246,8 @@ def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any,
         payload["policies"][name] = out.metrics.to_json()
         payload["real"][name] = {
             "jobs": {jid: {"state": st.state, "iterations": st.iterations, "metrics": st.metrics,
-                           "restarts": st.restarts, "reason": st.reason} for jid, st in out.status.items()},
+                           "restarts": st.restarts, "reason": st.reason, "checkpoint_events": st.checkpoint_events}
+                     for jid, st in out.status.items()},
             "timings": out.timings,
         }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -144,6 +144,8 @@ class JobStatus:
     nodes: tuple[int, ...] = ()
     pids: tuple[int, ...] = ()
     reason: str = ""
+    #: restores that fell back past corrupt checkpoints or started over from iteration 0
+    checkpoint_events: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -489,6 +491,20 @@ class LocalBackend:
                 events.append(ev)
         return events
 
+    def _note_restore(self, job: str, st: JobStatus, ready: dict[str, Any]) -> None:
+        """Record a restore that skipped corrupt checkpoints or found none (status and timings)."""
+        bad = list(ready.get("skipped_corrupt") or [])
+        if ready.get("from_scratch"):
+            why = f"all {len(bad)} checkpoint(s) corrupt" if bad else "no checkpoint yet"
+            note, kind = f"restarted from iteration 0 ({why})", "from_scratch"
+        elif bad:
+            note, kind = (f"fell back past {len(bad)} corrupt checkpoint(s) to iteration "
+                          f"{ready.get('restored_iteration')}"), "checkpoint_fallback"
+        else:
+            return
+        st.checkpoint_events.append(note)
+        self.timings.append({"job": job, "kind": kind, "at": self.now(), "note": note, "errors": bad})
+
     def _poll_run(self, job: str, run: _Run) -> BackendEvent | None:
         """Read one run's messages; return its event, if any (progress, finished, failed)."""
         st = self.status[job]
@@ -508,6 +524,7 @@ class LocalBackend:
                     if task.rank == 0:
                         st.iterations = int(msg.get("iteration", 0))
                         st.state = "running"
+                        self._note_restore(job, st, msg)
                 elif kind == "progress" and task.rank == 0:
                     progress = msg
                 elif kind in ("finished", "halted"):

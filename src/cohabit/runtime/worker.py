@@ -170,12 +170,14 @@ class Worker:
         if cfg["from_checkpoint"]:
             t0 = time.perf_counter()
             got = self.store.load(self.job)
+            info["skipped_corrupt"] = list(self.store.last_errors)  # reported by the backend, never silent
             if got is not None:
                 state, ck = got
                 workload.load_state_dict(state["workload"])
                 self.last_ckpt_iter = ck.iteration
-                info.update(restored_iteration=ck.iteration, restored_seq=ck.seq,
-                            skipped_corrupt=list(self.store.last_errors))
+                info.update(restored_iteration=ck.iteration, restored_seq=ck.seq)
+            else:
+                info["from_scratch"] = True
             info["restore_s"] = time.perf_counter() - t0
         return workload, info
 

@@ -120,6 +120,8 @@ class PSWorker:
             if rp is not None:
                 w.iteration = restored = self.last_ckpt = rp.iteration
                 w.load_local_states(rp.workers())
+            else:
+                info = {**info, "from_scratch": True}
         opt = getattr(w, "spill_option", None)
         if opt is not None:
             self.spill = WorkerSpill(w, opt, t.parts().root.parent / "spill" / f"worker-{self.index}")
