@@ -99,6 +99,8 @@ def run(
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
+    resume: Annotated[bool, typer.Option(help="With --workdir: continue each job from the checkpoint an earlier (interrupted) run left there.")] = False,
+    fresh: Annotated[bool, typer.Option(help="With --workdir: discard checkpoints an earlier run left there and start every job over.")] = False,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
     from .. import clichecks as check
@@ -129,6 +131,9 @@ def run(
         _fail(str(exc))
     if not specs:
         _fail(f"{jobs_yaml}: no jobs")
+    problem = _workdir_problem(workdir, specs, names, resume=resume, fresh=fresh)
+    if problem:
+        _fail(problem)
     problems = check_jobs(specs)
     if problems:
         _fail(f"{jobs_yaml}: cannot run these jobs for real:\n  " + "\n  ".join(problems))
@@ -143,14 +148,66 @@ def run(
             from .ray_backend import ray_cluster_spec
 
             cluster = ray_cluster_spec()
-        _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
-                        {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
-                         "bandwidth_mbps": bandwidth_mbps})
+        with _stop_on_signals():
+            _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
+                            {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
+                             "bandwidth_mbps": bandwidth_mbps, "resume": resume})
+    except KeyboardInterrupt:
+        kept = f"; checkpoints kept in {workdir} (continue with --resume)" if workdir is not None else ""
+        err.print(f"[bold red]interrupted:[/] running jobs were checkpointed and stopped{kept}")
+        raise typer.Exit(130) from None
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
+
+
+def _workdir_problem(workdir: Path | None, specs: list[Any], names: list[str], *, resume: bool,
+                     fresh: bool) -> str | None:
+    """Refuse to silently discard an earlier run's checkpoints: ask for --resume or --fresh."""
+    from ..policies import make_policy
+    from .checkpoint import CheckpointStore
+    from .ps.parts import checkpoint_iteration
+
+    if resume and fresh:
+        return "--resume and --fresh exclude each other"
+    if workdir is None:
+        return "--resume and --fresh need --workdir (the directory of the earlier run)" if resume or fresh else None
+    if resume or fresh:
+        return None
+    for name in names:
+        root = workdir / make_policy(name).name.replace("/", "_") / "checkpoints"
+        if not root.is_dir():
+            continue
+        store = CheckpointStore(root, fsync=False)
+        left = [s.id for s in specs if store.latest(s.id) is not None or checkpoint_iteration(root, s.id) is not None]
+        if left:
+            return (f"--workdir {workdir} holds checkpoints of {len(left)} job(s) from an earlier run "
+                    f"(e.g. {left[0]!r} under {name}); pass --resume to continue them or --fresh to start over")
+    return None
+
+
+class _stop_on_signals:
+    """Within: SIGTERM (and Ctrl-C) checkpoint the running jobs, stop their tasks and clean up, then
+    raise KeyboardInterrupt (the backends' ``close`` does the work; see ``request_shutdown``)."""
+
+    def __enter__(self) -> None:
+        import signal
+
+        from .local import request_shutdown_all
+
+        def stop(signum: int, frame: Any) -> None:
+            request_shutdown_all()
+            raise KeyboardInterrupt
+
+        self._old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
 
 
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
@@ -188,11 +245,12 @@ def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
                  max_restarts: int = 2, checkpoint_interval: float = 2.0, bandwidth_mbps: float | None = None,
-                 backend_cls: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                 backend_cls: Any = None, resume: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
     ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
     ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
+    ``resume``: each job's first start continues from a checkpoint an earlier run left under ``workdir``.
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
@@ -211,7 +269,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
-                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
+                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps, resume=resume)
             board.refresh()
         results[pol.name] = out.metrics
         outcomes[pol.name] = out

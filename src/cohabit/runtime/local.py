@@ -68,6 +68,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,15 @@ class JobStatus:
     checkpoint_events: list[str] = field(default_factory=list)
 
 
+_OPEN: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
+
+
+def request_shutdown_all() -> None:
+    """Every open backend of this process checkpoints its running jobs when it closes (signal handlers)."""
+    for backend in list(_OPEN):
+        backend.request_shutdown()
+
+
 @dataclass
 class _Task:
     rank: int
@@ -217,6 +227,7 @@ class LocalBackend:
         python: str = sys.executable,
         bandwidth_mbps: float | list[float | None] | None = None,
         subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
+        resume: bool = False,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -258,6 +269,10 @@ class LocalBackend:
         self._n_spawned = 0
         self._t0 = time.monotonic()
         self._closed = False
+        self.resume = resume  # a job's first start continues from a checkpoint an earlier run left in ``root``
+        self._first_launch_done: set[str] = set()
+        self.checkpoint_on_close = False  # set by request_shutdown (SIGTERM / Ctrl-C of ``cohabit run``)
+        _OPEN.add(self)
 
     # ------------------------------------------------------------------ clock
     def now(self) -> float:
@@ -286,12 +301,34 @@ class LocalBackend:
         if problem is not None:
             self._fail_now(spec.id, problem)
             return
+        if not from_checkpoint and self._resume_point(spec, config) is not None:
+            from_checkpoint = True
         if not from_checkpoint:
             self.store.clear(spec.id)
             clear_parts(self.store.root, spec.id)
         run = _Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
+
+    def _resume_point(self, spec: JobSpec, config: WorkloadConfig) -> int | None:
+        """With ``resume``, at a job's first start: the iteration of the checkpoint an earlier run left (noted)."""
+        if not self.resume or spec.id in self._first_launch_done:
+            return None
+        self._first_launch_done.add(spec.id)
+        if spec.architecture == "ps":
+            it = checkpoint_iteration(self.store.root, spec.id)
+        else:
+            ck = self.store.latest(spec.id)
+            it = ck.iteration if ck is not None else None
+        if it is not None:
+            note = f"resumed from the earlier run's checkpoint at iteration {it}"
+            self.status[spec.id].checkpoint_events.append(note)
+            self.timings.append({"job": spec.id, "kind": "resumed", "at": self.now(), "checkpoint_iteration": it})
+        return it
+
+    def request_shutdown(self) -> None:
+        """Checkpoint every running job when the backend closes (instead of killing it mid-iteration)."""
+        self.checkpoint_on_close = True
 
     def launch_pack(self, device: tuple[int, int], specs: list[JobSpec], allocs: list[Allocation], now: float, *,
                     from_checkpoint: list[bool]) -> None:
@@ -642,6 +679,13 @@ class LocalBackend:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
+        if self.checkpoint_on_close:
+            for job in list(self._runs):
+                try:
+                    self.halt(job, self.now(), checkpoint=True)
+                except Exception:  # noqa: BLE001 - shutting down: kill below whatever did not halt
+                    pass
         tasks = [t for run in self._runs.values() for t in run.tasks]
         self._runs.clear()
         self._kill(tasks)
