@@ -34,6 +34,7 @@ from typing import Any
 
 from ..subtask import SubtaskKind, make_gate
 from ..worker import rss_mb
+from .auth import answer
 from .parts import Arrays, assemble, partition, restore_point, save_part
 from .spilling import WorkerSpill
 from .task import CKPT, EXIT_OK, STOP, PSTask, via_harmony
@@ -79,7 +80,7 @@ class PSWorker:
 
     def _connect(self) -> None:
         w = self.t.workload
-        hello = encode({"type": "hello", "worker": self.index, "node": self.t.node, "iteration": w.iteration})
+        hello = {"type": "hello", "worker": self.index, "node": self.t.node, "iteration": w.iteration}
         for port, node in self.t.sec["servers"]:
             deadline = time.monotonic() + CONNECT_TIMEOUT_S
             while True:
@@ -93,7 +94,7 @@ class PSWorker:
                     time.sleep(0.02)
             sock.settimeout(None)
             conn = Conn(sock, self.t.link_to(int(node)))
-            conn.send(hello)
+            answer(conn, str(self.t.sec["secret"]), hello)
             self.conns.append(conn)
 
     def _pull(self) -> Arrays:
