@@ -245,3 +245,18 @@ def test_policy_parameters_must_be_finite_and_ticks_not_tiny() -> None:
     with pytest.raises(PolicyParamError, match="finite"):
         make_policy("srtf:preempt_margin=.inf")
     assert make_policy("gandiva:slice_length=0.5").tick_interval == 0.5
+
+
+def test_real_run_refuses_a_submit_time_it_would_wait_years_for(tmp_path: Path) -> None:
+    jobs = tmp_path / "j.yaml"
+    jobs.write_text("jobs:\n  - {id: a, workers: {count: 1, demand: {cpu: 1}}, iterations: 5, submit_time: 1e9, "
+                    "workload: {name: mlr}}\n")
+    t0 = time.perf_counter()
+    res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo"])
+    assert res.exit_code == 2 and "submit_time" in res.output and time.perf_counter() - t0 < 30
+
+
+@pytest.mark.parametrize("args", [["--seed", "-1"], ["--synthetic-jobs", "0"], ["--out", "/proc/none/x"]])
+def test_bad_demo_options_fail_before_any_work(args: list[str]) -> None:
+    res = runner.invoke(app, ["demo", "--no-real", *args])
+    assert res.exit_code == 2 and args[0] in res.output, res.output

@@ -214,6 +214,12 @@ def demo(
     from .sim.traces.synthetic import generate
     from .spec.cluster import preset
 
+    from . import clichecks as check
+
+    problem = check.first(check.seed(seed), check.number("--synthetic-jobs", synthetic_jobs, lo=1, hi=1_000_000),
+                          check.output_dir("--out", out))
+    if problem:
+        _fail(problem)
     gpu_names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

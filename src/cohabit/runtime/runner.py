@@ -58,6 +58,10 @@ def local_cluster(nodes: int | None = None, *, cores: int | None = None, mem_gb:
     return ClusterSpec.homogeneous("local", n, Resources(cpu=max(1, c // n), mem_gb=max(per_mem, 0.1)))
 
 
+#: Latest submit time a real run waits for (seconds after its start).
+MAX_REAL_SUBMIT_S = 86_400.0
+
+
 def check_jobs(specs: Sequence[JobSpec]) -> list[str]:
     """Problems that stop real execution, one message per job (empty if all jobs can run)."""
     problems = []
@@ -66,6 +70,9 @@ def check_jobs(specs: Sequence[JobSpec]) -> list[str]:
             problem = ps_job_problem(s, parse_config(s.id, s.workload))
         except WorkloadError as exc:
             problem = str(exc)
+        if problem is None and s.submit_time > MAX_REAL_SUBMIT_S:
+            problem = (f"job {s.id!r}: submit_time {s.submit_time:g} s is real time to wait here; at most "
+                       f"{MAX_REAL_SUBMIT_S:g} s (a day) in a real run")
         if problem is not None:
             problems.append(problem)
     return problems
