@@ -142,7 +142,10 @@ class Scheduler:
                 for action in plan:
                     self._apply(action)
                 if self._tick:
-                    next_tick = self.now + self._tick
+                    # nothing waits and the policy changed nothing: no tick until the next arrival or backend
+                    # event (a job running for years would otherwise be ticked through, doing nothing)
+                    idle = not plan and not self.pending and not self.paused
+                    next_tick = math.inf if idle else self.now + self._tick
                 if self.running or i < total or self.backend.next_event_time() is not None:
                     idle_turns = 0
                 else:
