@@ -108,6 +108,7 @@ class Scheduler:
         i = 0
         next_tick = math.inf
         idle_turns = 0
+        idle_ticks = 0
         decide = self.policy.decide  # type: ignore[attr-defined]
         rec = self.record
         # The loop makes many long-lived objects and few cycles: the cyclic collector's
@@ -142,10 +143,10 @@ class Scheduler:
                 for action in plan:
                     self._apply(action)
                 if self._tick:
-                    # nothing waits and the policy changed nothing: no tick until the next arrival or backend
-                    # event (a job running for years would otherwise be ticked through, doing nothing)
-                    idle = not plan and not self.pending and not self.paused
-                    next_tick = math.inf if idle else self.now + self._tick
+                    # nothing waits and the policy changed nothing: each further idle tick comes twice as late
+                    # (a job running for years is not ticked through every minute); any change resets it
+                    idle_ticks = idle_ticks + 1 if (not plan and not self.pending and not self.paused) else 0
+                    next_tick = self.now + self._tick * 2.0 ** min(max(idle_ticks - 1, 0), 60)
                 if self.running or i < total or self.backend.next_event_time() is not None:
                     idle_turns = 0
                 else:
