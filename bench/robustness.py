@@ -339,8 +339,12 @@ def run_fuzz(code: Path | None, seed: int, cases: int, jobs: int = 1) -> dict[st
                 agg[o] += c[o]
         for o, ex_list in p["examples"].items():
             examples.setdefault(o, []).extend(ex_list[: 10 - len(examples.get(o, []))])
+    tb_types: dict[str, int] = {}
+    for p in parts:
+        for name, n in p.get("traceback_types", {}).items():
+            tb_types[name] = tb_types.get(name, 0) + n
     return {"cases": cases, "seed": seed, "seconds": round(time.perf_counter() - t0, 1), "counts": counts,
-            "by_kind": by_kind, "examples": examples, "workers": jobs}
+            "by_kind": by_kind, "examples": examples, "workers": jobs, "traceback_types": tb_types}
 
 
 def _run_range(code: Path | None, seed: int, start: int, stop: int) -> dict[str, Any]:
@@ -352,10 +356,14 @@ def _run_range(code: Path | None, seed: int, start: int, stop: int) -> dict[str,
     examples: dict[str, list[dict[str, Any]]] = {}
     i = start
     cases = stop
+    tb_types: dict[str, int] = {}
     t0 = time.perf_counter()
 
     def note(rec: dict[str, Any]) -> None:
         counts[rec["outcome"]] += 1
+        if rec["outcome"] == "traceback":  # by exception type, e.g. MarkupError
+            name = rec["detail"].split("(", 1)[0] or "?"
+            tb_types[name] = tb_types.get(name, 0) + 1
         by_kind.setdefault(rec["desc"], dict.fromkeys(OUTCOMES, 0))[rec["outcome"]] += 1
         if rec["outcome"] not in ("success", "clean_error"):
             print(f"  {rec['outcome']}: case {rec['i']} {rec['desc']}: {rec['detail'][:200]!r}", flush=True)
@@ -394,7 +402,7 @@ def _run_range(code: Path | None, seed: int, start: int, stop: int) -> dict[str,
             proc.kill()
             proc.wait()
     return {"cases": stop - start, "seed": seed, "seconds": round(time.perf_counter() - t0, 1), "counts": counts,
-            "by_kind": by_kind, "examples": examples}
+            "by_kind": by_kind, "examples": examples, "traceback_types": tb_types}
 
 
 def main() -> None:
