@@ -36,6 +36,10 @@ class ActionError(ValueError):
     """A plan action that cannot be carried out (wrong state, wrong size, unknown job)."""
 
 
+#: Idle policy ticks in a row (nothing waits, empty plans) before the next ones are spaced out.
+IDLE_TICKS = 1000
+
+
 @dataclass
 class RunResult:
     policy: str
@@ -143,10 +147,11 @@ class Scheduler:
                 for action in plan:
                     self._apply(action)
                 if self._tick:
-                    # nothing waits and the policy changed nothing: each further idle tick comes twice as late
-                    # (a job running for years is not ticked through every minute); any change resets it
+                    # nothing waits and the policy changed nothing: past IDLE_TICKS such ticks in a row, each
+                    # further one comes twice as late (a job running for years is not ticked through every
+                    # minute); any change, arrival or waiting job resets it
                     idle_ticks = idle_ticks + 1 if (not plan and not self.pending and not self.paused) else 0
-                    next_tick = self.now + self._tick * 2.0 ** min(max(idle_ticks - 1, 0), 60)
+                    next_tick = self.now + self._tick * 2.0 ** min(max(idle_ticks - IDLE_TICKS, 0), 60)
                 if self.running or i < total or self.backend.next_event_time() is not None:
                     idle_turns = 0
                 else:
