@@ -216,4 +216,4 @@ def test_ps_jobs_run_from_yaml_through_the_cli_under_a_bandwidth_budget(tmp_path
     assert res.exit_code == 0, res.output
     assert "finished" in res.output and "avg" in res.output
     bad = CliRunner().invoke(app, ["run", str(jobs), "--policy", "fifo", "--bandwidth-mbps", "-1"])
-    assert bad.exit_code != 0 and "--bandwidth-mbps: expected a number of Mbit/s >= 0" in bad.output
+    assert bad.exit_code != 0 and "--bandwidth-mbps: expected a number (finite) >= 0" in bad.output

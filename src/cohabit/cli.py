@@ -17,6 +17,7 @@ from rich.table import Table
 
 from . import __version__
 from .cli_common import EXIT_CODES_HELP, err, escape, fail, finish
+from .clichecks import DEFAULT_MAX_BAD_ROWS
 
 if TYPE_CHECKING:
     from .sim.truth import TraceJob
@@ -108,6 +109,7 @@ def simulate(
                                                       "time) here, in the format the suffix names (.png, .svg, .pdf, ...).")] = None,
     oracle: Annotated[bool, typer.Option(help="Let policies that can use true job lengths read them.")] = False,
     skip_bad_rows: Annotated[bool, typer.Option(help="Report and skip malformed trace rows.")] = False,
+    max_bad_rows: Annotated[int, typer.Option(help="With --skip-bad-rows: give up after this many malformed rows.")] = DEFAULT_MAX_BAD_ROWS,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N jobs of the trace.")] = None,
     horizon: Annotated[float, typer.Option(help="Stop simulated time here (seconds).")] = math.inf,
     columns: Annotated[Optional[str], typer.Option(help=COLUMNS_HELP)] = None,
@@ -116,6 +118,7 @@ def simulate(
              "default run when --cluster is not given, else 1.")] = None,
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
+    from . import clichecks as check
     from .report.plot import plot_comparison, plot_format
     from .report.table import print_comparison, select_columns
     from .sim.load import offered_load
@@ -127,6 +130,13 @@ def simulate(
 
     import numpy as np
 
+    problem = check.first(
+        check.seed(seed), check.number("--horizon", horizon, lo=0, lo_open=True, allow_inf=True),
+        check.number("--limit", limit, lo=0), check.number("--max-bad-rows", max_bad_rows, lo=0),
+        check.output_file("--json", json_out), check.output_file("--plot", plot, suffixes=check.PLOT_SUFFIXES),
+    )
+    if problem:
+        _fail(problem)
     random.seed(seed)
     np.random.seed(seed)
     names = _policies(policy)
@@ -136,12 +146,11 @@ def simulate(
         except ValueError as exc:
             _fail(f"--plot: {exc}")
     try:
-        load = load_trace(trace, format, skip_bad_rows=skip_bad_rows, limit=limit)
+        load = load_trace(trace, format, skip_bad_rows=skip_bad_rows, limit=limit, max_bad_rows=max_bad_rows)
     except (TraceRowError, SpecError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
     fmt = load.fmt
-    for bad in load.skipped:
-        err.print(f"[yellow]skipped[/] {escape(str(bad))}")
+    _print_left_out(load)
     try:
         embedded = trace if trace in EMBEDDED and not Path(trace).exists() else ""  # a file of that name wins
         cluster_name, scale, scenario = default_run(embedded, cluster, arrival_scale, load.default_cluster)
@@ -162,6 +171,7 @@ def simulate(
     console.print(
         f"trace [bold]{escape(str(load.path))}[/] ({fmt}, {len(load.jobs)} jobs"
         f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}"
+        f"{f', {len(load.excluded)} rows excluded' if load.excluded else ''}"
         f"{f', arrivals x{scale:g}' if scale != 1 else ''}) on cluster "
         f"[bold]{escape(cl.name)}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs){escape(default_note)}"
     )
@@ -174,13 +184,31 @@ def simulate(
     _print_unfinished(outcomes)
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
-                   n_jobs=len(load.jobs), skipped=len(load.skipped), oracle=oracle,
+                   n_jobs=len(load.jobs), skipped=len(load.skipped), excluded=len(load.excluded),
+                   oracle=oracle,
                    arrival_scale=scale, offered_load=offered.to_json())
         console.print(f"wrote {escape(str(json_out))}")
     if plot is not None:
         plot_comparison(results, plot, title=f"{name} on {cl.name}")
         console.print(f"wrote {escape(str(plot))}")
     finish(o.result for o in outcomes.values())  # type: ignore[attr-defined]
+
+
+#: Skipped or excluded rows printed one by one; the rest are summarised by reason.
+SHOW_ROWS = 20
+
+
+def _print_left_out(load: object) -> None:
+    """The rows a trace load skipped (malformed) or excluded (well-formed, cannot be replayed), then counts."""
+    for label, rows in (("skipped", load.skipped), ("excluded", load.excluded)):  # type: ignore[attr-defined]
+        for bad in rows[:SHOW_ROWS]:
+            err.print(f"[yellow]{label}[/] {escape(str(bad))}", highlight=False)
+        if len(rows) > SHOW_ROWS:
+            reasons: dict[str, int] = {}
+            for r in rows:
+                reasons[r.message] = reasons.get(r.message, 0) + 1
+            err.print(f"[yellow]{label}[/] {len(rows)} rows in all; most common reasons: " + "; ".join(
+                f"{n} x {escape(m)}" for m, n in sorted(reasons.items(), key=lambda x: -x[1])[:3]), highlight=False)
 
 
 def _print_unfinished(outcomes: dict[str, object]) -> None:
@@ -244,6 +272,12 @@ def demo(
     from .sim.traces import TraceLoad, load_trace
     from .spec.cluster import preset
 
+    from . import clichecks as check
+
+    problem = check.first(check.seed(seed), check.number("--synthetic-jobs", synthetic_jobs, lo=1, hi=1_000_000),
+                          check.output_dir("--out", out))
+    if problem:
+        _fail(problem)
     gpu_names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -40,6 +40,10 @@ class ActionError(ValueError):
     """A plan action that cannot be carried out (wrong state, wrong size, unknown job)."""
 
 
+#: Idle policy ticks in a row (nothing waits, empty plans) before the next ones are spaced out.
+IDLE_TICKS = 1000
+
+
 @dataclass
 class RunResult:
     policy: str
@@ -124,6 +128,7 @@ class Scheduler(LiveControl):
         i = 0
         next_tick = math.inf
         idle_turns = 0
+        idle_ticks = 0
         rec = self.record
         # The loop makes many long-lived objects and few cycles: the cyclic collector's
         # full sweeps only cost time here (they grow with the heap). Restored on exit.
@@ -162,7 +167,11 @@ class Scheduler(LiveControl):
                 for action in plan:
                     self._apply(action)
                 if self._tick:
-                    next_tick = self.now + self._tick
+                    # nothing waits and the policy changed nothing: past IDLE_TICKS such ticks in a row, each
+                    # further one comes twice as late (a job running for years is not ticked through every
+                    # minute); any change, arrival or waiting job resets it
+                    idle_ticks = idle_ticks + 1 if (not plan and not self.pending and not self.paused) else 0
+                    next_tick = self.now + self._tick * 2.0 ** min(max(idle_ticks - IDLE_TICKS, 0), 60)
                 if self.running or i < total or self.backend.next_event_time() is not None:
                     idle_turns = 0
                 else:
@@ -178,14 +187,26 @@ class Scheduler(LiveControl):
                     self._record_used(drain(self.now))
             finally:
                 self.backend.close()
-        unfinished = self._close_unfinished(i, total)
+        unfinished = self._close_unfinished(arrivals[i:])
         return RunResult(
             policy=getattr(self.policy, "name", type(self.policy).__name__), record=rec, jobs=self.jobs,
             unfinished=unfinished, wall_seconds=time.perf_counter() - wall0, end_time=self.now,
         )
 
-    def _close_unfinished(self, i: int, total: int) -> dict[str, str]:
+    def _close_unfinished(self, not_arrived: list[JobSpec]) -> dict[str, str]:
+        """Reason of every job that did not end, by id; jobs whose submit time was never reached are added
+        to ``jobs`` (state ``submitted``) so that every job given to :meth:`run` is reported."""
         out: dict[str, str] = {}
+        for spec in not_arrived:
+            if spec.id in self.jobs:  # a duplicate id, as on arrival: recorded, the first one is reported
+                self.record.append(self.now, EventKind.REJECTED, spec.id,
+                                   reason=f"duplicate job id {spec.id!r} (never submitted)")
+                continue
+            j = JobView(spec, len(self.jobs))
+            j._reason = (f"never submitted: submit_time t={spec.submit_time:g} is after the end of the run "
+                         f"(t={self.now:g}, horizon {self.horizon:g})")
+            self.jobs[spec.id] = j
+            out[spec.id] = j._reason
         for j in self.pending.values():
             j._reason = j._reason or "still pending when the run ended (the policy never started it)"
             out[j.id] = j._reason

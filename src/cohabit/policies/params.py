@@ -17,11 +17,18 @@ policy's ``parameters`` attribute (settable names and defaults) that
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any, TypeVar
 
 import yaml
 
 T = TypeVar("T")
+
+#: Shortest tick a policy built from the command line may ask for (seconds): a tick of
+#: nanoseconds (``gandiva:slice_length=1e-9``) would make a run of hours take forever.
+MIN_TICK_S = 0.1
+#: Largest magnitude of a numeric parameter.
+MAX_PARAM = 1e12
 
 
 class PolicyParamError(ValueError):
@@ -70,6 +77,9 @@ def _convert(policy: str, key: str, value: Any, default: Any) -> Any:
     if not ok:
         raise PolicyParamError(f"policy {policy!r}: parameter {key!r} expects a {kind.__name__} "
                                f"(default {default!r}), got {value!r}")
+    if kind in (int, float) and not abs(value) <= MAX_PARAM:  # also NaN
+        raise PolicyParamError(f"policy {policy!r}: parameter {key!r} expects a finite number of magnitude "
+                               f"<= {MAX_PARAM:g}, got {value!r}")
     return float(value) if kind is float else value
 
 
@@ -98,5 +108,9 @@ def build(cls: type[T], params: dict[str, Any], *, policy: str, fixed: dict[str,
         obj = cls(**fixed, **values)
     except (TypeError, ValueError) as exc:
         raise PolicyParamError(f"policy {policy!r}: {exc}") from None
+    tick = getattr(obj, "tick_interval", None)
+    if tick is not None and not (math.isfinite(tick) and tick >= MIN_TICK_S) and params:
+        raise PolicyParamError(f"policy {policy!r}: these parameters make it decide every {tick:g} s; "
+                               f"the shortest interval allowed is {MIN_TICK_S:g} s")
     obj.parameters = {k: known[k] for k in settable}  # type: ignore[attr-defined]  # for `cohabit policies`
     return obj

@@ -4,7 +4,7 @@ Layout: ``<root>/<job>/ckpt-<seq>.ckpt`` where ``seq`` increases with every
 save. One file holds a one-line JSON header and the payload::
 
     COHCKPT1 {"sha256": "...", "size": 1234, "seq": 7, "iteration": 120, ...}\\n
-    <payload: pickled state, ``size`` bytes>
+    <payload: the state in :mod:`cohabit.runtime.safestate` form, ``size`` bytes>
 
 Writes go to a temporary file in the same directory, are flushed and
 fsync'ed, then ``os.replace``'d onto the final name (atomic on POSIX), and
@@ -14,10 +14,12 @@ size and the sha256 of the payload; a corrupt newest checkpoint is renamed to
 ``*.corrupt`` and the previous good one is returned. ``keep`` checkpoints are
 kept per job (default 2: the newest and one good fallback).
 
-The payload is a pickle (protocol 5) of whatever the workload's
-``state_dict()`` returns, plus the worker's counters. Pickle executes code on
-load, so a store must only ever be read by the scheduler that wrote it; the
-checksum detects corruption, not tampering.
+The payload is what the workload's ``state_dict()`` returns, written by
+:func:`cohabit.runtime.safestate.dumps`: JSON for the structure and a numpy
+``.npz`` archive read with ``allow_pickle=False`` for arrays and tensors.
+Reading a checkpoint never runs code, so a tampered file (even one with a
+recomputed checksum) can at worst hold wrong numbers; the checksum detects
+corruption. A payload that does not parse counts as corrupt.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import re
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from . import safestate
 
 MAGIC = b"COHCKPT1 "
 _NAME = re.compile(r"ckpt-(\d{8,})\.ckpt\Z")
@@ -110,7 +113,7 @@ class CheckpointStore:
 
         ``meta`` (JSON-serialisable) is kept in the header, e.g. the workload name.
         """
-        payload = pickle.dumps(state, protocol=5)
+        payload = safestate.dumps(state)
         files = self._files(job)
         seq = files[0][0] + 1 if files else 1
         info = {
@@ -192,8 +195,8 @@ class CheckpointStore:
         for _, path in self._files(job):
             try:
                 header, payload = self.verify(path)
-                state = pickle.loads(payload)
-            except (CheckpointError, pickle.UnpicklingError, EOFError, ValueError) as exc:
+                state = safestate.loads(payload)
+            except (CheckpointError, safestate.StateFormatError) as exc:
                 self.last_errors.append(str(exc))
                 try:
                     os.replace(path, path.with_suffix(".corrupt"))

@@ -28,6 +28,11 @@ from ..cli_common import err, escape, fail, finish
 console = Console() if Console().is_terminal else Console(width=160)
 
 BACKENDS = ("local", "ray")
+#: Bounds of the numeric options (far above any sensible value, far below overflow or a hang).
+MAX_RESTARTS = 1000
+MAX_INTERVAL_S = 1e6
+MAX_BANDWIDTH_MBPS = 1e9
+MAX_LOCAL_NODES = 4096
 
 
 _fail = fail  # error with user text escaped, exit code 2 (cli_common)
@@ -97,12 +102,24 @@ def run(
     plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, allocated and used share per policy) here, as `cohabit simulate --plot`.")] = None,
     columns: Annotated[Optional[str], typer.Option(help="Table columns, comma-separated (e.g. avg-jct,alloc-cpu), or 'all'; default: the standard set.")] = None,
     cluster_arg: Annotated[Optional[str], typer.Option("--cluster", help="Logical nodes from a cluster YAML file or preset instead of --nodes; GPU nodes (gpu: N) give each task CUDA_VISIBLE_DEVICES of its devices: physical ids from a node's labels: {gpu_ids: \"0,1\"}, else this machine's GPUs in turn.")] = None,
+    resume: Annotated[bool, typer.Option(help="With --workdir: continue each job from the checkpoint an earlier (interrupted) run left there.")] = False,
+    fresh: Annotated[bool, typer.Option(help="With --workdir: discard checkpoints an earlier run left there and start every job over.")] = False,
 ) -> None:
     """Run real training jobs under a policy on this machine, with live progress, then compare policies."""
+    from .. import clichecks as check
     from ..policies import policy_list
     from ..report.table import select_columns
     from .runner import local_cluster
 
+    problem = check.first(
+        check.number("--max-restarts", max_restarts, lo=0, hi=MAX_RESTARTS),
+        check.number("--checkpoint-interval", checkpoint_interval, lo=0, lo_open=True, hi=MAX_INTERVAL_S),
+        check.number("--bandwidth-mbps", bandwidth_mbps, lo=0, hi=MAX_BANDWIDTH_MBPS),
+        check.number("--nodes", nodes, lo=1, hi=MAX_LOCAL_NODES),
+        check.output_file("--json", json_out), check.output_dir("--workdir", workdir),
+    )
+    if problem:
+        _fail(problem)
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     if ray_address is not None and backend != "ray":
@@ -124,6 +141,9 @@ def run(
     except ValueError as exc:
         _fail(f"--nodes: {exc}")
     specs = _load_real_jobs(jobs_yaml, cluster)
+    problem = _workdir_problem(workdir, specs, names, resume=resume, fresh=fresh)
+    if problem:
+        _fail(problem)
     backend_cls, started_ray = _backend_class(backend, ray_address)
     try:
         if cluster is None:
@@ -135,9 +155,14 @@ def run(
             select_columns(columns, {}, [r for r, q in cluster.capacity.items() if q > 0])
         except ValueError as exc:
             _fail(str(exc))
-        _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
-                        {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
-                         "bandwidth_mbps": bandwidth_mbps}, plot=plot, columns=columns)
+        with _stop_on_signals():
+            _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
+                            {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
+                             "bandwidth_mbps": bandwidth_mbps, "resume": resume}, plot=plot, columns=columns)
+    except KeyboardInterrupt:
+        kept = f"; checkpoints kept in {workdir} (continue with --resume)" if workdir is not None else ""
+        err.print(f"[bold red]interrupted:[/] running jobs were checkpointed and stopped{escape(kept)}")
+        raise typer.Exit(130) from None
     finally:
         if started_ray:
             import ray
@@ -178,6 +203,53 @@ def _load_cluster(arg: str) -> Any:
     except (SpecError, DeviceMapError) as exc:
         _fail(f"--cluster {arg}: {exc}" if isinstance(exc, DeviceMapError) else str(exc))
     return cluster
+
+
+def _workdir_problem(workdir: Path | None, specs: list[Any], names: list[str], *, resume: bool,
+                     fresh: bool) -> str | None:
+    """Refuse to silently discard an earlier run's checkpoints: ask for --resume or --fresh."""
+    from ..policies import make_policy
+    from .checkpoint import CheckpointStore
+    from .ps.parts import checkpoint_iteration
+
+    if resume and fresh:
+        return "--resume and --fresh exclude each other"
+    if workdir is None:
+        return "--resume and --fresh need --workdir (the directory of the earlier run)" if resume or fresh else None
+    if resume or fresh:
+        return None
+    for name in names:
+        root = workdir / make_policy(name).name.replace("/", "_") / "checkpoints"
+        if not root.is_dir():
+            continue
+        store = CheckpointStore(root, fsync=False)
+        left = [s.id for s in specs if store.latest(s.id) is not None or checkpoint_iteration(root, s.id) is not None]
+        if left:
+            return (f"--workdir {workdir} holds checkpoints of {len(left)} job(s) from an earlier run "
+                    f"(e.g. {left[0]!r} under {name}); pass --resume to continue them or --fresh to start over")
+    return None
+
+
+class _stop_on_signals:
+    """Within: SIGTERM (and Ctrl-C) checkpoint the running jobs, stop their tasks and clean up, then
+    raise KeyboardInterrupt (the backends' ``close`` does the work; see ``request_shutdown``)."""
+
+    def __enter__(self) -> None:
+        import signal
+
+        from .local import request_shutdown_all
+
+        def stop(signum: int, frame: Any) -> None:
+            request_shutdown_all()
+            raise KeyboardInterrupt
+
+        self._old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
 
 
 def _run_and_report(specs: list[Any], cluster: Any, names: list[str], backend: str, backend_cls: Any,
@@ -224,11 +296,12 @@ def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
                  max_restarts: int = 2, checkpoint_interval: float = 2.0, bandwidth_mbps: float | None = None,
-                 backend_cls: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                 backend_cls: Any = None, resume: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
     ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
     ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
+    ``resume``: each job's first start continues from a checkpoint an earlier run left under ``workdir``.
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
@@ -248,7 +321,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
-                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps)
+                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps, resume=resume)
             board.refresh()
         if bar.disable:
             finished_line(err, pol.name, out.metrics.jobs_finished, len(specs), "jobs finished",
@@ -273,7 +346,8 @@ def _print_jobs(policy: str, out: Any) -> None:
             jid, str(jv.state), jct, str(st.iterations) if st is not None else "0",
             f"{m['loss']:.4g}" if "loss" in m else "—", f"{m['accuracy']:.3f}" if "accuracy" in m else "—",
             str(jv.preemptions), str(st.restarts if st is not None else 0),
-            Text(jv.reason or (st.reason if st else "")),
+            Text("; ".join(x for x in [jv.reason or (st.reason if st else ""),
+                                       *(st.checkpoint_events if st else [])] if x)),
         ))
     table = Table(title=escape(f"{policy}: jobs"), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                   padding=(0, 1, 0, 0))
@@ -300,7 +374,8 @@ def write_json(path: Path, outcomes: dict[str, Any], *, jobs: str, cluster: Any,
             "jobs": {jid: {"state": st.state, "iterations": st.iterations, "metrics": st.metrics,
                            "restarts": st.restarts, "reason": st.reason, "device": st.device,
                            "cuda_visible_devices": st.cuda_visible_devices, "device_note": st.device_note,
-                           "device_mem_mb": st.device_mem_mb} for jid, st in out.status.items()},
+                           "device_mem_mb": st.device_mem_mb,
+                           "checkpoint_events": st.checkpoint_events} for jid, st in out.status.items()},
             "timings": out.timings,
         }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,17 @@ class JobStatus:
     nodes: tuple[int, ...] = ()
     pids: tuple[int, ...] = ()
     reason: str = ""
+    #: restores that fell back past corrupt checkpoints or started over from iteration 0
+    checkpoint_events: list[str] = field(default_factory=list)
+
+
+_OPEN: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
+
+
+def request_shutdown_all() -> None:
+    """Every open backend of this process checkpoints its running jobs when it closes (signal handlers)."""
+    for backend in list(_OPEN):
+        backend.request_shutdown()
 
 
 @dataclass
@@ -232,6 +244,7 @@ class LocalBackend:
         bandwidth_mbps: float | list[float | None] | None = None,
         subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
         gpu_ids: Mapping[int | str, Any] | None = None,
+        resume: bool = False,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -276,6 +289,10 @@ class LocalBackend:
         self._n_spawned = 0
         self._t0 = time.monotonic()
         self._closed = False
+        self.resume = resume  # a job's first start continues from a checkpoint an earlier run left in ``root``
+        self._first_launch_done: set[str] = set()
+        self.checkpoint_on_close = False  # set by request_shutdown (SIGTERM / Ctrl-C of ``cohabit run``)
+        _OPEN.add(self)
 
     # ------------------------------------------------------------------ clock
     def now(self) -> float:
@@ -304,12 +321,34 @@ class LocalBackend:
         if problem is not None:
             self._fail_now(spec.id, problem)
             return
+        if not from_checkpoint and self._resume_point(spec, config) is not None:
+            from_checkpoint = True
         if not from_checkpoint:
             self.store.clear(spec.id)
             clear_parts(self.store.root, spec.id)
         run = _Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
+
+    def _resume_point(self, spec: JobSpec, config: WorkloadConfig) -> int | None:
+        """With ``resume``, at a job's first start: the iteration of the checkpoint an earlier run left (noted)."""
+        if not self.resume or spec.id in self._first_launch_done:
+            return None
+        self._first_launch_done.add(spec.id)
+        if spec.architecture == "ps":
+            it = checkpoint_iteration(self.store.root, spec.id)
+        else:
+            ck = self.store.latest(spec.id)
+            it = ck.iteration if ck is not None else None
+        if it is not None:
+            note = f"resumed from the earlier run's checkpoint at iteration {it}"
+            self.status[spec.id].checkpoint_events.append(note)
+            self.timings.append({"job": spec.id, "kind": "resumed", "at": self.now(), "checkpoint_iteration": it})
+        return it
+
+    def request_shutdown(self) -> None:
+        """Checkpoint every running job when the backend closes (instead of killing it mid-iteration)."""
+        self.checkpoint_on_close = True
 
     def launch_pack(self, device: tuple[int, int], specs: list[JobSpec], allocs: list[Allocation], now: float, *,
                     from_checkpoint: list[bool]) -> None:
@@ -544,6 +583,20 @@ class LocalBackend:
         out, self._used = self._used, []
         return out
 
+    def _note_restore(self, job: str, st: JobStatus, ready: dict[str, Any]) -> None:
+        """Record a restore that skipped corrupt checkpoints or found none (status and timings)."""
+        bad = list(ready.get("skipped_corrupt") or [])
+        if ready.get("from_scratch"):
+            why = f"all {len(bad)} checkpoint(s) corrupt" if bad else "no checkpoint yet"
+            note, kind = f"restarted from iteration 0 ({why})", "from_scratch"
+        elif bad:
+            note, kind = (f"fell back past {len(bad)} corrupt checkpoint(s) to iteration "
+                          f"{ready.get('restored_iteration')}"), "checkpoint_fallback"
+        else:
+            return
+        st.checkpoint_events.append(note)
+        self.timings.append({"job": job, "kind": kind, "at": self.now(), "note": note, "errors": bad})
+
     def _poll_run(self, job: str, run: _Run) -> BackendEvent | None:
         """Read one run's messages; return its event, if any (progress, finished, failed)."""
         st = self.status[job]
@@ -572,6 +625,7 @@ class LocalBackend:
                         st.state = "running"
                         st.device, st.device_note = msg.get("device"), msg.get("device_note")
                         st.cuda_visible_devices = msg.get("cuda_visible_devices")
+                        self._note_restore(job, st, msg)
                 elif kind == "progress" and task.rank == 0:
                     progress = msg
                 elif kind in ("finished", "halted"):
@@ -692,6 +746,13 @@ class LocalBackend:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
+        if self.checkpoint_on_close:
+            for job in list(self._runs):
+                try:
+                    self.halt(job, self.now(), checkpoint=True)
+                except Exception:  # noqa: BLE001 - shutting down: kill below whatever did not halt
+                    pass
         tasks = [t for run in self._runs.values() for t in run.tasks]
         self._runs.clear()
         self._kill(tasks)

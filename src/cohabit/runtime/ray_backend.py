@@ -98,11 +98,31 @@ def connect(address: str | None = None, *, host: str = "127.0.0.1", object_store
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if address is not None:
+        check_reachable(address)
         ray.init(address=address, log_to_driver=False, configure_logging=False)
     else:
         ray.init(num_cpus=num_cpus, object_store_memory=object_store_mb * 2**20, include_dashboard=False,
                  log_to_driver=False, configure_logging=False, _node_ip_address=host)
     return True
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast (ConnectionError) when nothing accepts TCP at a ``HOST:PORT`` Ray address.
+
+    ``ray.init`` itself retries an address that refuses connections for
+    minutes. ``"auto"`` and ``ray://`` addresses are left to Ray; a malformed
+    address raises ValueError.
+    """
+    if address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected a Ray address HOST:PORT (or 'auto'), got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing accepts connections at {address} ({exc.strerror or exc}); "
+                              f"is a Ray head node running there?") from None
 
 
 def node_order(alive: dict[str, dict[str, float]]) -> list[str]:

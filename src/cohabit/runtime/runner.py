@@ -72,7 +72,16 @@ def job_problems(spec: JobSpec) -> list[tuple[tuple[str, ...], str]]:
         problem = ps_job_problem(spec, parse_config(spec.id, spec.workload))
     except WorkloadError as exc:
         return [(("workload", exc.field) if exc.field else ("workload",), str(exc))]
-    return [] if problem is None else [(("architecture",), problem)]
+    if problem is not None:
+        return [(("architecture",), problem)]
+    if spec.submit_time > MAX_REAL_SUBMIT_S:
+        return [(("submit_time",), f"job {spec.id!r}: submit_time {spec.submit_time:g} s is real time to wait "
+                                   f"here; at most {MAX_REAL_SUBMIT_S:g} s (a day) in a real run")]
+    return []
+
+
+#: Latest submit time a real run waits for (seconds after its start).
+MAX_REAL_SUBMIT_S = 86_400.0
 
 
 def check_jobs(specs: Sequence[JobSpec]) -> list[str]:

@@ -45,10 +45,12 @@ import time
 _T_MODULE = time.time()  # before the heavy imports below: splits start-up into interpreter and imports
 
 import argparse
+import hashlib
 import os
 import socket
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 from .channel import Channel, ChannelClosed
@@ -91,10 +93,26 @@ def rss_mb() -> float:
         return 0.0
 
 
-class GlooComm:
-    """All-reduce over gloo on 127.0.0.1 for the ranks of one data-parallel job."""
+#: The interface gloo binds (one machine: data-parallel ranks never listen on an external address).
+LOOPBACK_IFNAME = "lo"
 
-    def __init__(self, port: int, rank: int, world_size: int, timeout_s: float = 60.0) -> None:
+
+def rendezvous_path(store_root: str, job: str, launch_key: int) -> str:
+    """The FileStore of one launch of a data-parallel job: next to its checkpoints, unique per launch."""
+    digest = hashlib.sha256(job.encode()).hexdigest()[:16]
+    return str(Path(store_root).parent / "rendezvous" / f"{digest}-{launch_key}")
+
+
+class GlooComm:
+    """All-reduce over gloo on the loopback interface for the ranks of one data-parallel job.
+
+    The ranks meet through a file (``torch.distributed.FileStore`` at
+    ``rendezvous``, unique per launch, under the job's private directory), so
+    no rendezvous server listens on any port; gloo's own pair sockets bind the
+    loopback interface only (``GLOO_SOCKET_IFNAME=lo``), never all interfaces.
+    """
+
+    def __init__(self, rendezvous: str, rank: int, world_size: int, timeout_s: float = 60.0) -> None:
         from datetime import timedelta
 
         import torch
@@ -102,8 +120,11 @@ class GlooComm:
 
         self._torch, self._dist = torch, dist
         self.world_size = world_size
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=timeout_s))
+        os.environ["GLOO_SOCKET_IFNAME"] = LOOPBACK_IFNAME
+        Path(rendezvous).parent.mkdir(parents=True, exist_ok=True)
+        store = dist.FileStore(rendezvous, world_size)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s))
         self.seconds = 0.0  # total time spent communicating
 
     def allreduce_mean(self, arrays: list[Any]) -> None:
@@ -181,17 +202,20 @@ class Worker:
         info: dict[str, Any] = {"torch_import_s": torch_s, "build_s": time.perf_counter() - t_build,
                                 "restored_iteration": None, **choice.report()}
         if self.world > 1:
-            self.comm = GlooComm(int(cfg["dist_port"]), self.rank, self.world)
+            self.comm = GlooComm(rendezvous_path(cfg["store_root"], self.job, int(cfg["dist_port"])), self.rank,
+                                 self.world)
             workload.comm = self.comm  # type: ignore[attr-defined]
         if cfg["from_checkpoint"]:
             t0 = time.perf_counter()
             got = self.store.load(self.job)
+            info["skipped_corrupt"] = list(self.store.last_errors)  # reported by the backend, never silent
             if got is not None:
                 state, ck = got
                 workload.load_state_dict(state["workload"])
                 self.last_ckpt_iter = ck.iteration
-                info.update(restored_iteration=ck.iteration, restored_seq=ck.seq,
-                            skipped_corrupt=list(self.store.last_errors))
+                info.update(restored_iteration=ck.iteration, restored_seq=ck.seq)
+            else:
+                info["from_scratch"] = True
             info["restore_s"] = time.perf_counter() - t0
         return workload, info
 

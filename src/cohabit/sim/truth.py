@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..spec.job import JobSpec
+from ..spec.limits import MAX_ITERATIONS, MAX_TIME_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +104,10 @@ class JobTruth:
     def __post_init__(self) -> None:
         if self.iterations < 1:
             raise ValueError(f"iterations must be >= 1, got {self.iterations}")
-        if self.duration is not None and not self.duration > 0:
-            raise ValueError(f"duration must be > 0, got {self.duration}")
+        if self.duration is not None and not 0 < self.duration <= MAX_TIME_S:
+            raise ValueError(f"duration must be > 0 and <= {MAX_TIME_S:g} s, got {self.duration}")
+        if self.iterations > MAX_ITERATIONS:
+            raise ValueError(f"iterations must be <= {MAX_ITERATIONS}, got {self.iterations}")
         if self.ref_workers < 1:
             raise ValueError(f"ref_workers must be >= 1, got {self.ref_workers}")
         for name, frac in (self.used or {}).items():

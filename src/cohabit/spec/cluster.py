@@ -6,8 +6,9 @@ import csv
 from functools import cache
 from importlib import resources as ilr
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .limits import MAX_CLUSTER_GPUS, MAX_NAME_LEN, MAX_NODE_GPUS, MAX_NODES, check_quantities
 from .resources import Resources
 
 
@@ -16,9 +17,14 @@ class NodeSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LEN)
     capacity: Resources
     labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("capacity")
+    @classmethod
+    def _bounded(cls, v: Resources) -> Resources:
+        return check_quantities(v, "capacity", max_gpu=MAX_NODE_GPUS)
 
 
 class ClusterSpec(BaseModel):
@@ -27,10 +33,13 @@ class ClusterSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "cluster"
-    nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+    nodes: tuple[NodeSpec, ...] = Field(min_length=1, max_length=MAX_NODES)
 
     @model_validator(mode="after")
     def _unique(self) -> ClusterSpec:
+        gpus = sum(n.capacity["gpu"] for n in self.nodes)
+        if gpus > MAX_CLUSTER_GPUS:
+            raise ValueError(f"the cluster has {gpus:g} GPUs; at most {MAX_CLUSTER_GPUS} are supported")
         seen: set[str] = set()
         for n in self.nodes:
             if n.name in seen:

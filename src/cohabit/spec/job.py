@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .criteria import Criterion, parse_criterion
 from ..suggest import did_you_mean
+from .limits import MAX_ITERATIONS, MAX_NAME_LEN, MAX_QUANTITY, MAX_TASKS, MAX_TIME_S, check_quantities
 from .resources import Resources
 
 Architecture = Literal["single", "ps", "allreduce"]
@@ -26,8 +27,13 @@ class TaskGroup(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    count: int = Field(ge=0)
+    count: int = Field(ge=0, le=MAX_TASKS)
     demand: Resources
+
+    @field_validator("demand")
+    @classmethod
+    def _bounded(cls, v: Resources) -> Resources:
+        return check_quantities(v, "demand")
 
 
 class JobSpec(BaseModel):
@@ -40,23 +46,23 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(min_length=1)
-    submit_time: float = Field(default=0.0, ge=0.0)
-    tenant: str = "default"
+    id: str = Field(min_length=1, max_length=MAX_NAME_LEN)
+    submit_time: float = Field(default=0.0, ge=0.0, le=MAX_TIME_S, allow_inf_nan=False)
+    tenant: str = Field(default="default", max_length=MAX_NAME_LEN)
     architecture: Architecture = "single"
     workers: TaskGroup
     ps: TaskGroup | None = None
-    n_min: int | None = Field(default=None, ge=1)
-    n_max: int | None = Field(default=None, ge=1)
-    iterations: int | None = Field(default=None, ge=1)
-    epochs: int | None = Field(default=None, ge=1)
-    model: str = "unknown"
-    batch_size: int | None = Field(default=None, ge=1)
+    n_min: int | None = Field(default=None, ge=1, le=MAX_TASKS)
+    n_max: int | None = Field(default=None, ge=1, le=MAX_TASKS)
+    iterations: int | None = Field(default=None, ge=1, le=MAX_ITERATIONS)
+    epochs: int | None = Field(default=None, ge=1, le=MAX_ITERATIONS)
+    model: str = Field(default="unknown", max_length=MAX_NAME_LEN)
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_ITERATIONS)
     workload: dict[str, Any] | None = None
     criteria: Criterion | None = None
-    deadline: float | None = Field(default=None, gt=0.0)
-    urgency: float = Field(default=0.0, ge=0.0)
-    weight: float = Field(default=1.0, gt=0.0)
+    deadline: float | None = Field(default=None, gt=0.0, le=MAX_TIME_S, allow_inf_nan=False)
+    urgency: float = Field(default=0.0, ge=0.0, le=MAX_QUANTITY, allow_inf_nan=False)
+    weight: float = Field(default=1.0, gt=0.0, le=MAX_QUANTITY, allow_inf_nan=False)
 
     @field_validator("criteria", mode="before")
     @classmethod
@@ -130,8 +136,10 @@ def simple_job(
 
     Fractional ``gpus`` (< 1) gives one worker sharing a GPU (Alibaba's gpu_milli).
     """
-    if gpus <= 0:
+    if not gpus > 0:
         raise ValueError(f"gpus must be > 0, got {gpus!r}")
+    if not gpus <= MAX_TASKS:  # also NaN; checked before int(gpus) (inf overflows) and before any per-GPU list
+        raise ValueError(f"gpus must be <= {MAX_TASKS}, got {gpus!r}")
     if gpus < 1 or float(gpus) != int(gpus):
         if gpus > 1:
             raise ValueError(f"fractional GPU demand must be < 1, got {gpus!r}")

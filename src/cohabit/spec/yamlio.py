@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..suggest import did_you_mean, nearest
 from .cluster import PRESETS, ClusterSpec, NodeSpec, preset
 from .job import JobSpec, simple_job
+from .limits import MAX_NODES, MAX_YAML_ALIAS_NODES, MAX_YAML_DEPTH, decode_utf8
 from .resources import Resources
 
 __all__ = [
@@ -117,17 +118,74 @@ def _rebuild_spec_error(message: str, file: str | None, line: int | None, field:
 # ---------------------------------------------------------------------------
 def _read(path: str | Path) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read the file: {exc.strerror or exc}", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"the file is not UTF-8 text ({exc.reason})", file=str(path)) from None
+    text, line, reason = decode_utf8(data)
+    if text is None:
+        raise SpecError(f"the file is not UTF-8 text ({reason})", file=str(path), line=line)
+    return text
+
+
+def _check_shape(text: str, file: str) -> None:
+    """Refuse deep nesting, recursive aliases and alias bombs before anything is composed.
+
+    Walks the parser's event stream (flat: libyaml's parser keeps its own
+    stack, unlike the composer, which recurses once per level and crashes the
+    interpreter past a few tens of thousands of levels). Counts the nodes the
+    aliases stand for: each anchor remembers the size of its subtree (its own
+    aliases expanded) and each alias adds it, so a few hundred bytes that
+    expand to billions of nodes are caught after reading them once.
+    """
+    depth = 0
+    expanded = 0                        # nodes that aliases stand for, so far
+    open_sizes: list[int] = []          # node counts of the collections being read
+    open_anchors: list[str | None] = []
+    sizes: dict[str, int] = {}          # anchor -> expanded node count of its subtree
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise SpecError(f"YAML nested more than {MAX_YAML_DEPTH} levels deep", file=file,
+                                line=_mark_line(event.start_mark))
+            open_sizes.append(1)
+            open_anchors.append(event.anchor)
+            continue
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+            size = open_sizes.pop()
+            anchor = open_anchors.pop()
+            if anchor is not None:
+                sizes[anchor] = size
+            if open_sizes:
+                open_sizes[-1] += size
+            continue
+        elif isinstance(event, yaml.ScalarEvent):
+            if open_sizes:
+                open_sizes[-1] += 1
+            if event.anchor is not None:
+                sizes[event.anchor] = 1
+            continue
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor in open_anchors:
+                raise SpecError(f"recursive YAML alias *{event.anchor} (it refers to a node that contains it)",
+                                file=file, line=_mark_line(event.start_mark))
+            n = sizes.get(event.anchor, 1)  # an undefined alias is the composer's error
+            if open_sizes:
+                open_sizes[-1] += n
+        else:
+            continue
+        expanded += n
+        if expanded > MAX_YAML_ALIAS_NODES:
+            raise SpecError(f"YAML aliases expand to more than {MAX_YAML_ALIAS_NODES:,} nodes (an alias bomb?)",
+                            file=file, line=_mark_line(event.start_mark))
 
 
 def _parse(text: str, file: str) -> tuple[yaml.Node | None, Any]:
-    """Compose the node tree and construct plain data from it, safely."""
+    """Compose the node tree and construct plain data from it, safely (see :func:`_check_shape`)."""
     loader = _Loader(text)
     try:
+        _check_shape(text, file)
         node = loader.get_single_node()
         if node is None:
             return None, None
@@ -247,7 +305,8 @@ def _message(err: Any, fields: Sequence[str]) -> str:
         return f"missing: {_TASKS}"
     value = err.get("input")
     if err["type"] != "missing" and isinstance(value, (str, int, float, bool, type(None))):
-        return f"{msg}, got {value!r}"
+        shown = repr(value)
+        return f"{msg}, got {shown if len(shown) <= 80 else shown[:60] + f'... ({len(shown)} characters)'}"
     return msg
 
 
@@ -494,6 +553,9 @@ def _cluster_nodes(root: yaml.Node, data: dict[str, Any], file: str, prefix: str
                 break
             owner[n.name] = (i, _line(node))
         nodes += expanded
+        if len(nodes) > MAX_NODES:
+            errors.append(_at(node, base, file, f"the cluster has more than {MAX_NODES:,} nodes", ("count",)))
+            break
     if errors:
         raise SpecError.collect(sorted(errors, key=_by_line))
     return nodes

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..subtask import SubtaskKind, make_gate
 from ..worker import rss_mb
+from .auth import answer
 from .parts import Arrays, assemble, partition, restore_point, save_part
 from .spilling import WorkerSpill
 from .task import CKPT, EXIT_OK, STOP, PSTask, via_harmony
@@ -84,7 +85,7 @@ class PSWorker:
 
     def _connect(self) -> None:
         w = self.t.workload
-        hello = encode({"type": "hello", "worker": self.index, "node": self.t.node, "iteration": w.iteration})
+        hello = {"type": "hello", "worker": self.index, "node": self.t.node, "iteration": w.iteration}
         for port, node in self.t.sec["servers"]:
             deadline = time.monotonic() + CONNECT_TIMEOUT_S
             while True:
@@ -99,7 +100,7 @@ class PSWorker:
             sock.settimeout(None)
             conn = Conn(sock, self.t.link_to(int(node)))
             self.remote.append(int(node) != self.t.node)
-            conn.send(hello)
+            answer(conn, str(self.t.sec["secret"]), hello)
             self.conns.append(conn)
 
     def _pull(self) -> Arrays:
@@ -126,6 +127,8 @@ class PSWorker:
             if rp is not None:
                 w.iteration = restored = self.last_ckpt = rp.iteration
                 w.load_local_states(rp.workers())
+            else:
+                info = {**info, "from_scratch": True}
         opt = getattr(w, "spill_option", None)
         if opt is not None:
             self.spill = WorkerSpill(w, opt, t.parts().root.parent / "spill" / f"worker-{self.index}")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from ...engine.ledger import Allocation
 from ...spec.cluster import ClusterSpec
 from ...spec.job import JobSpec
 from ..workloads import BUILTINS, WorkloadConfig
+from .auth import new_secret
 from .netlimit import bucket_path
 
 #: PS workload name -> "module:callable": the built-ins whose factory lives in this package.
@@ -75,6 +76,7 @@ class PSLaunch:
     ports: tuple[int, ...]  # per server
     net_dir: Path
     rates: tuple[float | None, ...]  # bytes/s per cluster node
+    secret: str = field(default_factory=new_secret, repr=False)  # authenticates workers to servers (.auth)
 
     @classmethod
     def plan(cls, spec: JobSpec, alloc: Allocation, *, net_dir: Path, rates: Sequence[float | None]) -> PSLaunch:
@@ -101,4 +103,5 @@ class PSLaunch:
             "port": self.ports[rank - self.n_workers] if server else None,
             "servers": [[p, self.nodes[self.n_workers + k]] for k, p in enumerate(self.ports)],
             "bytes_per_s": self.rates[node], "bucket": str(bucket_path(self.net_dir, node)),
+            "secret": self.secret,
         }

@@ -21,7 +21,6 @@ number of workers changed (a Dorm-style resize).
 
 from __future__ import annotations
 
-import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import safestate
 from ..checkpoint import CheckpointError, CheckpointStore
 
 KEEP = 2
@@ -116,8 +116,8 @@ def restore_point(parts: CheckpointStore, *, load: bool = True) -> RestorePoint 
             states = {}
             for key in [part_key("server", k) for k in range(ns)] + [part_key("worker", r) for r in range(nw)]:
                 _, payload = parts.verify(found[key])
-                states[key] = pickle.loads(payload)
-        except (CheckpointError, pickle.UnpicklingError, EOFError, ValueError):
+                states[key] = safestate.loads(payload)
+        except (CheckpointError, safestate.StateFormatError):
             continue
         return RestorePoint(it, nw, ns, states)
     return None

@@ -3,7 +3,9 @@
 Server ``k`` of ``S`` listens on ``127.0.0.1:<port>`` (loopback only) and
 holds block ``k`` of every model array (:func:`~.parts.partition`). Workers
 connect once (``hello`` with their index, node and restored iteration, which
-must equal the server's) and then, every iteration ``t``:
+must equal the server's, signed with the job's secret in answer to the
+server's challenge: :mod:`.auth`; any other peer only loses its connection)
+and then, every iteration ``t``:
 
 * ``pull`` — the server replies with its block (encoded once per iteration);
 * ``push`` — the worker's update block, its metrics and its stop flag. When
@@ -34,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .auth import Rejected, accept_hello
 from .parts import Arrays, assemble, partition, restore_point, save_part
 from .task import CKPT, EXIT_OK, STOP, PeerLost, PSTask
 from .wire import Conn, PeerGone, decode, encode
@@ -93,11 +96,15 @@ class ParameterServer:
     def _accept(self, listener: socket.socket, sel: selectors.BaseSelector) -> None:
         sock, _ = listener.accept()
         conn = Conn(sock)
-        raw, hl = conn.recv()
-        hello, _ = decode(raw, hl)
-        w = int(hello["worker"])
-        if hello.get("type") != "hello" or not 0 <= w < self.t.n_workers:
-            raise RuntimeError(f"server {self.index}: bad hello {hello!r}")
+        try:  # a peer without the job's secret, or a malformed frame, loses its connection; nothing else
+            hello = accept_hello(conn, str(self.t.sec["secret"]))
+            w = hello["worker"]
+            if not 0 <= w < self.t.n_workers or w in self.conns:
+                raise Rejected(f"worker index {w} out of range or already connected")
+        except Rejected as exc:
+            conn.close()
+            print(f"server {self.index}: refused a connection: {exc}", flush=True)  # to the task log
+            return
         if int(hello["iteration"]) != self.iteration:
             raise RuntimeError(f"server {self.index} restored iteration {self.iteration} but worker {w} "
                                f"restored {hello['iteration']}: inconsistent checkpoint")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,9 +14,10 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from ...spec.job import JobSpec, TaskGroup, simple_job
+from ...spec.limits import decode_utf8
 from ..truth import JobTruth, TraceJob
 from ._csvrows import read_rows
-from .errors import TraceRowError
+from .errors import TooManyBadRows, TraceRowError
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,15 @@ class Source:
     name: str
 
     def open_text(self) -> IO[str]:
-        """Open as UTF-8 text (a leading byte-order mark is dropped), newlines untranslated for csv."""
-        return self.resource.open("r", encoding="utf-8-sig", newline="")
+        """Open as UTF-8 text (a leading byte-order mark is dropped), newlines untranslated for csv.
+
+        The whole file is decoded first, so a byte that is not UTF-8 is
+        reported on its own line (:class:`TraceRowError`, column None).
+        """
+        text, line, reason = decode_utf8(self.resource.read_bytes())
+        if text is None:
+            raise TraceRowError(self.name, line, None, f"not UTF-8 text ({reason})")
+        return io.StringIO(text, newline="")
 
 
 @dataclass
@@ -35,13 +44,14 @@ class Sink:
     """Collects the jobs of one trace; bad rows raise or are kept, as asked.
 
     * :meth:`bad` — a malformed row: raised, or recorded in ``skipped`` when
-      ``skip_bad_rows``.
+      ``skip_bad_rows`` (:class:`TooManyBadRows` past ``max_bad_rows``).
     * :meth:`exclude` — a well-formed row deliberately left out (e.g. an
       Alibaba pod that was never scheduled); always recorded, never raised.
     * :meth:`add` — a good job; a job id seen before makes the row bad.
     """
 
     skip_bad_rows: bool
+    max_bad_rows: int | None = None
     jobs: list[TraceJob] = field(default_factory=list)
     skipped: list[TraceRowError] = field(default_factory=list)
     excluded: list[TraceRowError] = field(default_factory=list)
@@ -49,8 +59,16 @@ class Sink:
     lines: dict[str, int] = field(default_factory=dict)  # job id -> line it was read from
 
     def bad(self, err: TraceRowError) -> None:
+        """Raise ``err``, or skip it; past ``max_bad_rows`` skipped rows, give up with a summary."""
         if not self.skip_bad_rows:
             raise err
+        if self.max_bad_rows is not None and len(self.skipped) >= self.max_bad_rows:
+            first = self.skipped[0] if self.skipped else err
+            raise TooManyBadRows(
+                err.file, err.line, None,
+                f"more than {self.max_bad_rows} malformed rows (raise --max-bad-rows to skip more); "
+                f"is this file in the format given? The first bad row: {first}",
+            )
         self.skipped.append(err)
 
     def exclude(self, err: TraceRowError) -> None:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO
 
+from ...spec.limits import MAX_CSV_NUMBER
 from .errors import TraceRowError
 
 
@@ -47,8 +48,13 @@ class Row:
             raise self.error(column, f"expected {what}, got ''")
         return v
 
-    def int(self, column: str, *, min: int | None = None, max: int | None = None) -> int:
-        """An integer field (``"4"`` or ``"4.0"``), checked against ``[min, max]``."""
+    def int(self, column: str, *, min: int | None = None, max: int | None = None,
+            cap: int = int(MAX_CSV_NUMBER)) -> int:
+        """An integer field (``"4"`` or ``"4.0"``), checked against ``[min, max]``.
+
+        ``cap`` is a sanity bound (default :data:`~cohabit.spec.limits.MAX_CSV_NUMBER`),
+        named in the message only when the value exceeds it.
+        """
         v = self.raw(column)
         try:
             n = int(_plain(v))
@@ -62,10 +68,12 @@ class Row:
             n = int(f)
         if (min is not None and n < min) or (max is not None and n > max):
             raise self.error(column, f"expected {_int_range(min, max)}, got {v!r}")
+        if n > cap:
+            raise self.error(column, f"expected {_int_range(min, cap)}, got {v!r}")
         return n
 
     def float(self, column: str, *, min: float | None = None, positive: bool = False) -> float:
-        """A finite number; ``min`` is inclusive, ``positive`` requires ``> 0``."""
+        """A finite number of magnitude <= ``MAX_CSV_NUMBER``; ``min`` is inclusive, ``positive`` requires ``> 0``."""
         v = self.raw(column)
         try:
             x = float(_plain(v))
@@ -74,6 +82,8 @@ class Row:
         bad = not math.isfinite(x) or (min is not None and x < min) or (positive and x <= 0)
         if bad:
             raise self.error(column, f"expected {_float_range(min, positive)}, got {v!r}")
+        if abs(x) > MAX_CSV_NUMBER:
+            raise self.error(column, f"expected a number of magnitude <= {MAX_CSV_NUMBER:g}, got {v!r}")
         return x
 
 

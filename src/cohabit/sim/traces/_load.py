@@ -126,6 +126,7 @@ def load_trace(
     *,
     skip_bad_rows: bool = False,
     limit: int | None = None,
+    max_bad_rows: int | None = None,
 ) -> TraceLoad:
     """Load a trace file, or an embedded trace by name (see :data:`EMBEDDED`).
 
@@ -136,6 +137,8 @@ def load_trace(
     and for ``.yaml``/``.yml`` files (cohabit format). A malformed row raises
     :class:`TraceRowError` (file:line and column) unless ``skip_bad_rows``, in
     which case it is listed in ``TraceLoad.skipped`` and loading goes on.
+    ``max_bad_rows`` caps the rows ``skip_bad_rows`` may skip (None: no cap); one more
+    raises :class:`~cohabit.sim.traces.errors.TooManyBadRows` with a summary.
     ``limit`` keeps the ``limit`` earliest-submitted jobs; the whole file is
     still read and checked, so submit times (which some formats count from
     the earliest row) are the same with or without it.
@@ -144,7 +147,10 @@ def load_trace(
         raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
     src, fmt, label = _resolve(path, fmt)
     loader, default_cluster = _LOADERS[fmt]
-    sink = Sink(skip_bad_rows=skip_bad_rows)
+    if max_bad_rows is not None and (isinstance(max_bad_rows, bool) or not isinstance(max_bad_rows, int)
+                                     or max_bad_rows < 0):
+        raise ValueError(f"max_bad_rows must be an integer >= 0 or None, got {max_bad_rows!r}")
+    sink = Sink(skip_bad_rows=skip_bad_rows, max_bad_rows=max_bad_rows)
     with _gc_paused():
         loader(src, sink)
         jobs = sort_jobs(sink.jobs)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from ...spec.job import JobSpec, TaskGroup
 from ...spec.resources import Resources
 from ..truth import TraceJob
+from ...spec.limits import MAX_TASKS
 from ._common import parsed_rows, Sink, Source, build, truth_for_duration
 from ._csvrows import Row
 from .errors import TraceRowError
@@ -73,7 +74,7 @@ class _Pod:
 def _demand(row: Row) -> tuple[int, Resources]:
     cpu = row.float("cpu_milli", min=0.0) / 1000.0
     mem = row.float("memory_mib", min=0.0) / 1024.0
-    n_gpu = row.int("num_gpu", min=0)
+    n_gpu = row.int("num_gpu", min=0, cap=MAX_TASKS)
     milli = row.int("gpu_milli", min=0, max=1000)
     if n_gpu == 0:
         if milli != 0:

@@ -50,3 +50,7 @@ class TraceRowError(ValueError):
 
 def _rebuild(file: str, line: int, column: str | None, message: str, what: str) -> TraceRowError:
     return TraceRowError(file, line, column, message, what=what)
+
+
+class TooManyBadRows(TraceRowError):
+    """``skip_bad_rows`` gave up: more malformed rows than ``max_bad_rows`` (never skipped itself)."""

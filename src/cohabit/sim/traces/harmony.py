@@ -41,6 +41,7 @@ from collections.abc import Iterable
 
 from ..harmony_workload import REF_DOP, ps_job
 from ..truth import PSTruth, TraceJob
+from ...spec.limits import MAX_ITERATIONS
 from ._common import Sink, Source, build, parsed_rows
 from ._csvrows import Row
 from .errors import TraceRowError
@@ -58,7 +59,7 @@ def parse_row(row: Row) -> TraceJob:
     submit = row.float("submit_time", min=0.0)
     app = row.text("app", what="an application name")
     dataset = row.text("dataset", allow_empty=True) if row.has("dataset") else ""
-    iterations = row.int("iterations", min=1)
+    iterations = row.int("iterations", min=1, cap=MAX_ITERATIONS)
     t_cpu1 = row.float("t_cpu1", positive=True)
     t_pull = row.float("t_pull", min=0.0)
     t_push = row.float("t_push", min=0.0)

@@ -23,6 +23,7 @@ import re
 from datetime import datetime
 
 from ..truth import TraceJob
+from ...spec.limits import MAX_TASKS
 from ._common import Sink, Source, build, gpu_job, truth_for_duration
 from ._csvrows import Row, read_rows
 from .errors import TraceRowError
@@ -49,7 +50,7 @@ def parse_timestamp(row: Row, column: str = "timestamp") -> float:
 def _parse(row: Row) -> tuple[float, float, int, str]:
     stamp = parse_timestamp(row)
     duration = row.float("duration", positive=True)
-    gpus = row.int("num_gpus", min=1)
+    gpus = row.int("num_gpus", min=1, cap=MAX_TASKS)
     tenant = row.text("cluster", what="a virtual cluster id")
     return stamp, duration, gpus, tenant
 

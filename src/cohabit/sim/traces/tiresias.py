@@ -16,6 +16,7 @@ hidden truth.
 from __future__ import annotations
 
 from ..truth import JobTruth, TraceJob
+from ...spec.limits import MAX_ITERATIONS, MAX_TASKS
 from ._common import parsed_rows, Sink, Source, build, gpu_job
 from ._csvrows import Row
 from .errors import TraceRowError
@@ -28,9 +29,9 @@ REQUIRED = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "dur
 def parse_row(row: Row) -> TraceJob:
     """One Tiresias row as a :class:`TraceJob`; raises :class:`TraceRowError`."""
     job_id = row.text("job_id", what="a job id")
-    gpus = row.int("num_gpu", min=1)
+    gpus = row.int("num_gpu", min=1, cap=MAX_TASKS)
     submit = row.float("submit_time", min=0.0)
-    iterations = row.int("iterations", min=1)
+    iterations = row.int("iterations", min=1, cap=MAX_ITERATIONS)
     model = row.text("model_name", what="a model name")
     duration = row.float("duration", positive=True)
     return build(
