@@ -29,12 +29,16 @@ def test_l6_number_of_groups_balances_cpu_and_network() -> None:
 
 def test_l7_fill_keeps_similar_iteration_times_together() -> None:
     """Sorted by iteration time: the two long jobs share a group instead of stretching two
-    groups each (the job-bound case of Fig. 8b)."""
-    c1 = np.array([8.0, 9.0, 10.0, 11.0, 80.0, 90.0])
-    net = np.array([1.0, 1.0, 1.0, 1.0, 10.0, 11.0])
-    gid = fill_groups(c1, net, 3, machines=12, window=0)
-    groups = {tuple(sorted(np.flatnonzero(gid == g))) for g in range(3)}
-    assert (4, 5) in groups
+    groups each (the job-bound case of Fig. 8b). The jobs come in an order where neighbours
+    differ, so only the sort puts the long pair (and the short ones) together."""
+    c1 = np.array([80.0, 8.0, 10.0, 90.0, 9.0, 11.0])
+    net = np.array([10.0, 1.0, 1.0, 11.0, 1.0, 1.0])
+    for window in (0, 1):
+        gid = fill_groups(c1, net, 3, machines=12, window=window)
+        groups = {tuple(sorted(np.flatnonzero(gid == g))) for g in range(3)}
+        assert (0, 3) in groups, (window, groups)
+    gid = fill_groups(c1, net, 3, machines=12, window=0)  # contiguous chunks of the sorted list
+    assert {tuple(sorted(np.flatnonzero(gid == g))) for g in range(3)} == {(1, 4), (2, 5), (0, 3)}
 
 
 def test_l7_greedy_fill_balances_the_group_being_filled() -> None:
@@ -90,6 +94,16 @@ def test_growth_stops_when_u_stops_improving() -> None:
     assert (g.u_cpu, g.u_net) == pytest.approx((1.0, 1.0))
 
 
+@pytest.mark.parametrize("patience", [1, 3])
+def test_growth_stops_after_patience_steps_without_improvement(patience: int) -> None:
+    """L10: the considered set grows while U improves; the best (a + b, U = 1) is at 2 jobs and
+    no larger set beats it, so the growth stops ``patience`` steps later instead of trying all 10."""
+    jobs = [JobStat("a", 80.0, 2.0), JobStat("b", 16.0, 10.0)] + [JobStat(f"c{i}", 82.0 + i, 2.05) for i in range(8)]
+    g = schedule(jobs, 8, Params(patience=patience))
+    assert [k for k, _ in g.trace] == list(range(1, 3 + patience))
+    assert g.evaluations == 2 + patience and g.considered == 2
+
+
 def test_schedule_respects_memory_floors() -> None:
     jobs = [JobStat(f"j{i}", 40.0, 5.0, mem_gb=20.0, mem_peak_gb=0.0) for i in range(6)]
     g = schedule(jobs, 8, Params(usable_gb=28.0))
@@ -125,12 +139,33 @@ def test_eval_of_a_given_grouping() -> None:
 # --------------------------------------------------------------------------- regrouping pieces
 
 
+def _scaled(id: str, job: JobStat, m: int, t_factor: float, r_factor: float) -> JobStat:
+    """A job whose iteration time at DoP ``m`` is ``t_factor`` times ``job``'s and whose
+    COMP/COMM ratio there is ``r_factor`` times ``job``'s."""
+    t, r = job.t_itr(m) * t_factor, job.c1 / m / job.net * r_factor
+    net = t / (1 + r)
+    return JobStat(id, c1=(t - net) * m, net=net)
+
+
 def test_similar_job_within_five_percent() -> None:
     fin = JobStat("f", 80.0, 2.0)  # at DoP 8: T_itr 12, ratio 5
     twin = JobStat("t", 82.0, 2.05)  # T_itr 12.3 (+2.5%), ratio 5
     off = JobStat("o", 80.0, 2.4)  # ratio 4.2: -17%
     assert similar_job(fin, [off, twin], 8) is twin
     assert similar_job(fin, [off], 8) is None
+
+
+@pytest.mark.parametrize("t_factor, r_factor, similar", [
+    (1.04, 1.0, True), (0.96, 1.0, True), (1.0, 1.04, True), (1.0, 0.96, True),
+    (1.07, 1.0, False), (0.93, 1.0, False), (1.0, 1.07, False), (1.0, 0.93, False),
+])
+def test_similar_job_tolerance_is_five_percent_on_both_measures(t_factor: float, r_factor: float,
+                                                                similar: bool) -> None:
+    """§IV-B4 (2): iteration time and COMP/COMM ratio both within 5% (4% in, 7% out)."""
+    fin = JobStat("f", 80.0, 2.0)
+    cand = _scaled("w", fin, 8, t_factor, r_factor)
+    assert (similar_job(fin, [cand], 8) is cand) is similar
+    assert (similar_job(fin, [cand], 8, tol=0.10) is cand)  # the same pair at a 10% tolerance
 
 
 def test_similar_bunch_matches_sums() -> None:
@@ -140,11 +175,25 @@ def test_similar_bunch_matches_sums() -> None:
     assert got is not None and sorted(j.id for j in got) == ["h1", "h2"]
 
 
+@pytest.mark.parametrize("factor, found", [(1.04, True), (1.07, False), (0.93, False)])
+def test_similar_bunch_tolerance_is_five_percent(factor: float, found: bool) -> None:
+    """Two halves of ``fin`` scaled by ``factor``: their summed iteration time is off by it."""
+    fin = JobStat("f", 80.0, 2.0)
+    half = [JobStat("h1", 40.0 * factor, 1.0 * factor), JobStat("h2", 40.0 * factor, 1.0 * factor)]
+    got = similar_bunch(fin, half, 8)
+    assert (got is not None) is found
+    assert similar_bunch(fin, half, 8, tol=0.10) is not None
+
+
 def test_choose_prefers_fewer_moves_unless_five_percent_better() -> None:
     few, many = Option(0.80, 1, "few"), Option(0.83, 6, "many")
     assert choose(0.70, [few, many]).payload == "few"  # +3.75% is not worth 5 more moves
     assert choose(0.70, [few, Option(0.90, 6, "many")]).payload == "many"
     assert choose(0.78, [few]) is None  # under 5% over the current state: no regrouping
+    # +7%: over 5%, under 10%
+    assert choose(0.70, [few, Option(0.856, 6, "many")]).payload == "many"
+    assert choose(0.80 / 1.07, [few]).payload == "few"
+    assert choose(0.80 / 1.04, [few]) is None
 
 
 def test_assign_nodes_keeps_a_same_size_group_in_place() -> None:
