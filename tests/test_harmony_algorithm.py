@@ -185,6 +185,26 @@ def test_similar_bunch_tolerance_is_five_percent(factor: float, found: bool) -> 
     assert similar_bunch(fin, half, 8, tol=0.10) is not None
 
 
+def test_similar_bunch_picks_the_closest_bunch_of_at_most_three() -> None:
+    fin = JobStat("f", 80.0, 2.0)  # at DoP 8: T_itr 12, ratio 5
+
+    def pair(name: str, t_factor: float, r_factor: float) -> list[JobStat]:
+        whole = _scaled(name, fin, 8, t_factor, r_factor)
+        return [JobStat(f"{name}{i}", whole.c1 / 2, whole.net / 2) for i in (1, 2)]
+
+    near = pair("n", 1.005, 1.0)  # +0.5% on T_itr
+    # each rival is within 5% but farther: above on both measures, below on T_itr, below on the ratio
+    for rival in (pair("a", 1.021, 1.025), pair("b", 0.98, 1.0), pair("c", 1.0, 0.97)):
+        got = similar_bunch(fin, rival + near, 8)
+        assert got is not None and sorted(j.id for j in got) == ["n1", "n2"], rival
+        assert similar_bunch(fin, rival, 8) is not None  # the rival alone would do
+    quarters = [JobStat(f"q{i}", 20.0, 0.5) for i in range(4)]  # four make f exactly; at most three may
+    assert similar_bunch(fin, quarters, 8) is None
+    thirds = [JobStat(f"t{i}", 80.0 / 3, 2.0 / 3) for i in range(3)]
+    got = similar_bunch(fin, thirds, 8)
+    assert got is not None and len(got) == 3
+
+
 def test_choose_prefers_fewer_moves_unless_five_percent_better() -> None:
     few, many = Option(0.80, 1, "few"), Option(0.83, 6, "many")
     assert choose(0.70, [few, many]).payload == "few"  # +3.75% is not worth 5 more moves
@@ -194,6 +214,9 @@ def test_choose_prefers_fewer_moves_unless_five_percent_better() -> None:
     assert choose(0.70, [few, Option(0.856, 6, "many")]).payload == "many"
     assert choose(0.80 / 1.07, [few]).payload == "few"
     assert choose(0.80 / 1.04, [few]) is None
+    # exactly 5% is not "over 5%", for the current state and between options
+    assert choose(0.5, [Option(0.5 * 1.05, 1, "x")]) is None
+    assert choose(0.1, [Option(0.5, 1, "few"), Option(0.5 * 1.05, 6, "many")]).payload == "few"
 
 
 def test_assign_nodes_keeps_a_same_size_group_in_place() -> None:

@@ -198,3 +198,13 @@ def test_keep_and_fill_makes_room_within_the_adjustment_bound():
     assert got.status == "optimal" and got.x.sum(axis=1).tolist() in ([2, 2], [3, 1], [1, 3])
     util, loss, adjusted = evaluate(prob, x0)
     assert util == pytest.approx(1.0) and adjusted == (0,)
+
+
+def test_keep_and_fill_default_bound_and_several_containers_from_one_donor():
+    # a holds all 4 CPUs (n_max 4); b arrives needing n_min = 2: both come from a on server 0.
+    # With no adjust_bound every application may be touched.
+    cap = np.array([[4.0]])
+    apps = [AppDemand("a", np.array([1.0]), n_max=4), AppDemand("b", np.array([1.0]), n_min=2, n_max=4)]
+    prob = Problem(apps, cap, previous=np.array([[4], [0]]))
+    assert keep_and_fill(prob).tolist() == [[2], [2]]
+    assert keep_and_fill(prob, adjust_bound=1).tolist() == [[2], [2]]
