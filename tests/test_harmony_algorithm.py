@@ -49,6 +49,40 @@ def test_l7_greedy_fill_balances_the_group_being_filled() -> None:
     assert gid[0] != gid[1] and gid[2] != gid[3]
 
 
+def test_l7_greedy_window_of_one_looks_past_the_head() -> None:
+    """Sorted: A, B (CPU-heavy), C, D (network-heavy). Contiguous chunks pair A+B and C+D; a window
+    of one lets the second pick of group 0 take C over B (balanced), so the pairs mix."""
+    c1 = np.array([9.0, 9.1, 1.0, 1.1])  # at DoP 1: T_cpu
+    net = np.array([1.0, 1.0, 9.2, 9.2])
+    chunks = fill_groups(c1, net, 2, machines=2, window=0)
+    assert chunks[0] == chunks[1] and chunks[2] == chunks[3]
+    gid = fill_groups(c1, net, 2, machines=2, window=1)
+    assert gid[0] != gid[1] and gid[2] != gid[3]
+
+
+def test_l7_fine_tune_never_raises_the_true_imbalance() -> None:
+    """Each swap lowers the two groups' imbalance, so the sum over groups of |imbalance|,
+    recomputed from the returned groups, is never above the start (random instances)."""
+    rng = np.random.default_rng(3)
+    def total(gid: np.ndarray, g: int, machines: int) -> float:
+        cs = np.bincount(gid, weights=c1 / (machines / g), minlength=g)
+        ns = np.bincount(gid, weights=net, minlength=g)
+        return float(np.abs((cs - ns) / np.maximum(cs, ns)).sum())
+    swapped = 0
+    for _ in range(200):
+        k = int(rng.integers(4, 12))
+        g = int(rng.integers(2, 4))
+        machines = g * int(rng.integers(1, 5))
+        c1, net = rng.uniform(1, 50, k), rng.uniform(1, 50, k)
+        gid = np.arange(k) % g
+        out, swaps = fine_tune(c1, net, gid, g, machines)
+        swapped += swaps
+        assert total(out, g, machines) <= total(gid, g, machines) + 1e-9
+        again, _ = fine_tune(c1, net, out, g, machines)
+        assert total(again, g, machines) <= total(out, g, machines) + 1e-9
+    assert swapped > 30  # the property was exercised
+
+
 def test_l7_fine_tune_swaps_between_the_most_imbalanced_and_most_complementary_groups() -> None:
     c1 = np.array([10.0, 10.0, 1.0, 1.0])
     net = np.array([1.0, 1.0, 10.0, 10.0])

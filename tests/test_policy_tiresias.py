@@ -194,6 +194,10 @@ def test_consolidates_skewed_models_and_spreads_the_others() -> None:
     starts = {e.job: (e.time, e.data["nodes"]) for e in out.result.record if e.kind == EventKind.STARTED}
     assert starts["R"][0] == pytest.approx(2) and sorted(starts["R"][1]) == [0, 1]
     assert starts["V"][0] == pytest.approx(100) and len(set(starts["V"][1])) == 1
+    # "at least skew_threshold": a model exactly at the threshold is consolidated, just below it is not
+    at = tensor_skew("resnet50")
+    assert Tiresias(skew_threshold=at).needs_consolidation(JobView(simple_job("r", 2, model="resnet50"), 0))
+    assert not Tiresias(skew_threshold=at + 1e-6).needs_consolidation(JobView(simple_job("r", 2, model="resnet50"), 0))
     # unknown models are consolidated unless told otherwise
     assert Tiresias().needs_consolidation(JobView(simple_job("u", 2, model="x"), 0))
     assert not Tiresias(consolidate_unknown=False).needs_consolidation(JobView(simple_job("u", 2, model="x"), 0))
