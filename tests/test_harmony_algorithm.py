@@ -232,6 +232,11 @@ def test_similar_bunch_picks_the_closest_bunch_of_at_most_three() -> None:
         got = similar_bunch(fin, rival + near, 8)
         assert got is not None and sorted(j.id for j in got) == ["n1", "n2"], rival
         assert similar_bunch(fin, rival, 8) is not None  # the rival alone would do
+    # a member may itself be within 5% of f (below it), with a small one making up the rest
+    big = _scaled("big", fin, 8, 1 / 1.04, 1.0)
+    small = _scaled("small", fin, 8, 1.0 - 1 / 1.04, 1.0)
+    got = similar_bunch(fin, [big, small], 8)
+    assert got is not None and sorted(j.id for j in got) == ["big", "small"]
     quarters = [JobStat(f"q{i}", 20.0, 0.5) for i in range(4)]  # four make f exactly; at most three may
     assert similar_bunch(fin, quarters, 8) is None
     thirds = [JobStat(f"t{i}", 80.0 / 3, 2.0 / 3) for i in range(3)]

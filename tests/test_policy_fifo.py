@@ -51,3 +51,14 @@ def test_evicted_job_is_resumed_from_its_checkpoint_before_pending_jobs() -> Non
         assert [(e.job, e.time) for e in result.record if e.kind == EventKind.RESUMED] == [("A", 4.0)]
         assert [(e.job, e.time) for e in result.record if e.kind == EventKind.STARTED] == [("A", 0.0), ("B", 20.0)]
         assert all(j.state == "finished" for j in result.jobs.values())
+
+
+def test_an_evicted_job_is_resumed_when_nothing_else_waits() -> None:
+    backend = ScriptedBackend([
+        BackendEvent(1.0, K.PROGRESS, "A", {"iterations": 1.0, "iter_time": 1.0}),
+        BackendEvent(4.0, K.EVICTED, "A", {"iterations": 2.0, "reason": "node lost"}),
+        BackendEvent(20.0, K.FINISHED, "A", {"iterations": 10.0}),
+    ])
+    result = Scheduler(small_cluster(1, 1), FIFO(), backend, strict=True).run([trace_job("A", 1, 10, 0).spec])
+    assert [(e.job, e.time) for e in result.record if e.kind == EventKind.RESUMED] == [("A", 4.0)]
+    assert result.jobs["A"].state == "finished"

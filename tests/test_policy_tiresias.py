@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from types import SimpleNamespace
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -214,6 +215,11 @@ def test_constructor_rejects_bad_values_naming_them(kw, bad) -> None:
     with pytest.raises(ValueError, match=bad.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                        .replace("]", r"\]")):
         Tiresias(**kw)
+
+
+def test_constructor_accepts_prior_sizes_under_one_gpu_second() -> None:
+    pol = Tiresias(gittins=True, prior_samples=[0.5, 1.0, 30.0])  # > 0 is the rule, not >= 1
+    assert list(pol.distribution(SimpleNamespace(history=[])).x) == pytest.approx([0.5, 1.0, 30.0])  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------- properties
