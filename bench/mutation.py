@@ -30,7 +30,9 @@ import json
 import random
 import subprocess
 import sys
+import time
 from collections import Counter
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,9 +109,16 @@ def run(ref: str, label: str, workdir: Path, per_file: int, children: int) -> No
     names = [n for ns in sample(work, per_file).values() for n in ns]
     if not names:
         sys.exit(f"error: mutmut generated no mutants in {work} (see {work}/mutants)")
-    print(f"{label}: {len(names)} sampled mutants at {ref}", flush=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", ref], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    print(f"{label}: {len(names)} sampled mutants at {ref} ({commit})", flush=True)
+    t0 = time.time()
     subprocess.run([mutmut(), "run", "--max-children", str(children), *names], cwd=work,
                    stdout=subprocess.DEVNULL, check=False)
+    info = {"ref": ref, "commit": commit, "per_file": per_file, "children": children, "mutmut": version("mutmut"),
+            "command": f"python bench/mutation.py run --ref {ref} --label {label} --per-file {per_file} "
+                       f"--children {children}", "wall_s": round(time.time() - t0, 1)}
+    (work / "run.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
 def summarise(work: Path, per_file: int) -> dict[str, object]:
@@ -133,7 +142,8 @@ def summarise(work: Path, per_file: int) -> dict[str, object]:
         total.update(c)
         by_module[module] = {**dict(c), "survived_share": round(c["survived"] / max(c["sampled"], 1), 4),
                              "survivors": survivors}
-    return {"tests": present_tests(work),
+    info = json.loads((work / "run.json").read_text()) if (work / "run.json").exists() else {}
+    return {**info, "tests": present_tests(work),
             "total": {**dict(total), "survived_share": round(total["survived"] / max(total["sampled"], 1), 4)},
             "modules": by_module}
 
@@ -163,8 +173,9 @@ def main() -> None:
         for module, m in [*res["modules"].items(), ("total", res["total"])]:  # type: ignore[union-attr]
             print(f"{label:<10} {module:<44} {m['sampled']:>7} {m.get('killed', 0):>6} {m.get('timeout', 0):>7} "
                   f"{m.get('survived', 0):>8} {m['survived_share']:>6.1%}")
-    out = {"tool": "mutmut", "per_file": a.per_file, "modules": MODULES, "tests": TESTS,
-           "commands": old.get("commands", {}), "runs": runs}
+    out = {"tool": "mutmut", "per_file": a.per_file, "modules": MODULES,
+           "summary_command": "python bench/mutation.py summary " + " ".join(f"--label {x}" for x in a.label),
+           "runs": runs}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {RESULTS}")

@@ -207,7 +207,7 @@ def test_consolidates_skewed_models_and_spreads_the_others() -> None:
 @pytest.mark.parametrize("kw, bad", [
     ({"thresholds": (100, 50)}, "(100, 50)"), ({"thresholds": (0,)}, "(0,)"), ({"starve_limit": -1}, "-1"),
     ({"min_history": 0}, "0"), ({"prior_median": 0}, "0"), ({"prior_sigma": float("nan")}, "nan"),
-    ({"prior_samples": []}, "[]"), ({"gittins_delta": -5}, "-5"), ({"skew_threshold": 1.5}, "1.5"),
+    ({"prior_samples": []}, "[]"), ({"prior_samples": ["x"]}, "['x']"), ({"gittins_delta": -5}, "-5"), ({"skew_threshold": 1.5}, "1.5"),
     ({"skew_table": {"vgg": 2}}, "2"), ({"min_run_time": -1}, "-1"), ({"tick_interval": 0}, "0"),
     ({"use_oracle": True}, "True"),
 ])
