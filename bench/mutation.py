@@ -173,7 +173,7 @@ def main() -> None:
         for module, m in [*res["modules"].items(), ("total", res["total"])]:  # type: ignore[union-attr]
             print(f"{label:<10} {module:<44} {m['sampled']:>7} {m.get('killed', 0):>6} {m.get('timeout', 0):>7} "
                   f"{m.get('survived', 0):>8} {m['survived_share']:>6.1%}")
-    out = {"tool": "mutmut", "per_file": a.per_file, "modules": MODULES,
+    out = {**old, "tool": "mutmut", "per_file": a.per_file, "modules": MODULES,
            "summary_command": "python bench/mutation.py summary " + " ".join(f"--label {x}" for x in a.label),
            "runs": runs}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
