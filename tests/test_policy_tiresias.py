@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import signal
-from types import SimpleNamespace
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
