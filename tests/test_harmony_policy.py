@@ -122,3 +122,51 @@ def test_harmony_beats_isolated_and_naive_on_makespan() -> None:
         spans[policy.name] = max(e for e in ends if e is not None)
     assert spans["harmony"] < spans["harmony-isolated"]
     assert spans["harmony"] < spans["harmony-naive"]
+
+
+@pytest.mark.parametrize("scale, replaced", [(1.04, 1), (1.07, 0)])
+def test_only_a_waiting_job_within_five_percent_takes_the_finished_jobs_slot(scale: float, replaced: int) -> None:
+    """As the twin test, with c's iteration time 4% (a twin) or 7% (not one: §IV-B4 (2)'s 5%) off a's."""
+    jobs = [job("a", 80, 2, iters=60), job("b", 16, 10, iters=600), job("c", 80 * scale, 2 * scale, iters=60)]
+    policy = Harmony()
+    _, result = run(jobs, policy, 8)
+    assert all(j.state == "finished" for j in result.jobs.values())
+    assert policy.stats.replaced_similar == replaced
+
+
+def test_a_new_job_waits_while_other_profiled_jobs_wait() -> None:
+    """§IV-B4 (1): c (a's twin) waits after the first schedule; late is profiled in the a + b group
+    and, once profiled, must wait behind c even though keeping it there would not lower U."""
+    jobs = [job("a", 80, 2, iters=400), job("b", 16, 10, iters=400), job("c", 82, 2.05, iters=400),
+            job("late", 40, 5, iters=20, submit=2000.0)]
+    policy = Harmony()
+    sched, result = run(jobs, policy, 8)
+    assert not result.unfinished
+    late = [(e.time, e.kind) for e in sched.record if e.job == "late" and e.kind is not EventKind.PROGRESS]
+    kinds = [k for _, k in late]
+    assert kinds[:3] == [EventKind.SUBMITTED, EventKind.STARTED, EventKind.PAUSED]
+    c_paused = [e.time for e in sched.record if e.job == "c" and e.kind is EventKind.PAUSED]
+    c_resumed = [e.time for e in sched.record if e.job == "c" and e.kind is EventKind.RESUMED]
+    assert c_paused and c_resumed and c_paused[0] < late[0][0] < c_resumed[0]  # c was waiting all along
+    assert policy.stats.arrivals_waiting == 1 and policy.stats.arrivals_placed == 0
+
+
+def test_new_job_is_profiled_in_the_group_with_fewest_machines() -> None:
+    """Two groups of different sizes run when late arrives: it is profiled in the smaller one."""
+    jobs = [job(n, c1, net, iters=400, m=12) for n, c1, net in
+            (("a", 80, 2), ("b", 16, 10), ("d", 40, 2), ("e", 8, 10))]
+    jobs.append(job("late", 20, 5, iters=20, submit=2000.0, m=12))
+    sched, result = run(jobs, Harmony(), 12)
+    assert not result.unfinished
+    where: dict[str, tuple[int, ...]] = {}
+    for e in sched.record:
+        if e.time >= 2000.0:
+            break
+        if e.kind in (EventKind.STARTED, EventKind.RESUMED) and "group_nodes" in e.data:
+            where[e.job] = tuple(e.data["group_nodes"])
+        elif e.kind in (EventKind.PAUSED, EventKind.FINISHED):
+            where.pop(e.job, None)
+    sizes = sorted({len(g) for g in where.values()})
+    assert len(set(where.values())) == 2 and sizes[0] < sizes[1]  # two groups of different sizes
+    started = next(e for e in sched.record if e.job == "late" and e.kind is EventKind.STARTED)
+    assert len(started.data["group_nodes"]) == sizes[0]

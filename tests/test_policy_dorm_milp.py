@@ -124,10 +124,59 @@ def test_hand_instance_adjustment_bound_binds():
 
 
 def test_infeasible_fairness_bound():
-    # ŝ = 1/2 each, but a's n_min forces it to hold the whole server: loss 1 > ⌈0 · 2⌉ = 0
+    # one server of 2 CPUs; ŝ = 1/2 each (DRF: one container each). a's n_min forces it to hold
+    # the whole server, b (n_min 0) gets nothing: loss |1 − ½| + |0 − ½| = 1. Only Eq. 15 decides:
+    # bound ⌈0 · 2⌉ = 0 -> infeasible; θ1 = 0.5 gives ⌈0.5 · 2⌉ = 1 -> that allocation is optimal.
     cap = np.array([[2.0]])
-    apps = [AppDemand("a", np.array([1.0]), n_min=2, n_max=2), AppDemand("b", np.array([1.0]), n_max=2)]
+    apps = [AppDemand("a", np.array([1.0]), n_min=2, n_max=2), AppDemand("b", np.array([1.0]), n_min=0, n_max=2)]
     assert solve(Problem(apps, cap), Thresholds(0.0, 1.0)).status == "infeasible"
+    s = solve(Problem(apps, cap), Thresholds(0.5, 1.0))
+    assert s.status == "optimal" and s.x.tolist() == [[2], [0]]
+    assert s.fairness_loss == pytest.approx(1.0) and s.fairness_bound == 1
+
+
+def test_fairness_bound_trades_utilization_for_fairness():
+    # <4 CPU, 4 GB>; a needs <1, 0>, b needs <1, 1>: both have dominant share ¼ per container,
+    # so DRF gives 2 + 2 (ŝ = ½ each, utilization ½ + 1 = 1.5). b's containers count twice in
+    # Eq. 10, so without Eq. 15 the optimum is a 1, b 3 (utilization 1.75, loss ¼ + ¼ = ½).
+    cap = np.array([[4.0, 4.0]])
+    apps = [AppDemand("a", np.array([1.0, 0.0]), n_max=4), AppDemand("b", np.array([1.0, 1.0]), n_max=4)]
+    fair = solve(Problem(apps, cap), Thresholds(0.0, 1.0), mip_rel_gap=0.0)  # bound ⌈0 · 2m⌉ = 0
+    assert fair.status == "optimal" and fair.x.sum(axis=1).tolist() == [2, 2]
+    assert fair.utilization == pytest.approx(1.5) and fair.fairness_loss == pytest.approx(0.0)
+    loose = solve(Problem(apps, cap), Thresholds(0.1, 1.0), mip_rel_gap=0.0)  # bound ⌈0.1 · 4⌉ = 1
+    assert loose.status == "optimal" and loose.x.sum(axis=1).tolist() == [1, 3]
+    assert loose.utilization == pytest.approx(1.75) and loose.fairness_loss == pytest.approx(0.5)
+
+
+def fairness_instance(rng: np.random.Generator) -> Problem:
+    """One server of <CPU, GB>, nothing running, room for several containers per application:
+    instances where the utilization optimum is often not DRF's allocation."""
+    cap = np.array([[float(rng.integers(4, 9)), float(rng.integers(4, 9))]])
+    apps = [AppDemand(f"a{i}", np.array([float(rng.integers(1, 3)), float(rng.integers(0, 3))]),
+                      weight=float(rng.integers(1, 3)), n_min=int(rng.integers(0, 2)), n_max=int(rng.integers(2, 6)))
+            for i in range(int(rng.integers(2, 4)))]
+    return Problem(apps, cap)
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_milp_matches_brute_force_where_the_fairness_bound_binds(compact):
+    """θ1 = 0 (Eq. 15: Σ l_i <= 0) cuts the unconstrained optimum on a share of random instances;
+    the MILP must match brute force there, and the test counts that the bound did bind."""
+    rng = np.random.default_rng(5)
+    binding = 0
+    for _ in range(40):
+        prob = fairness_instance(rng)
+        want = brute_force(prob, Thresholds(0.0, 1.0))
+        free = brute_force(prob, Thresholds(1.0, 1.0))
+        got = solve(prob, Thresholds(0.0, 1.0), mip_rel_gap=0.0, compact=compact)
+        binding += free is not None and (want is None or free > want + 1e-9)
+        if want is None:
+            assert got.status == "infeasible"
+            continue
+        assert got.status == "optimal" and got.utilization == pytest.approx(want, abs=1e-6)
+        assert got.fairness_loss <= 1e-6
+    assert binding >= 5, binding
 
 
 def test_fairness_loss_helper():
@@ -149,3 +198,13 @@ def test_keep_and_fill_makes_room_within_the_adjustment_bound():
     assert got.status == "optimal" and got.x.sum(axis=1).tolist() in ([2, 2], [3, 1], [1, 3])
     util, loss, adjusted = evaluate(prob, x0)
     assert util == pytest.approx(1.0) and adjusted == (0,)
+
+
+def test_keep_and_fill_default_bound_and_several_containers_from_one_donor():
+    # a holds all 4 CPUs (n_max 4); b arrives needing n_min = 2: both come from a on server 0.
+    # With no adjust_bound every application may be touched.
+    cap = np.array([[4.0]])
+    apps = [AppDemand("a", np.array([1.0]), n_max=4), AppDemand("b", np.array([1.0]), n_min=2, n_max=4)]
+    prob = Problem(apps, cap, previous=np.array([[4], [0]]))
+    assert keep_and_fill(prob).tolist() == [[2], [2]]
+    assert keep_and_fill(prob, adjust_bound=1).tolist() == [[2], [2]]

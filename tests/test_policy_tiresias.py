@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +27,46 @@ from conftest import small_cluster, trace_job
 
 NO_COST = SimConfig(checkpoint_s=0.0, restore_s=0.0)
 
+#: Every case here simulates in milliseconds. A broken demotion or promotion rule can make the
+#: policy re-check the same job at the same simulated instant forever (one decision never returns)
+#: or never finish a job; both are bounded -- CPU seconds per run, simulated seconds per run --
+#: so such a break fails the test that names the rule instead of stalling until the 600 s limit.
+CPU_LIMIT_S = 2.0
+HORIZON_S = 100_000.0
+
+
+class Runaway(BaseException):
+    """A run exceeded :data:`CPU_LIMIT_S` (not an ``Exception``: nothing under test may swallow it)."""
+
+
+@contextmanager
+def cpu_bound(seconds: float = CPU_LIMIT_S) -> Iterator[None]:
+    """Raise :class:`Runaway` once this process has spent ``seconds`` of CPU time inside the block
+    (``ITIMER_VIRTUAL``: load on a shared machine does not count, and pytest-timeout's wall
+    alarm is left alone)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise Runaway(f"still deciding after {seconds:g} s of CPU time: a queue rule loops")
+
+    old = signal.signal(signal.SIGVTALRM, stop)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
+
+
+def run(jobs: list[TraceJob], cluster, pol, **kw):  # type: ignore[no-untyped-def]
+    """``simulate`` bounded in CPU and simulated time; asserts that it ended and every job finished."""
+    try:
+        with cpu_bound():
+            out = simulate(jobs, cluster, pol, config=NO_COST, strict=True, horizon=HORIZON_S, **kw)
+    except Runaway as e:
+        pytest.fail(str(e))
+    assert out.result.unfinished == {}, out.result.unfinished
+    return out
+
 
 def jcts(outcome) -> dict[str, float]:
     sub = {e.job: e.time for e in outcome.result.record if e.kind == EventKind.SUBMITTED}
@@ -39,7 +84,7 @@ def test_demotes_a_job_once_its_attained_service_crosses_the_threshold() -> None
     # the tick at t=100: A is in Q2, so B preempts it: B 100-150, then A resumes 150-350.
     jobs = [trace_job("A", 1, 300, 0), trace_job("B", 1, 50, 10)]
     pol = Tiresias(thresholds=(95,), min_run_time=0, tick_interval=10, starve_limit=None)
-    out = simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    out = run(jobs, small_cluster(1, 1), pol)
     assert events(out, EventKind.PAUSED) == [(pytest.approx(100), "A")]
     assert jcts(out) == pytest.approx({"A": 350, "B": 140})
 
@@ -50,7 +95,7 @@ def test_attained_service_counts_gpus_times_time() -> None:
     assert pol.queue_of(99.9) == 0 and pol.queue_of(100.0) == 1
     jobs = [trace_job("W", 4, 200, 0), trace_job("N", 4, 10, 5)]
     pol = Tiresias(thresholds=(100,), min_run_time=0, tick_interval=5, starve_limit=None)
-    out = simulate(jobs, small_cluster(1, 4), pol, config=NO_COST, strict=True)
+    out = run(jobs, small_cluster(1, 4), pol)
     # ticks at 1 (progress), 5 (arrival), 10, 15, 20, 25: W has 4 x 25 = 100 GPU-s at t=25 -> demoted
     assert events(out, EventKind.PAUSED) == [(pytest.approx(25), "W")]
     assert jcts(out) == pytest.approx({"N": 30, "W": 210})
@@ -60,7 +105,7 @@ def test_min_run_time_protects_a_freshly_started_job() -> None:
     # A (100 s) is demoted at t=10, but it started at 0 and may not be preempted before t=50.
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 20, 5)]
     pol = Tiresias(thresholds=(10,), min_run_time=50, tick_interval=5, starve_limit=None)
-    out = simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    out = run(jobs, small_cluster(1, 1), pol)
     assert events(out, EventKind.PAUSED) == [(pytest.approx(50), "A")]
     assert jcts(out) == pytest.approx({"A": 120, "B": 65})
 
@@ -70,7 +115,7 @@ def _stream(with_promotion: bool):
     # B1 at 45, B2 at 85, B3 at 125, B4 at 165.
     jobs = [trace_job("A", 1, 90, 0)] + [trace_job(f"B{i}", 1, 40, 45 + 40 * (i - 1)) for i in range(1, 5)]
     pol = Tiresias(thresholds=(50,), min_run_time=0, tick_interval=5, starve_limit=1.0 if with_promotion else None)
-    return simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True), pol
+    return run(jobs, small_cluster(1, 1), pol), pol
 
 
 def test_promotes_a_starved_job_back_to_the_top_queue() -> None:
@@ -107,7 +152,7 @@ def _gittins_case(gittins: bool):
     jobs = [trace_job("X", 1, 70, 0), trace_job("Y", 1, 70, 2), trace_job("Z", 1, 5, 30)]
     pol = Tiresias(thresholds=(10,), gittins=gittins, prior_samples=[70, 70], min_history=100,
                    min_run_time=0, tick_interval=5, starve_limit=None)
-    return simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    return run(jobs, small_cluster(1, 1), pol)
 
 
 def test_gittins_orders_jobs_by_the_index_of_a_known_distribution() -> None:
@@ -122,7 +167,7 @@ def test_gittins_orders_jobs_by_the_index_of_a_known_distribution() -> None:
 def test_gittins_learns_from_finished_jobs_after_min_history() -> None:
     pol = Tiresias(gittins=True, min_history=2)
     jobs = [trace_job(f"j{i}", 1, 10 * (i + 1), 0) for i in range(4)]
-    simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+    run(jobs, small_cluster(1, 1), pol)
     # the last distribution used: attained services of the jobs finished so far (10, 20, 30 GPU-s)
     assert pol._dist_key == ("history", 3)
     assert list(pol._dist.x) == pytest.approx([10, 20, 30])
@@ -133,7 +178,7 @@ def test_oracle_variant_needs_the_oracle_and_says_so() -> None:
     assert pol.name == "tiresias-gittins[oracle]" and pol.uses_oracle
     with pytest.raises(ValueError, match="oracle"):
         simulate([trace_job("a", 1, 10)], small_cluster(1, 1), pol, config=NO_COST)
-    out = simulate([trace_job("a", 1, 10)], small_cluster(1, 1), pol, config=NO_COST, oracle=True, strict=True)
+    out = run([trace_job("a", 1, 10)], small_cluster(1, 1), pol, oracle=True)
     assert jcts(out) == pytest.approx({"a": 10})
 
 
@@ -146,10 +191,14 @@ def test_consolidates_skewed_models_and_spreads_the_others() -> None:
     # resnet50 on 2 GPUs may spread: it starts at once across both nodes.
     jobs = [trace_job("B1", 3, 100, 0), trace_job("B2", 3, 100, 0),
             trace_job("V", 2, 50, 1, model="vgg16"), trace_job("R", 2, 50, 2, model="resnet50")]
-    out = simulate(jobs, small_cluster(2, 4), Tiresias(), config=NO_COST, strict=True)
+    out = run(jobs, small_cluster(2, 4), Tiresias())
     starts = {e.job: (e.time, e.data["nodes"]) for e in out.result.record if e.kind == EventKind.STARTED}
     assert starts["R"][0] == pytest.approx(2) and sorted(starts["R"][1]) == [0, 1]
     assert starts["V"][0] == pytest.approx(100) and len(set(starts["V"][1])) == 1
+    # "at least skew_threshold": a model exactly at the threshold is consolidated, just below it is not
+    at = tensor_skew("resnet50")
+    assert Tiresias(skew_threshold=at).needs_consolidation(JobView(simple_job("r", 2, model="resnet50"), 0))
+    assert not Tiresias(skew_threshold=at + 1e-6).needs_consolidation(JobView(simple_job("r", 2, model="resnet50"), 0))
     # unknown models are consolidated unless told otherwise
     assert Tiresias().needs_consolidation(JobView(simple_job("u", 2, model="x"), 0))
     assert not Tiresias(consolidate_unknown=False).needs_consolidation(JobView(simple_job("u", 2, model="x"), 0))
@@ -158,7 +207,7 @@ def test_consolidates_skewed_models_and_spreads_the_others() -> None:
 @pytest.mark.parametrize("kw, bad", [
     ({"thresholds": (100, 50)}, "(100, 50)"), ({"thresholds": (0,)}, "(0,)"), ({"starve_limit": -1}, "-1"),
     ({"min_history": 0}, "0"), ({"prior_median": 0}, "0"), ({"prior_sigma": float("nan")}, "nan"),
-    ({"prior_samples": []}, "[]"), ({"gittins_delta": -5}, "-5"), ({"skew_threshold": 1.5}, "1.5"),
+    ({"prior_samples": []}, "[]"), ({"prior_samples": ["x"]}, "['x']"), ({"gittins_delta": -5}, "-5"), ({"skew_threshold": 1.5}, "1.5"),
     ({"skew_table": {"vgg": 2}}, "2"), ({"min_run_time": -1}, "-1"), ({"tick_interval": 0}, "0"),
     ({"use_oracle": True}, "True"),
 ])
@@ -166,6 +215,11 @@ def test_constructor_rejects_bad_values_naming_them(kw, bad) -> None:
     with pytest.raises(ValueError, match=bad.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
                        .replace("]", r"\]")):
         Tiresias(**kw)
+
+
+def test_constructor_accepts_prior_sizes_under_one_gpu_second() -> None:
+    pol = Tiresias(gittins=True, prior_samples=[0.5, 1.0, 30.0])  # > 0 is the rule, not >= 1
+    assert list(pol.distribution(SimpleNamespace(history=[])).x) == pytest.approx([0.5, 1.0, 30.0])  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------- properties
@@ -197,7 +251,8 @@ def test_with_promotion_every_job_terminates_and_nothing_over_allocates(jobs, kn
     pol = Tiresias(thresholds=(200, 800), starve_limit=knob, gittins=gittins, min_history=3,
                    min_run_time=30, tick_interval=20)
     backend = SimBackend(jobs, SimConfig(checkpoint_s=3, restore_s=4, gpus_per_node=4))
-    result = Audited(small_cluster(2, 4), pol, backend, strict=True).run([j.spec for j in jobs])
+    with cpu_bound():  # Runaway is a BaseException: it ends the search at once, no shrinking of a hang
+        result = Audited(small_cluster(2, 4), pol, backend, strict=True, horizon=HORIZON_S).run([j.spec for j in jobs])
     assert result.unfinished == {}
     assert all(j.state is JobState.FINISHED for j in result.jobs.values())
     assert [e for e in result.record if e.kind == EventKind.ACTION_REJECTED] == []
