@@ -150,3 +150,22 @@ def test_the_smaller_presets_keep_what_the_traces_need() -> None:
     for m in models:  # one node in eight of each model, rounded up
         n_full = sum(n.labels["gpu_model"] == m for n in full.nodes)
         assert sum(n.labels["gpu_model"] == m for n in sample.nodes) == -(-n_full // 8)
+
+
+def test_alibaba_default_run_covers_the_busy_period_not_the_services_months(tmp_path: Path) -> None:
+    """Without its horizon the default run's makespan was set by pods that run for up to 145 days
+    (allocated GPU share ~2%); with it the run stops at 48 h, says so, reports the services still
+    running (exit code 4: some job did not finish) and the allocated share is that of the busy period."""
+    out = tmp_path / "a.json"
+    res = runner.invoke(app, ["simulate", "--trace", "alibaba_openb", "--policy", "fifo", "--json", str(out)])
+    assert res.exit_code == 4, res.output
+    assert "horizon 48 h" in res.output and "still running at the horizon" in res.output
+    data = json.loads(out.read_text())
+    assert data["horizon"] == 48 * 3600.0
+    fifo = data["policies"]["fifo"]
+    assert fifo["makespan"] <= 48 * 3600.0
+    assert fifo["allocated_share"]["gpu"] > 0.15
+    # an explicit --horizon wins over the default run's
+    res = runner.invoke(app, ["simulate", "--trace", "alibaba_openb", "--policy", "fifo", "--limit", "300",
+                              "--horizon", "3600", "--json", str(out)])
+    assert json.loads(out.read_text())["horizon"] == 3600.0

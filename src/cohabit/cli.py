@@ -166,13 +166,16 @@ def simulate(
         select_columns(columns, {}, [r for r, q in cl.capacity.items() if q > 0])
     except ValueError as exc:
         _fail(str(exc))
+    if scenario is not None and scenario.horizon_s is not None and horizon == math.inf:
+        horizon = scenario.horizon_s  # the default run's own stop (an explicit --horizon wins)
     default_note = (f" (default run: {scenario.why})" if scenario else
                     " (default for this format)" if cluster is None else "")
     console.print(
         f"trace [bold]{escape(str(load.path))}[/] ({fmt}, {len(load.jobs)} jobs"
         f"{f', {len(load.skipped)} bad rows skipped' if load.skipped else ''}"
         f"{f', {len(load.excluded)} rows excluded' if load.excluded else ''}"
-        f"{f', arrivals x{scale:g}' if scale != 1 else ''}) on cluster "
+        f"{f', arrivals x{scale:g}' if scale != 1 else ''}"
+        f"{f', horizon {horizon / 3600:g} h' if horizon != math.inf else ''}) on cluster "
         f"[bold]{escape(cl.name)}[/] ({len(cl.nodes)} nodes, {cl.capacity['gpu']:g} GPUs){escape(default_note)}"
     )
     offered = offered_load(load.jobs, cl)
@@ -186,7 +189,8 @@ def simulate(
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
                    n_jobs=len(load.jobs), skipped=len(load.skipped), excluded=len(load.excluded),
                    oracle=oracle,
-                   arrival_scale=scale, offered_load=offered.to_json())
+                   arrival_scale=scale, horizon=None if horizon == math.inf else horizon,
+                   offered_load=offered.to_json())
         console.print(f"wrote {escape(str(json_out))}")
     if plot is not None:
         plot_comparison(results, plot, title=f"{name} on {cl.name}")
