@@ -84,7 +84,7 @@ def test_real_run_job_table_fits_80_columns(monkeypatch) -> None:
         rec.append(float(i), K.SUBMITTED, name)
         jobs[name] = SimpleNamespace(state="finished", end_time=100.0 + i * 1234.5, preemptions=i, reason="")
         status[name] = SimpleNamespace(metrics={"loss": 6.095e-05 * (i + 1), "accuracy": 0.8642}, iterations=240000,
-                                       restarts=i, reason="")
+                                       restarts=i, reason="", checkpoint_events=[])
     out = SimpleNamespace(result=SimpleNamespace(record=rec, jobs=jobs), status=status)
     buf = io.StringIO()
     monkeypatch.setattr(rcli, "console", Console(file=buf, width=80, color_system=None))

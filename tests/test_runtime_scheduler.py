@@ -43,10 +43,12 @@ def test_scheduler_runs_three_real_jobs_to_completion(policy, tmp_path) -> None:
 
 
 def test_scheduler_srtf_preempts_a_real_job_and_it_resumes_from_its_checkpoint(tmp_path) -> None:
+    # "long" must still have seconds to run when "short" arrives at 1.5 s on a fast, quiet machine
+    # (60,000 iterations finished in 1.7 s there: nothing left to preempt).
     cl = cluster(1)
     specs = [
         job("first", {"name": "mlr"}, 300, model="mlr"),  # gives SRTF a speed history for 'mlr'
-        job("long", {"name": "mlr", "data": "synthetic", "n_samples": 2000, "n_features": 20}, 60000,
+        job("long", {"name": "mlr", "data": "synthetic", "n_samples": 2000, "n_features": 20}, 300000,
             model="long", submit=0.1),
         job("short", {"name": "mlr"}, 400, model="mlr", submit=1.5),
     ]
@@ -57,7 +59,7 @@ def test_scheduler_srtf_preempts_a_real_job_and_it_resumes_from_its_checkpoint(t
         < kinds.index((EventKind.FINISHED, "short")) < kinds.index((EventKind.RESUMED, "long"))
     assert all(str(v.state) == "finished" for v in out.result.jobs.values())
     assert out.metrics.preemptions == 1
-    assert out.status["long"].iterations == 60000
+    assert out.status["long"].iterations == 300000
     restored = [t["restored_iteration"] for t in out.timings if t["kind"] == "start" and t["job"] == "long"]
     assert restored[0] is None and restored[1] > 0  # resumed where the pause checkpointed it
 

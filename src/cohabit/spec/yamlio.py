@@ -285,6 +285,8 @@ def _field_path(loc: Loc) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not isinstance(part, str):  # a YAML key that is not text (null, a number, a date)
+            out += f"[{part!r}]"
         elif _FIELD_PART.match(part):
             out += f".{part}" if out else part
         else:  # pydantic's internal step names (union members, validators)
