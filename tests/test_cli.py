@@ -55,7 +55,8 @@ def test_every_format_runs_on_its_default_preset(tmp_path: Path, trace: str, fmt
     if limit:
         args += ["--limit", str(limit)]
     res = runner.invoke(app, args)
-    assert res.exit_code == 0, res.output
+    # Alibaba's default run stops at 48 h with its month-long services still running: exit code 4
+    assert res.exit_code == (4 if trace == "alibaba_openb" else 0), res.output
     data = json.loads(out.read_text())
     assert data["cluster"] == cluster
     for m in data["policies"].values():
