@@ -269,6 +269,8 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
         threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
         if host is None:
             host = take_warm_host(backend, device) or _spawn_host(backend, device, threads)
+        if not restore and backend._resume_point(spec, config) is not None:
+            restore = True  # ``resume``: the first start continues from the earlier run's checkpoint
         if not restore:
             backend.store.clear(spec.id)
         run = _Run(spec, alloc, config)
