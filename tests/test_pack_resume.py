@@ -56,7 +56,12 @@ def test_resume_continues_pack_members_from_their_own_checkpoints(tmp_path: Path
 
     # 2. the pack members' checkpoints are seen: no silent restart without --resume or --fresh
     again = _cohabit(["run", str(jobs), "--policy", "pack", "--nodes", "1", "--workdir", str(work)], tmp_path)
-    _, err = again.communicate(timeout=120)
+    try:
+        _, err = again.communicate(timeout=60)  # refused at once (a run that starts would train 10**6 steps)
+    finally:
+        if again.poll() is None:
+            again.send_signal(signal.SIGTERM)
+            again.communicate(timeout=60)
     assert again.returncode == 2 and "--resume" in err and "--fresh" in err, err[-800:]
     assert {j: store.latest(j).iteration for j in LRS} == kept  # type: ignore[union-attr]
 

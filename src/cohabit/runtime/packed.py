@@ -24,7 +24,9 @@ Unpacking (§2.2.3, misaligned step counts): a member that finishes, or is
 asked to halt (pause, migration, stop), is removed from the pack (``free``),
 saved to *its own* checkpoint in the job's format — so it can resume alone in
 an ordinary worker, or in another pack — and its channel is closed; the others
-keep training. A new member is loaded into the running pack.
+keep training. A new member is loaded into the running pack; under
+``LocalBackend(resume=True)`` a member's first start continues from the checkpoint
+an earlier (interrupted) run left, as a solo job's does (``cohabit run --resume``).
 
 Device: the host trains on the device the pack holds: its ``CUDA_VISIBLE_DEVICES``
 is that GPU's physical id (:class:`~.devices.DeviceMap`), set from the first
