@@ -331,7 +331,8 @@ class LocalBackend:
         self._start_tasks(run, from_checkpoint=from_checkpoint)
 
     def _resume_point(self, spec: JobSpec, config: WorkloadConfig) -> int | None:
-        """With ``resume``, at a job's first start: the iteration of the checkpoint an earlier run left (noted)."""
+        """With ``resume``, at a job's first start (alone or into a pack): the iteration of the checkpoint
+        an earlier run left (noted)."""
         if not self.resume or spec.id in self._first_launch_done:
             return None
         self._first_launch_done.add(spec.id)

@@ -24,7 +24,9 @@ Unpacking (§2.2.3, misaligned step counts): a member that finishes, or is
 asked to halt (pause, migration, stop), is removed from the pack (``free``),
 saved to *its own* checkpoint in the job's format — so it can resume alone in
 an ordinary worker, or in another pack — and its channel is closed; the others
-keep training. A new member is loaded into the running pack.
+keep training. A new member is loaded into the running pack; under
+``LocalBackend(resume=True)`` a member's first start continues from the checkpoint
+an earlier (interrupted) run left, as a solo job's does (``cohabit run --resume``).
 
 Device: the host trains on the device the pack holds: its ``CUDA_VISIBLE_DEVICES``
 is that GPU's physical id (:class:`~.devices.DeviceMap`), set from the first
@@ -269,6 +271,8 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
         threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
         if host is None:
             host = take_warm_host(backend, device) or _spawn_host(backend, device, threads)
+        if not restore and backend._resume_point(spec, config) is not None:
+            restore = True  # ``resume``: the first start continues from the earlier run's checkpoint
         if not restore:
             backend.store.clear(spec.id)
         run = _Run(spec, alloc, config)
