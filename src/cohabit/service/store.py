@@ -107,14 +107,20 @@ class _Submission:
         return [f"{k}:{i}" for i in range(len(self.specs))] if k else [None] * len(self.specs)
 
 
-def job_public(j: Job, tenant: str) -> dict[str, Any]:
-    """A job row as the API shows it."""
+def job_public(j: Any, tenant: str) -> dict[str, Any]:
+    """A job (a :class:`Job` or a row of :data:`_PUBLIC_COLS`) as the API shows it."""
     return {
         "id": j.seq, "name": j.name, "tenant": tenant, "state": j.state, "pending_reason": j.pending_reason,
         "reason": j.reason, "submit_time": j.submit_time, "start_time": j.start_time, "end_time": j.end_time,
         "iterations": j.iterations, "total_iterations": j.total_iterations, "gpus": j.gpus, "runs": j.runs,
         "cancel_requested": j.cancel_requested, "held": j.hold_requested,
     }
+
+
+#: The ``jobs`` columns :func:`job_public` reads.
+_PUBLIC_COLS = (Job.seq, Job.name, Job.state, Job.pending_reason, Job.reason, Job.submit_time, Job.start_time,
+                Job.end_time, Job.iterations, Job.total_iterations, Job.gpus, Job.runs, Job.cancel_requested,
+                Job.hold_requested, Job.tenant_id)
 
 
 def sched_id(seq: int) -> str:
@@ -203,12 +209,16 @@ class Store:
         with self.session() as s:
             return [tenant_public(t) for t in s.scalars(select(Tenant).order_by(Tenant.id))]
 
+    def cached_caller(self, token: str) -> Caller | None:
+        """The tenant of ``token`` if it is a known token already looked up (no database access)."""
+        return self._callers.get(hash_token(token))
+
     def caller(self, token: str) -> Caller | None:
         """The tenant of ``token`` (tokens are never changed or removed, so known ones are cached)."""
-        digest = hash_token(token)
-        hit = self._callers.get(digest)
+        hit = self.cached_caller(token)
         if hit is not None:
             return hit
+        digest = hash_token(token)
         with self.session() as s:
             row = s.execute(select(Tenant).join(Token, Token.tenant_id == Tenant.id)
                             .where(Token.digest == digest)).scalar_one_or_none()
@@ -301,7 +311,8 @@ class Store:
     def list_jobs(self, caller: Caller, *, state: str | None = None, tenant: str | None = None,
                   name: str | None = None, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """Jobs in submission order after job id ``after`` (cursor pagination); a tenant sees its own."""
-        q = select(Job, Tenant.name).join(Tenant, Tenant.id == Job.tenant_id).where(Job.seq > after)
+        q = select(*_PUBLIC_COLS, Tenant.name.label("tenant")).join(Tenant, Tenant.id == Job.tenant_id).where(
+            Job.seq > after)  # the columns a list shows, not whole rows (no JSON spec to decode)
         if not caller.is_admin:
             q = q.where(Job.tenant_id == caller.tenant_id)
         elif tenant is not None:
@@ -311,7 +322,7 @@ class Store:
         if name is not None:
             q = q.where(Job.name == name)
         with self.session() as s:
-            return [job_public(j, t) for j, t in s.execute(q.order_by(Job.seq).limit(limit))]
+            return [job_public(r, r.tenant) for r in s.execute(q.order_by(Job.seq).limit(limit))]
 
     def get_job(self, caller: Caller, seq: int) -> dict[str, Any] | None:
         """One job, or None when it does not exist or belongs to another tenant (the same answer)."""
