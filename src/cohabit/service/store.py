@@ -270,8 +270,11 @@ class Store:
         except Exception as exc:  # noqa: BLE001 - handed to every submitting thread
             for req in group:
                 req.error = exc
-        for req in group:
-            req.done = True
+        finally:  # even if interrupted: no submitter may wait for, or return, a result never committed
+            for req in group:
+                if req.error is None and req.result is None:
+                    req.error = RuntimeError("the group commit was interrupted; nothing was stored")
+                req.done = True
 
     def _insert_group(self, group: list[_Submission], *, lookup: bool) -> None:
         """Insert ``group`` in one transaction; with ``lookup``, keys already stored are replays."""
@@ -302,11 +305,12 @@ class Store:
                         stored[(req.caller.tenant_id, key)] = row
                 fresh.append((req, rows))
             s.flush()
-            for req, rows in fresh:
-                req.result = ([job_public(r, req.caller.name) for r in rows], True)
-            for req in replays:
-                rows = [stored[(req.caller.tenant_id, k)] for k in req.keys if (req.caller.tenant_id, k) in stored]
-                req.result = (sorted((job_public(r, req.caller.name) for r in rows), key=lambda j: j["id"]), False)
+        # committed: only now may the submitters see their jobs (rows keep their values: no expiry on commit)
+        for req, rows in fresh:
+            req.result = ([job_public(r, req.caller.name) for r in rows], True)
+        for req in replays:
+            rows = [stored[(req.caller.tenant_id, k)] for k in req.keys if (req.caller.tenant_id, k) in stored]
+            req.result = (sorted((job_public(r, req.caller.name) for r in rows), key=lambda j: j["id"]), False)
 
     def list_jobs(self, caller: Caller, *, state: str | None = None, tenant: str | None = None,
                   name: str | None = None, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
