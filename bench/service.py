@@ -8,7 +8,8 @@ For each database the real daemon (``cohabit serve``) runs as a process on a loo
    while some run) are submitted by ``--clients`` concurrent async httpx clients, one job per
    request with an ``Idempotency-Key``; throughput and per-request latency p50/p99, and the
    daemon's CPU time per submission (its own threads, while the submissions last: the scheduler
-   admitting and launching them is included, the jobs' processes are not);
+   admitting and launching them is included, the jobs' processes are not), and the clients' CPU
+   time per submission (this process: the load generator shares the machine);
 2. the policy's decision times (the record's ``decision`` events) during that window, p50/p99;
 3. ``--history`` finished jobs are bulk-inserted into the store (as a long-lived service would
    have), then list (first page, a deep page) and get latency over ``--requests`` sequential
@@ -138,9 +139,9 @@ def run_one(kind: str, db: str | None, args: argparse.Namespace) -> dict[str, An
     proc, url, token = start(state, db)
     try:
         t_begin = time.time()
-        cpu0 = cpu_seconds(proc.pid)
+        cpu0, ccpu0 = cpu_seconds(proc.pid), time.process_time()
         lat, wall = asyncio.run(submit_load(url, token, args.submits, args.clients))
-        cpu = cpu_seconds(proc.pid) - cpu0
+        cpu, ccpu = cpu_seconds(proc.pid) - cpu0, time.process_time() - ccpu0
         t_end = time.time()
         lo, hi = bulk_history(url_db, args.history)
         rng = np.random.default_rng(0)
@@ -166,7 +167,8 @@ def run_one(kind: str, db: str | None, args: argparse.Namespace) -> dict[str, An
     ms = [float((json.loads(d) if isinstance(d, str) else d)["ms"]) / 1e3 for (d,) in rows]
     return {
         "db": kind, "submits": args.submits, "clients": args.clients, "submit_wall_s": wall,
-        "submits_per_s": args.submits / wall, "submit": pcts(lat), "daemon_cpu_ms_per_submit": cpu / args.submits * 1e3, "jobs_in_store": total,
+        "submits_per_s": args.submits / wall, "submit": pcts(lat), "daemon_cpu_ms_per_submit": cpu / args.submits * 1e3,
+        "client_cpu_ms_per_submit": ccpu / args.submits * 1e3, "jobs_in_store": total,
         "list_first_page": pcts(first), "list_deep_page": pcts(deep), "list_state_filter": pcts(filt),
         "get": pcts(gets), "decision_under_load": pcts(ms) if ms else None,
     }
