@@ -6,7 +6,10 @@ For each database the real daemon (``cohabit serve``) runs as a process on a loo
 
 1. ``--submits`` jobs (small real numpy jobs, so the queue grows and the loop decides over it
    while some run) are submitted by ``--clients`` concurrent async httpx clients, one job per
-   request with an ``Idempotency-Key``; throughput and per-request latency p50/p99;
+   request with an ``Idempotency-Key``; throughput and per-request latency p50/p99, and the
+   daemon's CPU time per submission (its own threads, while the submissions last: the scheduler
+   admitting and launching them is included, the jobs' processes are not), and the clients' CPU
+   time per submission (this process: the load generator shares the machine);
 2. the policy's decision times (the record's ``decision`` events) during that window, p50/p99;
 3. ``--history`` finished jobs are bulk-inserted into the store (as a long-lived service would
    have), then list (first page, a deep page) and get latency over ``--requests`` sequential
@@ -70,6 +73,13 @@ def start(state: Path, db: str | None) -> tuple[subprocess.Popen, str, str]:
     raise SystemExit("the daemon did not start")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (its threads, not its children): what a
+    request costs the daemon, which a loaded machine does not change as it changes latency."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pcts(xs: list[float]) -> dict[str, float]:
     p50, p99 = np.percentile(np.asarray(xs) * 1e3, [50, 99])
     return {"p50_ms": float(p50), "p99_ms": float(p99), "n": len(xs)}
@@ -129,7 +139,9 @@ def run_one(kind: str, db: str | None, args: argparse.Namespace) -> dict[str, An
     proc, url, token = start(state, db)
     try:
         t_begin = time.time()
+        cpu0, ccpu0 = cpu_seconds(proc.pid), time.process_time()
         lat, wall = asyncio.run(submit_load(url, token, args.submits, args.clients))
+        cpu, ccpu = cpu_seconds(proc.pid) - cpu0, time.process_time() - ccpu0
         t_end = time.time()
         lo, hi = bulk_history(url_db, args.history)
         rng = np.random.default_rng(0)
@@ -155,7 +167,8 @@ def run_one(kind: str, db: str | None, args: argparse.Namespace) -> dict[str, An
     ms = [float((json.loads(d) if isinstance(d, str) else d)["ms"]) / 1e3 for (d,) in rows]
     return {
         "db": kind, "submits": args.submits, "clients": args.clients, "submit_wall_s": wall,
-        "submits_per_s": args.submits / wall, "submit": pcts(lat), "jobs_in_store": total,
+        "submits_per_s": args.submits / wall, "submit": pcts(lat), "daemon_cpu_ms_per_submit": cpu / args.submits * 1e3,
+        "client_cpu_ms_per_submit": ccpu / args.submits * 1e3, "jobs_in_store": total,
         "list_first_page": pcts(first), "list_deep_page": pcts(deep), "list_state_filter": pcts(filt),
         "get": pcts(gets), "decision_under_load": pcts(ms) if ms else None,
     }
@@ -182,7 +195,7 @@ def main() -> None:
     results = [run_one(k, db, args) for k, db in runs]
     tab = Table(title=f"cohabit service: {args.submits} submits by {args.clients} clients; "
                       f"list/get at {results[0]['jobs_in_store']:,} jobs ({os.cpu_count()} cores)")
-    for col in ("db", "submits/s", "submit p50/p99 ms", "decision p50/p99 ms", "list 1st p50/p99 ms",
+    for col in ("db", "submits/s", "submit p50/p99 ms", "daemon CPU ms/submit", "decision p50/p99 ms", "list 1st p50/p99 ms",
                 "list deep p50/p99 ms", "list state= p50/p99", "get p50/p99 ms"):
         tab.add_column(col)
 
@@ -190,7 +203,7 @@ def main() -> None:
         return "-" if d is None else f"{d['p50_ms']:.1f} / {d['p99_ms']:.1f}"
 
     for r in results:
-        tab.add_row(r["db"], f"{r['submits_per_s']:.0f}", pp(r["submit"]), pp(r["decision_under_load"]),
+        tab.add_row(r["db"], f"{r['submits_per_s']:.0f}", pp(r["submit"]), f"{r['daemon_cpu_ms_per_submit']:.2f}", pp(r["decision_under_load"]),
                     pp(r["list_first_page"]), pp(r["list_deep_page"]), pp(r["list_state_filter"]), pp(r["get"]))
     Console().print(tab)
     args.json.parent.mkdir(parents=True, exist_ok=True)

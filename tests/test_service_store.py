@@ -66,6 +66,43 @@ def test_idempotent_submit_returns_the_first_jobs(store) -> None:
     assert [j["id"] for j in store.list_jobs(bob)] == [j["id"] for j in other]
 
 
+def test_concurrent_submits_share_one_transaction_and_keep_idempotency(store) -> None:
+    """Group commit: submissions that queue while one is being committed are committed together
+    in one transaction; a key used twice in a group, or already stored, makes one set of jobs."""
+    import threading
+
+    from sqlalchemy import event
+
+    store.ensure_admin()
+    alice = store.caller(store.create_tenant("alice"))
+    stored_before, _ = store.submit(alice, loads_jobs(mlr_jobs(1, 100)), "old")
+    commits = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(1))
+    results: dict[int, tuple[list, bool]] = {}
+    keys = [f"k{i // 2}" for i in range(20)] + ["old"]  # each key twice, and one already stored
+
+    def one(i: int) -> None:
+        results[i] = store.submit(alice, loads_jobs(mlr_jobs(2, 100)), keys[i])
+
+    with store._glock:  # a commit in progress: the submissions below queue up behind it
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(keys))]
+        for t in threads:
+            t.start()
+        while len(store._queue) < len(keys):
+            threading.Event().wait(0.01)
+    for t in threads:
+        t.join(30)
+    assert len(commits) <= 2, f"{len(keys)} queued submissions took {len(commits)} commits"
+    by_key: dict[str, set[tuple[int, ...]]] = {}
+    for i, (jobs, _created) in results.items():
+        assert len(jobs) == (1 if keys[i] == "old" else 2)
+        by_key.setdefault(keys[i], set()).add(tuple(j["id"] for j in jobs))
+    assert all(len(v) == 1 for v in by_key.values())  # both sends of a key got the same jobs
+    assert by_key["old"] == {tuple(j["id"] for j in stored_before)}
+    assert sorted(created for i, (_, created) in results.items() if keys[i] != "old").count(True) == 10
+    assert store.count_jobs() == 1 + 10 * 2
+
+
 def test_store_record_drains_each_event_once_and_keeps_time_order() -> None:
     rec = StoreRecord(offset=100.0)
     rec.append(1.0, EventKind.SUBMITTED, "j1")

@@ -8,6 +8,7 @@ once to ``<state dir>/admin.token``, mode 0600), builds the backend and the
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -138,11 +139,17 @@ def serve(cfg: ServiceConfig, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
     # uvicorn re-raises the SIGTERM it caught once it has shut down; with the default handler that
     # would end the process before the jobs are checkpointed below. Ignore the re-raised one.
     signal.signal(signal.SIGTERM, lambda *_: None)
+    # the objects built so far (modules, store, scheduler) live as long as the process: keep them
+    # out of the cyclic GC's scans, whose pauses showed in the API's p99 latency
+    gc.freeze()
     service.start()
     announce(f"cohabit serve: http://{host}:{port} (state {cfg.state_dir}, store {redact(cfg.url)}, "
              f"policy {service.feed.policy_spec}); admin token in {service.token_path}")
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)).run()
+        # httptools and uvloop (dependencies) are uvicorn's fast HTTP parser and event loop; one
+        # worker process, since the scheduler loop runs in this one.
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                      http="httptools", loop="uvloop")).run()
     finally:
         service.stop()
 

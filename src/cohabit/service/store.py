@@ -90,14 +90,37 @@ class Caller:
     is_admin: bool
 
 
-def job_public(j: Job, tenant: str) -> dict[str, Any]:
-    """A job row as the API shows it."""
+@dataclass
+class _Submission:
+    """One submit request waiting in the group commit queue; ``result`` or ``error`` once ``done``."""
+
+    caller: Caller
+    specs: list[JobSpec]
+    idempotency_key: str | None
+    done: bool = False
+    result: tuple[list[dict[str, Any]], bool] | None = None
+    error: Exception | None = None
+
+    @property
+    def keys(self) -> list[str | None]:
+        k = self.idempotency_key
+        return [f"{k}:{i}" for i in range(len(self.specs))] if k else [None] * len(self.specs)
+
+
+def job_public(j: Any, tenant: str) -> dict[str, Any]:
+    """A job (a :class:`Job` or a row of :data:`_PUBLIC_COLS`) as the API shows it."""
     return {
         "id": j.seq, "name": j.name, "tenant": tenant, "state": j.state, "pending_reason": j.pending_reason,
         "reason": j.reason, "submit_time": j.submit_time, "start_time": j.start_time, "end_time": j.end_time,
         "iterations": j.iterations, "total_iterations": j.total_iterations, "gpus": j.gpus, "runs": j.runs,
         "cancel_requested": j.cancel_requested, "held": j.hold_requested,
     }
+
+
+#: The ``jobs`` columns :func:`job_public` reads.
+_PUBLIC_COLS = (Job.seq, Job.name, Job.state, Job.pending_reason, Job.reason, Job.submit_time, Job.start_time,
+                Job.end_time, Job.iterations, Job.total_iterations, Job.gpus, Job.runs, Job.cancel_requested,
+                Job.hold_requested, Job.tenant_id)
 
 
 def sched_id(seq: int) -> str:
@@ -121,6 +144,9 @@ class Store:
         # SQLite's busy handler (which sleeps with back-off). PostgreSQL writes concurrently.
         self._wlock = threading.Lock() if url.startswith("sqlite") else contextlib.nullcontext()
         self._callers: dict[str, Caller] = {}
+        self._glock = threading.Lock()  # group commit of submissions (see submit)
+        self._qlock = threading.Lock()
+        self._queue: list[_Submission] = []
         self.epoch = self._epoch()
 
     def close(self) -> None:
@@ -183,12 +209,16 @@ class Store:
         with self.session() as s:
             return [tenant_public(t) for t in s.scalars(select(Tenant).order_by(Tenant.id))]
 
+    def cached_caller(self, token: str) -> Caller | None:
+        """The tenant of ``token`` if it is a known token already looked up (no database access)."""
+        return self._callers.get(hash_token(token))
+
     def caller(self, token: str) -> Caller | None:
         """The tenant of ``token`` (tokens are never changed or removed, so known ones are cached)."""
-        digest = hash_token(token)
-        hit = self._callers.get(digest)
+        hit = self.cached_caller(token)
         if hit is not None:
             return hit
+        digest = hash_token(token)
         with self.session() as s:
             row = s.execute(select(Tenant).join(Token, Token.tenant_id == Tenant.id)
                             .where(Token.digest == digest)).scalar_one_or_none()
@@ -200,42 +230,93 @@ class Store:
     # --------------------------------------------------------------------- jobs
     def submit(self, caller: Caller, specs: Sequence[JobSpec], idempotency_key: str | None = None,
                ) -> tuple[list[dict[str, Any]], bool]:
-        """Store ``specs`` as submitted jobs of ``caller`` in one transaction. With an
+        """Store ``specs`` as submitted jobs of ``caller``, committed before this returns. With an
         ``idempotency_key`` already used by this tenant, the jobs of that first submission are
-        returned instead (``created`` False)."""
-        keys = [f"{idempotency_key}:{i}" for i in range(len(specs))] if idempotency_key else [None] * len(specs)
-        now = time.time()
-        try:
-            with self.write() as s:
-                rows = []
-                for spec, key in zip(specs, keys):
-                    total = spec.iterations
-                    row = Job(tenant_id=caller.tenant_id, name=spec.id, spec=spec.model_dump(mode="json"),
-                              state=str(JobState.SUBMITTED), pending_reason="Submitted", reason="",
-                              submit_time=now, iterations=0.0, total_iterations=total, gpus=spec.num_gpus,
-                              idempotency_key=key, cancel_requested=False, hold_requested=False, runs=0)
-                    s.add(row)
-                    rows.append(row)
-                s.flush()
-                return [job_public(r, caller.name) for r in rows], True
-        except IntegrityError:
-            if not idempotency_key:
-                raise
-            found = self._by_keys(caller, keys)  # a retry: the key's first submission is stored
-            if not found:
-                raise
-            return found, False
+        returned instead (``created`` False).
 
-    def _by_keys(self, caller: Caller, keys: list[str | None]) -> list[dict[str, Any]]:
-        with self.session() as s:
-            rows = s.scalars(select(Job).where(Job.tenant_id == caller.tenant_id, Job.idempotency_key.in_(keys))
-                             .order_by(Job.seq)).all()
-            return [job_public(r, caller.name) for r in rows]
+        Group commit: concurrent submissions queue up; the thread that takes the group lock commits
+        every queued one in one transaction (:meth:`_commit_group`) and the others find theirs done,
+        so N concurrent submits cost one transaction instead of N serialised ones."""
+        req = _Submission(caller, list(specs), idempotency_key)
+        with self._qlock:
+            self._queue.append(req)
+        with self._glock:
+            if not req.done:
+                with self._qlock:
+                    group, self._queue = self._queue, []
+                self._commit_group(group)
+        if req.error is not None:
+            raise req.error
+        assert req.result is not None
+        return req.result
+
+    def _commit_group(self, group: list[_Submission]) -> None:
+        """Commit ``group`` in one transaction; a submission whose key is already stored (or used
+        earlier in the group) gets that first submission's jobs. The group is first inserted
+        without looking for stored keys (the common case: none is); if a stored key makes that
+        transaction fail, the group is retried looking its keys up first, and should that fail too
+        (a key stored by another process in between), each submission alone."""
+        try:
+            try:
+                self._insert_group(group, lookup=False)
+            except IntegrityError:
+                self._insert_group(group, lookup=True)
+        except IntegrityError:
+            for req in group:
+                try:
+                    self._insert_group([req], lookup=True)
+                except Exception as exc:  # noqa: BLE001 - handed to the submitting thread
+                    req.error = exc
+        except Exception as exc:  # noqa: BLE001 - handed to every submitting thread
+            for req in group:
+                req.error = exc
+        finally:  # even if interrupted: no submitter may wait for, or return, a result never committed
+            for req in group:
+                if req.error is None and req.result is None:
+                    req.error = RuntimeError("the group commit was interrupted; nothing was stored")
+                req.done = True
+
+    def _insert_group(self, group: list[_Submission], *, lookup: bool) -> None:
+        """Insert ``group`` in one transaction; with ``lookup``, keys already stored are replays."""
+        now = time.time()
+        keyed = {(r.caller.tenant_id, k) for r in group for k in r.keys if k is not None}
+        with self.write() as s:
+            stored: dict[tuple[int, str], Job] = {}
+            if keyed and lookup:
+                tenants = {t for t, _ in keyed}
+                for j in s.scalars(select(Job).where(Job.tenant_id.in_(tenants),
+                                                     Job.idempotency_key.in_([k for _, k in keyed]))):
+                    stored[(j.tenant_id, j.idempotency_key)] = j  # type: ignore[index]
+            fresh: list[tuple[_Submission, list[Job]]] = []
+            replays: list[_Submission] = []
+            for req in group:
+                key0 = req.keys[0] if req.keys else None
+                if key0 is not None and (req.caller.tenant_id, key0) in stored:
+                    replays.append(req)
+                    continue
+                rows = [Job(tenant_id=req.caller.tenant_id, name=spec.id, spec=spec.model_dump(mode="json"),
+                            state=str(JobState.SUBMITTED), pending_reason="Submitted", reason="",
+                            submit_time=now, iterations=0.0, total_iterations=spec.iterations, gpus=spec.num_gpus,
+                            idempotency_key=key, cancel_requested=False, hold_requested=False, runs=0)
+                        for spec, key in zip(req.specs, req.keys)]
+                s.add_all(rows)
+                for row, key in zip(rows, req.keys):
+                    if key is not None:
+                        stored[(req.caller.tenant_id, key)] = row
+                fresh.append((req, rows))
+            s.flush()
+        # committed: only now may the submitters see their jobs (rows keep their values: no expiry on commit)
+        for req, rows in fresh:
+            req.result = ([job_public(r, req.caller.name) for r in rows], True)
+        for req in replays:
+            rows = [stored[(req.caller.tenant_id, k)] for k in req.keys if (req.caller.tenant_id, k) in stored]
+            req.result = (sorted((job_public(r, req.caller.name) for r in rows), key=lambda j: j["id"]), False)
 
     def list_jobs(self, caller: Caller, *, state: str | None = None, tenant: str | None = None,
                   name: str | None = None, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """Jobs in submission order after job id ``after`` (cursor pagination); a tenant sees its own."""
-        q = select(Job, Tenant.name).join(Tenant, Tenant.id == Job.tenant_id).where(Job.seq > after)
+        q = select(*_PUBLIC_COLS, Tenant.name.label("tenant")).join(Tenant, Tenant.id == Job.tenant_id).where(
+            Job.seq > after)  # the columns a list shows, not whole rows (no JSON spec to decode)
         if not caller.is_admin:
             q = q.where(Job.tenant_id == caller.tenant_id)
         elif tenant is not None:
@@ -245,7 +326,7 @@ class Store:
         if name is not None:
             q = q.where(Job.name == name)
         with self.session() as s:
-            return [job_public(j, t) for j, t in s.execute(q.order_by(Job.seq).limit(limit))]
+            return [job_public(r, r.tenant) for r in s.execute(q.order_by(Job.seq).limit(limit))]
 
     def get_job(self, caller: Caller, seq: int) -> dict[str, Any] | None:
         """One job, or None when it does not exist or belongs to another tenant (the same answer)."""

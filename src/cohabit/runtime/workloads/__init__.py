@@ -33,6 +33,7 @@ Built-ins:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -136,12 +137,8 @@ def _check_params(job: str, label: str, factory: Callable[..., Any], params: dic
     ``int``, ``float``, ``bool``, ``str`` and unions of them with ``None``; others are left
     to the workload itself.
     """
-    try:
-        sig = inspect.signature(factory, eval_str=True)
-    except Exception:  # noqa: BLE001 - a user's annotations that do not evaluate: check names only
-        sig = inspect.signature(factory)
-    kw = {p.name: p for p in list(sig.parameters.values())[1:] if p.kind is p.KEYWORD_ONLY}
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+    kw = _keyword_params(factory)
+    if kw is None:
         return
     for key, value in params.items():
         if key not in kw:
@@ -154,6 +151,20 @@ def _check_params(job: str, label: str, factory: Callable[..., Any], params: dic
             if isinstance(value, str) and "number" in expected and _is_number(value):
                 note = " (YAML reads it as text: write it with a decimal point, e.g. 1.0e-3)"
             raise WorkloadError(f"job {job!r}: workload.{key} must be {expected}; got {value!r}{note}", field=key)
+
+
+@functools.lru_cache(maxsize=256)
+def _keyword_params(factory: Callable[..., Any]) -> dict[str, inspect.Parameter] | None:
+    """``factory``'s keyword-only parameters by name (None if it takes ``**kwargs``); cached, as
+    evaluating the annotations costs more than the rest of a job's check (a service checks every
+    submission)."""
+    try:
+        sig = inspect.signature(factory, eval_str=True)
+    except Exception:  # noqa: BLE001 - a user's annotations that do not evaluate: check names only
+        sig = inspect.signature(factory)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return {p.name: p for p in list(sig.parameters.values())[1:] if p.kind is p.KEYWORD_ONLY}
 
 
 def _is_number(text: str) -> bool:
