@@ -263,8 +263,8 @@ def test_workload_options_are_checked_against_the_factory_signature() -> None:
     assert info.value.field == "data"
     with pytest.raises(WorkloadError, match="workload.lr must be a number; got 'abc'"):
         parse_config("j", {"name": "mlr", "lr": "abc"})
-    with pytest.raises(WorkloadError, match="decimal point"):
-        parse_config("j", {"name": "torch-mlp", "lr": "1e-3"})  # YAML 1.1 reads 1e-3 as text
+    with pytest.raises(WorkloadError, match="without quotes"):
+        parse_config("j", {"name": "torch-mlp", "lr": "1e-3"})  # a quoted "1e-3" is text
     with pytest.raises(WorkloadError, match="workload.hidden must be an integer; got True"):
         parse_config("j", {"name": "torch-mlp", "hidden": True})
     assert parse_config("j", {"name": "lasso", "lr": None, "data": "synthetic", "n_samples": 10}).params

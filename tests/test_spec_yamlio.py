@@ -377,3 +377,20 @@ def test_cluster_from_arg_lists_presets_when_unknown(tmp_path: Path) -> None:
         assert name in str(info.value)
     with pytest.raises(SpecError, match="cannot read the file"):
         cluster_from_arg(str(tmp_path / "nope.yaml"))
+
+
+def test_exponent_numbers_are_numbers_as_in_yaml_1_2() -> None:
+    """PyYAML's YAML 1.1 rules read ``1e-3`` and ``1.5e3`` as text, so ``lr: 1e-3`` in a jobs file was
+    refused by the workload's option check; cohabit's loader reads them as numbers (quoted stays text)."""
+    from cohabit.spec.yamlio import loads_jobs
+
+    (spec,) = loads_jobs(dedent("""\
+        jobs:
+          - id: a
+            workers: {count: 1, demand: {cpu: 1}}
+            iterations: 10
+            workload: {name: mlr, lr: 1e-3, a: 1.5e3, b: -2E+4, c: .5e1, d: "1e-3", e: 10, f: abc1e3}
+        """))
+    w = spec.workload
+    assert (w["lr"], w["a"], w["b"], w["c"]) == (0.001, 1500.0, -20000.0, 5.0)
+    assert isinstance(w["lr"], float) and w["d"] == "1e-3" and w["e"] == 10 and w["f"] == "abc1e3"

@@ -49,7 +49,15 @@ __all__ = [
     "loads_cluster", "loads_jobs", "parse_yaml",
 ]
 
-_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader, with YAML 1.2's exponent floats: ``1e-3`` and ``1.5e3`` are numbers (PyYAML's
+    YAML 1.1 rules read an exponent without a decimal point or without a sign as text, so ``lr: 1e-3``
+    was refused as not a number)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+.0123456789"))
 Loc = tuple[str | int, ...]
 
 #: Most nodes one ``count:`` item may expand to (guards against typos like 1e9).

@@ -149,7 +149,7 @@ def _check_params(job: str, label: str, factory: Callable[..., Any], params: dic
         if expected is not None:
             note = ""
             if isinstance(value, str) and "number" in expected and _is_number(value):
-                note = " (YAML reads it as text: write it with a decimal point, e.g. 1.0e-3)"
+                note = " (it was given as text: write the number without quotes, e.g. 1e-3)"
             raise WorkloadError(f"job {job!r}: workload.{key} must be {expected}; got {value!r}{note}", field=key)
 
 
