@@ -391,6 +391,9 @@ def _mount_subcommands() -> None:
     from .service.cli import register as register_service
 
     register_service(app)
+    from .train_cli import register as register_trainers
+
+    register_trainers(app)
 
 
 _mount_subcommands()
