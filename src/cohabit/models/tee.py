@@ -88,6 +88,11 @@ class TEE:
         self.k, self.degree, self.own_weight = k, degree, own_weight
         self._similar: dict[JobTraits, list[JobRecord]] = {}
 
+    def add(self, record: JobRecord) -> None:
+        """A job finished: it joins the history (later estimates may pick it as similar)."""
+        self.history.append(record)
+        self._similar.clear()
+
     def similar(self, job: JobTraits) -> list[JobRecord]:
         """The top-k similar finished jobs that have a curve (cached per traits)."""
         hit = self._similar.get(job)
