@@ -8,7 +8,12 @@ that order whose estimated memory fits it (TME, :mod:`cohabit.models.tme`), one 
 and jobs hold a GPU for at least an epoch (:class:`~cohabit.policies.arbiter.EpochArbiter`:
 preemption with checkpoint at epoch ends).
 
-Algorithm 6, progress per criterion type, with ``e*`` the epochs done:
+The threshold test reads the progress ϕ each job has reached; the order reads ϕ̂, the
+progress a job will have after its next epoch if granted a GPU (the sketch of Alg. 3
+"estimate the processing progress ϕ̂ for next epoch"), so that a job that has not run yet
+is not stuck at ϕ = 0 behind every running one under efficiency.
+
+Algorithm 6, progress per criterion type, with ``e*`` the epochs done (``e* + 1`` for ϕ̂):
 
 * runtime ``run <budget>``: ``ϕ = e* / e`` (seconds run / seconds, iterations / iterations);
 * accuracy ``<metric> >= a within <budget>``: ``ê`` = epochs TEE estimates to reach ``a``,
@@ -177,10 +182,11 @@ class RotaryDLT(EpochArbiter):
             return math.inf
         return e_star + max(spec.submit_time + b.amount - view.now, 0.0) / et
 
-    def progress(self, view: ClusterView, job: JobView) -> float:
-        """Training progress ϕ of ``job`` (Alg. 6, as read in the module doc), in [0, 1]."""
+    def progress(self, view: ClusterView, job: JobView, ahead: int = 0) -> float:
+        """Training progress ϕ of ``job`` (Alg. 6, as read in the module doc), in [0, 1]; with
+        ``ahead=1`` the progress it will have after its next epoch (Alg. 3's ϕ̂ "for next epoch")."""
         now = view.now
-        e_star = epochs_done(job, now)
+        e_star = epochs_done(job, now) + ahead
         crit = job.spec.criteria
         if crit is None:
             spec = job.spec
@@ -189,8 +195,14 @@ class RotaryDLT(EpochArbiter):
             return min(job.iterations_done(now) / spec.iterations, 1.0) if spec.iterations else 0.0
         if isinstance(crit, RunFor):
             b = crit.budget
-            used = {"seconds": job.executed_time(now), "epochs": e_star,
-                    "iterations": job.iterations_done(now)}[b.unit]
+            if b.unit == "seconds":
+                used = job.executed_time(now) + ahead * (self._epoch_time(view, job) or 0.0)
+            elif b.unit == "epochs":
+                used = e_star
+            else:
+                spec = job.spec
+                ipe = spec.iterations / spec.epochs if spec.iterations and spec.epochs else 0.0
+                used = job.iterations_done(now) + ahead * ipe
             return min(max(used / b.amount, 0.0), 1.0)
         if e_star <= 0:
             return 0.0
@@ -202,12 +214,15 @@ class RotaryDLT(EpochArbiter):
 
     # ------------------------------------------------------------------ Alg. 5
     def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:
-        phi = {j.id: self.progress(view, j) for j in jobs}
-        if all(p >= self.threshold for p in phi.values()):  # MEETPROGRESSTHRESHOLD
+        """Alg. 5: MEETPROGRESSTHRESHOLD on the progress reached (every job at ``T`` or more?), then
+        the priority queue on the progress estimated after the next epoch (Alg. 3's ϕ̂)."""
+        reached = [self.progress(view, j) for j in jobs]
+        nxt = {j.id: self.progress(view, j, ahead=1) for j in jobs}
+        if all(p >= self.threshold for p in reached):  # MEETPROGRESSTHRESHOLD: efficiency
             self.efficient_decisions += 1
-            return sorted(jobs, key=lambda j: (-phi[j.id], j.seq))
+            return sorted(jobs, key=lambda j: (-nxt[j.id], j.seq))
         self.fair_decisions += 1
-        return sorted(jobs, key=lambda j: (phi[j.id], j.seq))
+        return sorted(jobs, key=lambda j: (nxt[j.id], j.seq))
 
     def admissible(self, view: ClusterView, job: JobView, node: int) -> bool:
         """TME's memory check: the padded estimate fits one GPU's memory of ``node`` (when known)."""

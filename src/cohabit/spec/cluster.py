@@ -151,6 +151,13 @@ def _harmony() -> ClusterSpec:
     return harmony_cluster(100)
 
 
+def _rotary() -> ClusterSpec:
+    """Rotary-DLT's evaluation server (Liu dissertation §3.3.2): 4 GPUs of 8 GB."""
+    from ..sim.rotary_workload import rotary_cluster
+
+    return rotary_cluster()
+
+
 PRESETS = {
     "philly": _philly,
     "philly-800": _philly_800,
@@ -159,6 +166,7 @@ PRESETS = {
     "alibaba-openb": _alibaba_openb,
     "alibaba-openb-1in8": _alibaba_openb_sample,
     "harmony": _harmony,
+    "rotary": _rotary,
 }
 
 
