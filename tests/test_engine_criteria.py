@@ -79,6 +79,7 @@ def test_criteria_job_whose_work_ends_first_is_finished_but_not_attained() -> No
     out = simulate([crit_job("x", "accuracy >= 0.99 within 100 epochs")], small_cluster(1, 1), FIFO())
     kind, t, d = ends(out)["x"]
     assert kind is EventKind.FINISHED and t == pytest.approx(800.0) and d["attained"] is False
+    assert d["reason"].startswith("its work ended before its criterion was met")
 
 
 def test_criteria_attainment_is_reported_in_metrics_json_and_table() -> None:

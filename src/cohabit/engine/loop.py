@@ -313,12 +313,14 @@ class Scheduler(LiveControl):
             if "iterations" in ev.data:  # the job's own count is final: no extrapolation past it
                 job._iters = float(ev.data["iterations"])
                 job._report_time = self.now
-            attained = True
+            attained, reason = True, ""
             if job._criterion is not None:  # the job's last evaluation may meet its criterion
                 self.criteria.observe(job.id, ev.data)
                 verdict = job._criterion.verdict(self.now, job._run_time)
                 attained = verdict is not None and verdict.attained
-            self._end(job, JobState.FINISHED, EventKind.FINISHED, "", attained=attained)
+                reason = verdict.reason if attained else f"its work ended before its criterion was met " \
+                                                         f"({job.spec.criteria})"
+            self._end(job, JobState.FINISHED, EventKind.FINISHED, reason, attained=attained)
         elif ev.kind is BackendEventKind.FAILED:
             self._end(job, JobState.FAILED, EventKind.FAILED, str(ev.data.get("reason", "failed")))
         elif ev.kind is BackendEventKind.EVICTED:

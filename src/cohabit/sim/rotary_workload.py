@@ -9,8 +9,8 @@ scratch: {5, 10, 30, 50, 100} epochs), the first two WITHIN a maximum epoch in {
 
 * **model and hyper-parameters**: one of the packaged learning curves
   (``cohabit/data/learning_curves``, the dissertation's own knowledge base), picked by
-  model family uniformly, then a run uniformly: its model, dataset, batch size (32, 64 or
-  128: the sizes those curves were measured at, not Table 3.2's 2-16 for CV models),
+  model family uniformly, then a run uniformly: its model, dataset, batch size (32, 64, 128 or
+  256: the sizes those curves were measured at, not Table 3.2's 2-32 for CV models),
   optimizer and learning rate. Pre-trained (fine-tuning) jobs are left out: no curves.
 * **accuracy truth**: the curve's 20 per-epoch accuracies are the *held-out* accuracy (they
   were measured on the full test set); the job *reports* a validation accuracy measured on
