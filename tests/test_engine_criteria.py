@@ -156,3 +156,12 @@ def test_native_trace_reads_and_writes_accuracy_curves(tmp_path) -> None:
     path.write_text("jobs:\n  - id: a\n    gpus: 1\n    truth: {iterations: 10, accuracy: [0.5, x]}\n")
     with pytest.raises(TraceRowError, match=r"t.yaml:4.*truth.accuracy.*list of numbers"):
         load_trace(path, "cohabit")
+
+
+def test_criteria_budget_running_out_as_the_work_ends_is_a_stop() -> None:
+    # 5 epochs of work, a 5-epoch budget, a target never reached: the last evaluation and the end coincide
+    job = TraceJob(simple_job("s", 1, criteria="accuracy >= 0.99 within 5 epochs"),
+                   JobTruth(iterations=500, duration=500.0, accuracy=ACC[:5]))
+    out = simulate([job], small_cluster(1, 1), FIFO())
+    kind, t, d = ends(out)["s"]
+    assert kind is EventKind.STOPPED and t == pytest.approx(500.0) and d["attained"] is False

@@ -317,9 +317,12 @@ class Scheduler(LiveControl):
             if job._criterion is not None:  # the job's last evaluation may meet its criterion
                 self.criteria.observe(job.id, ev.data)
                 verdict = job._criterion.verdict(self.now, job._run_time)
-                attained = verdict is not None and verdict.attained
-                reason = verdict.reason if attained else f"its work ended before its criterion was met " \
-                                                         f"({job.spec.criteria})"
+                if verdict is not None and not verdict.attained:  # its budget ran out as its work ended
+                    self._end(job, JobState.STOPPED_EARLY, EventKind.STOPPED, verdict.reason)
+                    return
+                attained = verdict is not None
+                reason = verdict.reason if verdict is not None else \
+                    f"its work ended before its criterion was met ({job.spec.criteria})"
             self._end(job, JobState.FINISHED, EventKind.FINISHED, reason, attained=attained)
         elif ev.kind is BackendEventKind.FAILED:
             self._end(job, JobState.FAILED, EventKind.FAILED, str(ev.data.get("reason", "failed")))
