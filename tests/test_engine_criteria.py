@@ -165,3 +165,21 @@ def test_criteria_budget_running_out_as_the_work_ends_is_a_stop() -> None:
     out = simulate([job], small_cluster(1, 1), FIFO())
     kind, t, d = ends(out)["s"]
     assert kind is EventKind.STOPPED and t == pytest.approx(500.0) and d["attained"] is False
+
+
+def test_policies_never_see_heldout_values() -> None:
+    seen: list[dict] = []
+
+    class Spy(FIFO):
+        def decide(self, view):
+            for j in view.jobs.values():
+                seen.append({k: [v for _, v in pts] for k, pts in j.metrics.items()})
+                if j.criterion is not None:
+                    seen.append({"tracked": j.criterion.series("accuracy")})
+            return super().decide(view)
+
+    simulate([crit_job("a", "accuracy >= 0.9 within 8 epochs")], small_cluster(1, 1), Spy())
+    shown = [x for d in seen for v in d.values() for x in v]
+    assert any(x in ACC for x in shown)  # the reported accuracy is visible...
+    assert not set(HELD) - set(ACC) & set(shown)  # ...the held-out values are not
+    assert all("heldout" not in k for d in seen for k in d)

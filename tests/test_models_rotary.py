@@ -82,12 +82,12 @@ def test_tme_weighted_regression_plus_five_percent_on_held_back_points() -> None
     hist = [JobRecord("m", "cifar10", batch_size=b, num_parameters=p, peak_mem_mb=mem(p, b))
             for p in (1_000_000, 1_100_000) for b in (8, 16, 32, 64)]
     hist.append(JobRecord("huge", "cifar10", batch_size=8, num_parameters=100_000_000, peak_mem_mb=9e9))
-    tme = TME(hist, k=8)
+    tme = TME(hist, k=8)  # more than the 8 points of the two 1M-parameter models: the giant is 9th
     job = JobTraits("m", "cifar10", 128, num_parameters=1_050_000)
     est, raw = tme.estimate(job), tme.unpadded(job)
     truth = mem(1_050_000, 128)
     assert raw == pytest.approx(truth, rel=0.01) and est == pytest.approx(raw * 1.05)
-    assert all(r.model != "huge" for r, _ in tme.similar(job))  # the dissimilar giant is not in the top 8
+    assert all(pt[0] != 100_000_000 for pt, _ in tme.similar(job))  # the dissimilar giant is not in the top 8
     assert TME(hist).estimate(JobTraits("m", "udtreebank", 8, num_parameters=1)) is None
 
 

@@ -8,10 +8,14 @@ from the job repository to fit the batch size-memory curve" by weighted linear r
 "the more similar a historical job is, the higher weights", and pads the estimate "by an
 additional offset, such as 5%, to minimize the likelihood of out-of-memory issues".
 
-Here the weight of a historical job is its similarity; the regression is
+The points of the curve are (batch size, peak memory): several finished jobs of one model at one
+batch size (other learning rates, optimizers) are one point, their mean, so that the top-k are
+k distinct (model size, batch size) points rather than k runs of one configuration. The weight of
+a point is its similarity; the regression is
 ``memory = a + b * batch_size`` by weighted least squares. With a single batch size among
 the similar jobs there is no slope to fit, and their weighted mean memory is the estimate
-(padded as well).
+(padded as well). The dissertation does not give k; 4 points (typically the same model at
+its four batch sizes) measured best on the bench's held-out records (``bench/rotary_dlt.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ __all__ = ["TME"]
 class TME:
     """Peak device memory (MB) of a job from similar finished jobs (see the module doc)."""
 
-    def __init__(self, history: Sequence[JobRecord], *, k: int = 8, pad: float = 0.05) -> None:
+    def __init__(self, history: Sequence[JobRecord], *, k: int = 4, pad: float = 0.05) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k!r}")
         if not 0.0 <= pad < 1.0:
@@ -40,21 +44,28 @@ class TME:
         self.history = [r for r in history if r.peak_mem_mb is not None and r.batch_size is not None]
         self.k, self.pad = k, pad
 
-    def similar(self, job: JobTraits) -> list[tuple[JobRecord, float]]:
-        """Same-dataset records with memory, top-k by model-size similarity, best first."""
-        scored = [(r, size_similarity(job.num_parameters, r.num_parameters)) for r in self.history
-                  if r.dataset == job.dataset]
-        scored.sort(key=lambda rs: -rs[1])
+    def points(self, dataset: str) -> list[tuple[int | None, int, float]]:
+        """(parameters, batch size, mean peak memory MB) of the ``dataset``'s finished jobs."""
+        acc: dict[tuple[int | None, int], list[float]] = {}
+        for r in self.history:
+            if r.dataset == dataset:
+                acc.setdefault((r.num_parameters, int(r.batch_size)), []).append(float(r.peak_mem_mb))  # type: ignore[arg-type]
+        return [(p, b, sum(v) / len(v)) for (p, b), v in acc.items()]
+
+    def similar(self, job: JobTraits) -> list[tuple[tuple[int | None, int, float], float]]:
+        """The top-k (parameters, batch size, memory) points by model-size similarity, best first."""
+        scored = [(pt, size_similarity(job.num_parameters, pt[0])) for pt in self.points(job.dataset)]
+        scored.sort(key=lambda ps: -ps[1])
         return scored[: self.k]
 
     def unpadded(self, job: JobTraits, batch_size: int | None = None) -> float | None:
         """The regression's estimate at ``batch_size`` (default: the job's), without the pad."""
         b = batch_size if batch_size is not None else job.batch_size
-        top = [(r, s) for r, s in self.similar(job) if s > 0]
+        top = [(pt, s) for pt, s in self.similar(job) if s > 0]
         if not top or b is None:
             return None
-        x = np.asarray([float(r.batch_size) for r, _ in top])  # type: ignore[arg-type]
-        y = np.asarray([float(r.peak_mem_mb) for r, _ in top])  # type: ignore[arg-type]
+        x = np.asarray([float(pt[1]) for pt, _ in top])
+        y = np.asarray([pt[2] for pt, _ in top])
         w = np.asarray([s for _, s in top])
         if np.unique(x).size < 2:
             return float(np.average(y, weights=w))
