@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["AccuracyCurve", "TEE"]
 
 #: How far ahead (in epochs) an estimate of "epochs needed" looks before answering "never".
-MAX_EPOCHS = 10_000
+MAX_EPOCHS = 2_000
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ class RotaryDLT(EpochArbiter):
         #: CPU seconds spent in each estimator (Table 3.3's overheads)
         self.overhead = {"ttr": 0.0, "tee": 0.0, "tme": 0.0}
         self._curves: dict[str, tuple[int, AccuracyCurve | None]] = {}
+        self._e_hat: dict[str, tuple[int, float]] = {}  # job -> (evaluations seen, ê)
         self._where: dict[str, tuple[int, ...]] = {}
         self._mem: dict[str, float | None] = {}
         self.fair_decisions = 0
@@ -159,12 +160,21 @@ class RotaryDLT(EpochArbiter):
         """ê of Alg. 6: epochs needed to attain ``crit`` (inf when the estimate never gets there)."""
         if self.estimator == "random":
             return float(1 + zlib.crc32(f"{self.seed}:{job.id}".encode()) % 100)
+        n = job.criterion.evaluations if job.criterion is not None else 0
+        hit = self._e_hat.get(job.id)
+        if hit is not None and hit[0] == n:
+            return hit[1]
         curve = self._curve(job)
+        t0 = time.process_time()
         if curve is None:
-            return math.inf
-        if isinstance(crit, Convergence):
-            return curve.epochs_to_converge(crit.delta)
-        return curve.epochs_to_reach(crit.value, higher_is_better=not lower_is_better(crit.metric))
+            e_hat = math.inf
+        elif isinstance(crit, Convergence):
+            e_hat = curve.epochs_to_converge(crit.delta)
+        else:
+            e_hat = curve.epochs_to_reach(crit.value, higher_is_better=not lower_is_better(crit.metric))
+        self.overhead["tee"] += time.process_time() - t0
+        self._e_hat[job.id] = (n, e_hat)
+        return e_hat
 
     def _max_epochs(self, view: ClusterView, job: JobView, e_star: float) -> float:
         """e_max of Alg. 6: the WITHIN budget in epochs (inf without one or without a way to convert)."""
@@ -241,6 +251,7 @@ class RotaryDLT(EpochArbiter):
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         super().on_finish(job, view)
         self._curves.pop(job.id, None)
+        self._e_hat.pop(job.id, None)
         self._where.pop(job.id, None)
         tr = job.criterion
         if tr is None or not tr.evaluations:
