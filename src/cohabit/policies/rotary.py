@@ -8,10 +8,11 @@ that order whose estimated memory fits it (TME, :mod:`cohabit.models.tme`), one 
 and jobs hold a GPU for at least an epoch (:class:`~cohabit.policies.arbiter.EpochArbiter`:
 preemption with checkpoint at epoch ends).
 
-The threshold test reads the progress ϕ each job has reached; the order reads ϕ̂, the
+The threshold test reads the progress ϕ each job has reached. Efficiency orders by ϕ̂, the
 progress a job will have after its next epoch if granted a GPU (the sketch of Alg. 3
 "estimate the processing progress ϕ̂ for next epoch"), so that a job that has not run yet
-is not stuck at ϕ = 0 behind every running one under efficiency.
+is not stuck at ϕ = 0 behind every running one; fairness orders by the progress reached
+("the jobs that have the lowest ϕ" first, so none falls behind), ties by ϕ̂.
 
 Algorithm 6, progress per criterion type, with ``e*`` the epochs done (``e* + 1`` for ϕ̂):
 
@@ -224,15 +225,16 @@ class RotaryDLT(EpochArbiter):
 
     # ------------------------------------------------------------------ Alg. 5
     def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:
-        """Alg. 5: MEETPROGRESSTHRESHOLD on the progress reached (every job at ``T`` or more?), then
-        the priority queue on the progress estimated after the next epoch (Alg. 3's ϕ̂)."""
-        reached = [self.progress(view, j) for j in jobs]
+        """Alg. 5: MEETPROGRESSTHRESHOLD on the progress reached (every job at ``T`` or more?); then
+        efficiency: highest progress after the next epoch first (Alg. 3's ϕ̂), or fairness: lowest
+        progress reached first (ties: lowest ϕ̂)."""
+        reached = {j.id: self.progress(view, j) for j in jobs}
         nxt = {j.id: self.progress(view, j, ahead=1) for j in jobs}
-        if all(p >= self.threshold for p in reached):  # MEETPROGRESSTHRESHOLD: efficiency
+        if all(p >= self.threshold for p in reached.values()):  # MEETPROGRESSTHRESHOLD: efficiency
             self.efficient_decisions += 1
             return sorted(jobs, key=lambda j: (-nxt[j.id], j.seq))
         self.fair_decisions += 1
-        return sorted(jobs, key=lambda j: (nxt[j.id], j.seq))
+        return sorted(jobs, key=lambda j: (reached[j.id], nxt[j.id], j.seq))
 
     def admissible(self, view: ClusterView, job: JobView, node: int) -> bool:
         """TME's memory check: the padded estimate fits one GPU's memory of ``node`` (when known)."""
