@@ -183,3 +183,10 @@ def test_policies_never_see_heldout_values() -> None:
     assert any(x in ACC for x in shown)  # the reported accuracy is visible...
     assert not set(HELD) - set(ACC) & set(shown)  # ...the held-out values are not
     assert all("heldout" not in k for d in seen for k in d)
+
+
+def test_criteria_run_duration_wakes_the_loop_between_reports() -> None:
+    # epochs end every 100 s; 'run 250s' ends the job at 250 s of running, between two evaluations
+    out = simulate([crit_job("r", "run 250s", submit=5.0)], small_cluster(1, 1), FIFO())
+    kind, t, d = ends(out)["r"]
+    assert kind is EventKind.FINISHED and t == pytest.approx(255.0) and d["attained"] is True

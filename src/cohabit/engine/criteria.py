@@ -173,15 +173,6 @@ class CriterionTracker:
             out.append(self.submit_time + c.within.amount)
         return out
 
-    def fraction(self) -> float:
-        """Share of the WITHIN (or run) budget observed so far, in [0, 1], counted in epochs or
-        iterations (Alg. 6's e*/e for runtime criteria); 0 for a time budget."""
-        c = self.criterion
-        b = c.budget
-        if b is None or b.unit == "seconds":
-            return 0.0
-        return b.fraction_used(0.0, self.epochs_done, self.iterations)
-
 
 class CriteriaBook:
     """The scheduler's criteria state: a tracker per job, held-out values, budget timers."""
