@@ -59,10 +59,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(state: Path, db: str | None) -> tuple[subprocess.Popen, str, str]:
+def start(state: Path, db: str | None, sqlite_sync: str = "normal") -> tuple[subprocess.Popen, str, str]:
     port = free_port()
     cmd = [sys.executable, "-m", "cohabit.cli", "serve", "--state-dir", str(state), "--port", str(port),
-           "--nodes", "2", "--policy", "fifo"] + (["--db", db] if db else [])
+           "--nodes", "2", "--policy", "fifo", "--sqlite-sync", sqlite_sync] + (["--db", db] if db else [])
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(state.parent / "serve.log", "ab"))
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -198,12 +198,12 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(10)
 
 
-def fresh_daemon(kind: str, db: str | None) -> tuple[subprocess.Popen, str, str, str]:
+def fresh_daemon(kind: str, db: str | None, sqlite_sync: str = "normal") -> tuple[subprocess.Popen, str, str, str]:
     """A new daemon on a new store: (process, API URL, admin token, store URL)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"cohabit-bench-{kind}-"))
     state = tmp / "state"
     state.mkdir()
-    proc, url, token = start(state, db)
+    proc, url, token = start(state, db, sqlite_sync)
     return proc, url, token, db or f"sqlite:///{state / 'cohabit.db'}"
 
 
@@ -225,7 +225,7 @@ def submit_run(kind: str, mode: str, args: argparse.Namespace) -> dict[str, Any]
         raise SystemExit(f"--modes: expected CLIENT-FORMAT with CLIENT in {sorted(CLIENTS)} and FORMAT in "
                          f"{sorted(CTYPES)}, got {mode!r}")
     db_run = fresh_db(args.pg_url) if kind == "postgresql" else None
-    proc, url, token, url_db = fresh_daemon(kind, db_run)
+    proc, url, token, url_db = fresh_daemon(kind, db_run, args.sqlite_sync)
     try:
         bodies = [(f"b{i}", job_body(i, fmt)) for i in range(args.submits)]
         t_begin = time.time()
@@ -237,7 +237,7 @@ def submit_run(kind: str, mode: str, args: argparse.Namespace) -> dict[str, Any]
     finally:
         stop(proc)
     ms = decisions(url_db, t_begin, t_end)
-    return {"db": kind, "mode": mode, "client": client, "body": fmt, "submits": args.submits,
+    return {"db": kind, "mode": mode, "sqlite_sync": args.sqlite_sync if kind == "sqlite" else None, "client": client, "body": fmt, "submits": args.submits,
             "clients": args.clients, "submit_wall_s": wall, "submits_per_s": args.submits / wall,
             "submit": pcts(lat), "daemon_cpu_ms_per_submit": cpu / args.submits * 1e3,
             "client_cpu_ms_per_submit": ccpu / args.submits * 1e3, "loadavg_1min": load,
@@ -284,6 +284,8 @@ def main() -> None:
                     help="submit runs, each on a fresh daemon: CLIENT-FORMAT, CLIENT httpx or lean, FORMAT yaml or json")
     ap.add_argument("--history", type=int, default=100_000, help="jobs in the store for list/get (0: skip)")
     ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--sqlite-sync", default="normal", choices=("normal", "full"),
+                    help="the daemon's --sqlite-sync for the submit runs")
     ap.add_argument("--pg-url", default=os.environ.get("COHABIT_TEST_PG_URL"))
     ap.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "service.json")
     args = ap.parse_args()

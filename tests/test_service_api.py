@@ -184,6 +184,7 @@ def test_cli_client_json(daemon, tmp_path) -> None:
     (("--cluster", "/nonexistent/c.yaml"), "/nonexistent/c.yaml"),
     (("--db", "mysql://x"), "--db: expected a sqlite:/// or postgresql:// URL"),
     (("--port", "0"), "--port: expected 1..65535"),
+    (("--sqlite-sync", "off"), "--sqlite-sync: expected 'normal' or 'full', got 'off'"),
 ])
 def test_serve_bad_flags_fail_clearly(tmp_path, args, needle) -> None:
     r = subprocess.run([sys.executable, "-m", "cohabit.cli", "serve", "--state-dir", str(tmp_path / "s"), *args],

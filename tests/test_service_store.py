@@ -36,6 +36,19 @@ def test_reopening_runs_no_migration_twice_and_keeps_epoch(store) -> None:
     again.close()
 
 
+@pytest.mark.parametrize("sync, level", [("normal", 1), ("full", 2)])
+def test_sqlite_store_runs_wal_with_the_chosen_synchronous_level(tmp_path, sync, level) -> None:
+    s = Store(f"sqlite:///{tmp_path / 's.db'}", sqlite_sync=sync)
+    try:
+        with s.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == level
+    finally:
+        s.close()
+    with pytest.raises(ValueError, match="sqlite_sync: expected one of normal, full, got 'off'"):
+        Store(f"sqlite:///{tmp_path / 't.db'}", sqlite_sync="off")
+
+
 def test_tokens_are_stored_as_digests_only(store) -> None:
     admin = store.ensure_admin()
     assert admin and store.ensure_admin() is None  # once

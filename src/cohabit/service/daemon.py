@@ -56,6 +56,7 @@ class ServiceConfig:
     ray_address: str | None = None
     checkpoint_interval: float = 2.0
     poll_interval: float = 0.25
+    sqlite_sync: str = "normal"  # see store.engine_for
     backend_options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -69,7 +70,7 @@ class Service:
     def __init__(self, cfg: ServiceConfig) -> None:
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.cfg = cfg
-        self.store = Store(cfg.url)
+        self.store = Store(cfg.url, sqlite_sync=cfg.sqlite_sync)
         token = self.store.ensure_admin()
         self.token_path = cfg.state_dir / TOKEN_FILE
         if token is not None:

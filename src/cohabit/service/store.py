@@ -54,8 +54,19 @@ def new_token() -> str:
     return "cbt_" + secrets.token_urlsafe(32)
 
 
-def engine_for(url: str) -> Engine:
-    """An engine for ``url``; SQLite files get WAL, a busy timeout and cross-thread use."""
+#: ``PRAGMA synchronous`` levels a SQLite store may run with (``--sqlite-sync``).
+SQLITE_SYNC = ("normal", "full")
+
+
+def engine_for(url: str, sqlite_sync: str = "normal") -> Engine:
+    """An engine for ``url``; SQLite files get WAL, a busy timeout and cross-thread use.
+
+    ``sqlite_sync``: with WAL, ``normal`` writes each commit to the log before the commit returns
+    but fsyncs only at checkpoints: durable across a crash of the process (``kill -9``), not of the
+    machine (power loss can drop the last commits); ``full`` fsyncs the log at every commit (group
+    commit: one fsync per group of submissions), durable across power loss too."""
+    if sqlite_sync not in SQLITE_SYNC:
+        raise ValueError(f"sqlite_sync: expected one of {', '.join(SQLITE_SYNC)}, got {sqlite_sync!r}")
     if url.startswith("sqlite"):
         eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, pool_size=8,
                             max_overflow=16)
@@ -64,7 +75,7 @@ def engine_for(url: str) -> Engine:
         def _pragmas(dbapi_conn: Any, _rec: Any) -> None:  # noqa: ANN401 - DB-API connection
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")  # durable across a crash of the process
+            cur.execute(f"PRAGMA synchronous={sqlite_sync.upper()}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
         return eng
@@ -136,9 +147,9 @@ def seq_of(job_id: str) -> int:
 class Store:
     """The database of one service; safe to share between the API's threads and the loop's thread."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, sqlite_sync: str = "normal") -> None:
         self.url = url
-        self.engine = engine_for(url)
+        self.engine = engine_for(url, sqlite_sync)
         migrate(self.engine)
         self.session = sessionmaker(self.engine, expire_on_commit=False)
         # SQLite has one writer at a time; queueing writers on a lock here is much cheaper than
