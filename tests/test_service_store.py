@@ -10,7 +10,7 @@ from alembic.migration import MigrationContext
 from cohabit.engine.record import EventKind
 from cohabit.service.db import Base
 from cohabit.service.feed import StoreRecord, job_updates
-from cohabit.service.store import Store, hash_token
+from cohabit.service.store import Caller, Store, hash_token
 from cohabit.spec.yamlio import loads_jobs
 
 from service_helpers import db_params, db_url, mlr_jobs
@@ -136,6 +136,36 @@ def test_job_updates_follow_the_state_machine_of_the_events() -> None:
     assert up[4] == {"state": "cancelled", "reason": "user", "end_time": 1005.0, "pending_reason": ""}
 
 
+def test_journal_stores_task_pids_once_known_and_when_they_change(tmp_path) -> None:
+    """A Ray actor's pid is known only after its start (a negative handle before), and a restarted
+    task has a new process: the allocation row follows, so recovery can kill the right ones."""
+    from types import SimpleNamespace
+
+    from cohabit.service.feed import JournaledBackend, StoreFeed
+
+    s = Store(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        s.ensure_admin()
+        jobs, _ = s.submit(Caller(1, "admin", True), loads_jobs(mlr_jobs(1, 10)))
+        seq = jobs[0]["id"]
+        s.write_allocation(seq, [0], {"cpu": 1.0}, 0.0, False)
+        st = SimpleNamespace(pids=(-1,))
+        inner = SimpleNamespace(status={f"j{seq}": st}, advance=lambda until: (until, []))
+        feed = StoreFeed(s, policy_spec="fifo")
+        feed.sched = SimpleNamespace(running={f"j{seq}": None})
+        jb = JournaledBackend(inner, s, feed)
+        jb.advance(1.0)
+        assert s.allocations()[seq]["pids"] == []  # not known yet: nothing stored
+        st.pids = (4242,)
+        jb.advance(2.0)
+        assert s.allocations()[seq]["pids"] == [4242]
+        st.pids = (4343,)  # the task was restarted
+        jb.advance(3.0)
+        assert s.allocations()[seq]["pids"] == [4343]
+    finally:
+        s.close()
+
+
 def test_kill_leftovers_kills_only_cohabit_tasks_by_pid() -> None:
     import subprocess
     import sys
@@ -143,13 +173,15 @@ def test_kill_leftovers_kills_only_cohabit_tasks_by_pid() -> None:
     from cohabit.service.feed import kill_leftovers
 
     ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "cohabit.runtime.worker"])
+    # a Ray task actor on this machine: Ray titles the process ray::TaskActor[.method]
+    actor = subprocess.Popen(["ray::TaskActor.run", "-c", "import time; time.sleep(60)"], executable=sys.executable)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        assert kill_leftovers([ours.pid, other.pid, 999999999]) == 1
-        assert ours.wait(10) == -9
+        assert kill_leftovers([ours.pid, actor.pid, other.pid, 999999999, -3]) == 2
+        assert ours.wait(10) == -9 and actor.wait(10) == -9
         assert other.poll() is None  # not a cohabit task: left alone
     finally:
-        for p in (ours, other):
+        for p in (ours, actor, other):
             if p.poll() is None:
                 p.kill()
                 p.wait()
