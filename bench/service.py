@@ -4,19 +4,29 @@ jobs, and the scheduler's decision latency while submissions pour in; SQLite and
 For each database the real daemon (``cohabit serve``) runs as a process on a loopback port on a
 2-node local cluster under FIFO:
 
-1. ``--submits`` jobs (small real numpy jobs, so the queue grows and the loop decides over it
-   while some run) are submitted by ``--clients`` concurrent async httpx clients, one job per
-   request with an ``Idempotency-Key``; throughput and per-request latency p50/p99, and the
-   daemon's CPU time per submission (its own threads, while the submissions last: the scheduler
-   admitting and launching them is included, the jobs' processes are not), and the clients' CPU
-   time per submission (this process: the load generator shares the machine);
-2. the policy's decision times (the record's ``decision`` events) during that window, p50/p99;
-3. ``--history`` finished jobs are bulk-inserted into the store (as a long-lived service would
+1. for each ``--modes`` entry ``CLIENT-FORMAT``, on a fresh daemon: ``--submits`` jobs (small real
+   numpy jobs, so the queue grows and the loop decides over it while some run) are submitted by
+   ``--clients`` concurrent clients in this process, one job per request with an
+   ``Idempotency-Key``. ``CLIENT`` is ``httpx`` (``httpx.AsyncClient``, keep-alive) or ``lean``
+   (raw asyncio streams writing HTTP/1.1 requests on one keep-alive connection each: a load
+   generator that costs ~0.05 ms of CPU per request, where httpx costs 1.5 to 3.5 ms, on the same
+   2 cores as the daemon); ``FORMAT`` is ``yaml`` (the job file) or ``json`` (the same jobs with
+   ``Content-Type: application/json``). Reported: throughput, per-request latency p50/p99, the
+   daemon's CPU time per submission (its own threads while the submissions last: the scheduler
+   admitting and launching them is included, the jobs' processes are not), split by thread
+   (``api``: uvicorn's event loop and the routes; ``sched``: the scheduler loop; ``pool``: the
+   threads requests hand blocking work to, the group commit), and the clients' CPU time per
+   submission (this process);
+2. the policy's decision times (the record's ``decision`` events) during each submit run, p50/p99;
+3. ``--history`` finished jobs are bulk-inserted into a fresh store (as a long-lived service would
    have), then list (first page, a deep page) and get latency over ``--requests`` sequential
    requests each, p50/p99.
 
-PostgreSQL: ``--pg-url postgresql://...`` or ``COHABIT_TEST_PG_URL`` (``.ci/postgres.sh`` starts
-one); without either only SQLite runs. Writes ``bench/results/service.json``.
+The 1-minute load average is printed beside each row (the machine is shared: wall-clock numbers
+move with it, CPU per submission much less). ``--daemon-src OLD/src`` runs the daemon from another
+checkout (a before/after pair with the same load generator). PostgreSQL: ``--pg-url
+postgresql://...`` or ``COHABIT_TEST_PG_URL`` (``.ci/postgres.sh`` starts one); without either only
+SQLite runs. Writes ``bench/results/service.json``.
 
     .venv/bin/python bench/service.py --submits 1000 --history 100000
 """
@@ -59,11 +69,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: ``--daemon-src``: run the daemon from another checkout's ``src`` (a before/after pair with this bench)
+DAEMON_SRC: str | None = None
+
+
 def start(state: Path, db: str | None, sqlite_sync: str = "normal") -> tuple[subprocess.Popen, str, str]:
     port = free_port()
     cmd = [sys.executable, "-m", "cohabit.cli", "serve", "--state-dir", str(state), "--port", str(port),
-           "--nodes", "2", "--policy", "fifo", "--sqlite-sync", sqlite_sync] + (["--db", db] if db else [])
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(state.parent / "serve.log", "ab"))
+           "--nodes", "2", "--policy", "fifo"] + (["--db", db] if db else [])
+    if sqlite_sync != "normal":  # the default; older daemons have no such flag
+        cmd += ["--sqlite-sync", sqlite_sync]
+    env = dict(os.environ, PYTHONPATH=DAEMON_SRC) if DAEMON_SRC else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(state.parent / "serve.log", "ab"), env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -237,7 +254,8 @@ def submit_run(kind: str, mode: str, args: argparse.Namespace) -> dict[str, Any]
     finally:
         stop(proc)
     ms = decisions(url_db, t_begin, t_end)
-    return {"db": kind, "mode": mode, "sqlite_sync": args.sqlite_sync if kind == "sqlite" else None, "client": client, "body": fmt, "submits": args.submits,
+    return {"db": kind, "mode": mode, "sqlite_sync": args.sqlite_sync if kind == "sqlite" else None,
+            "daemon_src": args.daemon_src, "client": client, "body": fmt, "submits": args.submits,
             "clients": args.clients, "submit_wall_s": wall, "submits_per_s": args.submits / wall,
             "submit": pcts(lat), "daemon_cpu_ms_per_submit": cpu / args.submits * 1e3,
             "client_cpu_ms_per_submit": ccpu / args.submits * 1e3, "loadavg_1min": load,
@@ -286,9 +304,13 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--sqlite-sync", default="normal", choices=("normal", "full"),
                     help="the daemon's --sqlite-sync for the submit runs")
+    ap.add_argument("--daemon-src", default=None,
+                    help="run the daemon from this src directory (e.g. an older commit's, for a before/after pair)")
     ap.add_argument("--pg-url", default=os.environ.get("COHABIT_TEST_PG_URL"))
     ap.add_argument("--json", type=Path, default=Path(__file__).parent / "results" / "service.json")
     args = ap.parse_args()
+    global DAEMON_SRC
+    DAEMON_SRC = args.daemon_src
     kinds = ["sqlite"] + (["postgresql"] if args.pg_url else [])
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     submits = [submit_run(k, m, args) for k in kinds for m in modes]
