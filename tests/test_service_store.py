@@ -116,6 +116,56 @@ def test_concurrent_submits_share_one_transaction_and_keep_idempotency(store) ->
     assert store.count_jobs() == 1 + 10 * 2
 
 
+def test_async_submits_share_one_transaction_and_keep_idempotency(store) -> None:
+    """submit_async (the API's path): submissions made while the loop is busy go as one group, in
+    one transaction; duplicate and already-stored keys answer with the first submission's jobs."""
+    import asyncio
+
+    from sqlalchemy import event
+
+    store.ensure_admin()
+    alice = store.caller(store.create_tenant("alice"))
+    stored_before, _ = store.submit(alice, loads_jobs(mlr_jobs(1, 100)), "old")
+    commits = []
+    event.listen(store.engine, "commit", lambda conn: commits.append(1))
+    keys = [f"k{i // 2}" for i in range(20)] + ["old"]
+    specs = [loads_jobs(mlr_jobs(2, 100)) for _ in keys]
+
+    async def main() -> list[tuple[list, bool]]:
+        return await asyncio.gather(*(store.submit_async(alice, sp, k) for sp, k in zip(specs, keys)))
+
+    results = asyncio.run(main())
+    assert len(commits) <= 2, f"{len(keys)} concurrent submissions took {len(commits)} commits"
+    by_key: dict[str, set[tuple[int, ...]]] = {}
+    for k, (jobs, _created) in zip(keys, results):
+        by_key.setdefault(k, set()).add(tuple(j["id"] for j in jobs))
+    assert all(len(v) == 1 for v in by_key.values())
+    assert by_key["old"] == {tuple(j["id"] for j in stored_before)}
+    assert [c for k, (_, c) in zip(keys, results) if k != "old"].count(True) == 10
+    assert store.count_jobs() == 1 + 10 * 2
+
+
+def test_async_submit_hands_a_commit_failure_to_every_waiter(store) -> None:
+    import asyncio
+
+    from cohabit.service.store import Caller
+
+    store.ensure_admin()
+    ghost = Caller(987654, "ghost", False)  # no such tenant: the foreign key refuses the insert
+    specs = loads_jobs(mlr_jobs(1, 100))
+
+    async def main() -> list:
+        return await asyncio.gather(*(store.submit_async(ghost, specs, f"g{i}") for i in range(3)),
+                                    return_exceptions=True)
+
+    if store.url.startswith("sqlite"):
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    out = asyncio.run(main())
+    assert all(isinstance(x, Exception) for x in out), out
+    assert store.count_jobs() == 0
+
+
 def test_store_record_drains_each_event_once_and_keeps_time_order() -> None:
     rec = StoreRecord(offset=100.0)
     rec.append(1.0, EventKind.SUBMITTED, "j1")

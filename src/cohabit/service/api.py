@@ -118,7 +118,7 @@ def create_app(service: Service) -> FastAPI:
         problems = service.check(specs)
         if problems:
             raise HTTPException(422, [{"field": "workload", "msg": p} for p in problems])
-        jobs, created = await asyncio.to_thread(store.submit, who, specs, idempotency_key)
+        jobs, created = await store.submit_async(who, specs, idempotency_key)
         return JSONResponse({"jobs": jobs, "created": created}, status_code=201 if created else 200)
 
     @app.get("/v1/jobs")
