@@ -299,7 +299,8 @@ def main() -> None:
     ap.add_argument("--submits", type=int, default=1000)
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--modes", default="httpx-yaml,lean-yaml,lean-json",
-                    help="submit runs, each on a fresh daemon: CLIENT-FORMAT, CLIENT httpx or lean, FORMAT yaml or json")
+                    help="submit runs, each on a fresh daemon: CLIENT-FORMAT, CLIENT httpx or lean, "
+                         "FORMAT yaml or json")
     ap.add_argument("--history", type=int, default=100_000, help="jobs in the store for list/get (0: skip)")
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--sqlite-sync", default="normal", choices=("normal", "full"),

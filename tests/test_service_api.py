@@ -57,7 +57,8 @@ def test_submit_runs_to_the_end_with_status_logs_and_events(daemon) -> None:
         assert j["checkpoint"]["iteration"] == 300
         as_json = json.dumps(yaml.safe_load(mlr_jobs(1, 50, prefix="js")))  # JSON: the fast path
         r = c.post("/v1/jobs", content=as_json, headers={"content-type": "application/json"})
-        assert r.status_code == 201 and r.json()["jobs"][0]["name"] == "js0" and r.json()["jobs"][0]["total_iterations"] == 50
+        assert r.status_code == 201, r.text
+        assert (r.json()["jobs"][0]["name"], r.json()["jobs"][0]["total_iterations"]) == ("js0", 50)
         log = c.get(f"/v1/jobs/{ids[0]}/logs", params={"tail": 50}).text
         assert "launch" in log
 

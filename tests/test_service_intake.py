@@ -44,7 +44,8 @@ def _nested(depth: int) -> dict:
 
 
 BAD = {
-    "duplicate-key": '{"jobs": [{"id": "a", "id": "b", "workers": {"count": 1, "demand": {"cpu": 1}}, "iterations": 5}]}',
+    "duplicate-key": '{"jobs": [{"id": "a", "id": "b", "workers": {"count": 1, "demand": {"cpu": 1}}, '
+                     '"iterations": 5}]}',
     "nan": json.dumps({"jobs": [_job(weight=float("nan"))]}),
     "invalid-field": json.dumps({"jobs": [_job(iterations=-5)]}, indent=1),
     "duplicate-ids": json.dumps({"jobs": [_job(), _job()]}, indent=1),
