@@ -10,9 +10,10 @@ from cohabit.sim.truth import JobTruth, TraceJob
 from cohabit.spec import ClusterSpec, Resources, simple_job
 
 
-# tests/ray_suite runs only inside the loopback-only namespace that tests/test_runtime_ray.py makes
-# (it sets COHABIT_RAY_NETNS=1 there); the outer run does not collect it at all.
-collect_ignore = [] if os.environ.get("COHABIT_RAY_NETNS") == "1" else ["ray_suite"]
+# tests/ray_suite and tests/ray_service run only inside the loopback-only namespaces that
+# tests/test_runtime_ray.py and tests/test_service_ray.py make (they set COHABIT_RAY_NETNS=1 there);
+# the outer run does not collect them at all.
+collect_ignore = [] if os.environ.get("COHABIT_RAY_NETNS") == "1" else ["ray_suite", "ray_service"]
 
 
 def trace_job(id: str, gpus: float, duration: float, submit: float = 0.0, model: str = "resnet50",

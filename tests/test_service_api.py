@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from service_helpers import daemons, db_params, db_url, mlr_jobs, start_daemon, wait_until  # noqa: F401
 
@@ -54,6 +55,10 @@ def test_submit_runs_to_the_end_with_status_logs_and_events(daemon) -> None:
         kinds = [e["kind"] for e in j["events"]]
         assert kinds[0] == "submitted" and "started" in kinds and kinds[-1] == "finished"
         assert j["checkpoint"]["iteration"] == 300
+        as_json = json.dumps(yaml.safe_load(mlr_jobs(1, 50, prefix="js")))  # JSON: the fast path
+        r = c.post("/v1/jobs", content=as_json, headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        assert (r.json()["jobs"][0]["name"], r.json()["jobs"][0]["total_iterations"]) == ("js0", 50)
         log = c.get(f"/v1/jobs/{ids[0]}/logs", params={"tail": 50}).text
         assert "launch" in log
 
@@ -69,6 +74,12 @@ def test_bad_spec_is_422_with_line_and_field(daemon) -> None:
         r = c.post("/v1/jobs", content="jobs:\n  - id: a\n    workers: {count: 1, demand: {cpu: 1}}\n"
                                       "    iterations: 5\n    workload: {name: no-such-workload}\n")
         assert r.status_code == 422 and "no-such-workload" in r.text
+        # the same file as JSON (the fast path steps aside): the loader's line and field
+        as_json = '{"jobs": [\n {"id": "a", "workers": {"count": 1, "demand": {"cpu": 1}},\n  "iterations": -5}]}'
+        r = c.post("/v1/jobs", content=as_json, headers={"content-type": "application/json", "x-file-name": "m.json"})
+        assert r.status_code == 422
+        d = r.json()["detail"][0]
+        assert (d["file"], d["line"], d["field"]) == ("m.json", 3, "jobs[0].iterations")
         assert c.get("/v1/jobs", params={"state": "bogus"}).status_code == 422
         assert c.get("/v1/jobs/0").status_code == 422 and c.get("/v1/jobs/999999").status_code == 404
 
@@ -174,6 +185,7 @@ def test_cli_client_json(daemon, tmp_path) -> None:
     (("--cluster", "/nonexistent/c.yaml"), "/nonexistent/c.yaml"),
     (("--db", "mysql://x"), "--db: expected a sqlite:/// or postgresql:// URL"),
     (("--port", "0"), "--port: expected 1..65535"),
+    (("--sqlite-sync", "off"), "--sqlite-sync: expected 'normal' or 'full', got 'off'"),
 ])
 def test_serve_bad_flags_fail_clearly(tmp_path, args, needle) -> None:
     r = subprocess.run([sys.executable, "-m", "cohabit.cli", "serve", "--state-dir", str(tmp_path / "s"), *args],

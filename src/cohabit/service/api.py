@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..policies.params import PolicyParamError
-from ..spec.yamlio import SpecError, loads_jobs
+from ..spec.yamlio import SpecError
+from .intake import parse_jobs
 from .store import ACTIVE_STATES, TERMINAL_STATES, Caller, StoreError, sched_id
 
 if TYPE_CHECKING:
@@ -97,7 +98,8 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/jobs", status_code=201, responses={200: {"description": "idempotent replay"}, 422: {}})
     async def submit(request: Request, who: Who,
                      idempotency_key: Annotated[str | None, Header(max_length=200)] = None) -> JSONResponse:
-        """Submit jobs: the YAML (or JSON) job file ``cohabit run`` takes, as the request body."""
+        """Submit jobs: the YAML (or JSON) job file ``cohabit run`` takes, as the request body
+        (``Content-Type: application/json`` takes a faster path for JSON, same checks and errors)."""
         body = await request.body()
         if len(body) > MAX_BODY:
             raise HTTPException(413, f"job file larger than {MAX_BODY} bytes")
@@ -107,7 +109,8 @@ def create_app(service: Service) -> FastAPI:
             raise HTTPException(422, [{"file": "<request>", "line": None, "field": None,
                                        "msg": "the body must be UTF-8 YAML or JSON"}]) from None
         try:
-            specs = loads_jobs(text, file=request.headers.get("x-file-name", "<request>")[:200])
+            specs = parse_jobs(text, request.headers.get("content-type"),
+                               request.headers.get("x-file-name", "<request>")[:200])
         except SpecError as exc:
             return JSONResponse({"detail": spec_error_detail(exc)}, status_code=422)
         if not specs:
@@ -115,7 +118,7 @@ def create_app(service: Service) -> FastAPI:
         problems = service.check(specs)
         if problems:
             raise HTTPException(422, [{"field": "workload", "msg": p} for p in problems])
-        jobs, created = await asyncio.to_thread(store.submit, who, specs, idempotency_key)
+        jobs, created = await store.submit_async(who, specs, idempotency_key)
         return JSONResponse({"jobs": jobs, "created": created}, status_code=201 if created else 200)
 
     @app.get("/v1/jobs")

@@ -87,6 +87,8 @@ def serve(
     nodes: Annotated[Optional[int], typer.Option(help="Logical nodes of the default local cluster.")] = None,
     policy: Annotated[Optional[str], typer.Option(help="Policy NAME[:k=v] (default: the store's, else fifo).")] = None,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints.")] = 2.0,
+    sqlite_sync: Annotated[str, typer.Option(help="SQLite store: 'normal' (durable across a crash of the daemon) "
+                                                  "or 'full' (fsync per commit: across power loss too).")] = "normal",
 ) -> None:
     """Run cohabit as a long-running service: scheduler loop + REST API on 127.0.0.1."""
     from ..policies import make_policy
@@ -107,10 +109,13 @@ def serve(
             make_policy(policy)
     except (SpecError, ValueError) as exc:
         _fail(str(exc))
+    if sqlite_sync not in ("normal", "full"):
+        _fail(f"--sqlite-sync: expected 'normal' or 'full', got {sqlite_sync!r}")
     if db is not None and not db.startswith(("sqlite:", "postgresql:", "postgresql+psycopg:")):
         _fail(f"--db: expected a sqlite:/// or postgresql:// URL, got {db!r}")
     cfg = ServiceConfig(state_dir=state_dir or default_state_dir(), cluster=spec, db_url=db, policy=policy,
-                        backend=backend, ray_address=ray_address, checkpoint_interval=checkpoint_interval)
+                        backend=backend, ray_address=ray_address, checkpoint_interval=checkpoint_interval,
+                        sqlite_sync=sqlite_sync)
     try:
         run_server(cfg, host, port, announce=lambda m: err.print(m, highlight=False))
     except OSError as exc:

@@ -8,10 +8,12 @@ once to ``<state dir>/admin.token``, mode 0600), builds the backend and the
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import os
 import signal
+import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from .store import Store
 DEFAULT_PORT = 8470
 DEFAULT_POLICY = "fifo"
 TOKEN_FILE = "admin.token"
+SCHED_THREAD = "cohabit-sched"  # the scheduler thread's name in ps/top -H and /proc/PID/task/*/comm
 log = logging.getLogger("cohabit.service")
 
 
@@ -53,6 +56,7 @@ class ServiceConfig:
     ray_address: str | None = None
     checkpoint_interval: float = 2.0
     poll_interval: float = 0.25
+    sqlite_sync: str = "normal"  # see store.engine_for
     backend_options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -66,7 +70,7 @@ class Service:
     def __init__(self, cfg: ServiceConfig) -> None:
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         self.cfg = cfg
-        self.store = Store(cfg.url)
+        self.store = Store(cfg.url, sqlite_sync=cfg.sqlite_sync)
         token = self.store.ensure_admin()
         self.token_path = cfg.state_dir / TOKEN_FILE
         if token is not None:
@@ -109,6 +113,7 @@ class Service:
         self._thread.start()
 
     def _run(self) -> None:
+        name_os_thread(SCHED_THREAD)
         try:
             self.scheduler.run([], source=self.feed)
         except BaseException:  # noqa: BLE001 - reported on /healthz, the store keeps the truth
@@ -152,6 +157,19 @@ def serve(cfg: ServiceConfig, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                                       http="httptools", loop="uvloop")).run()
     finally:
         service.stop()
+
+
+def name_os_thread(name: str) -> None:
+    """Give the calling thread ``name`` (15 bytes at most) in the OS (Linux ``prctl(PR_SET_NAME)``),
+    so that ``top -H`` and ``/proc/PID/task/TID/comm`` tell the scheduler thread from the API's;
+    elsewhere nothing happens."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15: PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 def redact(url: str) -> str:

@@ -97,6 +97,7 @@ class JournaledBackend:
         self.inner = inner
         self.db = db
         self.feed = feed
+        self._pids: dict[str, tuple[int, ...]] = {}  # stored task pids per running job
 
     def __getattr__(self, name: str) -> Any:  # status, timings, store, pids, ...
         return getattr(self.inner, name)
@@ -107,9 +108,19 @@ class JournaledBackend:
         self.db.write_allocation(seq, list(alloc.nodes), alloc.total.as_dict(), self.feed.epoch_time(now),
                                     from_checkpoint)
         self.inner.launch(spec, alloc, now, from_checkpoint=from_checkpoint)
-        st = getattr(self.inner, "status", {}).get(spec.id)
-        if st is not None and st.pids:
-            self.db.set_pids(seq, list(st.pids))
+        self._pids.pop(spec.id, None)
+        self._sync_pids([spec.id])
+
+    def _sync_pids(self, jobs: Sequence[str]) -> None:
+        """Store the task pids of ``jobs`` where they changed: a Ray actor's process id is known only
+        once the actor started, and a restarted task has a new process. Recovery kills by these."""
+        status = getattr(self.inner, "status", {})
+        for job in jobs:
+            st = status.get(job)
+            pids = tuple(p for p in (st.pids if st is not None else ()) if p > 0)  # > 0: real process ids
+            if pids and pids != self._pids.get(job):
+                self.db.set_pids(seq_of(job), list(pids))
+                self._pids[job] = pids
 
     def launch_pack(self, device: tuple[int, int], specs: Sequence[JobSpec], allocs: Sequence[Allocation],
                     now: float, *, from_checkpoint: Sequence[bool]) -> None:
@@ -124,25 +135,34 @@ class JournaledBackend:
 
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         self.inner.halt(job, now, checkpoint=checkpoint)
+        self._pids.pop(job, None)
         self.db.drop_allocation(seq_of(job))
 
     def next_event_time(self) -> float | None:
         return self.inner.next_event_time()
 
     def advance(self, until: float) -> tuple[float, list[BackendEvent]]:
-        return self.inner.advance(until)
+        out = self.inner.advance(until)
+        status = getattr(self.inner, "status", {})
+        for job in [j for j in self._pids if not getattr(status.get(j), "pids", ())]:
+            del self._pids[job]  # ended: nothing left to kill
+        sched = self.feed.sched
+        if sched is not None:
+            self._sync_pids(list(sched.running))
+        return out
 
     def close(self) -> None:
         self.inner.close()
 
 
 def _is_our_task(pid: int) -> bool:
-    """True if ``pid`` is alive and is a cohabit task process (not a reused pid)."""
+    """True if ``pid`` is alive and is a cohabit task process (not a reused pid): a local task
+    (``python -m cohabit.runtime...``) or a Ray task actor on this machine (``ray::TaskActor``)."""
     try:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"cohabit.runtime" in cmd
+    return b"cohabit.runtime" in cmd or cmd.startswith(b"ray::TaskActor")
 
 
 def kill_leftovers(pids: Sequence[int], timeout: float = 10.0) -> int:
