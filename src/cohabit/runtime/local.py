@@ -432,7 +432,7 @@ class LocalBackend:
                 epochs=spec.epochs, batch_size=spec.batch_size, threads=threads, store_root=str(self.store.root),
                 from_checkpoint=from_checkpoint, report_interval=self.report_interval,
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
-                cuda_visible_devices=visible,
+                cuda_visible_devices=visible, mem_gb=(spec.workers.demand["mem_gb"] or None),
             )
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)
