@@ -168,6 +168,11 @@ class ProgressiveQuery:
     def estimate(self) -> float:
         return self.estimator.estimate(final=self.finished)
 
+    def memory_mb(self) -> float:
+        """Memory DuckDB holds now (its buffer manager's count), MB."""
+        got = self.con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()
+        return float(got[0]) / 2**20 if got else 0.0
+
     def state_rows(self) -> int:
         """Rows of the merged partial state (what a checkpoint holds)."""
         if not self._has_state:

@@ -7,7 +7,13 @@ One *step* reads one batch (:class:`cohabit.aqp.online.ProgressiveQuery`); the j
 * ``accuracy`` — the envelope estimate of the running answer's accuracy (§3.2.1), what the
   completion criterion ``accuracy >= 0.95 within 600s`` is checked against;
 * ``batches`` — batches read; ``rows_scanned`` — rows of the sampled fact table read so far;
-* ``state_rows`` — rows of the merged partial state (what a checkpoint holds).
+* ``state_rows`` — rows of the merged partial state (what a checkpoint holds);
+* ``query_mem_mb`` — memory DuckDB holds after the batch; ``epoch`` — the batch count again (each
+  batch is one evaluation of the criterion).
+
+With ``heldout: true`` the task first computes the exact final answer (the whole query at once)
+and also reports ``heldout_accuracy``, the *true* accuracy of the running answer: the backend
+keeps it from policies (false-attainment accounting only; it costs one full run of the query).
 
 The task's CPU demand is DuckDB's ``threads`` (the worker's thread count), its ``mem_gb`` demand
 DuckDB's ``memory_limit``. The state dict is the query's checkpoint (partial state + batch-level
@@ -32,7 +38,7 @@ class TPCHQuery:
     report_each_step = True
 
     def __init__(self, ctx: WorkloadContext, *, query: str | int = "q6", scale: float = 0.01,
-                 data: str | None = None, window: int = 3) -> None:
+                 data: str | None = None, window: int = 3, heldout: bool = False) -> None:
         from ...aqp.data import DataError, resolve_data
         from ...aqp.online import ProgressiveQuery
         from ...aqp.queries import query_spec
@@ -54,6 +60,12 @@ class TPCHQuery:
         self.query = ProgressiveQuery(spec, path, batches=int(ctx.iterations), seed=ctx.seed, threads=ctx.threads,
                                       memory_mb=memory_mb, window=window, scale_factor=float(scale))
         self.total_iterations = int(ctx.iterations)
+        self.final = None
+        if heldout:
+            whole = ProgressiveQuery(spec, path, batches=1, threads=ctx.threads, memory_mb=memory_mb,
+                                     scale_factor=float(scale))
+            self.final = whole.run()
+            whole.close()
 
     @property
     def iteration(self) -> int:
@@ -64,9 +76,15 @@ class TPCHQuery:
         return self.query.finished
 
     def step(self) -> dict[str, float]:
+        from ...aqp.accuracy import accuracy
+
         rep = self.query.step()
-        return {"accuracy": rep.estimate, "batches": float(rep.index), "rows_scanned": float(self.query.rows_scanned),
-                "batch_rows": float(rep.rows), "state_rows": float(self.query.state_rows())}
+        out = {"accuracy": rep.estimate, "epoch": float(rep.index), "batches": float(rep.index),
+               "rows_scanned": float(self.query.rows_scanned), "batch_rows": float(rep.rows),
+               "state_rows": float(self.query.state_rows()), "query_mem_mb": self.query.memory_mb()}
+        if self.final is not None:
+            out["heldout_accuracy"] = accuracy(self.query.answer(), self.final, self.query.spec)
+        return out
 
     def evaluate(self) -> dict[str, float]:
         return {"accuracy": self.query.estimate(), "batches": float(self.query.done)}
