@@ -98,7 +98,7 @@ class AccuracyProgressEstimator:
     def fit(self, query: str, realtime: Curve) -> tuple[float, float] | None:
         hist = [p for c in self.repository.similar(query, self.k) for p in c]
         points = hist + list(realtime)
-        weights = [1.0 / len(hist)] * len(hist) + [1.0] * len(realtime)
+        weights = [1.0 / max(1, len(hist))] * len(hist) + [1.0] * len(realtime)
         return fit_curve(points, weights)
 
     def estimate(self, query: str, realtime: Curve, x_next: float) -> float:

@@ -42,6 +42,11 @@ REGISTRY: dict[str, str] = {
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
+    "rotary-aqp": "cohabit.policies.rotary_aqp:make",
+    "rr": "cohabit.policies.rr:make",
+    "edf": "cohabit.policies.edf:make",
+    "laf": "cohabit.policies.laf:make",
+    "relaqs": "cohabit.policies.relaqs:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -69,6 +74,11 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
+    "rotary-aqp": "Rotary-AQP: running epochs to the jobs estimated to close most of their accuracy gap (Alg. 4).",
+    "rr": "Round robin: each running epoch goes to the jobs granted least recently.",
+    "edf": "Earliest deadline first: each running epoch goes to the jobs whose WITHIN deadline comes first.",
+    "laf": "Least accuracy first: each running epoch goes to the jobs with the lowest reported accuracy.",
+    "relaqs": "ReLAQS: each running epoch goes to the jobs that gained most accuracy per second last epoch.",
 }
 
 
