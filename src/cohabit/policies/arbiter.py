@@ -61,7 +61,7 @@ class EpochArbiter(BasePolicy):
 
     name = "arbiter"
 
-    def __init__(self, epoch_s: float = 4.0) -> None:
+    def __init__(self, epoch_s: float = 2.0) -> None:
         if not epoch_s > 0:
             raise ValueError(f"epoch_s must be > 0 seconds, got {epoch_s!r}")
         self.epoch_s = float(epoch_s)

@@ -18,7 +18,7 @@ from .params import build
 class ReLAQS(EpochArbiter):
     name = "relaqs"
 
-    def __init__(self, epoch_s: float = 4.0) -> None:
+    def __init__(self, epoch_s: float = 2.0) -> None:
         super().__init__(epoch_s)
         self._mark: dict[str, tuple[float, float]] = {}  # job -> (running seconds, accuracy) at its epoch start
 
