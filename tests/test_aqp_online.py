@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,6 +9,7 @@ from hypothesis import strategies as st
 from cohabit.aqp import QUERIES, Answer, EnvelopeEstimator, accuracy, query_spec
 from cohabit.aqp.accuracy import cell_score
 from cohabit.aqp.online import ProgressiveQuery
+from cohabit.runtime import safestate
 
 SF = 0.01
 
@@ -116,15 +115,15 @@ def test_aqp_unknown_query_is_named():
 @given(name=st.sampled_from(["q1", "q3", "q13", "q16", "q18", "q22"]),
        pauses=st.lists(st.integers(min_value=0, max_value=6), max_size=4))
 def test_aqp_paused_and_resumed_query_gives_the_uninterrupted_answers(tpch_dir, name, pauses):
-    """Ratchet staleness: pausing after any batches, any number of times (a new process each time,
-    the checkpoint pickled as the store does), neither re-reads nor skips a batch: every running
-    answer and the final answer equal the uninterrupted run's exactly."""
+    """Ratchet staleness: pausing after any batches, any number of times (a new query each time, the
+    checkpoint serialised as the checkpoint store does), neither re-reads nor skips a batch: every
+    running answer, every accuracy estimate and the final answer equal the uninterrupted run's."""
     spec = QUERIES[name]
     ref = ProgressiveQuery(spec, tpch_dir, batches=6, seed=2, scale_factor=SF)
     want = []
     while not ref.finished:
-        ref.step()
-        want.append(ref.answer().rows)
+        est = ref.step().estimate
+        want.append((ref.answer().rows, est))
     got = []
     ckpt = None
     stops = sorted(set(pauses))
@@ -132,13 +131,13 @@ def test_aqp_paused_and_resumed_query_gives_the_uninterrupted_answers(tpch_dir, 
     while not pq.finished:
         if stops and pq.done == stops[0]:
             stops.pop(0)
-            ckpt = pickle.loads(pickle.dumps(pq.checkpoint()))
+            ckpt = safestate.loads(safestate.dumps(pq.checkpoint()))
             pq.close()
             pq = ProgressiveQuery(spec, tpch_dir, batches=6, seed=2, scale_factor=SF)
             pq.restore(ckpt)
             continue
-        pq.step()
-        got.append(pq.answer().rows)
+        est = pq.step().estimate
+        got.append((pq.answer().rows, est))
     assert got == want
     assert pq.rows_scanned == ref.rows_scanned
 

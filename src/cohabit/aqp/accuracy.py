@@ -61,7 +61,7 @@ def cells(answer: Answer, spec: QuerySpec) -> Cells:
         raise ValueError(f"query {spec.name}: the answer has no column(s) {missing}; it has {list(answer.columns)}")
     out: Cells = {}
     for row in answer.rows:
-        key = tuple(row[idx[k]] for k in spec.keys)
+        key = tuple(_plain(row[idx[k]]) for k in spec.keys)  # JSON-safe: checkpoints hold them
         if spec.measures:
             out[key] = {m: (0.0 if row[idx[m]] is None else float(row[idx[m]])) for m in spec.measures}
         else:
