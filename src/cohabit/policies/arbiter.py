@@ -14,6 +14,13 @@ rest, identically for every policy:
 3. a running job not granted the next epoch is paused (checkpointed), a paused one granted it
    is resumed, a pending one started; a running one granted it continues in place.
 
+Ratchet's triggering rule (``ratchet=True``, :meth:`cohabit.ratchet.CheckpointTrigger.worth_preempting`)
+decides which jobs may be checkpointed: a running job whose remaining work (batches left x its
+measured seconds per batch) is no longer than a pause costs (``switch_cost_s``: checkpoint,
+restart, restore) keeps running past its epoch instead of being paused and restored for
+nothing. A pause itself always lands on a batch boundary (the task finishes the batch it is
+in), so no operator is cut and redone.
+
 Completion criteria (met, or the WITHIN deadline passed) are enforced by the engine, not here.
 A job's latest observed ``accuracy`` metric is its progress (the envelope estimate a query
 reports every batch; a training job's evaluation accuracy).
@@ -26,6 +33,7 @@ from collections.abc import Sequence
 from ..engine.actions import Pause, Plan, Resume, Start
 from ..engine.job import JobView
 from ..engine.view import ClusterView
+from ..ratchet.trigger import CheckpointTrigger
 from ..spec.criteria import MetricTarget
 from .base import BasePolicy
 from .placement import Draft
@@ -61,10 +69,14 @@ class EpochArbiter(BasePolicy):
 
     name = "arbiter"
 
-    def __init__(self, epoch_s: float = 2.0) -> None:
+    def __init__(self, epoch_s: float = 2.0, ratchet: bool = True, switch_cost_s: float = 1.0) -> None:
         if not epoch_s > 0:
             raise ValueError(f"epoch_s must be > 0 seconds, got {epoch_s!r}")
+        if not switch_cost_s >= 0:
+            raise ValueError(f"switch_cost_s must be >= 0 seconds, got {switch_cost_s!r}")
         self.epoch_s = float(epoch_s)
+        self.ratchet = bool(ratchet)
+        self.switch_cost_s = float(switch_cost_s)
         self.tick_interval = self.epoch_s / 4
         self._epoch_start: dict[str, float] = {}
         self._last_granted: dict[str, float] = {}
@@ -88,6 +100,17 @@ class EpochArbiter(BasePolicy):
     def charge(self, job: JobView, view: ClusterView) -> None:
         """``job`` holds resources this round (granted, or inside its epoch): count it in budgets."""
 
+    def remaining_s(self, job: JobView, view: ClusterView) -> float | None:
+        """Seconds of work ``job`` has left by its measured speed (None before it was measured)."""
+        if not job.iter_time or job.spec.iterations is None:
+            return None
+        return max(0.0, job.spec.iterations - job.iterations_done(view.now)) * job.iter_time
+
+    def _keeps_running(self, job: JobView, view: ClusterView, start: float) -> bool:
+        if view.now - start < self.epoch_length(job, view):
+            return True
+        return self.ratchet and not CheckpointTrigger.worth_preempting(self.remaining_s(job, view), self.switch_cost_s)
+
     # ------------------------------------------------------------------- engine
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._epoch_start.pop(job.id, None)
@@ -98,7 +121,7 @@ class EpochArbiter(BasePolicy):
         active: list[JobView] = []
         for job in view.running.values():
             start = self._epoch_start.setdefault(job.id, now)
-            (locked if now - start < self.epoch_length(job, view) else active).append(job)
+            (locked if self._keeps_running(job, view, start) else active).append(job)
         active += list(view.paused.values()) + list(view.pending.values())
         if not active:
             return []

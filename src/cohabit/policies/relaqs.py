@@ -18,8 +18,8 @@ from .params import build
 class ReLAQS(EpochArbiter):
     name = "relaqs"
 
-    def __init__(self, epoch_s: float = 2.0) -> None:
-        super().__init__(epoch_s)
+    def __init__(self, epoch_s: float = 2.0, ratchet: bool = True, switch_cost_s: float = 1.0) -> None:
+        super().__init__(epoch_s, ratchet, switch_cost_s)
         self._mark: dict[str, tuple[float, float]] = {}  # job -> (running seconds, accuracy) at its epoch start
 
     def potential(self, job: JobView, view: ClusterView) -> float:

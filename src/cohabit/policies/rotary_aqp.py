@@ -68,8 +68,8 @@ def data_dir_of(job: JobView) -> Path | None:
 class RotaryAQP(EpochArbiter):
     name = "rotary-aqp"
 
-    def __init__(self, epoch_s: float = 2.0, k: int = 3) -> None:
-        super().__init__(epoch_s)
+    def __init__(self, epoch_s: float = 2.0, k: int = 3, ratchet: bool = True, switch_cost_s: float = 1.0) -> None:
+        super().__init__(epoch_s, ratchet, switch_cost_s)
         self.tick_interval = self.epoch_s / 8  # epochs as short as epoch_s / 2
         self.repository = JobRepository()
         self.progress = AccuracyProgressEstimator(self.repository, k=k)
