@@ -42,6 +42,8 @@ FAMILY_KEYS: dict[str, dict[str, str]] = {
 #: The table whose rows count as "rows scanned" per batch.
 FAMILY_MAIN: dict[str, str] = {"orders": "lineitem", "partsupp": "partsupp"}
 _PRIME = 2147483647
+_INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                            "UINTEGER", "UBIGINT"})
 
 
 def bucket_expr(column: str, batches: int) -> str:
@@ -117,9 +119,18 @@ class ProgressiveQuery:
     def _merge_sql(self) -> str:
         if self.spec.is_set:
             return "SELECT DISTINCT * FROM state_all"
-        cols = [r[0] for r in self.con.execute("DESCRIBE state_all").fetchall()]
+        described = self.con.execute("DESCRIBE state_all").fetchall()
+        cols = [r[0] for r in described]
+        types = {r[0]: str(r[1]) for r in described}
         keys = [c for c in cols if c not in self.spec.merge]
-        select = [f"{self.spec.merge[c]}({c}) AS {c}" if c in self.spec.merge else c for c in cols]  # partial's order
+        select = []  # in the partial's column order
+        for c in cols:
+            if c not in self.spec.merge:
+                select.append(c)
+            elif types[c] in _INTEGER_TYPES:  # counts: sum(BIGINT) is HUGEINT, kept BIGINT for Parquet
+                select.append(f"CAST({self.spec.merge[c]}({c}) AS BIGINT) AS {c}")
+            else:
+                select.append(f"{self.spec.merge[c]}({c}) AS {c}")
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
         return f"SELECT {', '.join(select)} FROM state_all{group}"
 
@@ -183,19 +194,15 @@ class ProgressiveQuery:
     def checkpoint(self) -> dict[str, Any]:
         """The partial state and its batch-level progress, as plain picklable values.
 
-        ``state`` is a DuckDB database file (bytes) holding the merged ``state`` table with its exact
-        column types; ``done`` the batches merged into it and ``order`` the batch order, so that the
+        ``state`` is the merged ``state`` table as Parquet bytes (its columns are DECIMAL, integer,
+        text and date: Parquet keeps each type exactly); ``done`` the batches merged into it and ``order`` the batch order, so that the
         next batch after a restore is ``order[done]``: no batch re-read, none skipped.
         """
         blob: bytes | None = None
         if self._has_state:
             with tempfile.TemporaryDirectory(prefix="cohabit-aqp-") as d:
-                path = os.path.join(d, "state.duckdb")
-                self.con.execute(f"ATTACH '{path}' AS ckpt")
-                try:
-                    self.con.execute("CREATE TABLE ckpt.state AS SELECT * FROM state")
-                finally:
-                    self.con.execute("DETACH ckpt")
+                path = os.path.join(d, "state.parquet")
+                self.con.execute(f"COPY state TO '{path}' (FORMAT parquet)")
                 blob = Path(path).read_bytes()
         return {"query": self.spec.name, "batches": self.batches, "seed": self.seed, "order": list(self.order),
                 "done": self.done, "rows_scanned": self.rows_scanned, "state": blob,
@@ -214,13 +221,9 @@ class ProgressiveQuery:
         self._has_state = False
         if ckpt["state"] is not None:
             with tempfile.TemporaryDirectory(prefix="cohabit-aqp-") as d:
-                path = os.path.join(d, "state.duckdb")
+                path = os.path.join(d, "state.parquet")
                 Path(path).write_bytes(ckpt["state"])
-                self.con.execute(f"ATTACH '{path}' AS ckpt (READ_ONLY)")
-                try:
-                    self.con.execute("CREATE TEMP TABLE state AS SELECT * FROM ckpt.state")
-                finally:
-                    self.con.execute("DETACH ckpt")
+                self.con.execute(f"CREATE TEMP TABLE state AS SELECT * FROM read_parquet('{path}')")
             self._has_state = True
         self.done = done
         self.rows_scanned = int(ckpt["rows_scanned"])
