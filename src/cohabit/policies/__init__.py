@@ -42,10 +42,14 @@ REGISTRY: dict[str, str] = {
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
-    "rotary-aqp": "cohabit.policies.rotary_aqp:make",
-    "rr": "cohabit.policies.rr:make",
-    "edf": "cohabit.policies.edf:make",
+    "rotary": "cohabit.policies.rotary:make",
+    "srf": "cohabit.policies.srf:make",
+    "bcf": "cohabit.policies.bcf:make",
     "laf": "cohabit.policies.laf:make",
+    "rr": "cohabit.policies.rr:make",
+    "rotary-aqp": "cohabit.policies.rotary_aqp:make",
+    "edf": "cohabit.policies.edf:make",
+    "lcaf": "cohabit.policies.lcaf:make",
     "relaqs": "cohabit.policies.relaqs:make",
 }
 
@@ -74,11 +78,15 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
-    "rotary-aqp": "Rotary-AQP: running epochs to the jobs estimated to close most of their accuracy gap (Alg. 4).",
-    "rr": "Round robin: each running epoch goes to the jobs granted least recently.",
-    "edf": "Earliest deadline first: each running epoch goes to the jobs whose WITHIN deadline comes first.",
-    "laf": "Least accuracy first: each running epoch goes to the jobs with the lowest reported accuracy.",
-    "relaqs": "ReLAQS: each running epoch goes to the jobs that gained most accuracy per second last epoch.",
+    "rotary": "Rotary-DLT: lowest estimated progress first until all reach T, then highest (Liu, Alg. 5).",
+    "srf": "Rotary's baseline: shortest runtime criteria first, the rest round-robin by epoch.",
+    "bcf": "Rotary's baseline: biggest convergence criteria first, the rest round-robin by epoch.",
+    "laf": "Rotary's baseline: lowest accuracy criteria first, the rest round-robin by epoch.",
+    "rr": "Round-robin: every active job gets a device in turn, one epoch at a time.",
+    "rotary-aqp": "Rotary-AQP: epochs to the queries estimated to close most of their accuracy gap (Liu, Alg. 4).",
+    "edf": "Earliest deadline first: each epoch goes to the jobs whose WITHIN deadline comes first.",
+    "lcaf": "Least current accuracy first (Rotary-AQP's LAF): each epoch to the lowest reported accuracy.",
+    "relaqs": "ReLAQS: each epoch goes to the jobs that gained most accuracy per second in their last one.",
 }
 
 

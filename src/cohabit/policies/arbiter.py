@@ -1,157 +1,156 @@
-"""Epoch-based resource arbitration: the mechanism shared by Rotary-AQP and its baselines.
+"""Epoch-granular resource arbitration: the mechanism shared by Rotary-DLT and its baselines.
 
-Rotary (Liu dissertation §3.1.4, Alg. 3 and Alg. 4) runs progressive jobs in *running epochs*:
-a job granted resources holds them for at least one epoch; when its epoch ends it becomes
-*active* again and competes with the waiting jobs for the next one. The policies differ only
-in how they order the active jobs (``priority``), how long a job's epoch is (``epoch_length``)
-and whether they admit it (``admit``: Rotary-AQP's memory check). This base class does the
-rest, identically for every policy:
+Rotary (Liu dissertation §3.1.4) assigns each active job to at most one resource; "a job
+holds on to a particular resource for at least an epoch", and "when the jobs complete the
+current epoch, they can be checkpointed ... if they are not granted resources for the next
+running epoch" (§3.1.3). An :class:`EpochArbiter` does exactly that at every decision:
 
-1. running jobs still inside their epoch keep their placement;
-2. the other jobs (running ones whose epoch ended, paused and pending ones) are ordered by
-   ``priority`` and granted one task each while the cluster has room (the ``Draft`` uses the
-   ledger's own fit rules) and ``admit`` agrees: Alg. 4's "allocate 1 core to job";
-3. a running job not granted the next epoch is paused (checkpointed), a paused one granted it
-   is resumed, a pending one started; a running one granted it continues in place.
+1. rank every active job (running, paused, pending) by the subclass's :meth:`EpochArbiter.rank`;
+2. a running job that has not completed an epoch since it was (re)placed keeps its place
+   (it is *locked*); the others are preemptible;
+3. walk the ranking and give each job room (a running job keeps its current placement,
+   others get a consolidated placement that also passes :meth:`EpochArbiter.admissible`,
+   Rotary's memory check), until nothing more fits;
+4. pause (checkpoint) the preemptible running jobs that did not get room, then start or
+   resume the chosen ones.
 
-Ratchet's triggering rule (``ratchet=True``, :meth:`cohabit.ratchet.CheckpointTrigger.worth_preempting`)
-decides which jobs may be checkpointed: a running job whose remaining work (batches left x its
-measured seconds per batch) is no longer than a pause costs (``switch_cost_s``: checkpoint,
-restart, restore) keeps running past its epoch instead of being paused and restored for
-nothing. A pause itself always lands on a batch boundary (the task finishes the batch it is
-in), so no operator is cut and redone.
+Two optional refinements, used by Rotary-AQP (``policies/rotary_aqp.py``) and its baselines:
+:meth:`EpochArbiter.epoch_span` makes a job's running epoch a multiple of its epochs (Rotary-AQP's
+adaptive running epoch), and ``switch_cost_s`` applies Ratchet's triggering rule
+(:meth:`cohabit.ratchet.CheckpointTrigger.worth_preempting`): a job whose remaining work, by its
+measured speed, is no longer than a pause costs (checkpoint, restart, restore) is not preempted.
 
-Completion criteria (met, or the WITHIN deadline passed) are enforced by the engine, not here.
-A job's latest observed ``accuracy`` metric is its progress (the envelope estimate a query
-reports every batch; a training job's evaluation accuracy).
+Jobs end on their completion criteria through the engine (``engine/criteria.py``), not here.
+A job's epochs are those its criterion tracker counted, else its reported ``epoch`` metric,
+else its reported iterations over ``iterations / epochs`` of its spec.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engine.actions import Pause, Plan, Resume, Start
+from ..engine.actions import Pause, Placement, Plan, Resume, Start
 from ..engine.job import JobView
+from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..ratchet.trigger import CheckpointTrigger
-from ..spec.criteria import MetricTarget
 from .base import BasePolicy
 from .placement import Draft
 
-
-def latest_accuracy(job: JobView) -> float:
-    """The job's latest reported ``accuracy`` (0 before its first report)."""
-    series = job.metrics.get("accuracy")
-    return float(series[-1][1]) if series else 0.0
+__all__ = ["EpochArbiter", "epochs_done", "remaining_s"]
 
 
-def target_accuracy(job: JobView, default: float = 1.0) -> float:
-    """The accuracy the job's criterion asks for (``default`` without an accuracy target)."""
-    c = job.spec.criteria
-    if isinstance(c, MetricTarget) and c.metric == "accuracy" and c.op in (">=", ">"):
-        return float(c.value)
-    return default
+def epochs_done(job: JobView, now: float) -> float:
+    """Epochs the job has completed, from what it reported (see the module doc)."""
+    tr = job.criterion
+    if tr is not None and (tr.evaluations or tr.iters_per_epoch):
+        return tr.epochs_done
+    ep = job.metrics.get("epoch")
+    if ep:
+        return float(ep[-1][1])
+    spec = job.spec
+    if spec.iterations and spec.epochs:
+        return job.iterations_done(now) / (spec.iterations / spec.epochs)
+    return 0.0
 
 
-def absolute_deadline(job: JobView) -> float:
-    """Submission time plus the criterion's WITHIN seconds (or the job's ``deadline``); inf without one."""
-    c = job.spec.criteria
-    within = getattr(c, "within", None) or getattr(c, "budget", None)
-    if within is not None and getattr(within, "unit", None) == "seconds":
-        return job.spec.submit_time + float(within.amount)
-    if job.spec.absolute_deadline is not None:
-        return job.spec.absolute_deadline
-    return float("inf")
+def remaining_s(job: JobView, now: float) -> float | None:
+    """Seconds of work ``job`` has left by its measured speed (None before it was measured or
+    without a declared length)."""
+    if not job.iter_time or job.spec.iterations is None:
+        return None
+    return max(0.0, job.spec.iterations - job.iterations_done(now)) * job.iter_time
 
 
 class EpochArbiter(BasePolicy):
-    """Running epochs, priority order, pause/resume (module docstring). Subclasses set ``priority``."""
+    """Base of the arbitration policies: rank, keep locked jobs, fill, preempt at epoch ends."""
 
     name = "arbiter"
 
-    def __init__(self, epoch_s: float = 2.0, ratchet: bool = True, switch_cost_s: float = 1.0) -> None:
-        if not epoch_s > 0:
-            raise ValueError(f"epoch_s must be > 0 seconds, got {epoch_s!r}")
-        if not switch_cost_s >= 0:
-            raise ValueError(f"switch_cost_s must be >= 0 seconds, got {switch_cost_s!r}")
-        self.epoch_s = float(epoch_s)
-        self.ratchet = bool(ratchet)
-        self.switch_cost_s = float(switch_cost_s)
-        self.tick_interval = self.epoch_s / 4
-        self._epoch_start: dict[str, float] = {}
-        self._last_granted: dict[str, float] = {}
+    #: Ratchet's preemption rule: seconds a pause costs (None: off, every epoch end may preempt).
+    switch_cost_s: float | None = None
 
-    # ------------------------------------------------------------ for subclasses
-    def priority(self, job: JobView, view: ClusterView) -> tuple[float, ...]:  # pragma: no cover - abstract
-        """Sort key: smaller runs first."""
+    def __init__(self) -> None:
+        self._placed_at: dict[str, float] = {}  # job -> epochs done when it was last placed
+        self._last_ran: dict[str, float] = {}  # job -> last time it was seen running (round-robin)
+
+    # ---------------------------------------------------------------- hooks for subclasses
+    def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:  # pragma: no cover - abstract
+        """Active jobs, most deserving first."""
         raise NotImplementedError
 
-    def epoch_length(self, job: JobView, view: ClusterView) -> float:
-        """Seconds a granted job keeps its resources before it is re-arbitrated."""
-        return self.epoch_s
-
-    def begin_round(self, view: ClusterView, jobs: Sequence[JobView]) -> None:
-        """Called once per decision before ``priority`` / ``admit`` (estimates, budgets)."""
-
-    def admit(self, job: JobView, view: ClusterView) -> bool:
-        """Whether ``job`` may take resources this round (checked before it is placed)."""
+    def admissible(self, view: ClusterView, job: JobView, node: int) -> bool:
+        """Whether ``job`` may run on ``node`` beyond fitting its declared demand (Rotary: memory)."""
         return True
 
-    def charge(self, job: JobView, view: ClusterView) -> None:
-        """``job`` holds resources this round (granted, or inside its epoch): count it in budgets."""
+    def epoch_span(self, job: JobView) -> float:
+        """Epochs a placed job keeps its place for (its running epoch); 1 unless a subclass adapts it."""
+        return 1.0
 
-    def remaining_s(self, job: JobView, view: ClusterView) -> float | None:
-        """Seconds of work ``job`` has left by its measured speed (None before it was measured)."""
-        if not job.iter_time or job.spec.iterations is None:
-            return None
-        return max(0.0, job.spec.iterations - job.iterations_done(view.now)) * job.iter_time
+    def rr_key(self, job: JobView) -> tuple[float, int]:
+        """Round-robin order: never run first, then least recently run; arrival order breaks ties."""
+        return (self._last_ran.get(job.id, -1.0), job.seq)
 
-    def _keeps_running(self, job: JobView, view: ClusterView, start: float) -> bool:
-        if view.now - start < self.epoch_length(job, view):
+    # ---------------------------------------------------------------- mechanism
+    def locked(self, job: JobView, now: float) -> bool:
+        """A running job that has not completed its running epoch since it was placed cannot be
+        preempted; nor, with ``switch_cost_s``, one that would finish before a pause pays off."""
+        start = self._placed_at.get(job.id)
+        if start is None or epochs_done(job, now) < start + self.epoch_span(job) - 1e-9:
             return True
-        return self.ratchet and not CheckpointTrigger.worth_preempting(self.remaining_s(job, view), self.switch_cost_s)
-
-    # ------------------------------------------------------------------- engine
-    def on_finish(self, job: JobView, view: ClusterView) -> None:
-        self._epoch_start.pop(job.id, None)
+        return self.switch_cost_s is not None and not CheckpointTrigger.worth_preempting(
+            remaining_s(job, now), self.switch_cost_s)
 
     def decide(self, view: ClusterView) -> Plan:
         now = view.now
-        locked: list[JobView] = []
-        active: list[JobView] = []
-        for job in view.running.values():
-            start = self._epoch_start.setdefault(job.id, now)
-            (locked if self._keeps_running(job, view, start) else active).append(job)
-        active += list(view.paused.values()) + list(view.pending.values())
+        running = list(view.running.values())
+        for j in running:
+            self._last_ran[j.id] = now
+            self._placed_at.setdefault(j.id, epochs_done(j, now))
+        active = running + list(view.paused.values()) + list(view.pending.values())
         if not active:
             return []
-        self.begin_round(view, locked + active)
+        ranked = self.rank(view, active)
         draft = Draft(view)
-        for job in active:
-            if job.id in view.running:
-                draft.give_back(job)  # its epoch is over: it competes for the next one
-        for job in locked:
-            self.charge(job, view)  # locked jobs hold their memory in the round's budget
-        granted: list[tuple[JobView, tuple[int, ...]]] = []
-        for job in sorted(active, key=lambda j: (*self.priority(j, view), j.seq)):
-            if not self.admit(job, view):
+        locked = {j.id for j in running if self.locked(j, now)}
+        for j in running:
+            if j.id not in locked:
+                draft.give_back(j)
+        chosen: list[tuple[JobView, Placement]] = []
+        keep: set[str] = set(locked)
+        for job in ranked:
+            if job.id in locked:
                 continue
-            if job.id in view.running:
-                placement: tuple[int, ...] | None = job.placement if draft.reserve(job, job.placement) else None
-            else:
-                placement = draft.place(job)
-            if placement is None:
+            if job.state is JobState.RUNNING:
+                if draft.reserve(job, job.placement):
+                    keep.add(job.id)
                 continue
-            self.charge(job, view)
-            granted.append((job, placement))
-        chosen = {j.id for j, _ in granted}
-        plan: Plan = [Pause(j.id, "epoch ended: not granted the next one") for j in active
-                      if j.id in view.running and j.id not in chosen]
-        for job, placement in granted:
-            self._epoch_start[job.id] = now
-            self._last_granted[job.id] = now
-            if job.id in view.paused:
-                plan.append(Resume(job.id, placement))
-            elif job.id in view.pending:
-                plan.append(Start(job.id, placement))
+            p = self._place(view, draft, job)
+            if p is not None:
+                chosen.append((job, p))
+        plan: Plan = [Pause(j.id, reason="arbitration: not granted the next epoch")
+                      for j in running if j.id not in keep]
+        for job, p in chosen:
+            self._placed_at[job.id] = epochs_done(job, now)
+            self._last_ran[job.id] = now
+            plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
         return plan
+
+    def _place(self, view: ClusterView, draft: Draft, job: JobView) -> Placement | None:
+        """A placement for ``job`` that fits and is admissible, reserved in ``draft``; None if none."""
+        if job.spec.num_ps == 0 and view.target_workers(job) == 1:
+            fit = draft.tasks_fit(view.demand_vector(job))
+            for node in range(len(fit)):
+                if fit[node] >= 1 and self.admissible(view, job, node) and draft.reserve(job, (node,)):
+                    return (node,)
+            return None
+        saved = draft.save()
+        p = draft.place(job)
+        if p is not None and not all(self.admissible(view, job, n) for n in set(p)):
+            draft.restore(saved)
+            return None
+        return p
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._placed_at.pop(job.id, None)
+        self._last_ran.pop(job.id, None)

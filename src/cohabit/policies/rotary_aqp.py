@@ -1,30 +1,34 @@
 """Rotary-AQP: resource arbitration for progressive queries (Liu dissertation §3.2.1, Algorithm 4).
 
-Per round (:class:`~.arbiter.EpochArbiter` supplies the epochs and the pause/resume mechanics):
+The epochs, preemption and checkpoint mechanics are :class:`~cohabit.policies.arbiter.EpochArbiter`'s
+(shared with Rotary-DLT and the baselines); Rotary-AQP supplies, per decision:
 
-* **memory** ``m-hat`` of every active job (:class:`cohabit.aqp.estimators.MemoryEstimator`):
-  the query plan's estimate (DuckDB ``EXPLAIN``) before it runs, raised by the memory it was
-  seen to use (``query_mem_mb``) once it runs;
-* **adaptive running epoch**: "the length of the running epoch of every AQP job proportionate
-  to the estimated memory consumption": ``epoch_s * m-hat / mean(m-hat)``, clipped to
-  ``[epoch_s / 2, 4 epoch_s]``;
-* **accuracy progress** ``phi-hat`` for the next epoch
-  (:class:`cohabit.aqp.estimators.AccuracyProgressEstimator`: top-k similar archived jobs of the
-  job repository and the job's own real-time points, weighted regression); the batches one
-  epoch reads come from the job's measured seconds per batch;
-* **arbitration** (``RESOURCEARBITRATION``): jobs in priority order get one core each while
-  ``m-hat <= M`` (the cluster's memory, less what granted and locked jobs are estimated to
-  hold); a job whose ``m-hat`` does not fit is skipped this round.
+* **memory** ``m-hat`` of every active job (:class:`cohabit.aqp.estimators.MemoryEstimator`): the
+  query plan's estimate (DuckDB ``EXPLAIN``, no execution) before it runs, raised by the memory it
+  was seen to use (its ``query_mem_mb`` reports) once it runs; before its data exists, a prior by
+  its Table 3.1 class;
+* **adaptive running epoch** (:meth:`RotaryAQP.epoch_span`): "the length of the running epoch of
+  every AQP job proportionate to the estimated memory consumption": ``m-hat / mean(m-hat)`` of
+  the job's epochs, clipped to ``[0.5, 4]``;
+* **accuracy progress** ``phi-hat`` after one more running epoch: Rotary's joint fit of the
+  top-k similar finished jobs' curves and the job's own real-time points at equal total weight
+  (:class:`cohabit.models.tee.TEE`, shared with Rotary-DLT; a query's batches are its epochs, its
+  traits the query and its batch count, so the same query's history is most similar); with
+  neither, the prior ``phi = fraction of batches read``;
+* **RESOURCEARBITRATION**: jobs in priority order get one core each (their one task) while
+  ``m-hat <= M``, M being the node's memory less the ``m-hat`` of the jobs running or granted
+  there (:meth:`RotaryAQP.admissible`); a job that does not fit is passed over this round.
 
-Priority ("place j_i in PQ due to phi-hat"): the share of its remaining gap to its accuracy
-target the next epoch is estimated to close, ``(min(phi-hat, target) - phi) / (target - phi)``;
-a job estimated to attain within the epoch thus comes first, ties go to the earlier deadline.
+Priority ("place j_i in PQ due to phi-hat"): the share of its remaining gap to its accuracy target
+the next epoch is estimated to close, ``(min(phi-hat, target) - phi) / (target - phi)``: a job
+estimated to attain within its epoch comes first; ties go to the earlier deadline.
 
-Not built: Alg. 4's "allocate extra 1 core" loop. A query task's threads are fixed when it
-starts (its ``cpu`` demand), and the engine has no action that changes a running task's share
+Not built: Alg. 4's "allocate extra 1 core" loop. A query task's DuckDB threads are fixed when it
+starts (its ``cpu`` demand) and the engine has no action that changes a running task's share
 (``SetShare`` is rejected by every backend), so spare cores stay idle rather than being faked.
 
-On finish, the job's observed (fraction read, accuracy) curve is archived in the repository.
+On finish, the job's observed per-batch accuracy curve joins the history (kept by this policy
+object for the run, as :class:`~cohabit.repository.store.JobRecord` s).
 """
 
 from __future__ import annotations
@@ -33,14 +37,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..aqp.data import default_root, is_complete
-from ..aqp.estimators import AccuracyProgressEstimator, JobRepository, MemoryEstimator
+from ..aqp.estimators import MemoryEstimator
 from ..aqp.queries import WEIGHT_CLASSES, query_spec
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .arbiter import EpochArbiter, absolute_deadline, latest_accuracy, target_accuracy
+from ..models.similar import JobTraits
+from ..models.tee import TEE
+from ..repository.store import JobRecord
+from .arbiter import EpochArbiter
 from .params import build
+from .progress_view import absolute_deadline, batches_per_epoch, latest_accuracy, target_accuracy
 
-#: m-hat before anything is known of a query (no data to EXPLAIN): by its Table 3.1 class, MB.
+#: m-hat (MB) of a query whose data cannot be EXPLAINed here, by its Table 3.1 class.
 CLASS_PRIOR_MB = {"light": 64.0, "medium": 128.0, "heavy": 256.0}
 
 
@@ -56,7 +64,7 @@ def query_of(job: JobView) -> str | None:
 
 
 def data_dir_of(job: JobView) -> Path | None:
-    """Where a query job's tables are, if they exist already (the policy never generates data)."""
+    """Where a query job's tables are, if they exist already (a policy never generates data)."""
     w = job.spec.workload or {}
     if w.get("data"):
         path = Path(str(w["data"])).expanduser()
@@ -66,16 +74,14 @@ def data_dir_of(job: JobView) -> Path | None:
 
 
 class RotaryAQP(EpochArbiter):
-    name = "rotary-aqp"
-
-    def __init__(self, epoch_s: float = 2.0, k: int = 3, ratchet: bool = True, switch_cost_s: float = 1.0) -> None:
-        super().__init__(epoch_s, ratchet, switch_cost_s)
-        self.tick_interval = self.epoch_s / 8  # epochs as short as epoch_s / 2
-        self.repository = JobRepository()
-        self.progress = AccuracyProgressEstimator(self.repository, k=k)
+    def __init__(self, k: int = 3, switch_cost_s: float = 0.0) -> None:
+        super().__init__()
+        self.name = "rotary-aqp"
+        self.switch_cost_s = switch_cost_s or None
+        self.progress = TEE([], k=k)
         self.memory = MemoryEstimator()
         self._m_hat: dict[str, float] = {}
-        self._budget_mb = 0.0
+        self._mem_left: dict[int, float] = {}
 
     # --------------------------------------------------------------- estimates
     def memory_mb(self, job: JobView) -> float:
@@ -85,53 +91,64 @@ class RotaryAQP(EpochArbiter):
             return 1024.0 * float(job.spec.workers.demand["mem_gb"])
         prior = CLASS_PRIOR_MB[WEIGHT_CLASSES[q]]
         plan = self.memory.plan(query_spec(q), data_dir_of(job), int(job.spec.iterations or 1), prior)
-        seen = [v for _, v in job.metrics.get("query_mem_mb", [])]
-        return self.memory.estimate(plan, seen)
+        return self.memory.estimate(plan, [v for _, v in job.metrics.get("query_mem_mb", [])])
 
-    def begin_round(self, view: ClusterView, jobs: Sequence[JobView]) -> None:
-        col = view.resource_index("mem_gb")
-        self._budget_mb = float(view.capacity[:, col].sum()) * 1024.0 if col is not None else float("inf")
-        self._m_hat = {j.id: self.memory_mb(j) for j in jobs}
-
-    def epoch_length(self, job: JobView, view: ClusterView) -> float:
+    def epoch_span(self, job: JobView) -> float:
         m = self._m_hat.get(job.id)
         if m is None or not self._m_hat:
-            return self.epoch_s
+            return 1.0
         mean = sum(self._m_hat.values()) / len(self._m_hat)
-        ratio = m / mean if mean > 0 else 1.0
-        return self.epoch_s * min(4.0, max(0.5, ratio))
+        return min(4.0, max(0.5, m / mean)) if mean > 0 else 1.0
 
-    def realtime_curve(self, job: JobView) -> list[tuple[float, float]]:
-        total = float(job.spec.iterations or 1)
-        return [(it / total, acc) for it, acc in job.metrics.get("accuracy", [])]
+    @staticmethod
+    def traits(job: JobView) -> JobTraits:
+        return JobTraits(model=query_of(job) or job.spec.model, dataset="tpch", batch_size=job.spec.iterations)
 
-    def phi_hat(self, job: JobView, view: ClusterView) -> float:
+    @staticmethod
+    def realtime_curve(job: JobView) -> list[tuple[float, float]]:
+        """``(batches read, accuracy)`` the job reported."""
+        return [(float(it), float(acc)) for it, acc in job.metrics.get("accuracy", []) if it >= 1]
+
+    def phi_hat(self, job: JobView, now: float) -> float:
         """Estimated accuracy after one more running epoch."""
         total = float(job.spec.iterations or 1)
-        done = job.iterations_done(view.now)
-        per_batch = job.iter_time if job.iter_time else self.epoch_s / 4
-        x_next = min(1.0, (done + self.epoch_length(job, view) / per_batch) / total)
-        q = query_of(job) or job.spec.model
-        return self.progress.estimate(q, self.realtime_curve(job), x_next)
+        nxt = min(total, job.iterations_done(now) + self.epoch_span(job) * batches_per_epoch(job))
+        curve = self.progress.fit(self.traits(job), self.realtime_curve(job))
+        return nxt / total if curve is None else min(1.0, max(0.0, curve.predict(nxt)))
 
     # -------------------------------------------------------------- arbitration
-    def priority(self, job: JobView, view: ClusterView) -> tuple[float, ...]:
-        phi = latest_accuracy(job)
-        target = target_accuracy(job)
-        gap = target - phi
-        gain = 1.0 if gap <= 0 else (min(self.phi_hat(job, view), target) - phi) / gap
-        return (-gain, absolute_deadline(job))
+    def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:
+        self._m_hat = {j.id: self.memory_mb(j) for j in jobs}
+        col = view.resource_index("mem_gb")
+        cap = view.capacity
+        self._mem_left = {n: (float(cap[n, col]) * 1024.0 if col is not None else float("inf"))
+                          for n in range(cap.shape[0])}
+        for j in view.running.values():  # running jobs hold their memory where they are
+            for n in set(j.placement):
+                self._mem_left[n] -= self._m_hat.get(j.id, 0.0)
 
-    def admit(self, job: JobView, view: ClusterView) -> bool:
-        return self._m_hat.get(job.id, 0.0) <= self._budget_mb
+        def key(j: JobView) -> tuple[float, float, int]:
+            phi, target = latest_accuracy(j), target_accuracy(j)
+            gap = target - phi
+            gain = 1.0 if gap <= 0 else (min(self.phi_hat(j, view.now), target) - phi) / gap
+            return (-gain, absolute_deadline(j), j.seq)
 
-    def charge(self, job: JobView, view: ClusterView) -> None:
-        self._budget_mb -= self._m_hat.get(job.id, 0.0)
+        return sorted(jobs, key=key)
+
+    def admissible(self, view: ClusterView, job: JobView, node: int) -> bool:
+        m = self._m_hat.get(job.id, 0.0)
+        if m > self._mem_left.get(node, float("inf")):
+            return False
+        self._mem_left[node] -= m  # granted here (the caller reserves it next)
+        return True
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         super().on_finish(job, view)
-        q = query_of(job) or job.spec.model
-        self.repository.archive(q, self.realtime_curve(job))
+        curve = [acc for _, acc in self.realtime_curve(job)]
+        if curve:
+            t = self.traits(job)
+            self.progress.add(JobRecord(model=t.model, dataset=t.dataset, batch_size=t.batch_size,
+                                        accuracy=tuple(curve), name=job.id))
 
 
 def make(oracle: bool = False, **params: object) -> RotaryAQP:

@@ -1,11 +1,13 @@
-"""Round-robin arbitration (Liu dissertation §3.2.2, Rotary-AQP's naive baseline).
+"""Round-robin arbitration (the naive baseline of Rotary, Liu dissertation §3.2.2 and §3.3.2).
 
-"roundrobin allocates one core to each job in turn until there are no more cores and run them
-for an epoch per time until they reach their completion criteria": each running epoch, the jobs
-granted least recently (never granted first, then in arrival order) get the next one.
+Every active job gets a resource in turn for one epoch at a time, until it reaches its
+completion criterion: jobs that never ran first (in arrival order), then the least recently
+run. Epoch-granular preemption with checkpoint: :class:`~cohabit.policies.arbiter.EpochArbiter`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..engine.job import JobView
 from ..engine.view import ClusterView
@@ -14,10 +16,12 @@ from .params import build
 
 
 class RoundRobin(EpochArbiter):
-    name = "rr"
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "rr"
 
-    def priority(self, job: JobView, view: ClusterView) -> tuple[float, ...]:
-        return (self._last_granted.get(job.id, float("-inf")),)
+    def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:
+        return sorted(jobs, key=self.rr_key)
 
 
 def make(oracle: bool = False, **params: object) -> RoundRobin:

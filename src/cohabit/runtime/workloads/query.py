@@ -8,8 +8,11 @@ One *step* reads one batch (:class:`cohabit.aqp.online.ProgressiveQuery`); the j
   completion criterion ``accuracy >= 0.95 within 600s`` is checked against;
 * ``batches`` — batches read; ``rows_scanned`` — rows of the sampled fact table read so far;
 * ``state_rows`` — rows of the merged partial state (what a checkpoint holds);
-* ``query_mem_mb`` — memory DuckDB holds after the batch; ``epoch`` — the batch count again (each
-  batch is one evaluation of the criterion).
+* ``query_mem_mb`` — memory DuckDB holds after the batch.
+
+Each batch is one evaluation of the completion criterion; the job's *running epoch* is
+``iterations / epochs`` batches of its spec (no ``epoch`` is reported: the criteria tracker counts
+epochs from the iterations, so an arbiter may preempt the query only at the end of an epoch).
 
 With ``heldout: true`` the task first computes the exact final answer (the whole query at once)
 and also reports ``heldout_accuracy``, the *true* accuracy of the running answer: the backend
@@ -79,7 +82,7 @@ class TPCHQuery:
         from ...aqp.accuracy import accuracy
 
         rep = self.query.step()
-        out = {"accuracy": rep.estimate, "epoch": float(rep.index), "batches": float(rep.index),
+        out = {"accuracy": rep.estimate, "batches": float(rep.index),
                "rows_scanned": float(self.query.rows_scanned), "batch_rows": float(rep.rows),
                "state_rows": float(self.query.state_rows()), "query_mem_mb": self.query.memory_mb()}
         if self.final is not None:
