@@ -8,7 +8,8 @@ dissertation ran SF 1 on 20 cores of a server; a small scale factor on a 2-core 
 proportionally shorter clock to keep the same contention).
 
 Each job is ``kind: query``, one task of ``cpu`` cores (DuckDB threads) and a memory demand by
-class, ``iterations`` = its batches, criterion ``accuracy >= <threshold> within <deadline>s``.
+class, ``iterations`` = its batches, ``epochs`` = its running epochs (an arbiter may preempt it
+every ``batches / epochs`` batches), criterion ``accuracy >= <threshold> within <deadline>s``.
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ MEAN_ARRIVAL_S = 160.0
 MEM_GB = {"light": 0.5, "medium": 0.75, "heavy": 1.0}
 
 
-def table31_jobs(*, n: int = 30, seed: int = 0, scale: float = 0.01, batches: int = 20, cpu: float = 1.0,
+def table31_jobs(*, n: int = 30, seed: int = 0, scale: float = 0.01, batches: int = 20, epochs: int = 4,
+                 cpu: float = 1.0,
                  time_scale: float = 1.0, mix: Mapping[str, float] | None = None,
                  data: str | None = None, heldout: bool = False) -> list[JobSpec]:
     """``n`` query jobs drawn as Table 3.1 describes (module docstring), seeded."""
     if n < 1:
         raise ValueError(f"n must be >= 1 job, got {n!r}")
+    if not 1 <= epochs <= batches:
+        raise ValueError(f"epochs must be in [1, batches={batches}], got {epochs!r}")
     if not time_scale > 0:
         raise ValueError(f"time_scale must be > 0, got {time_scale!r}")
     mix = dict(MIX if mix is None else mix)
@@ -66,6 +70,7 @@ def table31_jobs(*, n: int = 30, seed: int = 0, scale: float = 0.01, batches: in
         jobs.append(JobSpec.model_validate({
             "id": f"{i:02d}-{query}", "kind": "query", "model": f"tpch-{query}", "submit_time": round(t * time_scale, 3),
             "workers": {"count": 1, "demand": {"cpu": cpu, "mem_gb": MEM_GB[cls]}}, "iterations": batches,
+            "epochs": epochs,
             "criteria": f"accuracy >= {acc:g} within {round(deadline * time_scale, 3):g}s", "workload": workload,
         }))
     return jobs
@@ -78,8 +83,35 @@ def to_yaml(jobs: list[JobSpec], header: str = "") -> str:
     lines = [f"# {h}" if h else "#" for h in header.splitlines()] if header else []
     lines.append("jobs:")
     for j in jobs:
-        item = j.model_dump(mode="json", include={"id", "kind", "model", "submit_time", "iterations", "workload"})
+        item = j.model_dump(mode="json", include={"id", "kind", "model", "submit_time", "iterations", "epochs", "workload"})
         item["workers"] = {"count": 1, "demand": dict(j.workers.demand.items())}
         item["criteria"] = str(j.criteria)
         lines.append("  - " + yaml.safe_dump(item, default_flow_style=True, sort_keys=False, width=400).strip())
     return "\n".join(lines) + "\n"
+
+
+def simulated(jobs: list[JobSpec], profiles: Mapping[str, Any], *, startup_s: float = 0.0) -> list[Any]:
+    """The same jobs for the simulator, their costs from measured per-batch profiles
+    (:func:`cohabit.aqp.profile.profile_all`'s output).
+
+    Each job's truth: ``duration`` = its query's measured CPU seconds over all batches (plus
+    ``startup_s`` and the profile's start-up), the accuracy it reports after each batch = the
+    measured envelope estimate, the held-out accuracy = the measured true accuracy. The profile
+    must have been measured with the jobs' batch count.
+    """
+    from ..sim.truth import JobTruth, TraceJob
+
+    out = []
+    for spec in jobs:
+        q = str((spec.workload or {}).get("query"))
+        prof = profiles["queries"].get(q)
+        if prof is None:
+            raise ValueError(f"job {spec.id!r}: no profile of query {q!r}")
+        if prof["batches"] != spec.iterations:
+            raise ValueError(f"job {spec.id!r}: {spec.iterations} batches, but the profile of {q} has "
+                             f"{prof['batches']}; profile with the same batch count")
+        duration = startup_s + float(prof["startup_cpu_s"]) + float(sum(prof["batch_cpu_s"]))
+        truth = JobTruth(iterations=int(spec.iterations), duration=duration, accuracy=tuple(prof["estimate"]),
+                         heldout_accuracy=tuple(prof["true_accuracy"]))
+        out.append(TraceJob(spec, truth))
+    return out
