@@ -21,7 +21,10 @@ The epochs, preemption and checkpoint mechanics are :class:`~cohabit.policies.ar
 
 Priority ("place j_i in PQ due to phi-hat"): the share of its remaining gap to its accuracy target
 the next epoch is estimated to close, ``(min(phi-hat, target) - phi) / (target - phi)``: a job
-estimated to attain within its epoch comes first; ties go to the earlier deadline.
+estimated to attain within its epoch comes first; ties go to the earlier deadline. Rotary's
+objective is the number of attained jobs (§3.1.4), so a job the same fitted curve says cannot
+reach its target before its deadline (batches still needed x its measured seconds per batch)
+goes after every job that still can.
 
 Not built: Alg. 4's "allocate extra 1 core" loop. A query task's DuckDB threads are fixed when it
 starts (its ``cpu`` demand) and the engine has no action that changes a running task's share
@@ -116,6 +119,15 @@ class RotaryAQP(EpochArbiter):
         curve = self.progress.fit(self.traits(job), self.realtime_curve(job))
         return nxt / total if curve is None else min(1.0, max(0.0, curve.predict(nxt)))
 
+    def feasible(self, job: JobView, now: float) -> bool:
+        """False only when the fitted curve and the measured speed say the target comes after the deadline."""
+        curve = self.progress.fit(self.traits(job), self.realtime_curve(job))
+        if curve is None or not job.iter_time:
+            return True
+        need = curve.epochs_to_reach(target_accuracy(job), limit=int(job.spec.iterations or 1))
+        left = max(0.0, need - job.iterations_done(now)) * job.iter_time
+        return now + left <= absolute_deadline(job)
+
     # -------------------------------------------------------------- arbitration
     def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:
         self._m_hat = {j.id: self.memory_mb(j) for j in jobs}
@@ -127,11 +139,11 @@ class RotaryAQP(EpochArbiter):
             for n in set(j.placement):
                 self._mem_left[n] -= self._m_hat.get(j.id, 0.0)
 
-        def key(j: JobView) -> tuple[float, float, int]:
+        def key(j: JobView) -> tuple[int, float, float, int]:
             phi, target = latest_accuracy(j), target_accuracy(j)
             gap = target - phi
             gain = 1.0 if gap <= 0 else (min(self.phi_hat(j, view.now), target) - phi) / gap
-            return (-gain, absolute_deadline(j), j.seq)
+            return (0 if self.feasible(j, view.now) else 1, -gain, absolute_deadline(j), j.seq)
 
         return sorted(jobs, key=key)
 
