@@ -36,6 +36,7 @@ object for the run, as :class:`~cohabit.repository.store.JobRecord` s).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,7 +46,7 @@ from ..aqp.queries import WEIGHT_CLASSES, query_spec
 from ..engine.job import JobView
 from ..engine.view import ClusterView
 from ..models.similar import JobTraits
-from ..models.tee import TEE
+from ..models.tee import TEE, AccuracyCurve
 from ..repository.store import JobRecord
 from .arbiter import EpochArbiter
 from .params import build
@@ -85,6 +86,7 @@ class RotaryAQP(EpochArbiter):
         self.memory = MemoryEstimator()
         self._m_hat: dict[str, float] = {}
         self._mem_left: dict[int, float] = {}
+        self._fits: dict[str, AccuracyCurve | None] = {}  # this round's fitted curve per job
 
     # --------------------------------------------------------------- estimates
     def memory_mb(self, job: JobView) -> float:
@@ -112,16 +114,24 @@ class RotaryAQP(EpochArbiter):
         """``(batches read, accuracy)`` the job reported."""
         return [(float(it), float(acc)) for it, acc in job.metrics.get("accuracy", []) if it >= 1]
 
+    def curve(self, job: JobView) -> AccuracyCurve | None:
+        """The job's fitted accuracy curve (once per decision round; None with no data at all)."""
+        if job.id not in self._fits:
+            with warnings.catch_warnings():  # a few nearly equal points: a poorly conditioned but usable fit
+                warnings.simplefilter("ignore")
+                self._fits[job.id] = self.progress.fit(self.traits(job), self.realtime_curve(job))
+        return self._fits[job.id]
+
     def phi_hat(self, job: JobView, now: float) -> float:
         """Estimated accuracy after one more running epoch."""
         total = float(job.spec.iterations or 1)
         nxt = min(total, job.iterations_done(now) + self.epoch_span(job) * batches_per_epoch(job))
-        curve = self.progress.fit(self.traits(job), self.realtime_curve(job))
+        curve = self.curve(job)
         return nxt / total if curve is None else min(1.0, max(0.0, curve.predict(nxt)))
 
     def feasible(self, job: JobView, now: float) -> bool:
         """False only when the fitted curve and the measured speed say the target comes after the deadline."""
-        curve = self.progress.fit(self.traits(job), self.realtime_curve(job))
+        curve = self.curve(job)
         if curve is None or not job.iter_time:
             return True
         need = curve.epochs_to_reach(target_accuracy(job), limit=int(job.spec.iterations or 1))
@@ -131,6 +141,7 @@ class RotaryAQP(EpochArbiter):
     # -------------------------------------------------------------- arbitration
     def rank(self, view: ClusterView, jobs: Sequence[JobView]) -> list[JobView]:
         self._m_hat = {j.id: self.memory_mb(j) for j in jobs}
+        self._fits = {}
         col = view.resource_index("mem_gb")
         cap = view.capacity
         self._mem_left = {n: (float(cap[n, col]) * 1024.0 if col is not None else float("inf"))
