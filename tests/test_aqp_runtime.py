@@ -65,3 +65,8 @@ def test_aqp_bad_query_option_is_reported_at_load(tmp_path) -> None:
 
     with pytest.raises(WorkloadError, match="window"):
         parse_config("j", {"name": "tpch-query", "query": "q1", "windw": 3})
+    with pytest.raises(WorkloadError, match="q1 .. q22") as err:
+        parse_config("j", {"name": "tpch-query", "query": "q23"})
+    assert err.value.field == "query"
+    with pytest.raises(WorkloadError, match="window must be >= 2"):
+        parse_config("j", {"name": "tpch-query", "query": "q1", "window": 1})

@@ -110,7 +110,11 @@ def parse_config(job: str, workload: dict[str, Any] | None) -> WorkloadConfig:
         raise WorkloadError(f"job {job!r}: workload.seed must be a non-negative integer, got {seed!r}")
     params = {k: v for k, v in workload.items() if k not in RESERVED}
     if name is not None:
-        _check_params(job, name, resolve(target), params)
+        factory = resolve(target)
+        _check_params(job, name, factory, params)
+        check = getattr(factory, "check_params", None)  # values a type annotation cannot express
+        if callable(check):
+            check(job, params)
     return WorkloadConfig(target, label, seed, params)
 
 

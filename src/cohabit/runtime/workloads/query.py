@@ -40,6 +40,23 @@ class TPCHQuery:
 
     report_each_step = True
 
+    @staticmethod
+    def check_params(job: str, params: dict[str, Any]) -> None:
+        """Check option values when the jobs file is loaded (WorkloadError names the key)."""
+        from ...aqp.queries import query_spec
+
+        try:
+            query_spec(params.get("query", "q6"))
+        except ValueError as exc:
+            raise WorkloadError(f"job {job!r}: workload.query: {exc}", field="query") from None
+        if int(params.get("window", 3)) < 2:
+            raise WorkloadError(f"job {job!r}: workload.window must be >= 2 batches, got {params['window']!r}",
+                                field="window")
+        scale = params.get("scale", 0.01)
+        if not 0 < float(scale) <= 100:
+            raise WorkloadError(f"job {job!r}: workload.scale must be a TPC-H scale factor in (0, 100], got {scale!r}",
+                                field="scale")
+
     def __init__(self, ctx: WorkloadContext, *, query: str | int = "q6", scale: float = 0.01,
                  data: str | None = None, window: int = 3, heldout: bool = False) -> None:
         from ...aqp.data import DataError, resolve_data
