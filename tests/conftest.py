@@ -42,3 +42,21 @@ def torch_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tpch_dir(tmp_path_factory):
+    """TPC-H scale factor 0.01 as Parquet, generated once per test session by tpchgen-cli.
+
+    ``COHABIT_TPCH_DIR`` points at its root for the session, so that query workers started as
+    processes find the same data (``cohabit.aqp.data.ensure_tpch(0.01)``)."""
+    from cohabit.aqp.data import ensure_tpch
+
+    root = tmp_path_factory.mktemp("tpch")
+    before = os.environ.get("COHABIT_TPCH_DIR")
+    os.environ["COHABIT_TPCH_DIR"] = str(root)
+    yield ensure_tpch(0.01, root)
+    if before is None:
+        os.environ.pop("COHABIT_TPCH_DIR", None)
+    else:
+        os.environ["COHABIT_TPCH_DIR"] = before

@@ -47,6 +47,10 @@ REGISTRY: dict[str, str] = {
     "bcf": "cohabit.policies.bcf:make",
     "laf": "cohabit.policies.laf:make",
     "rr": "cohabit.policies.rr:make",
+    "rotary-aqp": "cohabit.policies.rotary_aqp:make",
+    "edf": "cohabit.policies.edf:make",
+    "lcaf": "cohabit.policies.lcaf:make",
+    "relaqs": "cohabit.policies.relaqs:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -79,6 +83,10 @@ DESCRIPTIONS: dict[str, str] = {
     "bcf": "Rotary's baseline: biggest convergence criteria first, the rest round-robin by epoch.",
     "laf": "Rotary's baseline: lowest accuracy criteria first, the rest round-robin by epoch.",
     "rr": "Round-robin: every active job gets a device in turn, one epoch at a time.",
+    "rotary-aqp": "Rotary-AQP: epochs to the queries estimated to close most of their accuracy gap (Liu, Alg. 4).",
+    "edf": "Earliest deadline first: each epoch goes to the jobs whose WITHIN deadline comes first.",
+    "lcaf": "Least current accuracy first (Rotary-AQP's LAF): each epoch to the lowest reported accuracy.",
+    "relaqs": "ReLAQS: each epoch goes to the jobs that gained most accuracy per second in their last one.",
 }
 
 

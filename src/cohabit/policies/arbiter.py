@@ -14,6 +14,12 @@ running epoch" (§3.1.3). An :class:`EpochArbiter` does exactly that at every de
 4. pause (checkpoint) the preemptible running jobs that did not get room, then start or
    resume the chosen ones.
 
+Two optional refinements, used by Rotary-AQP (``policies/rotary_aqp.py``) and its baselines:
+:meth:`EpochArbiter.epoch_span` makes a job's running epoch a multiple of its epochs (Rotary-AQP's
+adaptive running epoch), and ``switch_cost_s`` applies Ratchet's triggering rule
+(:meth:`cohabit.ratchet.CheckpointTrigger.worth_preempting`): a job whose remaining work, by its
+measured speed, is no longer than a pause costs (checkpoint, restart, restore) is not preempted.
+
 Jobs end on their completion criteria through the engine (``engine/criteria.py``), not here.
 A job's epochs are those its criterion tracker counted, else its reported ``epoch`` metric,
 else its reported iterations over ``iterations / epochs`` of its spec.
@@ -27,10 +33,11 @@ from ..engine.actions import Pause, Placement, Plan, Resume, Start
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
+from ..ratchet.trigger import CheckpointTrigger
 from .base import BasePolicy
 from .placement import Draft
 
-__all__ = ["EpochArbiter", "epochs_done"]
+__all__ = ["EpochArbiter", "epochs_done", "remaining_s"]
 
 
 def epochs_done(job: JobView, now: float) -> float:
@@ -47,10 +54,21 @@ def epochs_done(job: JobView, now: float) -> float:
     return 0.0
 
 
+def remaining_s(job: JobView, now: float) -> float | None:
+    """Seconds of work ``job`` has left by its measured speed (None before it was measured or
+    without a declared length)."""
+    if not job.iter_time or job.spec.iterations is None:
+        return None
+    return max(0.0, job.spec.iterations - job.iterations_done(now)) * job.iter_time
+
+
 class EpochArbiter(BasePolicy):
     """Base of the arbitration policies: rank, keep locked jobs, fill, preempt at epoch ends."""
 
     name = "arbiter"
+
+    #: Ratchet's preemption rule: seconds a pause costs (None: off, every epoch end may preempt).
+    switch_cost_s: float | None = None
 
     def __init__(self) -> None:
         self._placed_at: dict[str, float] = {}  # job -> epochs done when it was last placed
@@ -65,15 +83,23 @@ class EpochArbiter(BasePolicy):
         """Whether ``job`` may run on ``node`` beyond fitting its declared demand (Rotary: memory)."""
         return True
 
+    def epoch_span(self, job: JobView) -> float:
+        """Epochs a placed job keeps its place for (its running epoch); 1 unless a subclass adapts it."""
+        return 1.0
+
     def rr_key(self, job: JobView) -> tuple[float, int]:
         """Round-robin order: never run first, then least recently run; arrival order breaks ties."""
         return (self._last_ran.get(job.id, -1.0), job.seq)
 
     # ---------------------------------------------------------------- mechanism
     def locked(self, job: JobView, now: float) -> bool:
-        """A running job that has not completed an epoch since it was placed cannot be preempted."""
+        """A running job that has not completed its running epoch since it was placed cannot be
+        preempted; nor, with ``switch_cost_s``, one that would finish before a pause pays off."""
         start = self._placed_at.get(job.id)
-        return start is None or epochs_done(job, now) < start + 1.0 - 1e-9
+        if start is None or epochs_done(job, now) < start + self.epoch_span(job) - 1e-9:
+            return True
+        return self.switch_cost_s is not None and not CheckpointTrigger.worth_preempting(
+            remaining_s(job, now), self.switch_cost_s)
 
     def decide(self, view: ClusterView) -> Plan:
         now = view.now

@@ -214,7 +214,8 @@ class LocalBackend:
     ``root``: directory for checkpoints (``root/checkpoints``) and task logs
     (``root/logs``); a temporary directory (removed by :meth:`close`) when
     None. ``report_interval`` / ``checkpoint_interval``: seconds between
-    telemetry reports / periodic checkpoints of each task.
+    telemetry reports / periodic checkpoints of each task; ``checkpoint_policy="ratchet"`` spaces
+    the periodic checkpoints by Ratchet's trigger instead (:mod:`cohabit.ratchet.trigger`).
     ``bandwidth_mbps``: per-node budget of parameter-server traffic in Mbit/s
     (one number or one per node; default: the nodes' ``net_gbps``; 0 or None:
     unlimited). ``subtask_gate``: the ``subtask_gate`` configuration given to
@@ -235,6 +236,7 @@ class LocalBackend:
         backoff_factor: float = 2.0,
         report_interval: float = 0.5,
         checkpoint_interval: float = 2.0,
+        checkpoint_policy: str = "fixed",
         halt_timeout: float = 30.0,
         pin_cpus: bool = True,
         prewarm: bool = True,
@@ -265,6 +267,9 @@ class LocalBackend:
         self.backoff_factor = backoff_factor
         self.report_interval = report_interval
         self.checkpoint_interval = checkpoint_interval
+        if checkpoint_policy not in ("fixed", "ratchet"):
+            raise ValueError(f"checkpoint_policy must be 'fixed' or 'ratchet', got {checkpoint_policy!r}")
+        self.checkpoint_policy = checkpoint_policy
         self.halt_timeout = halt_timeout
         self.fsync = fsync
         self.prewarm = prewarm
@@ -432,7 +437,8 @@ class LocalBackend:
                 epochs=spec.epochs, batch_size=spec.batch_size, threads=threads, store_root=str(self.store.root),
                 from_checkpoint=from_checkpoint, report_interval=self.report_interval,
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
-                cuda_visible_devices=visible,
+                cuda_visible_devices=visible, mem_gb=(spec.workers.demand["mem_gb"] or None),
+                checkpoint_policy=self.checkpoint_policy,
             )
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)

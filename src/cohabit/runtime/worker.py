@@ -66,11 +66,14 @@ def worker_config(
     *, job: str, rank: int, world_size: int, workload: WorkloadConfig, iterations: int | None,
     epochs: int | None, batch_size: int | None, threads: int, store_root: str, from_checkpoint: bool,
     report_interval: float, checkpoint_interval: float, keep: int = 2, fsync: bool = True,
-    dist_port: int | None = None, cuda_visible_devices: str | None = None,
+    dist_port: int | None = None, cuda_visible_devices: str | None = None, mem_gb: float | None = None,
+    checkpoint_policy: str = "fixed",
 ) -> dict[str, Any]:
     """The configuration message a worker expects (JSON-serialisable).
 
-    ``cuda_visible_devices``: the physical GPU ids of the task's devices (``""``: none; None: leave the
+    ``checkpoint_policy``: ``"fixed"`` (every ``checkpoint_interval`` s) or ``"ratchet"``
+    (:class:`cohabit.ratchet.CheckpointTrigger`: at the overhead bound from measured costs, the
+    first after ``checkpoint_interval`` s). ``cuda_visible_devices``: the physical GPU ids of the task's devices (``""``: none; None: leave the
     environment as it is), set before CUDA is initialised (:mod:`cohabit.runtime.devices`)."""
     return {
         "type": "config", "job": job, "rank": rank, "world_size": world_size,
@@ -79,7 +82,7 @@ def worker_config(
         "iterations": iterations, "epochs": epochs, "batch_size": batch_size, "threads": threads,
         "store_root": store_root, "from_checkpoint": from_checkpoint, "report_interval": report_interval,
         "checkpoint_interval": checkpoint_interval, "keep": keep, "fsync": fsync, "dist_port": dist_port,
-        "cuda_visible_devices": cuda_visible_devices,
+        "cuda_visible_devices": cuda_visible_devices, "mem_gb": mem_gb, "checkpoint_policy": checkpoint_policy,
     }
 
 
@@ -196,7 +199,7 @@ class Worker:
         torch_s = time.perf_counter() - t_torch
         ctx = WorkloadContext(job=self.job, seed=wc.seed, iterations=cfg["iterations"], epochs=cfg["epochs"],
                               batch_size=cfg["batch_size"], rank=self.rank, world_size=self.world, threads=threads,
-                              device=choice.device)
+                              device=choice.device, mem_gb=cfg.get("mem_gb"))
         t_build = time.perf_counter()
         workload = build(wc, ctx)
         info: dict[str, Any] = {"torch_import_s": torch_s, "build_s": time.perf_counter() - t_build,
@@ -270,6 +273,13 @@ class Worker:
         last_ckpt = now
         warm = True  # the first iteration (allocations, lazy init) is timed apart: it is not typical
         first_report = True
+        each = bool(getattr(workload, "report_each_step", False))  # progressive queries: every batch counts
+        trigger = None
+        if self.cfg.get("checkpoint_policy") == "ratchet" and ckpt_every > 0:
+            from ..ratchet.trigger import CheckpointTrigger
+
+            trigger = CheckpointTrigger(first_after_s=ckpt_every)
+        step_s = 0.0  # running mean of the step time, for the remaining work
         while True:
             c0 = self.comm.seconds if self.comm is not None else 0.0  # the stop agreement is communication too
             ta = time.perf_counter()
@@ -295,9 +305,19 @@ class Worker:
             if "loss" in metrics:
                 losses.append(float(metrics["loss"]))
             latest.update({k: float(v) for k, v in metrics.items() if k != "loss"})
-            if self.rank == 0 and ckpt_every > 0 and t1 - last_ckpt >= ckpt_every and not workload.done:
-                self._save(workload)
+            step_s += ((t1 - t0) - step_s) / min(workload.iteration, 20) if workload.iteration else 0.0
+            if trigger is not None:
+                due = trigger.due(t1 - last_ckpt, (workload.total_iterations - workload.iteration) * step_s)
+            else:
+                due = ckpt_every > 0 and t1 - last_ckpt >= ckpt_every
+            if self.rank == 0 and due and not workload.done:
+                _, save_s = self._save(workload)
+                if trigger is not None:
+                    trigger.record_cost(save_s)
                 last_ckpt = time.perf_counter()
+            if warm and each:
+                warm = False
+                self.warmup_s = t1 - t0
             if warm:
                 warm = False
                 self.warmup_s = t1 - t0
@@ -306,7 +326,7 @@ class Worker:
             # the first report waits for a few typical iterations (>= 3 and >= 0.1 s) so the
             # scheduler's first speed estimate is not a cold-cache outlier
             elapsed = t1 - win_start
-            if (elapsed >= report_every or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every))
+            if (each or elapsed >= report_every or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every))
                     or "epoch" in metrics):  # every evaluation is reported (completion criteria, Rotary)
                 t_now = time.perf_counter()
                 out = dict(latest)

@@ -319,14 +319,18 @@ class SimBackend:
             self._push(t, _EPOCH, run.spec.id, run.version)
 
     @staticmethod
-    def _evaluation(truth: JobTruth, done: float) -> dict:
-        """What a job with an accuracy curve reports at the epoch end reached with ``done`` iterations."""
+    def _evaluation(truth: JobTruth, done: float, epochs: int | None = None) -> dict:
+        """What a job with an accuracy curve reports at the epoch end reached with ``done`` iterations.
+
+        A curve sampled finer than the job's declared ``epochs`` (a progressive query's accuracy
+        after every batch) reports its ``epoch`` in the job's epochs (fractional between ends)."""
         ipe = truth.iters_per_epoch
         acc = truth.accuracy
         if ipe is None or acc is None:
             return {}
         e = min(max(int(round(done / ipe)), 1), len(acc))
-        out: dict = {"metrics": {"accuracy": acc[e - 1], "epoch": float(e)}}
+        epoch = float(e) if not epochs else e * epochs / len(acc)
+        out: dict = {"metrics": {"accuracy": acc[e - 1], "epoch": epoch}}
         if truth.heldout_accuracy is not None:
             out["heldout"] = {"accuracy": truth.heldout_accuracy[e - 1]}
         return out
@@ -368,12 +372,13 @@ class SimBackend:
                 total = float(run.truth.iterations)
                 self._checkpoint[jid] = total
                 events.append(BackendEvent(t, BackendEventKind.FINISHED, jid,
-                                           {"iterations": total, **self._evaluation(run.truth, total)}))
+                                           {"iterations": total, **self._evaluation(run.truth, total, run.spec.epochs)}))
                 self.halt(jid, t, checkpoint=False)
             elif kind == _EPOCH:
                 done = run.done_at(t)
                 total = float(run.truth.iterations)
-                data = {"iterations": done, "iter_time": 1.0 / run.rate, **self._evaluation(run.truth, done)}
+                data = {"iterations": done, "iter_time": 1.0 / run.rate,
+                        **self._evaluation(run.truth, done, run.spec.epochs)}
                 data["metrics"]["loss"] = run.truth.loss_at(done / total, jid)
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
                 self._push_epoch(run, run.t0 + (total - run.done) / run.rate, t)

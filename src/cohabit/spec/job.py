@@ -20,6 +20,8 @@ from .resources import Resources
 
 Architecture = Literal["single", "ps", "allreduce"]
 Role = Literal["worker", "ps"]
+#: What a job runs: a training job, or a progressive query (Rotary-AQP, ``cohabit.aqp``).
+Kind = Literal["training", "query"]
 
 
 class TaskGroup(BaseModel):
@@ -42,6 +44,8 @@ class JobSpec(BaseModel):
     Times are seconds. ``deadline`` is relative to ``submit_time``.
     ``n_min``/``n_max`` bound the number of workers of an elastic job
     (Dorm's n_min/n_max); both default to ``workers.count`` (rigid).
+    ``kind: query`` is a progressive query (one task; ``iterations`` are its batches; its
+    ``workers.demand`` cpu and mem_gb are the query engine's threads and memory limit).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -49,6 +53,7 @@ class JobSpec(BaseModel):
     id: str = Field(min_length=1, max_length=MAX_NAME_LEN)
     submit_time: float = Field(default=0.0, ge=0.0, le=MAX_TIME_S, allow_inf_nan=False)
     tenant: str = Field(default="default", max_length=MAX_NAME_LEN)
+    kind: Kind = "training"
     architecture: Architecture = "single"
     workers: TaskGroup
     ps: TaskGroup | None = None
@@ -79,6 +84,11 @@ class JobSpec(BaseModel):
             raise ValueError(f"architecture 'single' needs workers.count == 1, got {self.workers.count}")
         if self.workers.count < 1:
             raise ValueError("workers.count must be >= 1")
+        if self.kind == "query":
+            if self.architecture != "single":
+                raise ValueError(f"a query job runs as one task: architecture must be 'single', got {self.architecture!r}")
+            if self.iterations is None:
+                raise ValueError("a query job needs 'iterations': the number of batches its data is read in")
         lo, hi = self.min_workers, self.max_workers
         if self.n_min is not None and self.n_max is not None and lo > hi:
             raise ValueError(

@@ -24,6 +24,7 @@ Built-ins:
 ``lasso``       numpy Lasso by proximal gradient (the authors' sample, or synthetic)
 ``torch-mlp``   PyTorch MLP on generated Gaussian-cluster data
 ``torch-cnn``   PyTorch small CNN on generated images
+``tpch-query``  a progressive TPC-H query on DuckDB (``kind: query``; one iteration = one batch)
 ``ps-mlr``      parameter-server MLR (``architecture: ps``; see :mod:`cohabit.runtime.ps`)
 ``ps-lasso``    parameter-server Lasso
 ``ps-nmf``      parameter-server NMF (the authors' sample, or synthetic)
@@ -52,6 +53,7 @@ BUILTINS: dict[str, str] = {
     "lasso": "cohabit.runtime.workloads.numpy_models:Lasso",
     "torch-mlp": "cohabit.runtime.workloads.torch_models:TorchMLP",
     "torch-cnn": "cohabit.runtime.workloads.torch_models:TorchCNN",
+    "tpch-query": "cohabit.runtime.workloads.query:TPCHQuery",  # a progressive TPC-H query (kind: query)
     # parameter-server workloads (cohabit.runtime.ps.launch.PS_WORKLOADS; architecture: ps)
     "ps-mlr": "cohabit.runtime.ps.models:PSMultinomialLogisticRegression",
     "ps-lasso": "cohabit.runtime.ps.models:PSLasso",
@@ -108,7 +110,11 @@ def parse_config(job: str, workload: dict[str, Any] | None) -> WorkloadConfig:
         raise WorkloadError(f"job {job!r}: workload.seed must be a non-negative integer, got {seed!r}")
     params = {k: v for k, v in workload.items() if k not in RESERVED}
     if name is not None:
-        _check_params(job, name, resolve(target), params)
+        factory = resolve(target)
+        _check_params(job, name, factory, params)
+        check = getattr(factory, "check_params", None)  # values a type annotation cannot express
+        if callable(check):
+            check(job, params)
     return WorkloadConfig(target, label, seed, params)
 
 

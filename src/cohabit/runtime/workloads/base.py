@@ -59,6 +59,7 @@ class WorkloadContext:
     world_size: int = 1
     threads: int = 1
     device: str = "cpu"  # where torch workloads train: "cuda:0" when the task was given a GPU torch can use
+    mem_gb: float | None = None  # the task's memory demand (a query job's DuckDB memory_limit); None: not given
 
     def total_iterations(self, iters_per_epoch: int | None) -> int:
         """``iterations`` if given, else ``epochs * iters_per_epoch``; WorkloadError if neither is known."""

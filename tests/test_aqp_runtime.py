@@ -1,0 +1,72 @@
+"""Query jobs (kind: query) run for real: a DuckDB worker process per query through LocalBackend."""
+
+from __future__ import annotations
+
+import pytest
+
+from cohabit.aqp import QUERIES
+from cohabit.aqp.online import ProgressiveQuery
+from cohabit.engine.backend import BackendEventKind as K
+from cohabit.engine.ledger import Ledger
+from cohabit.runtime.local import LocalBackend
+from cohabit.spec import Resources
+from cohabit.spec.job import JobSpec, TaskGroup
+from runtime_helpers import allocate, cluster, ended, final_event, no_orphans, wait_for  # noqa: F401
+
+BATCHES = 40
+
+
+def query_job(id: str, query: str, *, seed: int = 0, batches: int = BATCHES) -> JobSpec:
+    return JobSpec(id=id, kind="query", workers=TaskGroup(count=1, demand=Resources(cpu=1, mem_gb=0.5)),
+                   iterations=batches, criteria="accuracy >= 0.95 within 600s",
+                   workload={"name": "tpch-query", "query": query, "scale": 0.01, "seed": seed})
+
+
+def test_aqp_query_job_reports_accuracy_every_batch_and_resumes_exactly(tmp_path, tpch_dir) -> None:
+    cl = cluster(2)
+    spec = query_job("q9", "q9", seed=4)
+    led = Ledger(cl)
+    with LocalBackend(cl, root=tmp_path, report_interval=30.0, checkpoint_interval=0) as be:
+        be.launch(spec, allocate(cl, spec, (0,), led), 0.0, from_checkpoint=False)
+        first = wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.data["iterations"] >= 3 for e in ev))
+        be.halt("q9", be.now(), checkpoint=True)  # pause at a batch boundary
+        led.release("q9")
+        paused_at = be.store.latest("q9").iteration
+        assert 0 < paused_at < BATCHES
+        be.launch(spec, allocate(cl, spec, (1,), led), be.now(), from_checkpoint=True)  # resume on another node
+        events = wait_for(be, ended("q9"))
+        assert final_event(events, "q9").kind is K.FINISHED
+        got, _ = be.store.load("q9")
+    # one progress report per batch although the report interval is 30 s
+    prog = [e.data for e in first + events if e.kind is K.PROGRESS]
+    batches = [int(p["metrics"]["batches"]) for p in prog]
+    assert batches == sorted(batches) and len(set(batches)) == len(batches)
+    assert set(range(paused_at + 1, BATCHES + 1)) <= set(batches)
+    assert all(0.0 <= p["metrics"]["accuracy"] <= 1.0 for p in prog)
+    assert got["workload"]["iteration"] == BATCHES
+    # the resumed query's final state gives exactly the uninterrupted answer
+    resumed = ProgressiveQuery(QUERIES["q9"], tpch_dir, batches=BATCHES, seed=4, scale_factor=0.01)
+    resumed.restore(got["workload"]["query"])
+    ref = ProgressiveQuery(QUERIES["q9"], tpch_dir, batches=BATCHES, seed=4, scale_factor=0.01).run()
+    assert resumed.answer().rows == ref.rows
+
+
+def test_aqp_query_job_spec_needs_batches_and_one_task() -> None:
+    with pytest.raises(ValueError, match="iterations"):
+        JobSpec(id="q", kind="query", workers=TaskGroup(count=1, demand=Resources(cpu=1)),
+                workload={"name": "tpch-query", "query": "q1"})
+    with pytest.raises(ValueError, match="one task"):
+        JobSpec(id="q", kind="query", architecture="allreduce", iterations=5,
+                workers=TaskGroup(count=2, demand=Resources(cpu=1)), workload={"name": "tpch-query"})
+
+
+def test_aqp_bad_query_option_is_reported_at_load(tmp_path) -> None:
+    from cohabit.runtime.workloads import WorkloadError, parse_config
+
+    with pytest.raises(WorkloadError, match="window"):
+        parse_config("j", {"name": "tpch-query", "query": "q1", "windw": 3})
+    with pytest.raises(WorkloadError, match="q1 .. q22") as err:
+        parse_config("j", {"name": "tpch-query", "query": "q23"})
+    assert err.value.field == "query"
+    with pytest.raises(WorkloadError, match="window must be >= 2"):
+        parse_config("j", {"name": "tpch-query", "query": "q1", "window": 1})

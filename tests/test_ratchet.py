@@ -1,0 +1,63 @@
+"""Ratchet (cohabit.ratchet): checkpoint triggering and memory/disk tiering."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cohabit.ratchet import CheckpointTrigger, TieredStateStore
+from cohabit.runtime.checkpoint import CheckpointStore
+
+
+def test_ratchet_trigger_waits_the_fixed_interval_until_it_knows_the_cost():
+    t = CheckpointTrigger(first_after_s=2.0)
+    assert not t.due(1.9, remaining_s=100.0) and t.due(2.0, remaining_s=100.0)
+
+
+def test_ratchet_trigger_spaces_checkpoints_to_the_checkfreq_bound():
+    t = CheckpointTrigger(bound=0.035, first_after_s=2.0)
+    t.record_cost(0.07)
+    assert t.interval_s() == pytest.approx(2.0)  # 0.07 s per checkpoint / 3.5%
+    t.record_cost(0.0)  # a cheap checkpoint: the mean cost halves, so does the interval
+    assert t.interval_s() == pytest.approx(1.0)
+    assert not t.due(0.99, remaining_s=100.0) and t.due(1.0, remaining_s=100.0)
+    # work done over checkpoints taken at every due point: overhead = cost / interval = the bound
+    assert 0.035 / t.interval_s() <= 0.035 + 1e-12
+
+
+def test_ratchet_trigger_skips_a_checkpoint_the_job_will_outrun():
+    t = CheckpointTrigger(first_after_s=2.0)
+    assert t.due(5.0, remaining_s=None)
+    assert not t.due(5.0, remaining_s=1.5)  # ends before the next interval: its final state is saved anyway
+    assert CheckpointTrigger.worth_preempting(10.0, 1.0) and not CheckpointTrigger.worth_preempting(0.5, 1.0)
+
+
+def test_ratchet_trigger_rejects_a_bound_outside_0_1():
+    with pytest.raises(ValueError, match="bound"):
+        CheckpointTrigger(bound=1.5)
+
+
+def _state(n: int) -> dict:
+    return {"iteration": n, "w": np.arange(n, dtype=np.float64)}
+
+
+def test_ratchet_tiering_keeps_states_in_memory_within_the_budget_and_spills_the_rest(tmp_path):
+    store = TieredStateStore(CheckpointStore(tmp_path, fsync=False), budget_bytes=20_000)
+    assert store.put("small", _state(100), iteration=1) == "memory"
+    assert store.put("big", _state(5_000), iteration=2) == "disk"  # 40 kB does not fit the budget
+    assert store.memory_bytes <= 20_000
+    assert store.tier_of("small") == "memory" and store.tier_of("big") == "disk"
+    back = store.take("big")
+    assert np.array_equal(back["w"], _state(5_000)["w"]) and store.tier_of("big") is None
+    assert np.array_equal(store.take("small")["w"], _state(100)["w"])
+    with pytest.raises(KeyError, match="no paused state"):
+        store.take("small")
+
+
+def test_ratchet_tiering_prefers_the_state_expected_back_soonest(tmp_path):
+    store = TieredStateStore(CheckpointStore(tmp_path, fsync=False), budget_bytes=9_000)
+    store.put("later", _state(1_000), iteration=1, resume_weight=1.0)
+    store.put("soon", _state(1_000), iteration=1, resume_weight=5.0)  # both do not fit: "later" spills
+    assert store.tier_of("soon") == "memory" and store.tier_of("later") == "disk"
+    ops = [(e["op"], e["job"]) for e in store.log]
+    assert ("evict", "later") in ops and store.costs.per_byte("disk") is not None
