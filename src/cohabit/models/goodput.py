@@ -50,6 +50,10 @@ def gain(batch: float | np.ndarray, init_batch: float, grad_sqr: float, grad_var
     """Progress of one step of ``batch`` samples, in steps at ``init_batch`` (Eq. 2 times
     ``M / M0``): ``(var + sqr) / (var / scale + sqr)`` with ``scale = batch / init_batch``.
     1 at ``init_batch``; tends to ``scale`` when the gradient noise dominates (``var >> sqr``)."""
+    if isinstance(batch, (int, float)):  # scalar fast path (the simulator calls this per configuration)
+        sc = batch / init_batch
+        d = grad_var / sc + grad_sqr
+        return (grad_var + grad_sqr) / d if d > 0 else 1.0
     scale = np.asarray(batch, dtype=float) / float(init_batch)
     denom = grad_var / scale + grad_sqr
     out = np.where(denom > 0, (grad_var + grad_sqr) / np.where(denom > 0, denom, 1.0), 1.0)
@@ -74,25 +78,29 @@ def split_batch(batch: int, replicas: int, max_local: int, init_batch: int, max_
     return atomic, accum
 
 
-def candidate_batches(replicas: int, init_batch: int, max_batch: int, min_local: int, max_local: int,
-                      n: int = 50) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(batch, atomic, accum)`` arrays of the total batches a job may run on ``replicas`` GPUs:
-    ``n`` sizes spaced geometrically from ``max(init_batch, min_local K)`` to ``max_batch``, each
-    split as :func:`split_batch` would (without the cap), invalid splits (atomic outside
-    ``[min_local, max_local]``) dropped. ``batch`` is the size actually run, ``K atomic (s+1)``."""
-    k = max(int(replicas), 1)
-    lo = max(init_batch, min_local * k)
-    if lo > max_batch:
-        return np.zeros(0), np.zeros(0, dtype=int), np.zeros(0, dtype=int)
-    sizes = np.geomspace(lo, max_batch, n)
+def candidate_grid(replicas: np.ndarray, init_batch: int, max_batch: int, min_local: int, max_local: int,
+                   n: int = 50) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For each replica count ``K`` in ``replicas``, ``n`` total batches spaced geometrically from
+    ``max(init_batch, min_local K)`` to ``max_batch``, each split as :func:`split_batch` would
+    (without its cap). Returns ``(batch, atomic, accum, ok)`` of shape ``(len(replicas), n)``:
+    ``batch = K atomic (s + 1)`` is the size actually run; ``ok`` is False where the split is not
+    valid (atomic outside ``[min_local, max_local]``, or no batch fits ``K`` replicas)."""
+    k = np.maximum(np.asarray(replicas, dtype=float), 1.0)[:, None]
+    lo = np.maximum(float(init_batch), min_local * k)
+    sizes = lo * (max_batch / lo) ** np.linspace(0.0, 1.0, n)[None, :]
     local = sizes / k
     accum = np.maximum(np.ceil(local / max_local - _EPS) - 1, 0)
-    if k == 1:
-        accum = np.where(local > init_batch + _EPS, np.maximum(accum, 1), accum)
+    accum = np.where((k == 1) & (local > init_batch + _EPS), np.maximum(accum, 1), accum)
     atomic = np.ceil(local / (accum + 1) - _EPS)
-    ok = (atomic >= min_local) & (atomic <= max_local)
-    atomic, accum = atomic[ok].astype(int), accum[ok].astype(int)
-    return k * atomic * (accum + 1), atomic, accum
+    ok = (atomic >= min_local) & (atomic <= max_local) & (lo <= max_batch)
+    return k * atomic * (accum + 1), atomic.astype(int), accum.astype(int), ok
+
+
+def candidate_batches(replicas: int, init_batch: int, max_batch: int, min_local: int, max_local: int,
+                      n: int = 50) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(batch, atomic, accum)`` of the valid candidates of :func:`candidate_grid` for one ``K``."""
+    batch, atomic, accum, ok = candidate_grid(np.array([replicas]), init_batch, max_batch, min_local, max_local, n)
+    return batch[ok], atomic[ok], accum[ok]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +118,16 @@ class ThroughputParams:
     def grad_time(self, atomic: np.ndarray | float) -> np.ndarray | float:
         return self.alpha_c + self.beta_c * np.asarray(atomic, dtype=float)
 
-    def sync_time(self, nodes: int, replicas: int) -> float:
-        if replicas <= 1:
-            return 0.0
-        if nodes <= 1:
-            return self.alpha_r + self.beta_r * max(replicas - 2, 0)
-        return self.alpha_n + self.beta_n * max(replicas - 2, 0)
+    def sync_time(self, nodes: np.ndarray | int, replicas: np.ndarray | int) -> np.ndarray | float:
+        n, r = np.asarray(nodes), np.asarray(replicas)
+        retro = np.maximum(r - 2, 0)
+        out = np.where(r <= 1, 0.0, np.where(n <= 1, self.alpha_r + self.beta_r * retro,
+                                              self.alpha_n + self.beta_n * retro))
+        return float(out) if out.ndim == 0 else out
 
-    def iteration_time(self, nodes: int, replicas: int, atomic: np.ndarray | float,
+    def iteration_time(self, nodes: np.ndarray | int, replicas: np.ndarray | int, atomic: np.ndarray | float,
                        accum: np.ndarray | float) -> np.ndarray | float:
+        """Seconds per iteration; arrays broadcast (nodes and replicas as columns of a grid)."""
         t_grad = self.grad_time(atomic)
         t_sync = self.sync_time(nodes, replicas)
         g = self.gamma
@@ -201,33 +210,27 @@ class BatchLimits:
 class GoodputModel:
     """One job's goodput model: fitted throughput plus its last gradient statistics."""
 
-    __slots__ = ("params", "limits", "grad_sqr", "grad_var", "_memo")
+    __slots__ = ("params", "limits", "grad_sqr", "grad_var")
 
     def __init__(self, params: ThroughputParams, limits: BatchLimits, grad_sqr: float, grad_var: float) -> None:
         self.params = params
         self.limits = limits
         self.grad_sqr = grad_sqr
         self.grad_var = grad_var
-        self._memo: dict[tuple[int, int], tuple[float, int]] = {}
 
-    def best(self, nodes: int, replicas: int) -> tuple[float, int]:
-        """``(goodput, total batch)`` of the best batch on ``replicas`` GPUs over ``nodes`` nodes
-        (goodput in samples/s at ``M0`` per second: progress steps x ``M0``); ``(0, 0)`` if no
-        batch is valid there."""
-        key = (nodes, replicas)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
+    def best(self, nodes: np.ndarray, replicas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(goodput, total batch)`` of the best batch on ``replicas[i]`` GPUs over ``nodes[i]``
+        nodes, for every ``i`` (goodput in steps at ``M0`` per second, times ``M0``: samples/s of
+        ``M0``-equivalent progress); goodput 0 and batch 0 where no batch is valid."""
+        nodes = np.asarray(nodes)
+        replicas = np.asarray(replicas)
         lim = self.limits
-        batch, atomic, accum = candidate_batches(replicas, lim.init_batch, lim.max_batch, lim.min_local,
-                                                 lim.max_local)
-        if batch.size == 0:
-            out = (0.0, 0)
-        else:
-            t = self.params.iteration_time(nodes, replicas, atomic, accum)
-            # THROUGHPUT x EFFICIENCY = (M / T) x (gain / (M / M0)) = gain x M0 / T
-            good = gain(batch, lim.init_batch, self.grad_sqr, self.grad_var) * lim.init_batch / np.maximum(t, 1e-12)
-            i = int(np.argmax(good))
-            out = (float(good[i]), int(batch[i]))
-        self._memo[key] = out
-        return out
+        batch, atomic, accum, ok = candidate_grid(replicas, lim.init_batch, lim.max_batch, lim.min_local,
+                                                  lim.max_local)
+        t = self.params.iteration_time(nodes[:, None], replicas[:, None], atomic, accum)
+        # THROUGHPUT x EFFICIENCY = (M / T) x (gain / (M / M0)) = gain x M0 / T
+        good = np.where(ok, gain(batch, lim.init_batch, self.grad_sqr, self.grad_var) * lim.init_batch
+                        / np.maximum(t, 1e-12), 0.0)
+        i = np.argmax(good, axis=1)
+        rows = np.arange(len(replicas))
+        return good[rows, i], np.where(ok[rows, i], batch[rows, i], 0.0)

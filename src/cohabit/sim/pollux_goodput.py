@@ -46,7 +46,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from ..models.goodput import BatchLimits, candidate_batches, gain, split_batch
-from .profiles._common import profile_text
+from .profiles._common import lerp, profile_text
 from .profiles.pollux import pollux_measured_rows, pollux_step_time
 from .traces.pollux import app_profile
 
@@ -62,8 +62,8 @@ class GoodputApp:
     limits: BatchLimits
     batches: tuple[float, ...]  # profiled total batch sizes, ascending
     epoch_ends: tuple[float, ...]  # progress at the end of each epoch (steps at M0)
-    sqr: np.ndarray  # (epochs, len(batches))
-    var: np.ndarray
+    sqr: tuple[tuple[float, ...], ...]  # [epoch][batch index]
+    var: tuple[tuple[float, ...], ...]
 
     @property
     def target(self) -> float:
@@ -75,8 +75,7 @@ class GoodputApp:
 
     def grad_stats(self, batch: float, epoch: int) -> tuple[float, float]:
         """(grad_sqr, grad_var) at total ``batch`` in ``epoch``."""
-        return (float(np.interp(batch, self.batches, self.sqr[epoch])),
-                float(np.interp(batch, self.batches, self.var[epoch])))
+        return lerp(self.batches, self.sqr[epoch], batch), lerp(self.batches, self.var[epoch], batch)
 
 
 @cache
@@ -96,7 +95,7 @@ def goodput_app(app: str) -> GoodputApp:
     return GoodputApp(
         name=app, limits=limits, batches=tuple(float(b) for b in prof.batch_sizes),
         epoch_ends=tuple(float(x) for x in np.min(np.array(ends), axis=0)),
-        sqr=np.array(sqr).T.copy(), var=np.array(var).T.copy(),
+        sqr=tuple(map(tuple, np.array(sqr).T.tolist())), var=tuple(map(tuple, np.array(var).T.tolist())),
     )
 
 
@@ -129,7 +128,7 @@ def _config(app: GoodputApp, per_node: tuple[int, ...], atomic: int, accum: int,
     it = step + accum * (step - sync)
     batch = k * atomic * (accum + 1)
     sqr, var = app.grad_stats(batch, epoch)
-    g = float(gain(batch, app.limits.init_batch, sqr, var))
+    g = float(gain(float(batch), app.limits.init_batch, sqr, var))
     return RunConfig(batch, atomic, accum, step, sync, it, sqr, var, g / it)
 
 
