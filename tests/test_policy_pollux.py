@@ -94,6 +94,22 @@ def test_a_job_grows_at_most_twice_its_largest_size_per_round(tmp_path) -> None:
     assert all(b <= 2 * max(sizes[: i + 1]) for i, b in enumerate(sizes[1:], start=1))
 
 
+def test_exploration_limit_is_twice_the_largest_size_seen() -> None:
+    from types import SimpleNamespace
+
+    from cohabit.policies.pollux import _JobState
+
+    pol = Pollux()
+    job = SimpleNamespace(id="j", n_workers=3, spec=SimpleNamespace(min_workers=1, max_workers=64))
+    pol._jobs["j"] = st = _JobState()
+    st.max_k = 3
+    assert pol._allowed(job, 64).tolist() == [0, 1, 2, 3, 4, 5, 6]
+    st.limits = BatchLimits(128, 256, 64, 128)  # the largest batch feeds at most 4 replicas
+    assert pol._allowed(job, 64).max() == 4
+    new = SimpleNamespace(id="n", n_workers=0, spec=SimpleNamespace(min_workers=1, max_workers=64))
+    assert pol._allowed(new, 64).tolist() == [0, 1]
+
+
 def test_pollux_beats_fixed_size_tiresias_on_a_pollux_workload() -> None:
     jobs = load_trace("pollux_workload-1", limit=12).jobs
     cl = preset("pollux")
