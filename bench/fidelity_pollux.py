@@ -16,6 +16,9 @@ cohabit runs each policy under two settings of its simulator:
   30 s before a first start makes progress; and ``decision_period=60``: the policy decides
   every 60 s, as the artifact's simulator steps).
 
+``--settings goodput`` and ``goodput+start`` are the steps in between (goodput physics only; plus
+the 30 s start delay), to see what each part of the option contributes.
+
 Policies (what each side runs; docs/pollux.md explains the differences that remain):
 
 * ``tiresias``: the artifact's Tiresias (2 queues split at 16 GPU-hours, no starvation
@@ -70,6 +73,8 @@ POLICIES: dict[str, str] = {
 #: cohabit's simulator settings: (SimConfig, decision period in seconds).
 SETTINGS: dict[str, tuple[SimConfig | None, float | None]] = {
     "default": (None, None),
+    "goodput": (SimConfig(pollux_goodput=True), None),  # the steps in between, to see what each one adds
+    "goodput+start": (SimConfig(pollux_goodput=True, start_s=30.0), None),
     "pollux-artifact": (POLLUX_ARTIFACT, 60.0),
 }
 METRICS = ("avg_jct", "p95_jct", "makespan", "restarts_per_job")
