@@ -25,7 +25,9 @@ Policies (what each side runs; docs/pollux.md explains the differences that rema
   promotion, placement anywhere) = cohabit ``tiresias:thresholds=[57600]:starve_limit=null:
   consolidate_unknown=false:min_run_time=0``;
 * ``optimus``: the artifact's Optimus+Oracle (true remaining iterations and true step times)
-  vs cohabit's Optimus (loss-curve and speed fits, no oracle) ``optimus:interval=60``;
+  vs cohabit's Optimus (loss-curve and speed fits, no oracle; its default 300 s full
+  re-allocation interval: ``optimus:interval=60`` was 10 points further from the reference on
+  workload-1, docs/pollux.md);
 * ``pollux``: the artifact's Pollux (its genetic algorithm; published results) vs cohabit's
   ``pollux``.
 
@@ -67,7 +69,7 @@ SIMULATOR = "pollux-artifact"
 #: cohabit's policy for each of the artifact's (module docstring).
 POLICIES: dict[str, str] = {
     "tiresias": "tiresias:thresholds=[57600]:starve_limit=null:consolidate_unknown=false:min_run_time=0",
-    "optimus": "optimus:interval=60",
+    "optimus": "optimus",
     "pollux": "pollux",
 }
 #: cohabit's simulator settings: (SimConfig, decision period in seconds).

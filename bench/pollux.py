@@ -47,7 +47,7 @@ from cohabit.spec.cluster import preset
 POLICIES: dict[str, str] = {
     "fifo": "fifo",
     "tiresias": "tiresias:thresholds=[57600]:starve_limit=null:consolidate_unknown=false:min_run_time=0",
-    "optimus": "optimus:interval=60",
+    "optimus": "optimus",
     "pollux": "pollux",
 }
 BASE_RATE = 160 / (8 * 3600.0)  # jobs per second at relative job load 1 (the artifact's workloads)
