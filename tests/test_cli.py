@@ -107,3 +107,19 @@ def test_oracle_flag_is_explicit_and_tagged(tmp_path: Path) -> None:
                               "--oracle", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert set(json.loads(out.read_text())["policies"]) == {"srtf[oracle]"}
+
+
+def test_pollux_artifact_physics_option(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    res = runner.invoke(app, ["simulate", "--trace", "pollux_workload-1", "--limit", "6", "--policy", "fifo",
+                              "--physics", "pollux-artifact", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    plain = tmp_path / "d.json"
+    assert runner.invoke(app, ["simulate", "--trace", "pollux_workload-1", "--limit", "6", "--policy", "fifo",
+                               "--json", str(plain)]).exit_code == 0
+    docs = [json.loads(p.read_text()) for p in (out, plain)]
+    assert [d["physics"] for d in docs] == ["pollux-artifact", "default"]
+    avg = [d["policies"]["fifo"]["avg_jct"] for d in docs]
+    assert avg[0] > avg[1]  # goodput (statistical efficiency) and start delays make jobs slower
+    bad = runner.invoke(app, ["simulate", "--trace", "pollux_workload-1", "--physics", "fast"])
+    assert bad.exit_code == 2 and "--physics" in bad.output and "pollux-artifact" in bad.output

@@ -52,12 +52,15 @@ def run_comparison(
     oracle: bool,
     horizon: float,
     label: str,
+    physics: str = "default",
 ) -> dict[str, object]:
     """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome."""
     from .policies import make_policy
     from .report.progress import finished_line, progress_bar
+    from .sim.physics import POLLUX_ARTIFACT
     from .sim.runner import simulate
 
+    config, period = (POLLUX_ARTIFACT, 60.0) if physics == "pollux-artifact" else (None, None)
     outcomes: dict[str, object] = {}
     jobs = trace_load.jobs  # type: ignore[attr-defined]
     with progress_bar(err) as bar:
@@ -73,7 +76,8 @@ def run_comparison(
                     bar.update(_task, completed=done)
 
             started = time.perf_counter()
-            out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick)  # type: ignore[arg-type]
+            out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick,  # type: ignore[arg-type]
+                           config=config, decision_period=period)
             bar.update(task, completed=len(jobs))
             if bar.disable:
                 finished_line(err, f"{label} · {policy.name}", len(jobs), len(jobs), "jobs simulated",
@@ -116,6 +120,9 @@ def simulate(
     arrival_scale: Annotated[Optional[float], typer.Option(
         help="Multiply submit times by this (< 1 compresses arrivals); default: the embedded trace's "
              "default run when --cluster is not given, else 1.")] = None,
+    physics: Annotated[str, typer.Option(
+        help="Simulator physics: 'default', or 'pollux-artifact' (Pollux jobs progress at their goodput, "
+             "30 s start delay, 60 s decision rounds: the Pollux artifact's simulator; docs/pollux.md).")] = "default",
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
     from . import clichecks as check
@@ -130,6 +137,8 @@ def simulate(
 
     import numpy as np
 
+    if physics not in ("default", "pollux-artifact"):
+        _fail(f"--physics: expected 'default' or 'pollux-artifact', got {physics!r}")
     problem = check.first(
         check.seed(seed), check.number("--horizon", horizon, lo=0, lo_open=True, allow_inf=True),
         check.number("--limit", limit, lo=0), check.number("--max-bad-rows", max_bad_rows, lo=0),
@@ -180,7 +189,7 @@ def simulate(
     )
     offered = offered_load(load.jobs, cl)
     console.print(escape(offered.describe()))
-    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name)
+    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name, physics=physics)
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
     print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"),
                      columns=select_columns(columns, results))
@@ -190,7 +199,7 @@ def simulate(
                    n_jobs=len(load.jobs), skipped=len(load.skipped), excluded=len(load.excluded),
                    oracle=oracle,
                    arrival_scale=scale, horizon=None if horizon == math.inf else horizon,
-                   offered_load=offered.to_json())
+                   offered_load=offered.to_json(), physics=physics)
         console.print(f"wrote {escape(str(json_out))}")
     if plot is not None:
         plot_comparison(results, plot, title=f"{name} on {cl.name}")

@@ -74,6 +74,7 @@ class Scheduler(LiveControl):
         horizon: float = math.inf,
         on_progress: Callable[[int, int, float], None] | None = None,
         record: Record | None = None,
+        decision_period: float | None = None,
     ) -> None:
         name = getattr(policy, "name", type(policy).__name__)
         if getattr(policy, "uses_oracle", False):
@@ -88,6 +89,9 @@ class Scheduler(LiveControl):
         self.backend = backend
         self.strict = strict
         self.horizon = horizon
+        if decision_period is not None and not 0 < decision_period < math.inf:
+            raise ValueError(f"decision_period must be a finite number of seconds > 0, got {decision_period!r}")
+        self._period_arg = decision_period
         self.record = record if record is not None else Record()
         self.ledger = Ledger(cluster)
         self.history = History()
@@ -115,6 +119,8 @@ class Scheduler(LiveControl):
         self._hook_finish = getattr(policy, "on_finish", None)
         self._hook_progress = getattr(policy, "on_progress", None)
         self._tick = getattr(policy, "tick_interval", None)
+        # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
+        self._period = self._period_arg or getattr(policy, "decision_period", None)
 
     # ------------------------------------------------------------------ run
     def run(self, specs: Iterable[JobSpec], source: JobSource | None = None) -> RunResult:
@@ -129,6 +135,7 @@ class Scheduler(LiveControl):
         total = len(arrivals)
         i = 0
         next_tick = math.inf
+        last_round = 0.0  # rounds (decision_period): the policy decides at k x period, k >= 1, once each
         idle_turns = 0
         idle_ticks = 0
         rec = self.record
@@ -165,12 +172,21 @@ class Scheduler(LiveControl):
                 ended = self._criteria_due()
                 if not (self.pending or self.paused or self.running or events or ended):
                     continue
+                period = self._period
+                if period:  # between rounds events are folded in and the policy waits for the next round
+                    k = math.floor(self.now / period + 1e-9)
+                    if k < 1 or self.now - k * period > 1e-6 or k * period <= last_round:
+                        next_tick = (k + 1) * period
+                        continue
+                    last_round = k * period
                 t0 = time.perf_counter()
                 plan = self.policy.decide(self.view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
                 for action in plan:
                     self._apply(action)
-                if self._tick:
+                if period:
+                    next_tick = last_round + period
+                elif self._tick:
                     # nothing waits and the policy changed nothing: past IDLE_TICKS such ticks in a row, each
                     # further one comes twice as late (a job running for years is not ticked through every
                     # minute); any change, arrival or waiting job resets it

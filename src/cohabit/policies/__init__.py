@@ -51,6 +51,7 @@ REGISTRY: dict[str, str] = {
     "edf": "cohabit.policies.edf:make",
     "lcaf": "cohabit.policies.lcaf:make",
     "relaqs": "cohabit.policies.relaqs:make",
+    "pollux": "cohabit.policies.pollux:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -87,6 +88,7 @@ DESCRIPTIONS: dict[str, str] = {
     "edf": "Earliest deadline first: each epoch goes to the jobs whose WITHIN deadline comes first.",
     "lcaf": "Least current accuracy first (Rotary-AQP's LAF): each epoch to the lowest reported accuracy.",
     "relaqs": "ReLAQS: each epoch goes to the jobs that gained most accuracy per second in their last one.",
+    "pollux": "Pollux: every 60 s, GPUs go where goodput speed-ups gain most, jobs adapt batch sizes (OSDI'21).",
 }
 
 

@@ -34,18 +34,19 @@ from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import SimConfig, colocation_factor, consolidation_factor, solo_rate
+from .physics import SimConfig, colocation_factor, consolidation_factor, replicas_per_node, solo_rate, uses_goodput
+from .pollux_goodput import RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
 
-_FINISH, _PROGRESS, _EPOCH = 0, 1, 2
+_FINISH, _PROGRESS, _EPOCH, _GOODPUT_EPOCH = 0, 1, 2, 3  # _EPOCH: an evaluation report; _GOODPUT_EPOCH: Pollux's speed changes
 _EPS = 1e-9
 
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation")
+                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -64,6 +65,8 @@ class _Run:
         self.busy = 1.0  # share of time its GPUs compute (before the per-device cap)
         self.consolidation: float | None = None  # physics.consolidation_factor on alloc (cached)
         self.use_since = t0  # use not yet reported starts here (the launch time: set by the launcher)
+        self.goodput: RunConfig | None = None  # Pollux goodput physics: the run in the current epoch
+        self.epoch_end = math.inf  # progress at which the current epoch ends (goodput physics)
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -116,8 +119,12 @@ class SimBackend:
             self._runs[spec.id] = run
             self._reschedule(touched, now)
             return
-        delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else 0.0
-        run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
+        delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else self.cfg.start_s
+        if uses_goodput(truth, self.cfg):
+            run = _Run(spec, truth, alloc, 0.0, done, now + delay)
+            self._goodput(run)
+        else:
+            run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
         run.use_since = now
         self._runs[spec.id] = run
         for dev in run.devices:
@@ -137,7 +144,7 @@ class SimBackend:
                 raise ValueError(f"SimBackend cannot pack job {spec.id!r}: "
                                  f"{'no ground truth' if truth is None else 'parameter-server job'}")
             done = self._checkpoint.get(spec.id, 0.0) if restore else 0.0
-            delay = self.cfg.checkpoint_s + self.cfg.restore_s if restore else 0.0
+            delay = self.cfg.checkpoint_s + self.cfg.restore_s if restore else self.cfg.start_s
             run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
             run.devices = frozenset()  # the pack holds its device: no time-sharing with anyone
             run.pack = device
@@ -184,6 +191,16 @@ class SimBackend:
         return run.done_at(now) if run is not None else self._checkpoint.get(job, 0.0)
 
     # ---------------------------------------------------------- physics
+    def _goodput(self, run: _Run) -> None:
+        """Pollux goodput physics: the run's configuration and speed in the epoch it is in now."""
+        app = run.truth.app
+        assert app is not None
+        per_node = replicas_per_node(run.alloc, len(run.alloc.slots) - run.spec.num_ps)
+        cfg, run.epoch_end = run_config(app, per_node, run.spec.batch_size, run.done,
+                                        adaptive=self.cfg.adaptive_batch)
+        run.goodput = cfg
+        run.solo = cfg.rate
+
     def _fold(self, run: _Run, now: float) -> None:
         """Fold progress up to ``now`` at the current rate (and count parameter-server work)."""
         if now > run.t0:
@@ -228,6 +245,8 @@ class SimBackend:
             elif run.pack is not None:
                 run.rate = self._pack_rate(run.pack)
             else:
+                if run.goodput is not None:
+                    self._goodput(run)  # the epoch may have changed since the last speed
                 others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
                 factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
                 run.rate = run.solo * factor
@@ -240,6 +259,10 @@ class SimBackend:
             if first_iter < finish - _EPS:
                 self._push(first_iter, _PROGRESS, jid, run.version)
             self._push_epoch(run, finish)
+            if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
+                epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
+                if epoch_end < finish - _EPS:
+                    self._push(epoch_end, _GOODPUT_EPOCH, jid, run.version)  # the speed changes with the epoch
         self._levels(jobs)
 
     # ------------------------------------------------------------ usage
@@ -368,7 +391,13 @@ class SimBackend:
                 continue
             _, kind, _, jid, _ = entry
             run = self._runs[jid]
-            if kind == _FINISH:
+            if kind == _GOODPUT_EPOCH:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
+                run = self._runs[jid]
+                self._report_use(run, t)
+                self._fold(run, t)
+                run.done = min(max(run.done, run.epoch_end), float(run.truth.iterations))
+                self._reschedule({jid}, t)
+            elif kind == _FINISH:
                 total = float(run.truth.iterations)
                 self._checkpoint[jid] = total
                 events.append(BackendEvent(t, BackendEventKind.FINISHED, jid,
@@ -389,6 +418,8 @@ class SimBackend:
                     "iterations": done, "iter_time": 1.0 / run.rate,
                     "metrics": {"loss": run.truth.loss_at(done / total, jid)},
                 }
+                if run.goodput is not None:  # what Pollux's agent reports: its batch, step times, gradient stats
+                    data["metrics"].update(run.goodput.metrics(goodput_app(run.truth.app).limits))  # type: ignore[arg-type]
                 if run.speed is not None:  # the runtime's subtask timers
                     data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
                                 mem_gb=run.speed.mem_gb)

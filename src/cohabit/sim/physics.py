@@ -42,6 +42,16 @@ class SimConfig:
 
     checkpoint_s: float = 10.0
     restore_s: float = 20.0
+    #: seconds before a job's first start makes progress (container start, data loading); resumes,
+    #: migrations and resizes pay ``checkpoint_s + restore_s`` instead
+    start_s: float = 0.0
+    #: Pollux applications progress at their goodput (statistical efficiency of the batch size from
+    #: the profiled gradient noise scale, per epoch; ``sim.pollux_goodput``) instead of their
+    #: throughput; other jobs are unaffected
+    pollux_goodput: bool = False
+    #: with ``pollux_goodput``: jobs choose their batch size per allocation (Pollux's co-adaptation;
+    #: set by the runner when the policy has ``adapts_batch``), else they keep ``JobSpec.batch_size``
+    adaptive_batch: bool = False
     scaling_exponent: float = 1.0
     gpus_per_node: int = 8
     report_interval_s: float | None = None  # periodic progress + loss reports; None: first iteration only
@@ -49,7 +59,7 @@ class SimConfig:
     harmony: HarmonyWorld = field(default_factory=HarmonyWorld)  # parameter-server jobs with a PSTruth
 
     def __post_init__(self) -> None:
-        for name in ("checkpoint_s", "restore_s"):
+        for name in ("checkpoint_s", "restore_s", "start_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         if not 0 < self.scaling_exponent <= 1.5:
@@ -58,6 +68,18 @@ class SimConfig:
             raise ValueError(f"report_interval_s must be > 0 seconds or None, got {self.report_interval_s!r}")
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node!r}")
+
+
+#: The physics of the Pollux artifact's simulator (petuum/adaptdl, osdi21-artifact, ``simulator/``):
+#: goodput with statistical efficiency and 30 s before any (re)allocation makes progress (first starts
+#: included; checkpoint + restore = 30 s for the others). Its 60 s scheduling interval is the
+#: scheduler's ``decision_period`` (see ``sim.runner.simulate``). docs/pollux.md compares the two worlds.
+POLLUX_ARTIFACT = SimConfig(pollux_goodput=True, start_s=30.0, checkpoint_s=10.0, restore_s=20.0)
+
+
+def uses_goodput(truth: JobTruth, cfg: SimConfig) -> bool:
+    """True when ``truth``'s job progresses at its Pollux goodput (``sim.pollux_goodput``)."""
+    return cfg.pollux_goodput and truth.ps is None and truth.app is not None and truth.app in POLLUX_APPS
 
 
 def replicas_per_node(alloc: Allocation, n_workers: int) -> tuple[int, ...]:

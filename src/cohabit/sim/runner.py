@@ -37,16 +37,24 @@ def simulate(
     horizon: float = math.inf,
     strict: bool = False,
     on_progress: Callable[[int, int, float], None] | None = None,
+    decision_period: float | None = None,
 ) -> SimOutcome:
-    """Simulate ``policy`` on ``jobs``. The oracle is built only when ``oracle`` is set."""
+    """Simulate ``policy`` on ``jobs``. The oracle is built only when ``oracle`` is set.
+
+    ``decision_period``: the policy decides only every so many seconds (the Pollux artifact's
+    60 s scheduling interval; ``Scheduler``); None: on every event and its own ticks, unless the
+    policy sets ``decision_period`` itself. A policy with ``adapts_batch`` (Pollux) makes the
+    jobs choose their batch size per allocation (``SimConfig.adaptive_batch``)."""
     cfg = config_for(cluster, config)
     wanted = getattr(policy, "report_interval", None)
     if cfg.report_interval_s is None and wanted:
         cfg = replace(cfg, report_interval_s=float(wanted))  # the policy learns from periodic reports
+    if getattr(policy, "adapts_batch", False) and not cfg.adaptive_batch:
+        cfg = replace(cfg, adaptive_batch=True)
     backend = SimBackend(jobs, cfg)
     sched = Scheduler(
         cluster, policy, backend, oracle=backend.oracle() if oracle else None,
-        strict=strict, horizon=horizon, on_progress=on_progress,
+        strict=strict, horizon=horizon, on_progress=on_progress, decision_period=decision_period,
     )
     result = sched.run([tj.spec for tj in jobs])
     return SimOutcome(result, compute_metrics(result.record, cluster.capacity))
