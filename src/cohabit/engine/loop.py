@@ -241,6 +241,7 @@ class Scheduler(LiveControl):
             return
         job._state = JobState.PENDING
         self.pending[spec.id] = job
+        self.view._admitted(job)
         if self._hook_arrival is not None:
             self._hook_arrival(job, self.view)
 
