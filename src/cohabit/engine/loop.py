@@ -262,6 +262,7 @@ class Scheduler(LiveControl):
         job._state = JobState.PENDING
         self.pending[spec.id] = job
         job._criterion = self.criteria.admit(spec.id, spec)
+        self.view._admitted(job)
         if self._hook_arrival is not None:
             self._hook_arrival(job, self.view)
 

@@ -33,7 +33,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs", "history",
-                 "_free_ro", "_cap_ro", "_dev_ro", "_max_tasks")
+                 "_free_ro", "_cap_ro", "_dev_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
 
     def __init__(
         self,
@@ -57,6 +57,11 @@ class ClusterView:
         self._cap_ro = _readonly(ledger.capacity)
         self._dev_ro = _readonly(ledger.device_free)
         self._max_tasks: dict[int, tuple[np.ndarray, int]] = {}
+        # id(spec) -> (spec, worker demand row, target workers): a spec never changes, so neither do these
+        self._shapes: dict[int, tuple[object, np.ndarray, int]] = {}
+        # elementwise minimum of every admitted job's per-worker demand (see task_floor)
+        self._task_floor = np.full(len(ledger.names), np.inf)
+        self._floor_ro = _readonly(self._task_floor)
 
     @property
     def now(self) -> float:
@@ -90,14 +95,35 @@ class ClusterView:
 
     def demand_vector(self, job: JobView) -> np.ndarray:
         """The per-worker demand of ``job`` as a row over :attr:`resource_names`."""
-        v = self._ledger.vector(job.spec.workers.demand)
-        assert v is not None  # jobs naming unknown resources are rejected at arrival
-        return v
+        return self.shape(job)[0]
+
+    def shape(self, job: JobView) -> tuple[np.ndarray, int]:
+        """``(demand_vector(job), target_workers(job))``, cached per spec (one dict lookup: policies
+        ask it for every queued job in every round)."""
+        spec = job.spec
+        hit = self._shapes.get(id(spec))
+        if hit is None or hit[0] is not spec:
+            v = self._ledger.vector(spec.workers.demand)
+            assert v is not None  # jobs naming unknown resources are rejected at arrival
+            hit = self._shapes[id(spec)] = (spec, v, self._target_workers(job, v))
+        return hit[1], hit[2]
+
+    @property
+    def task_floor(self) -> np.ndarray:
+        """Elementwise minimum of the per-worker demand of every job admitted so far: a free total
+        below it in some resource fits no waiting job's first worker (``Draft.exhausted``)."""
+        return self._floor_ro
+
+    def _admitted(self, job: JobView) -> None:
+        """Scheduler side: ``job`` was admitted; lower :attr:`task_floor` by its worker demand."""
+        np.minimum(self._task_floor, self.shape(job)[0], out=self._task_floor)
 
     def target_workers(self, job: JobView) -> int:
         """The worker count to start ``job`` with when a policy has no opinion: what it asked
         for, lowered (not below ``n_min``) to what the empty cluster could ever hold."""
-        w = self.demand_vector(job)
+        return self.shape(job)[1]
+
+    def _target_workers(self, job: JobView, w: np.ndarray) -> int:
         hit = self._max_tasks.get(id(w))
         if hit is None or hit[0] is not w:
             empty = np.where(self._ledger.device_free >= 0, 1.0, -1.0)

@@ -31,7 +31,7 @@ class FIFO(BasePolicy):
         for job in chain(view.paused.values(), view.pending.values()):
             p = draft.place(job)
             if p is None:
-                if self.backfill:
+                if self.backfill and not draft.exhausted():  # exhausted: no later job fits either
                     continue
                 break
             plan.append(Resume(job.id, p) if job.id in view.paused else Start(job.id, p))

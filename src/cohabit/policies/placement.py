@@ -97,22 +97,38 @@ class Draft:
         """Cheap necessary condition: the total free room covers the job's workers, and no job
         of the same shape failed to fit since room last grew in this draft."""
         self._arrays()
-        w = self.view.demand_vector(job)
-        if (id(w), n_workers) in self._no_room:
+        return self._could_fit(self.view.demand_vector(job), n_workers)
+
+    def _could_fit(self, w: np.ndarray, n: int) -> bool:
+        key = (id(w), n)
+        if key in self._no_room:
             return False
         assert self._total is not None
-        return bool((self._total >= w * n_workers - 1e-9).all())
+        if (self._total >= w * n - 1e-9).all():
+            return True
+        self._no_room.add(key)  # room only shrinks until give_back/restore clear the memo
+        return False
+
+    def exhausted(self) -> bool:
+        """True when the free total is below :attr:`ClusterView.task_floor` in some resource: then no
+        admitted job's first worker fits and every :meth:`place` fails until room is given back."""
+        self._arrays()
+        assert self._total is not None
+        return bool((self._total < self.view.task_floor - 1e-9).any())
 
     def place(self, job: JobView, n_workers: int | None = None) -> Placement | None:
         """Find and reserve a placement (see :func:`consolidated_first`); None if none fits."""
-        n = self.view.target_workers(job) if n_workers is None else n_workers
-        if not self.could_fit(job, n):
+        w, n = self.view.shape(job)
+        if n_workers is not None:
+            n = n_workers
+        self._arrays()
+        if not self._could_fit(w, n):
             return None
         p = consolidated_first(self, job, n)
         if p is not None and self.reserve(job, p):
             return p
         if job.spec.num_ps == 0:  # same-shape jobs cannot fit either until room grows
-            self._no_room.add((id(self.view.demand_vector(job)), n))
+            self._no_room.add((id(w), n))
         return None
 
 

@@ -71,26 +71,32 @@ class SRTF(BasePolicy):
         waiting = list(chain(view.pending.values(), view.paused.values()))
         if not waiting:
             return []
-        order = sorted(waiting, key=lambda j: (self.remaining(j, view), j.seq))
+        keyed = sorted(((self.remaining(j, view), j.seq, j) for j in waiting), key=_order_key)
         draft = Draft(view)
         plan: Plan = []
         victims: list[tuple[float, JobView]] | None = None
-        for job in order:
+        for mine, _, job in keyed:
             p = draft.place(job)
             if p is None and self.preemptive and view.running:
                 if victims is None:
                     victims = sorted(((self.remaining(r, view), r) for r in view.running.values()),
                                      key=lambda x: -x[0])
-                p = self._preempt_for(job, view, draft, victims, plan)
+                p = self._preempt_for(job, mine, draft, victims, plan)
             if p is None:
+                # Waiting jobs come in order of remaining time and victims only leave the list: once
+                # nobody is worth pausing for this job and no room is left, none of the later ones
+                # can start either.
+                if (not self.preemptive or not victims or victims[0][0] <= mine + self.preempt_margin) \
+                        and draft.exhausted():
+                    break
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
         return plan
 
-    def _preempt_for(self, job: JobView, view: ClusterView, draft: Draft,
+    def _preempt_for(self, job: JobView, mine: float, draft: Draft,
                      victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:
-        """Pause the longest-remaining running jobs until ``job`` fits; undo if it never does."""
-        mine = self.remaining(job, view)
+        """Pause the longest-remaining running jobs until ``job`` (``mine`` seconds left) fits;
+        undo if it never does."""
         if not victims or victims[0][0] <= mine + self.preempt_margin:
             return None  # nobody has enough more work left to be worth pausing
         saved = draft.save()
@@ -108,6 +114,10 @@ class SRTF(BasePolicy):
                 return p
         draft.restore(saved)
         return None
+
+
+def _order_key(x: tuple[float, int, JobView]) -> tuple[float, int]:
+    return x[0], x[1]
 
 
 def make(oracle: bool = False, **params: object) -> SRTF:

@@ -90,6 +90,13 @@ def _philly_800() -> ClusterSpec:
     return ClusterSpec.homogeneous("philly-800", 100, _PHILLY_NODE, gpu_model="P100")
 
 
+def _philly_512() -> ClusterSpec:
+    """64 nodes x 8 GPUs (512 GPUs, 64 CPUs, 512 GB each): the contended cluster of the simulator
+    speed benchmark (``bench/sim_scale.py``, issue 18). The ``philly_82k`` trace queues here for
+    most of its span, so preemptive policies preempt and every decision round sees a long queue."""
+    return ClusterSpec.homogeneous("philly-512", 64, Resources(gpu=8, cpu=64, mem_gb=512))
+
+
 def _tiresias() -> ClusterSpec:
     # Tiresias (Gu et al., NSDI'19) and Muri testbed: 16 nodes x 4 GPUs.
     return ClusterSpec.homogeneous(
@@ -161,6 +168,7 @@ def _rotary() -> ClusterSpec:
 PRESETS = {
     "philly": _philly,
     "philly-800": _philly_800,
+    "philly-512": _philly_512,
     "tiresias": _tiresias,
     "pollux": _pollux,
     "alibaba-openb": _alibaba_openb,
