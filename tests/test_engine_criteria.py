@@ -93,6 +93,8 @@ def test_criteria_attainment_is_reported_in_metrics_json_and_table() -> None:
     assert a.attained_by(399.0) == 0 and a.attained_by(400.0) == 1
     js = m.to_json()["attainment"]
     assert js["attained"] == 1 and js["by_kind"] == {"accuracy": {"jobs": 2, "attained": 1}}
+    assert js["per_job"]["a"]["attained"] is True and js["per_job"]["b"]["attained"] is False
+    assert js["per_job"]["a"]["heldout"] == pytest.approx(0.78) and "n" not in js["per_job"]
     table = comparison_table({"fifo": m})
     headers = " ".join(str(c.header) for c in table.columns)
     assert "tained" in headers and "attain" in headers

@@ -205,3 +205,17 @@ def test_other_jobs_are_round_robin_under_the_baselines() -> None:
     out = simulate(trace, gpus(1), make_policy("srf"))
     assert [j for _, j in starts(out)] == ["a", "b", "a", "b"]
     assert not math.isnan(out.metrics.makespan or math.nan)
+
+
+def test_rotary_bad_repository_is_a_clear_error(tmp_path) -> None:
+    from cohabit.policies import PolicyParamError
+
+    with pytest.raises(PolicyParamError, match="no repository file at"):
+        make_policy(f"rotary:repo={tmp_path / 'missing.sqlite'}")
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database")
+    with pytest.raises(PolicyParamError, match="cannot read the repository"):
+        make_policy(f"rotary:repo={bad}")
+    fresh = tmp_path / "new.sqlite"
+    make_policy(f"rotary:repo={fresh}:record=true")  # record=true starts a repository
+    assert fresh.exists()

@@ -92,7 +92,7 @@ class RotaryDLT(EpochArbiter):
         self.threshold, self.estimator, self.seed = float(threshold), estimator, int(seed)
         self.name = "rotary"
         self._repo_path, self._record = repo, record
-        history = self._load(repo)
+        history = self._load(repo, create=record)
         self.tee = TEE(history, k=k)
         self.tme = TME(history)
         self.ttr = TTR()
@@ -106,15 +106,27 @@ class RotaryDLT(EpochArbiter):
         self.efficient_decisions = 0
 
     @staticmethod
-    def _load(repo: str) -> list:
+    def _load(repo: str, *, create: bool = False) -> list:
+        """The history the estimators learn from: the packaged curves, or the repository ``repo``
+        (a file that must exist unless ``create``, or a database URL)."""
         if not repo:
             from ..repository.seed import packaged_records
 
             return list(packaged_records())
+        from pathlib import Path
+
+        from sqlalchemy.exc import SQLAlchemyError
+
         from ..repository.store import JobRepository
 
-        with JobRepository(repo) as r:
-            return r.records()
+        if "://" not in repo and not create and not Path(repo).expanduser().is_file():
+            raise ValueError(f"repo: no repository file at {repo!r} (write one with `python -m "
+                             f"cohabit.sim.rotary_workload TRACE --repo {repo}`, or add record=true to start one)")
+        try:
+            with JobRepository(repo) as r:
+                return r.records()
+        except (SQLAlchemyError, OSError) as exc:
+            raise ValueError(f"repo: cannot read the repository {repo!r}: {str(exc).splitlines()[0]}") from None
 
     # ------------------------------------------------------------------ TTR
     def _device(self, view: ClusterView, node: int) -> str:

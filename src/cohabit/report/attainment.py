@@ -14,7 +14,9 @@ wrote: ``attained``, ``false_attained``, the metric ``reached`` and its
 * **accuracy reached**: mean of the last reported value of each job's
   criterion metric (and of its held-out value), over jobs that reported one;
 * **attained over time**: the times (from the first submission) at which jobs
-  attained, sorted: the curve of "attained jobs over time".
+  attained, sorted: the curve of "attained jobs over time";
+* **per job**: each job's criterion, whether it attained (and falsely), the value reached
+  and its held-out value, and the epochs it ran.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Attainment:
     by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: seconds from the first submission at which each attained job attained, ascending
     attained_times: list[float] = field(default_factory=list)
+    #: job id -> its outcome (criterion, attained, false_attained, reached, heldout, epochs)
+    per_job: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def not_attained(self) -> int:
@@ -63,12 +67,16 @@ class Attainment:
             "mean_accuracy_reached": self.mean_reached, "mean_heldout_accuracy": self.mean_heldout,
             "by_kind": {k: {"jobs": n, "attained": a} for k, (n, a) in sorted(self.by_kind.items())},
             "attained_times": [round(t, 3) for t in self.attained_times],
+            "per_job": self.per_job,
         }
 
 
-def attainment_from_outcomes(outcomes: Iterable[tuple[float, Mapping[str, Any]]],
+_PER_JOB = ("criterion", "attained", "false_attained", "reached", "heldout", "epochs")
+
+
+def attainment_from_outcomes(outcomes: Iterable[tuple[float, str, Mapping[str, Any]]],
                              start: float | None) -> Attainment | None:
-    """An :class:`Attainment` from ``(end time, outcome data)`` of each ended job with criteria;
+    """An :class:`Attainment` from ``(end time, job id, outcome data)`` of each ended job with criteria;
     ``start``: the first submission time. None when no job had criteria."""
     n = attained = false_att = checked = 0
     reached: list[float] = []
@@ -77,8 +85,10 @@ def attainment_from_outcomes(outcomes: Iterable[tuple[float, Mapping[str, Any]]]
     kinds_att: Counter[str] = Counter()
     times: list[float] = []
     t0 = start or 0.0
-    for t, d in outcomes:
+    per_job: dict[str, dict[str, Any]] = {}
+    for t, job, d in outcomes:
         n += 1
+        per_job[job] = {k: d.get(k) for k in _PER_JOB}
         kind = str(d.get("criterion_kind", "?"))
         kinds[kind] += 1
         if d.get("reached") is not None:
@@ -98,5 +108,5 @@ def attainment_from_outcomes(outcomes: Iterable[tuple[float, Mapping[str, Any]]]
         jobs_with_criteria=n, attained=attained, false_attained=false_att, checked=checked,
         mean_reached=sum(reached) / len(reached) if reached else None,
         mean_heldout=sum(held) / len(held) if held else None,
-        by_kind={k: (kinds[k], kinds_att[k]) for k in kinds}, attained_times=sorted(times),
+        by_kind={k: (kinds[k], kinds_att[k]) for k in kinds}, attained_times=sorted(times), per_job=per_job,
     )

@@ -324,8 +324,8 @@ class _Pass:
     n_code: list[int] = field(default_factory=lambda: [0] * len(_CODE))
     last_time: float | None = None
     last_end: float | None = None
-    #: (end time, data) of jobs that ended with a completion-criterion outcome (``attained`` in data).
-    outcomes: list[tuple[float, Any]] = field(default_factory=list)
+    #: (end time, job, data) of jobs that ended with a completion-criterion outcome (``attained`` in data).
+    outcomes: list[tuple[float, str, Any]] = field(default_factory=list)
 
 
 def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) -> _Pass:
@@ -396,7 +396,7 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
             acc.end = p.last_end = t
             acc.ended_by = acc.state = _ENDED_BY[code]
             if "attained" in ev.data:
-                p.outcomes.append((t, ev.data))
+                p.outcomes.append((t, job, ev.data))
             if code == _FINISH:
                 p.fin_submit.append(acc.submit)
                 p.fin_end.append(t)

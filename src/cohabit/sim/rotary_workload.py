@@ -218,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--gap", type=float, default=0.0, help="mean Poisson inter-arrival gap in seconds (0: all at 0)")
     ap.add_argument("--repo", help="also write the repository (history) SQLite file for rotary:repo=...")
     a = ap.parse_args(argv)
-    jobs = generate(a.jobs, seed=a.seed, mean_gap_s=a.gap)
+    try:
+        jobs = generate(a.jobs, seed=a.seed, mean_gap_s=a.gap)
+    except ValueError as exc:
+        ap.error(str(exc))  # exits 2 with the usage line
     native.dump(jobs, a.out, cluster="rotary")
     if a.repo:
         with JobRepository(a.repo) as repo:
