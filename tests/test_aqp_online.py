@@ -148,3 +148,15 @@ def test_aqp_restore_refuses_another_querys_checkpoint(tpch_dir):
     b = ProgressiveQuery(QUERIES["q1"], tpch_dir, batches=4, scale_factor=SF)
     with pytest.raises(ValueError, match="query"):
         b.restore(a.checkpoint())
+
+
+def test_aqp_explain_memory_estimate(tpch_dir):
+    """The plan-based estimate ranks a join-heavy query above a scan-only one, and a running query's
+    observed memory raises it (never lowers it)."""
+    from cohabit.aqp.estimators import MemoryEstimator, plan_memory_mb
+
+    q9, q6 = plan_memory_mb(QUERIES["q9"], tpch_dir, 10), plan_memory_mb(QUERIES["q6"], tpch_dir, 10)
+    assert q9 > q6 >= 0.0
+    assert MemoryEstimator.estimate(q9, []) == q9
+    assert MemoryEstimator.estimate(q9, [q9 * 3]) == pytest.approx(3.3 * q9)
+    assert MemoryEstimator.estimate(q9, [q9 / 10]) == q9

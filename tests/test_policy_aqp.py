@@ -61,8 +61,9 @@ def test_lcaf_gives_the_next_epoch_to_the_least_accurate_query():
     assert out.result.jobs["q13"].end_time < out.result.jobs["q1"].end_time
 
 
-def test_rotary_aqp_skips_a_query_whose_memory_estimate_exceeds_the_node():
-    # a prior of 256 MB (heavy, no data to EXPLAIN in the test's cache) on a 0.1 GB node never fits
+def test_rotary_aqp_skips_a_query_whose_memory_estimate_exceeds_the_node(tmp_path, monkeypatch):
+    # a prior of 256 MB (heavy, no data to EXPLAIN in an empty cache) on a 0.1 GB node never fits
+    monkeypatch.setenv("COHABIT_TPCH_DIR", str(tmp_path))
     jobs = [qjob("heavy", "q9", criteria="accuracy >= 0.99 within 50s", mem_gb=0.05),
             qjob("light", "q6", criteria="accuracy >= 0.99 within 50s", mem_gb=0.05, submit=0.01)]
     out = run("rotary-aqp", jobs, ClusterSpec.homogeneous("cpu", 1, Resources(cpu=1, mem_gb=0.1)))

@@ -7,6 +7,7 @@ import pytest
 
 from cohabit.ratchet import CheckpointTrigger, TieredStateStore
 from cohabit.runtime.checkpoint import CheckpointStore
+from runtime_helpers import no_orphans  # noqa: F401
 
 
 def test_ratchet_trigger_waits_the_fixed_interval_until_it_knows_the_cost():
@@ -61,3 +62,25 @@ def test_ratchet_tiering_prefers_the_state_expected_back_soonest(tmp_path):
     assert store.tier_of("soon") == "memory" and store.tier_of("later") == "disk"
     ops = [(e["op"], e["job"]) for e in store.log]
     assert ("evict", "later") in ops and store.costs.per_byte("disk") is not None
+
+
+def test_ratchet_drives_a_real_workers_periodic_checkpoints(tmp_path):
+    """A worker under checkpoint_policy="ratchet" checkpoints mid-run (first after the fixed
+    interval, then at the overhead bound); LocalBackend refuses an unknown policy."""
+    from cohabit.engine.backend import BackendEventKind as K
+    from cohabit.runtime.local import LocalBackend
+    from runtime_helpers import allocate, cluster, ended, final_event, job, wait_for
+
+    cl = cluster(1)
+    with pytest.raises(ValueError, match="checkpoint_policy"):
+        LocalBackend(cl, root=tmp_path / "bad", checkpoint_policy="sometimes")
+    spec = job("mlr", {"name": "mlr", "data": "synthetic", "n_samples": 2000, "n_features": 20, "seed": 1}, 6000)
+    seen: list[int | None] = []  # the newest checkpoint's iteration, as each progress report gives it
+    with LocalBackend(cl, root=tmp_path / "run", report_interval=0.1, checkpoint_interval=0.3,
+                      checkpoint_policy="ratchet", fsync=False,
+                      listener=lambda job, msg: seen.append(msg.get("checkpoint_iteration"))
+                      if msg.get("type") == "progress" else None) as be:
+        be.launch(spec, allocate(cl, spec, (0,)), 0.0, from_checkpoint=False)
+        events = wait_for(be, ended("mlr"), 120.0)
+    assert final_event(events, "mlr").kind is K.FINISHED
+    assert any(c is not None and 0 < c < 6000 for c in seen), seen

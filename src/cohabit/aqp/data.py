@@ -15,7 +15,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 TABLES = ("lineitem", "orders", "customer", "part", "partsupp", "supplier", "nation", "region")
 
@@ -83,3 +85,17 @@ def resolve_data(data: str | None, scale: float) -> Path:
         raise DataError(f"TPC-H data directory {str(path)!r} lacks {', '.join(f'{t}.parquet' for t in missing)}; "
                         f"generate it with: tpchgen-cli parquet -s {_fmt_scale(scale)} --output-dir {path}")
     return path
+
+
+def prepare_for(specs: list[Any], note: Callable[[str], None] | None = None) -> list[Path]:
+    """Generate (once) the TPC-H data the query jobs among ``specs`` read from the cache, before a
+    run's clock starts: a query's deadline should not pay for ``tpchgen-cli``. Returns the paths."""
+    scales = sorted({float((s.workload or {}).get("scale", 0.01)) for s in specs
+                     if getattr(s, "kind", None) == "query" and (s.workload or {}).get("name") == "tpch-query"
+                     and not (s.workload or {}).get("data")})
+    out = []
+    for scale in scales:
+        if note is not None and not is_complete(default_root() / f"sf{_fmt_scale(scale)}"):
+            note(f"generating TPC-H scale factor {_fmt_scale(scale)} with tpchgen-cli into {default_root()} (once)")
+        out.append(ensure_tpch(scale))
+    return out

@@ -155,6 +155,7 @@ def run(
             select_columns(columns, {}, [r for r, q in cluster.capacity.items() if q > 0])
         except ValueError as exc:
             _fail(str(exc))
+        _prepare_query_data(specs)
         with _stop_on_signals():
             _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
                             {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
@@ -292,6 +293,18 @@ def _backend_class(backend: str, ray_address: str | None) -> tuple[Any, bool]:
     except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError... from ray.init
         _fail(f"cannot {'connect to Ray at ' + ray_address if ray_address else 'start Ray'}: {exc}")
     return RayBackend, started
+
+
+def _prepare_query_data(specs: list[Any]) -> None:
+    """Query jobs' TPC-H data, generated before any clock starts (cohabit.aqp.data.prepare_for)."""
+    if not any(getattr(s, "kind", None) == "query" for s in specs):
+        return
+    from ..aqp.data import DataError, prepare_for
+
+    try:
+        prepare_for(specs, note=lambda text: err.print(escape(text)))
+    except DataError as exc:
+        _fail(str(exc))
 
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
