@@ -70,7 +70,7 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
-    "pollux": "Pollux: every 60 s, GPUs go where goodput speed-ups gain most, jobs adapt batch sizes (OSDI'21).",
+    "pollux": "Pollux: GPUs every 60 s to the best goodput speed-ups; jobs adapt batch sizes (OSDI'21).",
 }
 
 
