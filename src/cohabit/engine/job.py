@@ -18,13 +18,14 @@ from .state import JobState
 
 if TYPE_CHECKING:
     from .actions import Placement
+    from .criteria import CriterionTracker
 
 
 class JobView:
     __slots__ = (
         "_spec", "_state", "_placement", "_alloc", "_gpus", "_first_start", "_attained", "_run_time",
         "_since", "_preemptions", "_migrations", "_resizes", "_iters", "_report_time", "_iter_time",
-        "_metrics", "_reason", "_end_time", "_seq", "_comp_time", "_comm_time",
+        "_metrics", "_reason", "_end_time", "_seq", "_comp_time", "_comm_time", "_criterion",
     )
 
     def __init__(self, spec: JobSpec, seq: int) -> None:
@@ -49,6 +50,7 @@ class JobView:
         self._metrics: dict[str, list[tuple[float, float]]] = {}
         self._reason = ""
         self._end_time: float | None = None
+        self._criterion: CriterionTracker | None = None
 
     # Identity and spec ------------------------------------------------
     @property
@@ -154,6 +156,12 @@ class JobView:
         if self._state is JobState.RUNNING and self._iter_time and now > self._report_time:
             return self._iters + (now - self._report_time) / self._iter_time
         return self._iters
+
+    @property
+    def criterion(self) -> CriterionTracker | None:
+        """The job's completion-criterion state (evaluations seen, epochs done), or None without
+        criteria. Observed values only; policies read it, the scheduler updates it."""
+        return self._criterion
 
     @property
     def metrics(self) -> Mapping[str, list[tuple[float, float]]]:

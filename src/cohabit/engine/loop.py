@@ -23,6 +23,7 @@ from ..spec.job import JobSpec
 from ..spec.resources import Resources
 from . import actions as A
 from .backend import Backend, BackendEvent, BackendEventKind, Unsupported
+from .criteria import CriteriaBook, Verdict
 from .history import FinishedJob, History
 from .job import JobView
 from .ledger import Allocation, AllocationError, Ledger
@@ -94,6 +95,7 @@ class Scheduler(LiveControl):
         self.record = record if record is not None else Record()
         self.ledger = Ledger(cluster)
         self.history = History()
+        self.criteria = CriteriaBook()  # completion criteria: evaluations, verdicts, budget timers
         self.jobs: dict[str, JobView] = {}
         self.pending: dict[str, JobView] = {}
         self.running: dict[str, JobView] = {}
@@ -149,7 +151,8 @@ class Scheduler(LiveControl):
                 active = bool(self.running or self.pending or self.paused)
                 if not active:
                     next_tick = math.inf
-                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else math.inf)
+                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else math.inf,
+                        self.criteria.next_time())
                 if t == math.inf and not self.running:
                     break  # (a real backend with running jobs waits for their next event)
                 if t > self.horizon:
@@ -166,7 +169,8 @@ class Scheduler(LiveControl):
                     i += 1
                 if source is not None and not source.poll(self):
                     break
-                if not (self.pending or self.paused or self.running or events):
+                ended = self._criteria_due()
+                if not (self.pending or self.paused or self.running or events or ended):
                     continue
                 period = self._period
                 if period:  # between rounds events are folded in and the policy waits for the next round
@@ -257,6 +261,7 @@ class Scheduler(LiveControl):
             return
         job._state = JobState.PENDING
         self.pending[spec.id] = job
+        job._criterion = self.criteria.admit(spec.id, spec)
         if self._hook_arrival is not None:
             self._hook_arrival(job, self.view)
 
@@ -313,6 +318,10 @@ class Scheduler(LiveControl):
                 job._metrics.setdefault(name, []).append((job._iters, float(value)))
             self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time,
                                **split)
+            if job._criterion is not None:
+                self.criteria.observe(job.id, ev.data)
+                if self._check_criterion(job):
+                    return  # the job ended on its completion criterion
             if self._hook_progress is not None:
                 self._hook_progress(job, self.view)
         elif ev.kind is BackendEventKind.FINISHED:
@@ -320,7 +329,12 @@ class Scheduler(LiveControl):
             if "iterations" in ev.data:  # the job's own count is final: no extrapolation past it
                 job._iters = float(ev.data["iterations"])
                 job._report_time = self.now
-            self._end(job, JobState.FINISHED, EventKind.FINISHED, "")
+            attained = True
+            if job._criterion is not None:  # the job's last evaluation may meet its criterion
+                self.criteria.observe(job.id, ev.data)
+                verdict = job._criterion.verdict(self.now, job._run_time)
+                attained = verdict is not None and verdict.attained
+            self._end(job, JobState.FINISHED, EventKind.FINISHED, "", attained=attained)
         elif ev.kind is BackendEventKind.FAILED:
             self._end(job, JobState.FAILED, EventKind.FAILED, str(ev.data.get("reason", "failed")))
         elif ev.kind is BackendEventKind.EVICTED:
@@ -333,7 +347,38 @@ class Scheduler(LiveControl):
             del self.running[job.id]
             self._paused(job, str(ev.data.get("reason", "evicted by the backend")))
 
-    def _end(self, job: JobView, state: JobState, kind: EventKind, reason: str) -> None:
+    def _check_criterion(self, job: JobView) -> bool:
+        """End ``job`` if its completion criterion gives a verdict now; True if it ended."""
+        tr = job._criterion
+        if tr is None or job._state.terminal:
+            return False
+        job._settle(self.now)
+        verdict = tr.verdict(self.now, job._run_time)
+        if verdict is None:
+            return False
+        self._conclude(job, verdict)
+        return True
+
+    def _conclude(self, job: JobView, verdict: Verdict) -> None:
+        """End a job on its criterion: ``finished`` when attained, ``stopped`` when its budget ran out
+        (a running job is checkpointed and halted first, so its model is kept)."""
+        if job._state is JobState.RUNNING:
+            self.backend.halt(job.id, self.now, checkpoint=True)
+        if verdict.attained:
+            self._end(job, JobState.FINISHED, EventKind.FINISHED, verdict.reason, attained=True)
+        else:
+            self._end(job, JobState.STOPPED_EARLY, EventKind.STOPPED, verdict.reason)
+
+    def _criteria_due(self) -> bool:
+        """Check the jobs whose time budget fell due by now; True if any of them ended."""
+        ended = False
+        for job_id in self.criteria.due(self.now):
+            job = self.jobs.get(job_id)
+            if job is not None and self._check_criterion(job):
+                ended = True
+        return ended
+
+    def _end(self, job: JobView, state: JobState, kind: EventKind, reason: str, *, attained: bool = False) -> None:
         now = self.now
         check_transition(job.id, job._state, state)
         job._settle(now)
@@ -349,6 +394,8 @@ class Scheduler(LiveControl):
         job._placement = ()
         self._done += 1
         data = {"reason": reason} if reason else {}
+        if job._criterion is not None:  # attainment, false attainment, accuracy reached (engine/criteria.py)
+            data.update(self.criteria.outcome(job.id, attained and state is JobState.FINISHED))
         self.record.append(now, kind, job.id, **data)
         if state is JobState.FINISHED:
             self.history.add(FinishedJob(
@@ -418,6 +465,8 @@ class Scheduler(LiveControl):
         if job._first_start is None:
             job._first_start = self.now
         self.running[job.id] = job
+        if job._criterion is not None:
+            self.criteria.placed(job.id, self.now, job._run_time)
 
     def _demand_gpus(self, job_id: str, n_tasks: int) -> float:
         """GPUs a job uses on ``n_tasks`` tasks (shared or owned): the rate of its attained service."""

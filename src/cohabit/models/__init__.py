@@ -7,6 +7,10 @@
 * :mod:`.speed` — training speed as a function of (#parameter servers, #workers)
   (Optimus §3.2, Eq. 3-4), fitted by non-negative least squares from measured
   (p, w, speed) points.
+* :mod:`.tee`, :mod:`.tme`, :mod:`.ttr` — Rotary-DLT's training epoch estimator (accuracy
+  versus epoch from similar finished jobs plus the job's own evaluations), training memory
+  estimator (peak memory versus batch size, +5%) and training time recorder (step times per
+  device, first step discarded); :mod:`.similar` — the similarity they rank jobs by.
 
 Nothing here reads simulator ground truth: inputs are the reports a job makes
 (``JobView.metrics["loss"]``, ``JobView.iter_time``).
@@ -16,5 +20,10 @@ from __future__ import annotations
 
 from .loss_curve import LossCurve, LossFits, fit_loss_curve
 from .speed import SpeedModel, fit_speed
+from .similar import JobTraits
+from .tee import TEE, AccuracyCurve
+from .tme import TME
+from .ttr import TTR
 
-__all__ = ["LossCurve", "LossFits", "SpeedModel", "fit_loss_curve", "fit_speed"]
+__all__ = ["AccuracyCurve", "JobTraits", "LossCurve", "LossFits", "SpeedModel", "TEE", "TME", "TTR", "fit_loss_curve",
+           "fit_speed"]

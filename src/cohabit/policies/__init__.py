@@ -42,6 +42,11 @@ REGISTRY: dict[str, str] = {
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
+    "rotary": "cohabit.policies.rotary:make",
+    "srf": "cohabit.policies.srf:make",
+    "bcf": "cohabit.policies.bcf:make",
+    "laf": "cohabit.policies.laf:make",
+    "rr": "cohabit.policies.rr:make",
     "pollux": "cohabit.policies.pollux:make",
 }
 
@@ -70,6 +75,11 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
+    "rotary": "Rotary-DLT: lowest estimated progress first until all reach T, then highest (Liu, Alg. 5).",
+    "srf": "Rotary's baseline: shortest runtime criteria first, the rest round-robin by epoch.",
+    "bcf": "Rotary's baseline: biggest convergence criteria first, the rest round-robin by epoch.",
+    "laf": "Rotary's baseline: lowest accuracy criteria first, the rest round-robin by epoch.",
+    "rr": "Round-robin: every active job gets a device in turn, one epoch at a time.",
     "pollux": "Pollux: GPUs every 60 s to the best goodput speed-ups; jobs adapt batch sizes (OSDI'21).",
 }
 

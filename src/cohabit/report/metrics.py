@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from cohabit.engine.record import EventKind, Record
+from cohabit.report.attainment import Attainment, attainment_from_outcomes
 from cohabit.spec import Resources
 
 #: Default upper bound on the number of points in an allocated or used series.
@@ -212,6 +213,8 @@ class Metrics:
     capacity: dict[str, float] = field(default_factory=dict)
     #: Per-job results (submit, start, end, JCT, queueing, preemptions, final state).
     jobs: JobResults | None = None
+    #: How jobs with completion criteria ended (report/attainment.py); None when no job had criteria.
+    attainment: Attainment | None = None
 
     @property
     def pending_by_state(self) -> dict[str, int]:
@@ -253,6 +256,8 @@ class Metrics:
             "action_rejections": self.action_rejections,
             "window": None if self.window is None else [_safe(self.window[0]), _safe(self.window[1])],
         }
+        if self.attainment is not None:
+            out["attainment"] = self.attainment.to_json()
         if series:
             out["allocated_series"] = self.allocated_series.to_json()
             out["used_series"] = self.used_series.to_json()
@@ -319,6 +324,8 @@ class _Pass:
     n_code: list[int] = field(default_factory=lambda: [0] * len(_CODE))
     last_time: float | None = None
     last_end: float | None = None
+    #: (end time, data) of jobs that ended with a completion-criterion outcome (``attained`` in data).
+    outcomes: list[tuple[float, Any]] = field(default_factory=list)
 
 
 def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) -> _Pass:
@@ -388,6 +395,8 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
                 continue
             acc.end = p.last_end = t
             acc.ended_by = acc.state = _ENDED_BY[code]
+            if "attained" in ev.data:
+                p.outcomes.append((t, ev.data))
             if code == _FINISH:
                 p.fin_submit.append(acc.submit)
                 p.fin_end.append(t)
@@ -681,4 +690,5 @@ def _assemble(p: _Pass, window: tuple[float, float] | None, allocated: tuple[dic
         deadline_met_ratio=_deadline_ratio(jobs), decision_time_ms=_decision_stats(p.decision_ms),
         action_rejections=n[_ACT_REJ], jct_values=jct, window=window, capacity=capacity,
         jobs=_job_results(p.jobs),
+        attainment=attainment_from_outcomes(p.outcomes, None if window is None else window[0]),
     )

@@ -123,6 +123,12 @@ def all_columns(results: Mapping[str, Metrics], resources: list[str] | None = No
         Column("Jain\nindex", lambda m: m.jain_fairness, format_ratio, True),
         Column("tenant\nJain", lambda m: m.tenant_jain_fairness, format_ratio, True, optional=True),
         Column("dead-\nline", lambda m: m.deadline_met_ratio, format_percent, True, optional=True),
+        Column("at-\ntained", lambda m: m.attainment.attained if m.attainment else None, format_count, True,
+               optional=True),
+        Column("false\nattain", lambda m: m.attainment.false_attained if m.attainment else None, format_count,
+               False, optional=True),
+        Column("acc\nreached", lambda m: m.attainment.mean_reached if m.attainment else None, format_ratio, True,
+               optional=True),
         Column("decide\nmean", lambda m: m.decision_time_ms.mean, format_ms, False),
         Column("decide\np99", lambda m: m.decision_time_ms.p99, format_ms, False, default=False),
     ]

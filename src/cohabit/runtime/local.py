@@ -661,13 +661,13 @@ class LocalBackend:
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
             return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
-                                                                              "metrics": _finite(st.metrics)})
+                                                                              **_split_heldout(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
             for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
-            data["metrics"] = _finite(progress.get("metrics"))
+            data.update(_split_heldout(progress.get("metrics")))
             return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
         return None
 
@@ -825,6 +825,20 @@ def _finite(metrics: dict[str, Any] | None) -> dict[str, float]:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             out[k] = float(v)
     return out
+
+
+def _split_heldout(metrics: dict[str, Any] | None) -> dict[str, dict[str, float]]:
+    """``{"metrics": ..., "heldout": ...}``: a workload's ``heldout_<name>`` metrics (measured on data the
+    scheduler must not see, for false-attainment accounting: engine/criteria.py) go under ``heldout``
+    as ``<name>``, out of the metrics the policies see."""
+    shown: dict[str, float] = {}
+    held: dict[str, float] = {}
+    for k, v in _finite(metrics).items():
+        if k.startswith("heldout_"):
+            held[k[len("heldout_"):]] = v
+        else:
+            shown[k] = v
+    return {"metrics": shown, "heldout": held} if held else {"metrics": shown}
 
 
 def _safe(job: str) -> str:

@@ -306,7 +306,8 @@ class Worker:
             # the first report waits for a few typical iterations (>= 3 and >= 0.1 s) so the
             # scheduler's first speed estimate is not a cold-cache outlier
             elapsed = t1 - win_start
-            if elapsed >= report_every or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every)):
+            if (elapsed >= report_every or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every))
+                    or "epoch" in metrics):  # every evaluation is reported (completion criteria, Rotary)
                 t_now = time.perf_counter()
                 out = dict(latest)
                 if losses:

@@ -40,7 +40,7 @@ from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
 
-_FINISH, _PROGRESS, _EPOCH = 0, 1, 2
+_FINISH, _PROGRESS, _EPOCH, _RATE = 0, 1, 2, 3
 _EPS = 1e-9
 
 
@@ -261,7 +261,8 @@ class SimBackend:
             if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
                 epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
                 if epoch_end < finish - _EPS:
-                    self._push(epoch_end, _EPOCH, jid, run.version)  # the speed changes with the epoch
+                    self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
+            self._push_epoch(run, finish)
         self._levels(jobs)
 
     # ------------------------------------------------------------ usage
@@ -328,6 +329,31 @@ class SimBackend:
                               max(batches) if batches else None)
         return 1.0 / step
 
+    def _push_epoch(self, run: _Run, finish: float, now: float | None = None) -> None:
+        """Schedule the run's next epoch-end evaluation after ``now`` (jobs with an accuracy curve), if
+        before it finishes."""
+        ipe = run.truth.iters_per_epoch
+        if ipe is None:
+            return
+        done = run.done if now is None else run.done_at(now)
+        k = math.floor(done / ipe + 1e-6) + 1
+        t = run.t0 + (k * ipe - run.done) / run.rate
+        if t < finish - _EPS:
+            self._push(t, _EPOCH, run.spec.id, run.version)
+
+    @staticmethod
+    def _evaluation(truth: JobTruth, done: float) -> dict:
+        """What a job with an accuracy curve reports at the epoch end reached with ``done`` iterations."""
+        ipe = truth.iters_per_epoch
+        acc = truth.accuracy
+        if ipe is None or acc is None:
+            return {}
+        e = min(max(int(round(done / ipe)), 1), len(acc))
+        out: dict = {"metrics": {"accuracy": acc[e - 1], "epoch": float(e)}}
+        if truth.heldout_accuracy is not None:
+            out["heldout"] = {"accuracy": truth.heldout_accuracy[e - 1]}
+        return out
+
     def _push(self, t: float, kind: int, job: str, version: int) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, job, version))
@@ -361,7 +387,7 @@ class SimBackend:
                 continue
             _, kind, _, jid, _ = entry
             run = self._runs[jid]
-            if kind == _EPOCH:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
+            if kind == _RATE:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
                 run = self._runs[jid]
                 self._report_use(run, t)
                 self._fold(run, t)
@@ -370,8 +396,16 @@ class SimBackend:
             elif kind == _FINISH:
                 total = float(run.truth.iterations)
                 self._checkpoint[jid] = total
-                events.append(BackendEvent(t, BackendEventKind.FINISHED, jid, {"iterations": total}))
+                events.append(BackendEvent(t, BackendEventKind.FINISHED, jid,
+                                           {"iterations": total, **self._evaluation(run.truth, total)}))
                 self.halt(jid, t, checkpoint=False)
+            elif kind == _EPOCH:
+                done = run.done_at(t)
+                total = float(run.truth.iterations)
+                data = {"iterations": done, "iter_time": 1.0 / run.rate, **self._evaluation(run.truth, done)}
+                data["metrics"]["loss"] = run.truth.loss_at(done / total, jid)
+                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
+                self._push_epoch(run, run.t0 + (total - run.done) / run.rate, t)
             else:
                 done = run.done_at(t)
                 total = float(run.truth.iterations)

@@ -75,6 +75,11 @@ class JobTruth:
     * ``loss_curve``: (a, b, c) of the job's loss curve (see :meth:`loss_at`).
     * ``ps``: a Harmony parameter-server job's subtask times and data sizes (:class:`PSTruth`);
       when set, ``sim.harmony_physics`` gives its speed (``iterations`` to convergence).
+    * ``accuracy``: the job's validation accuracy after each epoch (Rotary's per-epoch
+      convergence series acc_{i,1..T}, §3.1.4); the simulator reports it, with ``epoch``, at
+      every epoch boundary (one epoch = ``iterations / len(accuracy)`` iterations), so that
+      completion criteria can be evaluated. ``heldout_accuracy``: the same model's accuracy on
+      held-out data after each epoch, reported beside it for false-attainment accounting only.
     * ``used``: resource name -> the fraction of its allocation of that resource the job
       really uses while it trains (e.g. ``{"cpu": 0.3, "mem_gb": 0.5}``: a job that asked for
       more than it needs); may exceed 1 (it uses more than it asked for). ``sim.usage``
@@ -90,6 +95,13 @@ class JobTruth:
     loss_curve: tuple[float, float, float] | None = None
     ps: PSTruth | None = None
     used: Mapping[str, float] | None = None
+    accuracy: tuple[float, ...] | None = None
+    heldout_accuracy: tuple[float, ...] | None = None
+
+    @property
+    def iters_per_epoch(self) -> float | None:
+        """Iterations in one epoch of the accuracy curve (None without one)."""
+        return self.iterations / len(self.accuracy) if self.accuracy else None
 
     def loss_at(self, fraction: float, job_id: str = "") -> float:
         """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
@@ -114,6 +126,16 @@ class JobTruth:
             if not isinstance(name, str) or not name or not (isinstance(frac, int | float) and math.isfinite(frac)
                                                              and frac >= 0):
                 raise ValueError(f"used[{name!r}] must be a fraction >= 0 of the allocation, got {frac!r}")
+        for name in ("accuracy", "heldout_accuracy"):
+            curve = getattr(self, name)
+            if curve is None:
+                continue
+            if not curve or not all(isinstance(x, int | float) and math.isfinite(x) for x in curve):
+                raise ValueError(f"{name} must be a non-empty list of finite numbers (one per epoch), got {curve!r}")
+            object.__setattr__(self, name, tuple(float(x) for x in curve))
+        if self.heldout_accuracy is not None and (self.accuracy is None
+                                                  or len(self.heldout_accuracy) != len(self.accuracy)):
+            raise ValueError("heldout_accuracy needs an accuracy curve of the same length (one value per epoch)")
         if self.loss_curve is not None:
             a, b, c = self.loss_curve
             if not (a >= 0 and b > 0 and c >= 0):

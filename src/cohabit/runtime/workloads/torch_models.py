@@ -19,7 +19,10 @@ Data-parallel: when the worker sets ``comm``, gradients are averaged across
 ranks after ``backward`` (each rank takes its shard of the global batch).
 
 Metrics: ``loss`` (mini-batch) every step; at epoch ends ``test_loss`` and
-``accuracy`` on a held-out split.
+``accuracy`` on a validation half of the held-out split (what the scheduler and
+completion criteria see), and ``heldout_accuracy`` on its other half (the
+"true" accuracy a user checks afterwards: false attainment, Rotary §3.2.2; the
+local backend keeps it out of the metrics policies see).
 """
 
 from __future__ import annotations
@@ -82,14 +85,20 @@ class _TorchClassifier(Workload):
         return {"loss": float(loss.detach())}
 
     def evaluate(self) -> dict[str, float]:
-        if len(self.yt) == 0:
+        n = len(self.yt)
+        if n == 0:
             return {}
+        v = (n + 1) // 2  # validation half (first), held-out half (second)
         with self._torch.no_grad():
             out = self.model(self.Xt)
-            return {
-                "test_loss": float(self._loss(out, self.yt)),
-                "accuracy": float((out.argmax(dim=1) == self.yt).float().mean()),
+            hit = (out.argmax(dim=1) == self.yt).float()
+            res = {
+                "test_loss": float(self._loss(out[:v], self.yt[:v])),
+                "accuracy": float(hit[:v].mean()),
             }
+            if n > v:
+                res["heldout_accuracy"] = float(hit[v:].mean())
+            return res
 
     def model_state(self) -> dict[str, Any]:
         # CPU copies: a checkpoint restores on any device (a GPU task resumes on the CPU and back)

@@ -27,7 +27,9 @@ consolidated workers), ``ref_workers`` (default: the job's worker count) and
 ``app`` (a profile key) and ``used`` (resource -> the fraction of its allocation
 the job really uses, e.g. ``used: {cpu: 0.25, mem_gb: 0.5}``: the *used* share the
 reports show next to the allocated one; each name must be a resource the job
-demands). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
+demands), ``accuracy`` (validation accuracy after each epoch, reported at epoch ends
+so that completion criteria can be evaluated) and ``heldout_accuracy`` (the same
+epochs on held-out data: false attainment). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
 (``jobs.yaml:12: field 'jobs[3].truth.duration': ...``); with
 ``skip_bad_rows`` a bad job is skipped and reported, while a YAML syntax error
 or a bad top level still raises.
@@ -49,7 +51,7 @@ from ._common import Sink, Source
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "tiresias"
-TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used")
+TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used", "accuracy", "heldout_accuracy")
 _TOP_KEYS = ("jobs", "cluster")
 
 
@@ -124,8 +126,22 @@ def _truth(raw: Any, node: yaml.Node, field: str, file: str, workers: int, deman
     if iterations is None:
         iterations = max(1, math.ceil(duration))
     used = _used(raw.get("used"), node, bad, demanded)
+    curves = {key: _curve(raw.get(key), key, bad) for key in ("accuracy", "heldout_accuracy")}
+    if curves["heldout_accuracy"] is not None and (curves["accuracy"] is None
+                                                   or len(curves["heldout_accuracy"]) != len(curves["accuracy"])):
+        raise bad("heldout_accuracy", "needs an accuracy list of the same length (one value per epoch)")
     return JobTruth(iterations=iterations, duration=duration,
-                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used)
+                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used, **curves)
+
+
+def _curve(v: Any, key: str, bad: Any) -> tuple[float, ...] | None:
+    """Validate ``truth.accuracy`` / ``truth.heldout_accuracy``: a list of numbers, one per epoch."""
+    if v is None:
+        return None
+    if not isinstance(v, list) or not v or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in v):
+        raise bad(key, f"expected a non-empty list of numbers (one per epoch), got {v!r}")
+    return tuple(float(x) for x in v)
 
 
 def _job(item: Any, node: yaml.Node, index: int, file: str) -> TraceJob:
@@ -216,6 +232,9 @@ def dump(jobs: Iterable[TraceJob], path: str | Path | None = None, *, cluster: s
             truth["app"] = t.app
         if t.used is not None:
             truth["used"] = dict(t.used)
+        for key in ("accuracy", "heldout_accuracy"):
+            if getattr(t, key) is not None:
+                truth[key] = list(getattr(t, key))
         item["truth"] = truth
         items.append(item)
     data: dict[str, Any] = {}
