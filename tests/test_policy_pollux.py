@@ -97,11 +97,11 @@ def test_a_job_grows_at_most_twice_its_largest_size_per_round(tmp_path) -> None:
 def test_exploration_limit_is_twice_the_largest_size_seen() -> None:
     from types import SimpleNamespace
 
-    from cohabit.policies.pollux import _JobState
+    from cohabit.policies.pollux import _Learned
 
     pol = Pollux()
     job = SimpleNamespace(id="j", n_workers=3, spec=SimpleNamespace(min_workers=1, max_workers=64))
-    pol._jobs["j"] = st = _JobState()
+    pol._jobs["j"] = st = _Learned()
     st.max_k = 3
     assert pol._allowed(job, 64).tolist() == [0, 1, 2, 3, 4, 5, 6]
     st.limits = BatchLimits(128, 256, 64, 128)  # the largest batch feeds at most 4 replicas

@@ -115,3 +115,9 @@ def test_artifact_physics_on_the_embedded_workload_prefix() -> None:
     assert not out.result.unfinished
     for j in out.result.jobs.values():
         assert j.first_start is not None and j.first_start % 60.0 == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0.0, -60.0, float("inf"), float("nan")])
+def test_decision_period_must_be_a_positive_finite_number(bad: float) -> None:
+    with pytest.raises(ValueError, match="decision_period"):
+        simulate([trace_job("a", 1, 10.0)], small_cluster(), make_policy("fifo"), decision_period=bad)

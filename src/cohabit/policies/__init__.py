@@ -88,7 +88,7 @@ DESCRIPTIONS: dict[str, str] = {
     "edf": "Earliest deadline first: each epoch goes to the jobs whose WITHIN deadline comes first.",
     "lcaf": "Least current accuracy first (Rotary-AQP's LAF): each epoch to the lowest reported accuracy.",
     "relaqs": "ReLAQS: each epoch goes to the jobs that gained most accuracy per second in their last one.",
-    "pollux": "Pollux: every 60 s, GPUs go where goodput speed-ups gain most, jobs adapt batch sizes (OSDI'21).",
+    "pollux": "Pollux: GPUs every 60 s to the best goodput speed-ups; jobs adapt batch sizes (OSDI'21).",
 }
 
 

@@ -66,7 +66,7 @@ _LIMITS = ("init_batch_size", "max_batch_size", "min_local_bsz", "max_local_bsz"
 _RUN = ("atomic_bsz", "step_time", "sync_time", "grad_sqr", "grad_var")
 
 
-class _JobState:
+class _Learned:
     """What the policy learned about one job from its reports."""
 
     __slots__ = ("obs", "params", "limits", "grad", "max_k")
@@ -106,11 +106,11 @@ class Pollux(BasePolicy):
         self.report_interval = float(report_interval)
         self.restart_penalty_s = float(restart_penalty_s)
         self.max_growth = float(max_growth)
-        self._jobs: dict[str, _JobState] = {}
+        self._jobs: dict[str, _Learned] = {}
 
     # ------------------------------------------------------------------ observations
     def on_progress(self, job: JobView, view: ClusterView) -> None:
-        st = self._jobs.setdefault(job.id, _JobState())
+        st = self._jobs.setdefault(job.id, _Learned())
         k = job.n_workers
         st.max_k = max(st.max_k, k)
         if st.limits is None and all(_last(job, n) is not None for n in _LIMITS):

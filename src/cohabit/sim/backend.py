@@ -40,7 +40,7 @@ from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
 
-_FINISH, _PROGRESS, _EPOCH, _GOODPUT_EPOCH = 0, 1, 2, 3  # _EPOCH: an evaluation report; _GOODPUT_EPOCH: Pollux's speed changes
+_FINISH, _PROGRESS, _EPOCH, _RATE = 0, 1, 2, 3
 _EPS = 1e-9
 
 
@@ -258,11 +258,11 @@ class SimBackend:
             first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
             if first_iter < finish - _EPS:
                 self._push(first_iter, _PROGRESS, jid, run.version)
-            self._push_epoch(run, finish)
             if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
                 epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
                 if epoch_end < finish - _EPS:
-                    self._push(epoch_end, _GOODPUT_EPOCH, jid, run.version)  # the speed changes with the epoch
+                    self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
+            self._push_epoch(run, finish)
         self._levels(jobs)
 
     # ------------------------------------------------------------ usage
@@ -391,7 +391,7 @@ class SimBackend:
                 continue
             _, kind, _, jid, _ = entry
             run = self._runs[jid]
-            if kind == _GOODPUT_EPOCH:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
+            if kind == _RATE:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
                 run = self._runs[jid]
                 self._report_use(run, t)
                 self._fold(run, t)
