@@ -34,7 +34,7 @@ from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import SimConfig, colocation_factor, consolidation_factor, solo_rate
+from .physics import SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb, solo_rate
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
@@ -45,7 +45,7 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation")
+                 "pack", "level", "busy", "use_since", "consolidation", "traffic")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -64,6 +64,7 @@ class _Run:
         self.busy = 1.0  # share of time its GPUs compute (before the per-device cap)
         self.consolidation: float | None = None  # physics.consolidation_factor on alloc (cached)
         self.use_since = t0  # use not yet reported starts here (the launch time: set by the launcher)
+        self.traffic: float | None = None  # task-graph jobs: cross-node MB per iteration (cached)
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -88,6 +89,8 @@ class SimBackend:
         #: for naive co-location it counts stretched, overlapping phases)
         self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
         self._used: list[BackendEvent] = []  # USED events not yet returned by advance
+        #: megabytes task-graph jobs sent between nodes (MLFS's bandwidth cost), per job
+        self.net_mb: dict[str, float] = {}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -195,6 +198,10 @@ class SimBackend:
                 self.ps_work["net"] += (done - run.done) * ps.t_net * m
                 if run.speed is not None:  # COMP subtask time incl. GC and deserialisation
                     self.ps_work["cpu_busy"] += (done - run.done) * run.speed.compute_s * m
+            if run.spec.graph is not None and done > run.done:
+                if run.traffic is None:
+                    run.traffic = sum(graph_traffic_mb(run.spec, run.alloc).values())
+                self.net_mb[run.spec.id] = self.net_mb.get(run.spec.id, 0.0) + (done - run.done) * run.traffic
             run.done = done
             run.t0 = now
 
@@ -350,9 +357,14 @@ class SimBackend:
                     "iterations": done, "iter_time": 1.0 / run.rate,
                     "metrics": {"loss": run.truth.loss_at(done / total, jid)},
                 }
+                acc = run.truth.accuracy_at(done / total)
+                if acc is not None:  # a job with a real learning curve reports validation accuracy
+                    data["metrics"]["accuracy"] = acc
                 if run.speed is not None:  # the runtime's subtask timers
                     data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
                                 mem_gb=run.speed.mem_gb)
+                elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
+                    data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
                 every = self.cfg.report_interval_s
                 if every is not None:

@@ -75,6 +75,10 @@ class JobTruth:
     * ``loss_curve``: (a, b, c) of the job's loss curve (see :meth:`loss_at`).
     * ``ps``: a Harmony parameter-server job's subtask times and data sizes (:class:`PSTruth`);
       when set, ``sim.harmony_physics`` gives its speed (``iterations`` to convergence).
+    * ``compute_s``: a task-graph job's (``JobSpec.graph``) computation seconds per iteration;
+      communication is added from the graph's volumes and the placement (``physics``).
+    * ``curve``: ``family/index`` of the packaged real learning curve the job follows
+      (``sim.profiles.accuracy``); progress reports then carry ``accuracy``.
     * ``used``: resource name -> the fraction of its allocation of that resource the job
       really uses while it trains (e.g. ``{"cpu": 0.3, "mem_gb": 0.5}``: a job that asked for
       more than it needs); may exceed 1 (it uses more than it asked for). ``sim.usage``
@@ -90,6 +94,16 @@ class JobTruth:
     loss_curve: tuple[float, float, float] | None = None
     ps: PSTruth | None = None
     used: Mapping[str, float] | None = None
+    compute_s: float | None = None
+    curve: str | None = None
+
+    def accuracy_at(self, fraction: float) -> float | None:
+        """Validation accuracy after ``fraction`` of the work, from the job's real learning curve
+        (``curve``: ``family/index`` into the packaged curves); None without one."""
+        if self.curve is None:
+            return None
+        from .profiles.accuracy import accuracy_at
+        return accuracy_at(self.curve, fraction)
 
     def loss_at(self, fraction: float, job_id: str = "") -> float:
         """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
@@ -114,6 +128,8 @@ class JobTruth:
             if not isinstance(name, str) or not name or not (isinstance(frac, int | float) and math.isfinite(frac)
                                                              and frac >= 0):
                 raise ValueError(f"used[{name!r}] must be a fraction >= 0 of the allocation, got {frac!r}")
+        if self.compute_s is not None and not (math.isfinite(self.compute_s) and self.compute_s > 0):
+            raise ValueError(f"compute_s must be a number of seconds > 0, got {self.compute_s!r}")
         if self.loss_curve is not None:
             a, b, c = self.loss_curve
             if not (a >= 0 and b > 0 and c >= 0):

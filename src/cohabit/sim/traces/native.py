@@ -27,7 +27,9 @@ consolidated workers), ``ref_workers`` (default: the job's worker count) and
 ``app`` (a profile key) and ``used`` (resource -> the fraction of its allocation
 the job really uses, e.g. ``used: {cpu: 0.25, mem_gb: 0.5}``: the *used* share the
 reports show next to the allocated one; each name must be a resource the job
-demands). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
+demands), ``compute_s`` (a task-graph job's computation seconds per iteration; the
+simulator adds the graph's cross-node traffic) and ``curve`` (``family/index`` of a packaged
+real learning curve: progress reports then carry ``accuracy``). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
 (``jobs.yaml:12: field 'jobs[3].truth.duration': ...``); with
 ``skip_bad_rows`` a bad job is skipped and reported, while a YAML syntax error
 or a bad top level still raises.
@@ -49,7 +51,7 @@ from ._common import Sink, Source
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "tiresias"
-TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used")
+TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used", "compute_s", "curve")
 _TOP_KEYS = ("jobs", "cluster")
 
 
@@ -124,8 +126,17 @@ def _truth(raw: Any, node: yaml.Node, field: str, file: str, workers: int, deman
     if iterations is None:
         iterations = max(1, math.ceil(duration))
     used = _used(raw.get("used"), node, bad, demanded)
+    compute_s = number("compute_s", integer=False)
+    curve = raw.get("curve")
+    if curve is not None:
+        from ..profiles.accuracy import curve_values
+        try:
+            curve_values(str(curve))
+        except ValueError as e:
+            raise bad("curve", str(e)) from None
     return JobTruth(iterations=iterations, duration=duration,
-                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used)
+                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used,
+                    compute_s=compute_s, curve=None if curve is None else str(curve))
 
 
 def _job(item: Any, node: yaml.Node, index: int, file: str) -> TraceJob:
@@ -216,6 +227,10 @@ def dump(jobs: Iterable[TraceJob], path: str | Path | None = None, *, cluster: s
             truth["app"] = t.app
         if t.used is not None:
             truth["used"] = dict(t.used)
+        if t.compute_s is not None:
+            truth["compute_s"] = t.compute_s
+        if t.curve is not None:
+            truth["curve"] = t.curve
         item["truth"] = truth
         items.append(item)
     data: dict[str, Any] = {}
