@@ -42,6 +42,7 @@ REGISTRY: dict[str, str] = {
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
+    "mlfs-h": "cohabit.policies.mlfs.heuristic:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -69,6 +70,7 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
+    "mlfs-h": "MLF-H: ML-feature task priorities over job DAGs, ideal-virtual-host placement (CoNEXT'20).",
 }
 
 
