@@ -122,6 +122,20 @@ class TaskGraph(BaseModel):
         per = [pt.demand if pt.demand is not None else default for pt in self.partitions]
         return per * self.replicas
 
+    @cached_property
+    def peer_memo(self) -> dict[tuple[str, int], tuple[tuple[tuple[int, float], ...], ...]]:
+        """Memo of :meth:`peer_table` (filled on use)."""
+        return {}
+
+    def peer_table(self, architecture: str, num_ps: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+        """:meth:`peers` of every task (workers then servers), computed once per graph."""
+        key = (architecture, num_ps)
+        hit = self.peer_memo.get(key)
+        if hit is None:
+            hit = self.peer_memo[key] = tuple(tuple(self.peers(t, architecture, num_ps))
+                                              for t in range(self.num_tasks + num_ps))
+        return hit
+
     def peers(self, task: int, architecture: str, num_ps: int) -> list[tuple[int, float]]:
         """The tasks ``task`` exchanges data with each iteration and the MB sent to each (one way).
 
@@ -150,8 +164,11 @@ def cross_node_mb(graph: TaskGraph, architecture: str, num_ps: int, nodes: tuple
                   ) -> dict[int, float]:
     """MB each node sends to other nodes per iteration when task ``i`` runs on ``nodes[i]``."""
     out: dict[int, float] = {}
+    table = graph.peer_table(architecture, num_ps)
     for t, node in enumerate(nodes):
-        for peer, mb in graph.peers(t, architecture, num_ps):
+        if t >= len(table):
+            break
+        for peer, mb in table[t]:
             if peer < len(nodes) and nodes[peer] != node:
                 out[node] = out.get(node, 0.0) + mb
     return out

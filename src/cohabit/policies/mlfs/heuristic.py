@@ -7,10 +7,14 @@ completions):
    link above ``h_r``), pick tasks to move out one at a time: the task closest (Euclidean) to the
    ideal virtual task (the maximum utilisation among the node's tasks on each overloaded
    resource, the minimum on the others, zero traffic with the tasks staying) until the node is
-   no longer overloaded; when GPUs there are time-shared past one job, only the lowest-priority
+   no longer overloaded (a job moved in the last ``cooldown`` seconds, or not yet measured at
+   its placement, stays where it is: the paper does not say how to avoid moving the same
+   task back and forth; this is our guard); when GPUs there are time-shared past one job, only the lowest-priority
    ``p_s`` share of the tasks on them are candidates. The chosen tasks are moved *virtually*
-   and placed first, like queued tasks; a job whose moved tasks find no host goes back to the
-   queue (it is paused).
+   and placed first, like queued tasks. The paper sends tasks that find no host back to the
+   queue; in cohabit a job runs whole, so that would stop every task of the job: by default
+   such tasks stay where they are (``requeue=True``: the job is paused and queued, as the
+   paper does). A move is made only when it lowers the job's busiest link's traffic.
 2. **Queue** (§3.3.1-3.3.2): waiting tasks ordered by priority (Eq. 2-6, :mod:`.priority`) are
    placed one by one on the ideal virtual host (:meth:`.placement.Scratch.host_for`) until no
    node is underloaded or the queue is empty.
@@ -24,6 +28,7 @@ order; a job that does not fit whole is skipped and the next one tried.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -33,6 +38,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..params import build
+from ...spec.graph import cross_node_mb
 from .placement import Scratch, task_peers, task_vectors
 from .priority import PriorityParams, task_priorities
 
@@ -61,7 +67,7 @@ class MLFH(BasePolicy):
     def __init__(self, alpha: float = 0.3, gamma: float = 0.8, gamma_d: float = 0.3, gamma_r: float = 0.3,
                  gamma_w: float = 0.35, h_r: float = 0.9, p_s: float = 0.1, migrate: bool = True,
                  use_urgency: bool = True, use_deadline: bool = True, bandwidth: bool = True,
-                 interval: float = 60.0) -> None:
+                 interval: float = 60.0, cooldown: float = 600.0, requeue: bool = False) -> None:
         self.params = PriorityParams(alpha, gamma, gamma_d, gamma_r, gamma_w, use_urgency, use_deadline)
         if not 0.0 < h_r <= 1.0:
             raise ValueError(f"h_r must be in (0, 1], got {h_r!r}")
@@ -69,14 +75,25 @@ class MLFH(BasePolicy):
             raise ValueError(f"p_s must be in (0, 1], got {p_s!r}")
         if not (math.isfinite(interval) and interval >= 0.1):
             raise ValueError(f"interval must be >= 0.1 s, got {interval!r}")
+        if not (math.isfinite(cooldown) and cooldown >= 0):
+            raise ValueError(f"cooldown must be >= 0 s, got {cooldown!r}")
         self.h_r, self.p_s, self.migrate, self.bandwidth = h_r, p_s, migrate, bandwidth
+        self.cooldown = cooldown
+        self._moved_at: dict[str, float] = {}
+        self._struct: dict = {}  # per-job graph structure for the priorities
+        self.requeue = requeue
+        self._gpus: dict[str, float] = {}
+        self._traffic: dict = {}  # per running job: (placement, cross-node MB per node)
+        self._last: tuple[tuple[int, ...], float] = ((), -math.inf)
+        self.round_ms: list[float] = []  # CPU-side wall time of each full decision round
         self.tick_interval = interval
         self.report_interval = interval
         self.name = "mlfs-h"
 
     # Priorities -------------------------------------------------------------
     def priorities(self, view: ClusterView, job: JobView) -> np.ndarray:
-        return task_priorities(job, view.now, self.params, iter_time_fallback(view, job.spec.model))
+        return task_priorities(job, view.now, self.params, iter_time_fallback(view, job.spec.model),
+                               cache=self._struct)
 
     def queue(self, view: ClusterView, jobs: Iterable[JobView]) -> list[tuple[float, JobView, np.ndarray]]:
         """Jobs by descending highest task priority (ties: arrival order)."""
@@ -88,8 +105,27 @@ class MLFH(BasePolicy):
         return out
 
     # Decision ---------------------------------------------------------------
+    def due(self, view: ClusterView) -> bool:
+        """A full round is due: a job arrived, started, ended or was paused since the last
+        round, or a scheduling interval passed ("the job scheduler runs every minute")."""
+        sig = (len(view.jobs), len(view.running), len(view.pending), len(view.paused), len(view.history))
+        last_sig, last_t = self._last
+        if sig == last_sig and view.now - last_t < self.tick_interval - 1e-9:  # type: ignore[operator]
+            return False
+        self._last = (sig, view.now)
+        return True
+
     def decide(self, view: ClusterView) -> Plan:
-        scratch = Scratch(view, self.h_r)
+        if not self.due(view):
+            return []
+        t0 = time.perf_counter()
+        plan = self.round(view)
+        self.round_ms.append((time.perf_counter() - t0) * 1e3)
+        return plan
+
+    def round(self, view: ClusterView) -> Plan:
+        """One full MLF-H round (overload handling, then the queue)."""
+        scratch = Scratch(view, self.h_r, self._traffic)
         if not self.bandwidth:
             scratch.net_util[:] = 0.0
         plan: Plan = []
@@ -114,7 +150,9 @@ class MLFH(BasePolicy):
         plan: Plan = []
         free_gpus = float(scratch.free[:, scratch.gpu].sum()) if scratch.gpu is not None else math.inf
         for _, job, pr in queue:
-            need = job.spec.num_gpus
+            need = self._gpus.get(job.id)
+            if need is None:
+                need = self._gpus[job.id] = job.spec.num_gpus
             if need > free_gpus + 1e-9:
                 continue
             order = [int(t) for t in np.argsort(-pr, kind="stable")]
@@ -136,6 +174,8 @@ class MLFH(BasePolicy):
         # tasks per node: (job, task index)
         on_node: dict[int, list[tuple[JobView, int]]] = {}
         for job in view.running.values():
+            if view.now - self._moved_at.get(job.id, -math.inf) < self.cooldown or not job.iter_time:
+                continue  # just moved (no thrashing) or not measured yet at its placement
             for t, node in enumerate(job.placement):
                 on_node.setdefault(node, []).append((job, t))
         chosen: dict[str, set[int]] = {}
@@ -152,13 +192,35 @@ class MLFH(BasePolicy):
             where = scratch.place_tasks(job, order, fixed=fixed, exclude={t: job.placement[t] for t in tasks},
                                         bandwidth=self.bandwidth)
             moved.add(jid)
+            self._moved_at[jid] = view.now
             if where is not None:
-                plan.append(Migrate(jid, tuple(where[t] for t in range(len(vecs)))))
-            else:  # nowhere to go: the job goes back to the queue; its other tasks free their room
+                new = tuple(where[t] for t in range(len(vecs)))
+                if self._helps(job, new):
+                    plan.append(Migrate(jid, new))
+                else:  # the move would not cut its traffic: undo it, the job stays
+                    for t in tasks:
+                        scratch.give(new[t], vecs[t])
+                    for t in tasks:
+                        scratch.take(job.placement[t], vecs[t])
+            elif self.requeue:  # nowhere to go: the job goes back to the queue (§3.3.3)
                 for t, n in fixed.items():
                     scratch.give(n, vecs[t])
                 plan.append(Pause(jid, "mlfs: moved out of an overloaded node, no host fits"))
+            else:  # nowhere to go: the tasks stay (a queued task would stop its whole job here)
+                for t in tasks:
+                    scratch.take(job.placement[t], vecs[t])
         return plan
+
+    @staticmethod
+    def _helps(job: JobView, new: tuple[int, ...]) -> bool:
+        """A move is worth its checkpoint and restore when it lowers the job's busiest link's
+        traffic, or (jobs without a graph: no volumes known) always."""
+        g = job.spec.graph
+        if g is None:
+            return True
+        old_mb = cross_node_mb(g, job.spec.architecture, job.spec.num_ps, tuple(job.placement))
+        new_mb = cross_node_mb(g, job.spec.architecture, job.spec.num_ps, new)
+        return max(new_mb.values(), default=0.0) < max(old_mb.values(), default=0.0) - 1e-9
 
     def _select(self, view: ClusterView, scratch: Scratch, node: int, tasks: list[tuple[JobView, int]],
                 chosen: dict[str, set[int]], prio: dict[str, np.ndarray]) -> None:

@@ -30,8 +30,24 @@ from ...spec.resources import Resources
 EPS = 1e-9
 
 
+_VEC_CACHE: dict[tuple[int, tuple[str, ...], int], tuple[object, list[np.ndarray]]] = {}
+
+
 def task_vectors(view: ClusterView, job: JobView) -> list[np.ndarray]:
-    """Per-task demand rows over ``view.resource_names``: workers (graph order) then servers."""
+    """Per-task demand rows over ``view.resource_names``: workers (graph order) then servers
+    (memoised per spec object; the rows are shared, do not modify them)."""
+    key = (id(job.spec), view.resource_names, view.target_workers(job) if job.spec.graph is None else 0)
+    hit = _VEC_CACHE.get(key)
+    if hit is not None and hit[0] is job.spec:
+        return hit[1]
+    if len(_VEC_CACHE) > 100_000:
+        _VEC_CACHE.clear()
+    rows = _task_vectors(view, job)
+    _VEC_CACHE[key] = (job.spec, rows)
+    return rows
+
+
+def _task_vectors(view: ClusterView, job: JobView) -> list[np.ndarray]:
     names = view.resource_names
     spec = job.spec
 
@@ -59,13 +75,15 @@ def task_peers(job: JobView, n_tasks: int) -> list[list[tuple[int, float]]]:
         if n < 2:
             return [[] for _ in range(n_tasks)]
         return [[((t + 1) % n, 1.0)] if t < n else [] for t in range(n_tasks)]
-    return [g.peers(t, job.spec.architecture, job.spec.num_ps) for t in range(n_tasks)]
+    return [list(p) for p in g.peer_table(job.spec.architecture, job.spec.num_ps)[:n_tasks]]
 
 
 class Scratch:
     """Free capacity and utilisation a decision plans into (see the module docstring)."""
 
-    def __init__(self, view: ClusterView, h_r: float = 0.9) -> None:
+    def __init__(self, view: ClusterView, h_r: float = 0.9,
+                 traffic_memo: dict[str, tuple[tuple[int, ...], dict[int, float]]] | None = None) -> None:
+        self._traffic_memo = traffic_memo if traffic_memo is not None else {}
         self.view = view
         self.h_r = h_r
         self.cap = np.asarray(view.capacity, dtype=float)
@@ -92,7 +110,11 @@ class Scratch:
             g = job.spec.graph
             if g is None or not job.iter_time:
                 continue
-            out = cross_node_mb(g, job.spec.architecture, job.spec.num_ps, tuple(job.placement))
+            hit = self._traffic_memo.get(job.id)
+            if hit is None or hit[0] != job.placement:
+                hit = self._traffic_memo[job.id] = (job.placement, cross_node_mb(
+                    g, job.spec.architecture, job.spec.num_ps, tuple(job.placement)))
+            out = hit[1]
             for node, mb in out.items():
                 if link[node] > 0:
                     self.net_util[node] += mb * 8e-3 / job.iter_time / link[node]
@@ -136,13 +158,16 @@ class Scratch:
             self.give(slot.node, d, slot.devices)
 
     # Ideal virtual host (§3.3.2) ----------------------------------------------
-    def host_for(self, d: np.ndarray, comm_mb: np.ndarray, exclude: int | None = None) -> int | None:
+    def host_for(self, d: np.ndarray, comm_mb: np.ndarray, exclude: int | None = None,
+                 traffic_mb: float = 0.0, iter_time: float | None = None) -> int | None:
         """The underloaded node closest (Euclidean) to the ideal virtual host that fits ``d``
         without becoming overloaded; ``comm_mb[node]`` is the task's traffic with tasks there.
 
         Ideal host U_V: the minimum utilisation of each resource among underloaded nodes, the
         maximum communication volume with the task's peers, zero movement degradation (every
-        candidate is a move of the same cost, so that term is 0 for all)."""
+        candidate is a move of the same cost, so that term is 0 for all). When the task's
+        measured iteration time is known (a running task moved out), a node whose link would be
+        overloaded by the task's traffic to peers elsewhere (``traffic_mb`` in all) is no candidate."""
         u = self.util()
         under = ~self.overloaded(u)
         if exclude is not None:
@@ -150,6 +175,9 @@ class Scratch:
         fits = fit_counts(self.free, self.dev, d, self.gpu) >= 1
         after = u + d / self.safe_cap
         ok = under & fits & ~(after[:, self.shared] > self.h_r + EPS).any(axis=1)
+        if self.net is not None and iter_time and traffic_mb > 0:  # its link use there, if known
+            link = self.safe_cap[:, self.net]
+            ok &= self.net_util + (traffic_mb - comm_mb) * 8e-3 / iter_time / link <= self.h_r + EPS
         cand = np.flatnonzero(ok)
         if cand.size == 0:
             return None
@@ -180,7 +208,9 @@ class Scratch:
                     for peer, mb in lst:
                         if peer == t:
                             comm[where[other]] += mb
-            node = self.host_for(vecs[t], comm, exclude=(exclude or {}).get(t))
+            total = sum(mb for _, mb in peers[t]) if bandwidth else 0.0
+            node = self.host_for(vecs[t], comm, exclude=(exclude or {}).get(t), traffic_mb=total,
+                                 iter_time=job.iter_time if fixed else None)
             row_before = self.dev[node].copy() if node is not None else None
             if node is None or not self.take(node, vecs[t]):
                 for n, d, dev_before in reversed(taken):

@@ -110,18 +110,25 @@ def _propagate(base: np.ndarray, kids: list[tuple[int, ...]], order: list[int], 
 
 
 def task_priorities(job: JobView, now: float, params: PriorityParams, fallback_iter: float = 60.0,
-                    max_deadline: float = 7 * 24 * _HOUR) -> np.ndarray:
+                    max_deadline: float = 7 * 24 * _HOUR, cache: dict | None = None) -> np.ndarray:
     """P_{k,J} (Eq. 6) of every task of ``job``: workers (graph order) then parameter servers.
+    ``cache`` (a dict the caller keeps) memoises the job's graph structure by job id.
 
     A parameter server gets the highest priority of its job (§3.3.1): the job's largest
     worker priority plus γ times the sum over the tasks it serves, so it is strictly first."""
-    kids, share, height, n = _structure(job)
-    g = job.spec.graph
-    if g is None:
-        order = list(range(n))
-    else:
-        p = g.num_partitions
-        order = [r * p + part for r in range(g.replicas) for part in reversed(g.layers)]
+    hit = cache.get(job.id) if cache is not None else None
+    if hit is None:
+        kids, share, height, n = _structure(job)
+        g = job.spec.graph
+        if g is None:
+            order = list(range(n))
+        else:
+            p = g.num_partitions
+            order = [r * p + part for r in range(g.replicas) for part in reversed(g.layers)]
+        hit = (kids, share, height, n, order)
+        if cache is not None:
+            cache[job.id] = hit
+    kids, share, height, n, order = hit
     # Eq. 2 (ML features)
     it = job.iterations_done(now) + 1.0
     urgency = job.spec.urgency if params.use_urgency else 1.0
