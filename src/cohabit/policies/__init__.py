@@ -43,6 +43,11 @@ REGISTRY: dict[str, str] = {
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
     "mlfs-h": "cohabit.policies.mlfs.heuristic:make",
+    "mlfs-rl": "cohabit.policies.mlfs.rl:make",
+    "mlfs": "cohabit.policies.mlfs.policy:make",
+    "graphene": "cohabit.policies.graphene:make",
+    "hypersched": "cohabit.policies.hypersched:make",
+    "tf-fair": "cohabit.policies.tf_fair:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -71,6 +76,11 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
     "mlfs-h": "MLF-H: ML-feature task priorities over job DAGs, ideal-virtual-host placement (CoNEXT'20).",
+    "mlfs-rl": "MLF-RL: a policy network trained from MLF-H then by Eq. 7 rewards orders the queue (CoNEXT'20).",
+    "mlfs": "MLFS: MLF-RL once trained (else MLF-H) plus MLF-C early stopping under overload (CoNEXT'20).",
+    "graphene": "Graphene: troublesome DAG jobs (many dependants, hard to pack) first, shorter first (OSDI'16).",
+    "hypersched": "HyperSched: earliest deadline first; pauses the job gaining least accuracy (SoCC'19).",
+    "tf-fair": "TensorFlow on Borg: tenants holding the fewest GPUs go first, whole jobs, no preemption.",
 }
 
 

@@ -55,6 +55,7 @@ GPU_CHOICES = (1, 2, 4, 8, 16, 32)
 GPUS_PER_NODE = 4
 LINK_GBPS = 10.0
 WEEK = 7 * 86400.0
+MAX_TE_S = 12 * 3600.0  # Philly durations capped at 12 h (deadlines are drawn up to 24 h)
 
 
 def _graph(alg: str, gpus: int, params: float, rng: np.random.Generator) -> TaskGraph:
@@ -81,8 +82,13 @@ def consolidated_comm_s(spec: JobSpec, link_gbps: float = LINK_GBPS) -> float:
     return max(out.values(), default=0.0) * 8e6 / (link_gbps * 1e9)
 
 
-def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | None = None) -> list[TraceJob]:
-    """The workload (see the module docstring); ``week`` picks the trace week (default: random)."""
+def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | None = None,
+             compress: float = 1.0) -> list[TraceJob]:
+    """The workload (see the module docstring); ``week`` picks the trace week (default: random);
+    ``compress`` divides the arrival times (``compress=50`` puts the week into ~3.4 h: queues
+    form with few jobs, as MLF-RL's training wants)."""
+    if not (compress >= 1.0 and compress < 1e6):
+        raise ValueError(f"compress must be in [1, 1e6), got {compress!r}")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     if gpus not in ("paper", "trace"):
@@ -104,7 +110,7 @@ def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | No
     out: list[TraceJob] = []
     for n, i in enumerate(pick):
         src = trace[int(i)]
-        t_e = float(src.truth.duration or 60.0)
+        t_e = min(float(src.truth.duration or 60.0), MAX_TE_S)
         alg = ALGORITHMS[int(rng.integers(len(ALGORITHMS)))]
         g = int(rng.choice(GPU_CHOICES)) if gpus == "paper" else \
             next((c for c in GPU_CHOICES if c >= src.spec.num_gpus), GPU_CHOICES[-1])
@@ -116,7 +122,7 @@ def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | No
         arch = "ps" if ps else "allreduce"
         t_r = float(rng.uniform(0.5, 24.0)) * 3600.0
         spec = JobSpec(
-            id=f"mlfs-{n:05d}", submit_time=round(float(submit[i] - w * WEEK), 3), tenant=f"vc-{src.spec.tenant}",
+            id=f"mlfs-{n:05d}", submit_time=round(float(submit[i] - w * WEEK) / compress, 3), tenant=f"vc-{src.spec.tenant}",
             architecture=arch, model=alg,
             workers=TaskGroup(count=graph.num_tasks, demand=Resources(gpu=1, cpu=6, mem_gb=40)),
             ps=TaskGroup(count=1, demand=Resources(cpu=4, mem_gb=16)) if ps else None,
@@ -134,9 +140,10 @@ def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | No
     return out
 
 
-def write(path: str | Path, jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | None = None) -> int:
+def write(path: str | Path, jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | None = None,
+          compress: float = 1.0) -> int:
     """Write the workload to ``path`` (cohabit trace format, cluster preset ``mlfs``)."""
-    items = generate(jobs, seed, gpus, week)
+    items = generate(jobs, seed, gpus, week, compress)
     dump(items, path, cluster="mlfs")
     return len(items)
 
@@ -147,6 +154,7 @@ def mlfs_workload(
     seed: int = 0,
     gpus: str = "paper",
     week: int | None = None,
+    compress: float = 1.0,
 ) -> None:
     """Write MLFS's Philly-derived workload (CoNEXT'20 §4.1) as a cohabit trace file.
 
@@ -155,7 +163,7 @@ def mlfs_workload(
     import typer
 
     try:
-        n = write(out, jobs, seed, gpus, week)
+        n = write(out, jobs, seed, gpus, week, compress)
     except (ValueError, OSError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
