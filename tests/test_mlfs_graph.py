@@ -27,8 +27,8 @@ def graph_job(id: str = "g", partitions: int = 2, replicas: int = 1, arch: str =
     g = TaskGraph(partitions=[{"params": 1e6 * (i + 1)} for i in range(partitions)], replicas=replicas,
                   activation_mb=act, exchange_mb=exch)
     ps = TaskGroup(count=1, demand=Resources(cpu=2, mem_gb=8)) if arch == "ps" else None
-    return JobSpec(id=id, architecture=arch, workers=TaskGroup(count=g.num_tasks, demand=W), ps=ps, graph=g,
-                   iterations=100, **kw)
+    kw.setdefault("iterations", 100)
+    return JobSpec(id=id, architecture=arch, workers=TaskGroup(count=g.num_tasks, demand=W), ps=ps, graph=g, **kw)
 
 
 def test_graph_task_count_must_match_workers() -> None:
