@@ -14,7 +14,7 @@ import typer
 
 #: command name -> "module:function" of a typer command function.
 TRAINERS: dict[str, str] = {
-    "mlfs-rl": "cohabit.policies.mlfs.train:train_mlfs_rl",
+    "mlfs-rl": "cohabit.sim.mlfs_train:train_mlfs_rl",
 }
 
 

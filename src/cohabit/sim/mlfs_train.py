@@ -1,4 +1,4 @@
-"""``cohabit train mlfs-rl``: train MLF-RL (§3.4) — imitation of MLF-H, then policy gradient with Eq. 7.
+"""``cohabit train mlfs-rl``: train MLF-RL (§3.4, ``cohabit.policies.mlfs.rl``) — imitation of MLF-H, then policy gradient with Eq. 7.
 
 1. **Imitation**: MLF-H runs on simulated MLFS workloads (:mod:`cohabit.sim.mlfs_workload`); at
    every full round the waiting jobs' features and the job MLF-H puts first are recorded; the
@@ -12,7 +12,7 @@
 
 torch is imported here only (never by the policy at decision time). The weights are written as
 JSON with a ``.meta.json`` beside them naming the command, seed, workload and time, the loss and
-reward history, and ``converged`` (the switch criterion in :mod:`.rl`).
+reward history, and ``converged`` (the switch criterion in :mod:`cohabit.policies.mlfs.rl`).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ...engine.loop import Scheduler
-from ...engine.state import JobState
-from ...sim.backend import SimBackend
-from ...sim.mlfs_workload import generate
-from ...sim.runner import config_for
-from ...spec.cluster import preset
-from .heuristic import MLFH
-from .rl import N_FEATURES, MLFRL, Net, job_features
+from ..engine.loop import Scheduler
+from ..engine.state import JobState
+from ..policies.mlfs.heuristic import MLFH
+from ..policies.mlfs.rl import N_FEATURES, MLFRL, Net, job_features
+from ..spec.cluster import preset
+from .backend import SimBackend
+from .mlfs_workload import generate
+from .runner import config_for
 
 BETA = (0.5, 0.55, 0.25, 0.15, 0.15)
 ETA = 0.95
