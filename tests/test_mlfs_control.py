@@ -124,3 +124,14 @@ def test_net_scores_rank_by_its_weights() -> None:
     with pytest.raises(ValueError, match="bad MLF-RL weights"):
         Net.from_json({"w1": [[1.0]]})
     assert json.loads(json.dumps(net.to_json()))["b2"] == 0.0
+
+
+def test_trainer_imitates_then_updates_and_reports(tmp_path: Path) -> None:
+    from cohabit.sim.mlfs_train import discounted, train
+    r = np.array([1.0, 0.0, 2.0])
+    assert discounted(r, eta=0.5, m=10) == pytest.approx([1.0 + 0.25 * 2.0, 0.5 * 2.0, 2.0])
+    net, meta = train(jobs=18, seed=1, imitation_runs=1, imitation_epochs=20, pg_epochs=1, compress=2000,
+                      log=lambda s: None)
+    assert net.w1.shape == (16, 14)
+    assert meta["imitation_rounds"] >= 1 and len(meta["episode_rewards"]) == 1
+    assert meta["converged"] is False  # one epoch cannot satisfy the two-window criterion

@@ -131,7 +131,7 @@ def train(jobs: int = 30, seed: int = 0, imitation_runs: int = 2, imitation_epoc
             loss = loss / len(samples)
             loss.backward()
             opt.step()
-            imitation_loss.append(float(loss))
+            imitation_loss.append(float(loss.detach()))
         with torch.no_grad():
             agree = float(np.mean([int(torch.argmax(scores(torch.as_tensor(x, dtype=torch.float32)))) == y
                                    for x, y in samples]))
