@@ -48,6 +48,7 @@ REGISTRY: dict[str, str] = {
     "graphene": "cohabit.policies.graphene:make",
     "hypersched": "cohabit.policies.hypersched:make",
     "tf-fair": "cohabit.policies.tf_fair:make",
+    "rl-placement": "cohabit.policies.rl_placement:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -81,6 +82,7 @@ DESCRIPTIONS: dict[str, str] = {
     "graphene": "Graphene: troublesome DAG jobs (many dependants, hard to pack) first, shorter first (OSDI'16).",
     "hypersched": "HyperSched: earliest deadline first; pauses the job gaining least accuracy (SoCC'19).",
     "tf-fair": "TensorFlow on Borg: tenants holding the fewest GPUs go first, whole jobs, no preemption.",
+    "rl-placement": "Mirhoseini-style RL placement: REINFORCE per model on how far to spread, FIFO order (ICML'17).",
 }
 
 
