@@ -125,3 +125,10 @@ def test_overloaded_link_moves_a_task_out() -> None:
                      BadStart(migrate=False))
     assert EventKind.MIGRATED not in [e.kind for e in still.result.record]
     assert out.result.jobs["heavy"].end_time < still.result.jobs["heavy"].end_time
+
+
+def test_a_move_must_cut_the_jobs_busiest_link() -> None:
+    job = view_of(graph_job(act=100.0))
+    job._placement = (0, 1)
+    assert MLFH._helps(job, (0, 0))  # both partitions on one node: no traffic left
+    assert not MLFH._helps(job, (1, 0))  # swapped: the same traffic, a restart for nothing
