@@ -397,6 +397,9 @@ def _mount_subcommands() -> None:
 
     app.command("run", epilog=EXIT_CODES_HELP)(run)
     app.command("hyperband")(hyperband)
+    from .sim.mlfs_workload import mlfs_workload
+
+    app.command("mlfs-workload")(mlfs_workload)
     from .service.cli import register as register_service
 
     register_service(app)

@@ -13,7 +13,9 @@ from importlib import import_module
 import typer
 
 #: command name -> "module:function" of a typer command function.
-TRAINERS: dict[str, str] = {}
+TRAINERS: dict[str, str] = {
+    "mlfs-rl": "cohabit.sim.mlfs_train:train_mlfs_rl",
+}
 
 
 def register(app: typer.Typer) -> None:

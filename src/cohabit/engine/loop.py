@@ -102,6 +102,7 @@ class Scheduler(LiveControl):
         self.paused: dict[str, JobView] = {}
         self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float]]] = {}
         self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
         self.now = 0.0
@@ -281,12 +282,19 @@ class Scheduler(LiveControl):
             known = ", ".join(self.ledger.names)
             return f"demands a resource no node has (cluster has: {known})"
         self._demands[spec.id] = (w, p)
+        if spec.graph is not None:  # a task DAG (MLFS): each partition's tasks may demand their own
+            per = [self.ledger.vector(d) for d in spec.graph.task_demands(spec.workers.demand)]
+            if any(v is None for v in per):
+                return f"a graph partition demands a resource no node has (cluster has: {', '.join(self.ledger.names)})"
+            self._graph_vectors[spec.id] = per  # type: ignore[assignment]
         return self.ledger.ever_fits(self._task_vectors(spec.id, spec.min_workers))
 
     def _task_vectors(self, job: str, n_workers: int) -> list[np.ndarray]:
         w, p = self._demands[job]
         spec = self.jobs[job].spec
-        return [w] * n_workers + ([p] * spec.num_ps if p is not None else [])
+        per = self._graph_vectors.get(job)
+        workers = per if per is not None and len(per) == n_workers else [w] * n_workers
+        return workers + ([p] * spec.num_ps if p is not None else [])
 
     # -------------------------------------------------------- backend events
     def _record_used(self, events: list[BackendEvent]) -> list[BackendEvent]:

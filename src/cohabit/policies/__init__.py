@@ -52,6 +52,13 @@ REGISTRY: dict[str, str] = {
     "lcaf": "cohabit.policies.lcaf:make",
     "relaqs": "cohabit.policies.relaqs:make",
     "pollux": "cohabit.policies.pollux:make",
+    "mlfs-h": "cohabit.policies.mlfs.heuristic:make",
+    "mlfs-rl": "cohabit.policies.mlfs.rl:make",
+    "mlfs": "cohabit.policies.mlfs.policy:make",
+    "graphene": "cohabit.policies.graphene:make",
+    "hypersched": "cohabit.policies.hypersched:make",
+    "tf-fair": "cohabit.policies.tf_fair:make",
+    "rl-placement": "cohabit.policies.rl_placement:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -89,6 +96,13 @@ DESCRIPTIONS: dict[str, str] = {
     "lcaf": "Least current accuracy first (Rotary-AQP's LAF): each epoch to the lowest reported accuracy.",
     "relaqs": "ReLAQS: each epoch goes to the jobs that gained most accuracy per second in their last one.",
     "pollux": "Pollux: GPUs every 60 s to the best goodput speed-ups; jobs adapt batch sizes (OSDI'21).",
+    "mlfs-h": "MLF-H: ML-feature task priorities over job DAGs, ideal-virtual-host placement (CoNEXT'20).",
+    "mlfs-rl": "MLF-RL: a policy network trained from MLF-H then by Eq. 7 rewards orders the queue (CoNEXT'20).",
+    "mlfs": "MLFS: MLF-RL once trained (else MLF-H) plus MLF-C early stopping under overload (CoNEXT'20).",
+    "graphene": "Graphene: troublesome DAG jobs (many dependants, hard to pack) first, shorter first (OSDI'16).",
+    "hypersched": "HyperSched: earliest deadline first; pauses the job gaining least accuracy (SoCC'19).",
+    "tf-fair": "TensorFlow on Borg: tenants holding the fewest GPUs go first, whole jobs, no preemption.",
+    "rl-placement": "Mirhoseini-style RL placement: REINFORCE per model on how far to spread, FIFO order (ICML'17).",
 }
 
 

@@ -34,7 +34,8 @@ from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import SimConfig, colocation_factor, consolidation_factor, replicas_per_node, solo_rate, uses_goodput
+from .physics import (SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb, replicas_per_node,
+                      solo_rate, uses_goodput)
 from .pollux_goodput import RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
@@ -46,7 +47,7 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end")
+                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -67,6 +68,7 @@ class _Run:
         self.use_since = t0  # use not yet reported starts here (the launch time: set by the launcher)
         self.goodput: RunConfig | None = None  # Pollux goodput physics: the run in the current epoch
         self.epoch_end = math.inf  # progress at which the current epoch ends (goodput physics)
+        self.traffic: float | None = None  # task-graph jobs: cross-node MB per iteration (cached)
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -91,6 +93,8 @@ class SimBackend:
         #: for naive co-location it counts stretched, overlapping phases)
         self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
         self._used: list[BackendEvent] = []  # USED events not yet returned by advance
+        #: megabytes task-graph jobs sent between nodes (MLFS's bandwidth cost), per job
+        self.net_mb: dict[str, float] = {}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -212,6 +216,10 @@ class SimBackend:
                 self.ps_work["net"] += (done - run.done) * ps.t_net * m
                 if run.speed is not None:  # COMP subtask time incl. GC and deserialisation
                     self.ps_work["cpu_busy"] += (done - run.done) * run.speed.compute_s * m
+            if run.spec.graph is not None and done > run.done:
+                if run.traffic is None:
+                    run.traffic = sum(graph_traffic_mb(run.spec, run.alloc).values())
+                self.net_mb[run.spec.id] = self.net_mb.get(run.spec.id, 0.0) + (done - run.done) * run.traffic
             run.done = done
             run.t0 = now
 
@@ -423,6 +431,8 @@ class SimBackend:
                 if run.speed is not None:  # the runtime's subtask timers
                     data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
                                 mem_gb=run.speed.mem_gb)
+                elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
+                    data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
                 every = self.cfg.report_interval_s
                 if every is not None:

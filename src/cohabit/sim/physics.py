@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..engine.ledger import Allocation
+from ..spec.graph import cross_node_mb
 from ..spec.job import JobSpec
 from .harmony_physics import HarmonyWorld
 from .profiles.colocation import shared_gpu_speed
@@ -54,6 +55,7 @@ class SimConfig:
     adaptive_batch: bool = False
     scaling_exponent: float = 1.0
     gpus_per_node: int = 8
+    link_gbps: float = 10.0  # each node's network link, for task-graph jobs' traffic (MLFS)
     report_interval_s: float | None = None  # periodic progress + loss reports; None: first iteration only
     spread: SpreadModel = field(default_factory=SpreadModel)
     harmony: HarmonyWorld = field(default_factory=HarmonyWorld)  # parameter-server jobs with a PSTruth
@@ -66,6 +68,8 @@ class SimConfig:
             raise ValueError(f"scaling_exponent must be in (0, 1.5], got {self.scaling_exponent!r}")
         if self.report_interval_s is not None and not self.report_interval_s > 0:
             raise ValueError(f"report_interval_s must be > 0 seconds or None, got {self.report_interval_s!r}")
+        if not self.link_gbps > 0:
+            raise ValueError(f"link_gbps must be > 0, got {self.link_gbps!r}")
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node!r}")
 
@@ -91,6 +95,8 @@ def replicas_per_node(alloc: Allocation, n_workers: int) -> tuple[int, ...]:
 
 def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
     """Iterations per second of ``spec`` on ``alloc`` running alone on its devices."""
+    if spec.graph is not None and truth.compute_s is not None:
+        return 1.0 / (truth.compute_s + graph_comm_s(spec, alloc, cfg))
     n_workers = len(alloc.slots) - spec.num_ps
     per_node = replicas_per_node(alloc, n_workers)
     app = truth.app
@@ -116,6 +122,8 @@ def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg:
     (Pollux, DL2 parameter-server models), whose profiles already hold the placement's speed.
     The GPU's compute per iteration is the same on any placement, so this is also the share of
     time its GPUs compute rather than wait for communication (``sim.usage``)."""
+    if spec.graph is not None and truth.compute_s is not None:  # computing share of an iteration
+        return truth.compute_s / (truth.compute_s + graph_comm_s(spec, alloc, cfg))
     app = truth.app
     if truth.duration is None or app in POLLUX_APPS or (app in PS_MODELS and spec.architecture == "ps"):
         return 1.0
@@ -128,6 +136,19 @@ def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg:
     min_nodes = math.ceil(n_workers / per_node_cap)
     spread = cfg.spread.speed_factor(spec.model, len(per_node)) / cfg.spread.speed_factor(spec.model, min_nodes)
     return min(spread, 1.0)
+
+
+def graph_traffic_mb(spec: JobSpec, alloc: Allocation) -> dict[int, float]:
+    """MB each node sends to other nodes per iteration of a task-graph job on ``alloc``."""
+    assert spec.graph is not None
+    return cross_node_mb(spec.graph, spec.architecture, spec.num_ps, alloc.nodes)
+
+
+def graph_comm_s(spec: JobSpec, alloc: Allocation, cfg: SimConfig) -> float:
+    """Communication seconds per iteration of a task-graph job (MLFS §3.2): the busiest node's
+    outgoing cross-node megabytes over its link (transfers within a node are free)."""
+    out = graph_traffic_mb(spec, alloc)
+    return max(out.values(), default=0.0) * 8e6 / (cfg.link_gbps * 1e9)
 
 
 def colocation_factor(model: str, others: list[str]) -> float:

@@ -22,9 +22,12 @@ class SimOutcome:
 
 
 def config_for(cluster: ClusterSpec, base: SimConfig | None = None) -> SimConfig:
-    """``base`` with ``gpus_per_node`` set from the cluster's largest node."""
+    """``base`` with ``gpus_per_node`` set from the cluster's largest node (and ``link_gbps``
+    from the slowest node's ``net_gbps`` when the nodes declare one)."""
     g = max((int(n.capacity["gpu"]) for n in cluster.nodes), default=1)
-    return replace(base or SimConfig(), gpus_per_node=max(g, 1))
+    links = [n.capacity["net_gbps"] for n in cluster.nodes if n.capacity["net_gbps"] > 0]
+    cfg = replace(base or SimConfig(), gpus_per_node=max(g, 1))
+    return replace(cfg, link_gbps=min(links)) if links else cfg
 
 
 def simulate(

@@ -80,6 +80,8 @@ class JobTruth:
       every epoch boundary (one epoch = ``iterations / len(accuracy)`` iterations), so that
       completion criteria can be evaluated. ``heldout_accuracy``: the same model's accuracy on
       held-out data after each epoch, reported beside it for false-attainment accounting only.
+    * ``compute_s``: a task-graph job's (``JobSpec.graph``) computation seconds per iteration;
+      communication is added from the graph's volumes and the placement (``physics``).
     * ``used``: resource name -> the fraction of its allocation of that resource the job
       really uses while it trains (e.g. ``{"cpu": 0.3, "mem_gb": 0.5}``: a job that asked for
       more than it needs); may exceed 1 (it uses more than it asked for). ``sim.usage``
@@ -97,11 +99,20 @@ class JobTruth:
     used: Mapping[str, float] | None = None
     accuracy: tuple[float, ...] | None = None
     heldout_accuracy: tuple[float, ...] | None = None
+    compute_s: float | None = None
 
     @property
     def iters_per_epoch(self) -> float | None:
         """Iterations in one epoch of the accuracy curve (None without one)."""
         return self.iterations / len(self.accuracy) if self.accuracy else None
+
+    def accuracy_at(self, fraction: float) -> float | None:
+        """Validation accuracy after ``fraction`` of the work: the last completed epoch's (what the job
+        has reported by then); 0 before its first epoch, None without an accuracy curve."""
+        if not self.accuracy:
+            return None
+        epochs = math.floor(min(max(fraction, 0.0), 1.0) * len(self.accuracy) + 1e-9)
+        return self.accuracy[epochs - 1] if epochs else 0.0
 
     def loss_at(self, fraction: float, job_id: str = "") -> float:
         """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
@@ -136,6 +147,8 @@ class JobTruth:
         if self.heldout_accuracy is not None and (self.accuracy is None
                                                   or len(self.heldout_accuracy) != len(self.accuracy)):
             raise ValueError("heldout_accuracy needs an accuracy curve of the same length (one value per epoch)")
+        if self.compute_s is not None and not (math.isfinite(self.compute_s) and self.compute_s > 0):
+            raise ValueError(f"compute_s must be a number of seconds > 0, got {self.compute_s!r}")
         if self.loss_curve is not None:
             a, b, c = self.loss_curve
             if not (a >= 0 and b > 0 and c >= 0):

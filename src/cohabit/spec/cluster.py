@@ -104,6 +104,13 @@ def _tiresias() -> ClusterSpec:
     )
 
 
+def _mlfs() -> ClusterSpec:
+    """MLFS's testbed (Wang et al., CoNEXT'20 §4.1): 20 p3.8xlarge (4 V100, 32 vCPU, 244 GB, 10 Gb/s)."""
+    return ClusterSpec.homogeneous(
+        "mlfs", 20, Resources(gpu=4, cpu=32, mem_gb=244, net_gbps=10, gpu_mem_gb=4 * 16), gpu_model="V100"
+    )
+
+
 def _pollux() -> ClusterSpec:
     # Pollux (Qiao et al., OSDI'21): 16 nodes x 4 T4 GPUs.
     return ClusterSpec.homogeneous(
@@ -175,6 +182,7 @@ PRESETS = {
     "alibaba-openb-1in8": _alibaba_openb_sample,
     "harmony": _harmony,
     "rotary": _rotary,
+    "mlfs": _mlfs,
 }
 
 

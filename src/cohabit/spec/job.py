@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .criteria import Criterion, parse_criterion
+from .graph import TaskGraph
 from ..suggest import did_you_mean
 from .limits import MAX_ITERATIONS, MAX_NAME_LEN, MAX_QUANTITY, MAX_TASKS, MAX_TIME_S, check_quantities
 from .resources import Resources
@@ -40,6 +41,13 @@ class TaskGroup(BaseModel):
 
 class JobSpec(BaseModel):
     """One training job as submitted.
+
+    ``graph`` (MLFS) makes the job a task DAG of model partitions x data-parallel replicas
+    (``spec.graph``); ``workers.demand`` then bounds every task's demand and ``workers.count``
+    equals the number of tasks. ``accuracy`` is the accuracy the user requires;
+    ``stop_option`` is the MLFS user option (§3.5: i ``max-iterations``, ii ``optstop``,
+    iii ``accuracy``) and ``stop_option_may_change`` whether the system may switch it to a
+    later option when the cluster is overloaded.
 
     Times are seconds. ``deadline`` is relative to ``submit_time``.
     ``n_min``/``n_max`` bound the number of workers of an elastic job
@@ -68,6 +76,10 @@ class JobSpec(BaseModel):
     deadline: float | None = Field(default=None, gt=0.0, le=MAX_TIME_S, allow_inf_nan=False)
     urgency: float = Field(default=0.0, ge=0.0, le=MAX_QUANTITY, allow_inf_nan=False)
     weight: float = Field(default=1.0, gt=0.0, le=MAX_QUANTITY, allow_inf_nan=False)
+    graph: TaskGraph | None = None
+    accuracy: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+    stop_option: Literal["max-iterations", "optstop", "accuracy"] = "max-iterations"
+    stop_option_may_change: bool = False
 
     @field_validator("criteria", mode="before")
     @classmethod
@@ -97,7 +109,25 @@ class JobSpec(BaseModel):
             )
         if not lo <= self.workers.count <= hi:
             raise ValueError(f"workers.count={self.workers.count} must lie in [n_min={lo}, n_max={hi}]")
+        if self.graph is not None:
+            self._check_graph(self.graph)
         return self
+
+    def _check_graph(self, g: TaskGraph) -> None:
+        if self.workers.count != g.num_tasks:
+            raise ValueError(f"graph has {g.num_partitions} partitions x {g.replicas} replicas = {g.num_tasks} "
+                             f"tasks: workers.count must be {g.num_tasks}, got {self.workers.count}")
+        if self.n_min is not None or self.n_max is not None:
+            raise ValueError("a job with a task graph is rigid: leave n_min and n_max out")
+        bound = self.workers.demand
+        for i, pt in enumerate(g.partitions):
+            if pt.demand is None:
+                continue
+            over = [r for r in pt.demand.keys() if pt.demand[r] > bound[r] + 1e-12]
+            if over:
+                raise ValueError(f"graph.partitions[{i}].demand.{over[0]} = {pt.demand[over[0]]:g} exceeds "
+                                 f"workers.demand.{over[0]} = {bound[over[0]]:g}: workers.demand must bound "
+                                 "every task's demand")
 
     # Derived views ----------------------------------------------------
     @property
@@ -115,7 +145,10 @@ class JobSpec(BaseModel):
     def task_demands(self, n_workers: int | None = None) -> list[Resources]:
         """Per-task demands in placement order: workers first, then parameter servers."""
         n = self.workers.count if n_workers is None else n_workers
-        out = [self.workers.demand] * n
+        if self.graph is not None and n == self.graph.num_tasks:
+            out = self.graph.task_demands(self.workers.demand)
+        else:
+            out = [self.workers.demand] * n
         if self.ps is not None:
             out += [self.ps.demand] * self.ps.count
         return out

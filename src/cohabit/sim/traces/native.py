@@ -29,7 +29,8 @@ the job really uses, e.g. ``used: {cpu: 0.25, mem_gb: 0.5}``: the *used* share t
 reports show next to the allocated one; each name must be a resource the job
 demands), ``accuracy`` (validation accuracy after each epoch, reported at epoch ends
 so that completion criteria can be evaluated) and ``heldout_accuracy`` (the same
-epochs on held-out data: false attainment). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
+epochs on held-out data: false attainment), ``compute_s`` (a task-graph job's computation
+seconds per iteration; the simulator adds the graph's cross-node traffic). At least one of ``iterations`` and ``duration`` is required. Errors name the file, the line and the field
 (``jobs.yaml:12: field 'jobs[3].truth.duration': ...``); with
 ``skip_bad_rows`` a bad job is skipped and reported, while a YAML syntax error
 or a bad top level still raises.
@@ -51,7 +52,7 @@ from ._common import Sink, Source
 from .errors import TraceRowError
 
 DEFAULT_CLUSTER = "tiresias"
-TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used", "accuracy", "heldout_accuracy")
+TRUTH_KEYS = ("iterations", "duration", "ref_workers", "app", "used", "accuracy", "heldout_accuracy", "compute_s")
 _TOP_KEYS = ("jobs", "cluster")
 
 
@@ -130,8 +131,10 @@ def _truth(raw: Any, node: yaml.Node, field: str, file: str, workers: int, deman
     if curves["heldout_accuracy"] is not None and (curves["accuracy"] is None
                                                    or len(curves["heldout_accuracy"]) != len(curves["accuracy"])):
         raise bad("heldout_accuracy", "needs an accuracy list of the same length (one value per epoch)")
+    compute_s = number("compute_s", integer=False)
     return JobTruth(iterations=iterations, duration=duration,
-                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used, **curves)
+                    ref_workers=workers if ref_workers is None else ref_workers, app=app, used=used,
+                    compute_s=compute_s, **curves)
 
 
 def _curve(v: Any, key: str, bad: Any) -> tuple[float, ...] | None:
@@ -235,6 +238,8 @@ def dump(jobs: Iterable[TraceJob], path: str | Path | None = None, *, cluster: s
         for key in ("accuracy", "heldout_accuracy"):
             if getattr(t, key) is not None:
                 truth[key] = list(getattr(t, key))
+        if t.compute_s is not None:
+            truth["compute_s"] = t.compute_s
         item["truth"] = truth
         items.append(item)
     data: dict[str, Any] = {}
