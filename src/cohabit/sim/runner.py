@@ -10,6 +10,7 @@ from ..engine.loop import RunResult, Scheduler
 from ..policies import Policy
 from ..report.metrics import Metrics, compute_metrics
 from ..spec.cluster import ClusterSpec
+from . import drl_physics
 from .backend import SimBackend
 from .physics import SimConfig
 from .truth import TraceJob
@@ -22,9 +23,13 @@ class SimOutcome:
 
 
 def config_for(cluster: ClusterSpec, base: SimConfig | None = None) -> SimConfig:
-    """``base`` with ``gpus_per_node`` set from the cluster's largest node."""
+    """``base`` with ``gpus_per_node`` set from the cluster's largest node, and Bao et al.'s
+    server-level interference (``sim.drl_physics``) on when the cluster's nodes ask for it."""
     g = max((int(n.capacity["gpu"]) for n in cluster.nodes), default=1)
-    return replace(base or SimConfig(), gpus_per_node=max(g, 1))
+    cfg = replace(base or SimConfig(), gpus_per_node=max(g, 1))
+    if cfg.interference is None and drl_physics.enabled_for(cluster):
+        cfg = replace(cfg, interference=drl_physics.world_for(cluster))
+    return cfg
 
 
 def simulate(

@@ -151,6 +151,20 @@ def _harmony() -> ClusterSpec:
     return harmony_cluster(100)
 
 
+def _drl() -> ClusterSpec:
+    """Bao et al.'s testbed (ToN'22, §VII-B): 6 servers of 8 cores, 2 GPUs, 48 GB, with interference."""
+    from ..sim.drl_workload import drl_cluster
+
+    return drl_cluster(6)
+
+
+def _drl_30() -> ClusterSpec:
+    """Bao et al.'s rack-scale simulation (Fig. 14): 30 of the testbed's servers, with interference."""
+    from ..sim.drl_workload import drl_cluster
+
+    return drl_cluster(30)
+
+
 PRESETS = {
     "philly": _philly,
     "philly-800": _philly_800,
@@ -159,6 +173,8 @@ PRESETS = {
     "alibaba-openb": _alibaba_openb,
     "alibaba-openb-1in8": _alibaba_openb_sample,
     "harmony": _harmony,
+    "drl": _drl,
+    "drl-30": _drl_30,
 }
 
 
