@@ -13,7 +13,10 @@ from importlib import import_module
 import typer
 
 #: command name -> "module:function" of a typer command function.
-TRAINERS: dict[str, str] = {}
+TRAINERS: dict[str, str] = {
+    "drl": "cohabit.learn.drl_rl:train_drl",
+    "drl-reward": "cohabit.learn.drl_reward:train_drl_reward",
+}
 
 
 def register(app: typer.Typer) -> None:

@@ -42,6 +42,9 @@ REGISTRY: dict[str, str] = {
     "harmony-isolated": "cohabit.policies.harmony.baselines:make_isolated",
     "harmony-naive": "cohabit.policies.harmony.baselines:make_naive",
     "pack": "cohabit.policies.pack:make",
+    "drl": "cohabit.policies.drl.policy:make",
+    "lif-line": "cohabit.policies.lif_line:make",
+    "lif-quad": "cohabit.policies.lif_quad:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -69,6 +72,9 @@ DESCRIPTIONS: dict[str, str] = {
     "harmony-isolated": "Harmony's baseline: every parameter-server job on machines of its own.",
     "harmony-naive": "Harmony's baseline: parameter-server jobs share machines without coordination.",
     "pack": "Arrival order; similar pending jobs train jointly as one packed model on one device.",
+    "drl": "Harmony-DRL: a transformer policy places each new job's workers and PS one by one (ToN'22).",
+    "lif-line": "Least interference first: each task where a linear CPU/bandwidth slowdown model predicts least.",
+    "lif-quad": "Least interference first with a quadratic CPU/bandwidth slowdown model (Bao et al.'s baseline).",
 }
 
 
