@@ -36,5 +36,5 @@ def test_readme_shows_the_cluster_yaml_format() -> None:
 def test_readme_says_what_is_built_and_what_is_planned() -> None:
     assert "Harmony ×2" not in README
     planned = README[README.index("Planned, not built"):][:400]
-    for name in ("Harmony-DRL", "Rotary", "Ratchet", "MLFS"):
+    for name in ("Rotary", "Ratchet", "MLFS"):
         assert name in planned
