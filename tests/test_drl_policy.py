@@ -143,3 +143,29 @@ def test_reward_training_and_episode_returns_tiny():
     assert all(any(abs(x - r) < 1e-6 for r in res.rewards) for x in steps)
     for s in res.samples:
         assert s.mask[s.action]
+
+
+def test_shipped_reward_model_predicts_speeds_better_than_lif():
+    """The shipped reward network beats both LIF fits on fresh random placements (paper Fig. 13)."""
+    import torch
+
+    from cohabit.learn.drl_reward import errors, lif_rows, tokens
+    from cohabit.policies.drl.nets import RewardNet
+    from cohabit.policies.drl.policy import shipped
+    from cohabit.sim.drl_samples import samples
+
+    net = RewardNet(6)
+    net.load_state_dict(torch.load(shipped("reward.pt"), map_location="cpu", weights_only=True))
+    net.eval()
+    data = samples(60, seed=777)
+    with torch.no_grad():
+        pred = np.concatenate([net(torch.from_numpy(tokens(s)).unsqueeze(0),
+                                   torch.zeros(1, len(s), dtype=torch.bool))[0].numpy() for s in data])
+    label = np.array([j.speed for s in data for j in s])
+    ours = errors(pred, label)["relative_error"]
+    for kind in ("line", "quad"):
+        model = LIFModel.load(kind)
+        rows = [r for s in data for r in lif_rows(s, model)]
+        lif = np.array([max(0.05, 1.0 - model.slowdown(m, c, b)) for m, c, b, _ in rows])
+        assert ours < errors(lif, label)["relative_error"]
+    assert ours < 0.15

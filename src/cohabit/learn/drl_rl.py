@@ -271,7 +271,8 @@ def evaluate(net: Any, m: int, seeds: list[int], intervals: int, arrival: str, r
 def train(*, iterations: int = 100, online: int = 20, workers: int = 2, episodes: int = 2, updates: int = 8,
           intervals: int = 10, arrival: str = "uniform", seed: int = 0, m: int = 6, heads: int = 8,
           use_value: bool = True, explore: bool = True, replay: bool = True, reward_path: Path | None = None,
-          time_budget_s: float | None = None, log: Any = print) -> tuple[Any, dict[str, Any]]:
+          time_budget_s: float | None = None, init: Path | None = None, log: Any = print
+          ) -> tuple[Any, dict[str, Any]]:
     """Offline iterations on reward-model samples, then ``online`` iterations on simulator speeds."""
     import multiprocessing as mp
 
@@ -282,6 +283,8 @@ def train(*, iterations: int = 100, online: int = 20, workers: int = 2, episodes
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     policy = PolicyNet(m, heads=heads)
+    if init is not None:  # continue from earlier weights (the value network starts afresh)
+        policy.load_state_dict(torch.load(init, map_location="cpu", weights_only=True))
     value = PolicyNet(m, heads=heads, value=True) if use_value else None
     params = list(policy.parameters()) + (list(value.parameters()) if value is not None else [])
     opt = torch.optim.Adam(params, lr=1e-4)
@@ -350,6 +353,7 @@ def train_drl(
     no_replay: bool = typer.Option(False, "--no-replay", help="ablation: no experience replay"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after this much wall time (0: no limit)"),
     reward: Path = typer.Option(DEFAULT_OUT / "reward.pt", help="reward model from 'cohabit train drl-reward'"),
+    init: Path = typer.Option(None, help="start from these policy weights (continue a training)"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's policy: offline on reward-model samples, then online (Bao et al. §V-B)."""
@@ -363,13 +367,13 @@ def train_drl(
     policy, report = train(iterations=iterations, online=online, workers=workers, episodes=episodes,
                            updates=updates, intervals=intervals, arrival=arrival, seed=seed, heads=heads,
                            use_value=not no_value, explore=not no_explore, replay=not no_replay,
-                           reward_path=reward, time_budget_s=budget_s or None, log=lambda s: typer.echo(s, err=True))
+                           reward_path=reward, time_budget_s=budget_s or None, init=init, log=lambda s: typer.echo(s, err=True))
     ev = evaluate(policy, 6, [1000 + i for i in range(3)], intervals, arrival)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(policy.state_dict(), out)
     meta = {"command": "cohabit train drl " + " ".join(sys.argv[3:]), "seed": seed, "servers": 6, "heads": heads,
             "workload": f"drl_workload.generate({intervals} intervals, arrival={arrival!r}, fresh seed per episode)",
-            "reward_model": str(reward.name), "ablations": {"no_value": no_value, "no_explore": no_explore,
+            "reward_model": str(reward.name), "init": str(init) if init else None, "ablations": {"no_value": no_value, "no_explore": no_explore,
                                                              "no_replay": no_replay},
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "params": int(sum(p.numel() for p in policy.parameters())),
