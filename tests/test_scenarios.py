@@ -33,6 +33,9 @@ WINDOWS: dict[str, tuple[int | None, float | None, tuple[str, str]]] = {
     "pollux_workload-1": (None, None, ("fifo", "srtf")),
     "alibaba_openb": (None, 0.9, ("fifo", "srtf")),
     "harmony_80": (None, None, ("fifo", "harmony")),
+    "drl_uniform": (None, None, ("lb", "tetris")),
+    "drl_poisson": (None, None, ("lb", "tetris")),
+    "drl_bursty": (None, None, ("lb", "tetris")),
 }
 
 

@@ -59,6 +59,9 @@ REGISTRY: dict[str, str] = {
     "hypersched": "cohabit.policies.hypersched:make",
     "tf-fair": "cohabit.policies.tf_fair:make",
     "rl-placement": "cohabit.policies.rl_placement:make",
+    "drl": "cohabit.policies.drl.policy:make",
+    "lif-line": "cohabit.policies.lif_line:make",
+    "lif-quad": "cohabit.policies.lif_quad:make",
 }
 
 #: One sentence per registry entry, for ``cohabit policies``; each variant has its own.
@@ -103,6 +106,9 @@ DESCRIPTIONS: dict[str, str] = {
     "hypersched": "HyperSched: earliest deadline first; pauses the job gaining least accuracy (SoCC'19).",
     "tf-fair": "TensorFlow on Borg: tenants holding the fewest GPUs go first, whole jobs, no preemption.",
     "rl-placement": "Mirhoseini-style RL placement: REINFORCE per model on how far to spread, FIFO order (ICML'17).",
+    "drl": "Harmony-DRL: a transformer policy places each new job's workers and PS one by one (ToN'22).",
+    "lif-line": "Least interference first: each task where a linear CPU/bandwidth slowdown model predicts least.",
+    "lif-quad": "Least interference first with a quadratic CPU/bandwidth slowdown model (Bao et al.'s baseline).",
 }
 
 

@@ -33,6 +33,7 @@ from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
+from . import drl_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import (SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb, replicas_per_node,
                       solo_rate, uses_goodput)
@@ -47,7 +48,7 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic")
+                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -69,9 +70,21 @@ class _Run:
         self.goodput: RunConfig | None = None  # Pollux goodput physics: the run in the current epoch
         self.epoch_end = math.inf  # progress at which the current epoch ends (goodput physics)
         self.traffic: float | None = None  # task-graph jobs: cross-node MB per iteration (cached)
+        self.placed: drl_physics.Placed | None = None  # set when server-level interference applies
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
+
+
+def _placed(spec: JobSpec, model: str, alloc: Allocation) -> drl_physics.Placed:
+    """The job's workers and parameter servers per server (workers first in ``alloc.slots``)."""
+    n_workers = len(alloc.slots) - spec.num_ps
+    workers: dict[int, int] = {}
+    ps: dict[int, int] = {}
+    for i, slot in enumerate(alloc.slots):
+        side = workers if i < n_workers else ps
+        side[slot.node] = side.get(slot.node, 0) + 1
+    return drl_physics.Placed(model, spec.architecture == "allreduce", workers, ps)
 
 
 class SimBackend:
@@ -87,6 +100,7 @@ class SimBackend:
         self._device_jobs: dict[tuple[int, int], set[str]] = {}
         self._ps_groups: dict[tuple, set[str]] = {}
         self._packs: dict[tuple[int, int], set[str]] = {}
+        self._node_jobs: dict[int, set[str]] = {}  # interference world: server -> jobs with tasks there
         #: parameter-server work done (machine-seconds): "cpu" = iterations x T_cpu on one machine,
         #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful),
         #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
@@ -135,6 +149,12 @@ class SimBackend:
             occ = self._device_jobs.setdefault(dev, set())
             touched |= occ
             occ.add(spec.id)
+        if self.cfg.interference is not None and drl_physics.is_profiled(truth.app):
+            run.placed = _placed(spec, truth.app or "", alloc)
+            for node in set(alloc.nodes):
+                occ = self._node_jobs.setdefault(node, set())
+                touched |= occ
+                occ.add(spec.id)
         self._reschedule(touched, now)
 
     def launch_pack(self, device: tuple[int, int], specs: Sequence[JobSpec], allocs: Sequence[Allocation],
@@ -187,6 +207,14 @@ class SimBackend:
                 touched |= occ
                 if not occ:
                     del self._device_jobs[dev]
+        if run.placed is not None:
+            for node in set(run.alloc.nodes):
+                occ = self._node_jobs.get(node)
+                if occ is not None:
+                    occ.discard(job)
+                    touched |= occ
+                    if not occ:
+                        del self._node_jobs[node]
         self._reschedule(touched, now)
 
     def progress(self, job: str, now: float) -> float:
@@ -252,6 +280,8 @@ class SimBackend:
                 run.rate = 1.0 / run.speed.iter_time
             elif run.pack is not None:
                 run.rate = self._pack_rate(run.pack)
+            elif run.placed is not None:
+                run.rate = self._interference_rate(run)
             else:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
@@ -328,6 +358,15 @@ class SimBackend:
             self._report_use(run, now)
         out, self._used = self._used, []
         return out
+
+    def _interference_rate(self, run: _Run) -> float:
+        """Samples/s of an interference-world job next to every job on its servers (``drl_physics``)."""
+        others = sorted({o for node in set(run.alloc.nodes) for o in self._node_jobs.get(node, ()) if o != run.spec.id})
+        placed = [run.placed] + [self._runs[o].placed for o in others]
+        servers = {s for p in placed for s in (*p.workers, *p.ps)}  # type: ignore[union-attr]
+        world = self.cfg.interference
+        assert world is not None
+        return drl_physics.speeds(placed, {s: world.cores(s) for s in servers}, world)[0]  # type: ignore[arg-type]
 
     def _pack_rate(self, device: tuple[int, int]) -> float:
         """Iterations/s of every member of the pack on ``device``: 1 / its packed step time."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..engine.ledger import Allocation
 from ..spec.graph import cross_node_mb
 from ..spec.job import JobSpec
+from .drl_physics import InterferenceWorld, base_speed
 from .harmony_physics import HarmonyWorld
 from .profiles.colocation import shared_gpu_speed
 from .profiles.placement import SpreadModel
@@ -59,6 +60,9 @@ class SimConfig:
     report_interval_s: float | None = None  # periodic progress + loss reports; None: first iteration only
     spread: SpreadModel = field(default_factory=SpreadModel)
     harmony: HarmonyWorld = field(default_factory=HarmonyWorld)  # parameter-server jobs with a PSTruth
+    #: server-level interference of DL2-profiled PS/all-reduce jobs (``sim.drl_physics``); None: off.
+    #: ``runner.config_for`` switches it on for clusters whose nodes are labelled ``interference: drl``.
+    interference: InterferenceWorld | None = None
 
     def __post_init__(self) -> None:
         for name in ("checkpoint_s", "restore_s", "start_s"):
@@ -109,6 +113,8 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
         return pollux_throughput(app, per_node, batch) / prof.init_batch_size
     if app is not None and app in PS_MODELS and spec.architecture == "ps":
         return ps_throughput(app, max(spec.num_ps, 1), n_workers)
+    if app is not None and app in PS_MODELS and spec.architecture == "allreduce" and truth.duration is None:
+        return base_speed(app, True, n_workers, 0)  # a worker + server-shard bundle per worker (drl_physics)
     if truth.duration is None:
         raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
     base = truth.iterations / truth.duration

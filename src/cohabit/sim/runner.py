@@ -10,6 +10,7 @@ from ..engine.loop import RunResult, Scheduler
 from ..policies import Policy
 from ..report.metrics import Metrics, compute_metrics
 from ..spec.cluster import ClusterSpec
+from . import drl_physics
 from .backend import SimBackend
 from .physics import SimConfig
 from .truth import TraceJob
@@ -22,12 +23,17 @@ class SimOutcome:
 
 
 def config_for(cluster: ClusterSpec, base: SimConfig | None = None) -> SimConfig:
-    """``base`` with ``gpus_per_node`` set from the cluster's largest node (and ``link_gbps``
-    from the slowest node's ``net_gbps`` when the nodes declare one)."""
+    """``base`` with ``gpus_per_node`` set from the cluster's largest node, ``link_gbps`` from the
+    slowest node's ``net_gbps`` when the nodes declare one, and Bao et al.'s server-level
+    interference (``sim.drl_physics``) on when the cluster's nodes ask for it."""
     g = max((int(n.capacity["gpu"]) for n in cluster.nodes), default=1)
     links = [n.capacity["net_gbps"] for n in cluster.nodes if n.capacity["net_gbps"] > 0]
     cfg = replace(base or SimConfig(), gpus_per_node=max(g, 1))
-    return replace(cfg, link_gbps=min(links)) if links else cfg
+    if links:
+        cfg = replace(cfg, link_gbps=min(links))
+    if cfg.interference is None and drl_physics.enabled_for(cluster):
+        cfg = replace(cfg, interference=drl_physics.world_for(cluster))
+    return cfg
 
 
 def simulate(

@@ -170,6 +170,18 @@ def _rotary() -> ClusterSpec:
     from ..sim.rotary_workload import rotary_cluster
 
     return rotary_cluster()
+def _drl() -> ClusterSpec:
+    """Bao et al.'s testbed (ToN'22, §VII-B): 6 servers of 8 cores, 2 GPUs, 48 GB, with interference."""
+    from ..sim.drl_workload import drl_cluster
+
+    return drl_cluster(6)
+
+
+def _drl_30() -> ClusterSpec:
+    """Bao et al.'s rack-scale simulation (Fig. 14): 30 of the testbed's servers, with interference."""
+    from ..sim.drl_workload import drl_cluster
+
+    return drl_cluster(30)
 
 
 PRESETS = {
@@ -183,6 +195,8 @@ PRESETS = {
     "harmony": _harmony,
     "rotary": _rotary,
     "mlfs": _mlfs,
+    "drl": _drl,
+    "drl-30": _drl_30,
 }
 
 

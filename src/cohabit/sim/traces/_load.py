@@ -37,6 +37,9 @@ EMBEDDED: dict[str, tuple[str, str]] = {
     "pollux_workload-1": ("pollux_workload-1.csv", "pollux"),
     "alibaba_openb": ("alibaba_openb_pods_default.csv", "alibaba"),
     "harmony_80": ("harmony_80.csv", "harmony"),
+    "drl_uniform": ("drl_uniform.yaml", "cohabit"),
+    "drl_poisson": ("drl_poisson.yaml", "cohabit"),
+    "drl_bursty": ("drl_bursty.yaml", "cohabit"),
 }
 """Traces shipped in ``cohabit/data/traces``: name -> (file name, format)."""
 

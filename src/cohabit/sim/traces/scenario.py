@@ -59,6 +59,9 @@ SCENARIOS: dict[str, Scenario] = {
             "for days to 145 days and would otherwise set the makespan and dilute the allocated share",
     ),
     "harmony_80": Scenario("harmony", why="Harmony's 100 CPU machines at the trace's arrivals"),
+    "drl_uniform": Scenario("drl", why="Bao et al.'s testbed (6 servers, 12 GPUs) with server-level interference"),
+    "drl_poisson": Scenario("drl", why="Bao et al.'s testbed (6 servers, 12 GPUs) with server-level interference"),
+    "drl_bursty": Scenario("drl", why="Bao et al.'s testbed (6 servers, 12 GPUs) with server-level interference"),
 }
 
 

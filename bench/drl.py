@@ -1,0 +1,154 @@
+"""Harmony-DRL (Bao et al., ToN'22, §VII) in simulation: average JCT of ``drl`` against LB,
+Tetris, Tiresias, LIF-Line and LIF-Quad, the reward model's prediction error, inference latency
+and training time. Writes ``bench/results/drl.json`` and prints tables.
+
+    python bench/drl.py                 # the three embedded workloads + 2 fresh seeds each (minutes)
+    python bench/drl.py --quick         # the embedded workloads only
+
+Workloads (``cohabit.sim.drl_workload``, 30 intervals of 20 minutes on the ``drl`` preset, 6
+servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform`` is the
+arrival pattern the shipped policy was trained on (on other seeds: training draws a fresh
+workload per episode); ``drl_poisson`` and ``drl_bursty`` are arrival patterns it never saw.
+JCT is in intervals (seconds / 1200). Times are CPU seconds (``time.process_time``); the
+machine's load average is printed beside every table.
+
+Reward model: fresh random placements (``sim.drl_samples``, a seed the training never used),
+mean relative error and share within 10% of the reward network and of the LIF models (paper
+Fig. 13: 6.9% and 83% for the reward model). Latency: one policy inference (one task) on one
+CPU thread (``torch.set_num_threads(1)``) for states of 5, 10 and 20 concurrent jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cohabit.policies import make_policy
+from cohabit.sim.drl_workload import generate
+from cohabit.sim.runner import simulate
+from cohabit.sim.traces import load_trace
+from cohabit.spec.cluster import preset
+
+OUT = Path(__file__).resolve().parent / "results" / "drl.json"
+POLICIES = ("drl", "lb", "tetris", "tiresias", "lif-line", "lif-quad")
+DATA = Path(__file__).resolve().parents[1] / "src" / "cohabit" / "data" / "drl"
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def jct_table(workloads: dict[str, list]) -> dict[str, dict[str, float]]:
+    cluster = preset("drl")
+    out: dict[str, dict[str, float]] = {}
+    for wname, jobs in workloads.items():
+        row: dict[str, float] = {}
+        for p in POLICIES:
+            pol = make_policy(p)
+            t = time.process_time()
+            res = simulate(jobs, cluster, pol)
+            row[p] = res.metrics.avg_jct / 1200.0
+            row[f"{p}_cpu_s"] = time.process_time() - t
+        best = min(row[p] for p in POLICIES if p != "drl")
+        row["drl_vs_best_baseline_pct"] = 100.0 * (best - row["drl"]) / best
+        out[wname] = row
+    print(f"\nAverage JCT (intervals of 20 min), {len(POLICIES)} policies; {load()}")
+    print(f"{'workload':22s}" + "".join(f"{p:>10s}" for p in POLICIES) + f"{'drl vs best':>13s}")
+    for wname, row in out.items():
+        print(f"{wname:22s}" + "".join(f"{row[p]:10.2f}" for p in POLICIES)
+              + f"{row['drl_vs_best_baseline_pct']:+12.1f}%")
+    return out
+
+
+def reward_errors(n: int = 600, seed: int = 12345) -> dict[str, dict[str, float]]:
+    import torch
+
+    from cohabit.learn.drl_reward import errors, lif_rows, tokens
+    from cohabit.models.interference import LIFModel
+    from cohabit.policies.drl.nets import RewardNet, pad_batch
+    from cohabit.sim.drl_samples import samples
+
+    net = RewardNet(6)
+    net.load_state_dict(torch.load(DATA / "reward.pt", map_location="cpu", weights_only=True))
+    net.eval()
+    data = samples(n, seed=seed)
+    label = np.array([j.speed for s in data for j in s])
+    preds = []
+    with torch.no_grad():
+        for s in data:
+            x = tokens(s)
+            xb, pad = pad_batch([torch.from_numpy(x)], x.shape[1])
+            preds.extend(net(xb, pad)[0, : len(s)].tolist())
+    out = {"reward_model": errors(np.array(preds), label)}
+    for kind in ("line", "quad"):
+        model = LIFModel.load(kind)
+        rows = [r for s in data for r in lif_rows(s, model)]
+        pred = np.array([max(0.05, 1.0 - model.slowdown(m, c, b)) for m, c, b, _ in rows])
+        out[f"lif_{kind}"] = errors(pred, np.array([1.0 - r[3] for r in rows]))
+    print(f"\nSpeed prediction on {len(label)} jobs of {n} fresh random placements; {load()}")
+    print(f"{'model':14s}{'rel. error':>12s}{'within 10%':>12s}")
+    for k, v in out.items():
+        print(f"{k:14s}{100 * v['relative_error']:11.1f}%{100 * v['within_10pct']:11.1f}%")
+    return out
+
+
+def latency() -> dict[str, float]:
+    import torch
+
+    from cohabit.policies.drl.state import PlacementState, new_entry
+
+    pol = make_policy("drl")
+    torch.set_num_threads(1)
+    out = {}
+    rng = np.random.default_rng(0)
+    for n in (5, 10, 20):
+        jobs = [new_entry(f"j{i}", "vgg-16", bool(rng.random() < 0.5), 2, 2, np.array([0.5, 0.25, 0.25]),
+                          np.array([0.0, 0.125, 0.125]), 6, new=(i == n - 1)) for i in range(n)]
+        st = PlacementState(np.full((6, 3), 0.5), jobs)
+        job = jobs[-1]
+        mask = st.mask(job)
+        for _ in range(5):
+            pol.probabilities(st, job, mask)
+        cpu, wall = [], []
+        for _ in range(100):
+            t, w = time.process_time(), time.perf_counter()
+            pol.probabilities(st, job, mask)
+            cpu.append(time.process_time() - t)
+            wall.append(time.perf_counter() - w)
+        out[f"jobs_{n}_cpu_ms"] = 1000 * statistics.median(cpu)
+        out[f"jobs_{n}_wall_ms"] = 1000 * statistics.median(wall)
+    print(f"\nOne inference (one task) on one CPU thread, median of 100; {load()}")
+    for n in (5, 10, 20):
+        print(f"  {n:2d} concurrent jobs: {out[f'jobs_{n}_cpu_ms']:.2f} ms CPU, {out[f'jobs_{n}_wall_ms']:.2f} ms wall")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    workloads = {f"{n} (embedded)": load_trace(n).jobs for n in ("drl_uniform", "drl_poisson", "drl_bursty")}
+    if not args.quick:
+        for arrival in ("uniform", "poisson", "bursty"):
+            for seed in (101, 102):
+                workloads[f"{arrival} seed {seed}"] = generate(30, arrival=arrival, seed=seed)
+    result = {"jct_intervals": jct_table(workloads), "prediction": reward_errors(), "latency": latency(),
+              "training": {k: json.loads((DATA / f"{k}.json").read_text()) for k in ("reward", "policy")},
+              "load_average": os.getloadavg()}
+    tr = result["training"]
+    print(f"\nTraining: reward model {tr['reward']['cpu_s']:.0f} s CPU ({tr['reward']['params']} parameters); "
+          f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall, {tr['policy'].get('iterations_done')} "
+          f"iterations ({tr['policy']['params']} parameters)")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

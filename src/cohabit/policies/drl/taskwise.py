@@ -1,0 +1,102 @@
+"""Placement of new jobs one task at a time (Bao et al., §V-A, Fig. 8), shared by ``drl`` and LIF.
+
+At each decision the pending jobs (the interval's new jobs), in arrival order, are placed task
+by task: :meth:`TaskwisePolicy.choose` picks one of the ``2M`` actions among the valid ones,
+the state is updated, and so on until the job is whole (it starts) or no valid action is left
+(its tasks are taken back and it waits for the next decision). Running jobs are never moved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engine.actions import Plan, Start
+from ...engine.job import JobView
+from ...engine.view import ClusterView
+from ..base import BasePolicy
+from ..placement import Draft
+from .state import RESOURCES, JobEntry, PlacementState, new_entry
+
+
+def _columns(view: ClusterView) -> list[int | None]:
+    return [view.resource_index(r) for r in RESOURCES]
+
+
+def _vector(row: np.ndarray | None, cols: list[int | None], scale: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(cols))
+    if row is None:
+        return out
+    for k, c in enumerate(cols):
+        if c is not None:
+            out[k] = row[c] / scale[k]
+    return out
+
+
+def state_from_view(view: ClusterView) -> tuple[PlacementState, list[JobView]]:
+    """The placement state of ``view`` (running jobs placed, pending jobs new) and the pending jobs."""
+    cols = _columns(view)
+    cap = view.capacity
+    scale = np.array([max(float(cap[:, c].max()), 1e-9) if c is not None else 1.0 for c in cols])
+    free = np.stack([_vector(view.free[i], cols, scale) for i in range(cap.shape[0])])
+    m = cap.shape[0]
+    jobs: list[JobEntry] = []
+    for job in view.running.values():
+        jobs.append(_entry(view, job, cols, scale, m, placed=job.placement, new=False))
+    pending = list(view.pending.values())
+    for job in pending:
+        jobs.append(_entry(view, job, cols, scale, m, placed=(), new=True))
+    return PlacementState(free, jobs), pending
+
+
+def _entry(view: ClusterView, job: JobView, cols: list[int | None], scale: np.ndarray, m: int, *,
+           placed: tuple[int, ...], new: bool) -> JobEntry:
+    spec = job.spec
+    allreduce = spec.num_ps == 0
+    n_workers = job.n_workers if placed else view.target_workers(job)
+    return new_entry(job.id, spec.model, allreduce, n_workers, spec.num_ps,
+                     _vector(view.demand_vector(job), cols, scale),
+                     _vector(view.ps_demand_vector(job), cols, scale), m, placed=placed, new=new)
+
+
+class TaskwisePolicy(BasePolicy):
+    """Places each pending job task by task with :meth:`choose`; subclasses pick the action."""
+
+    def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:  # pragma: no cover
+        raise NotImplementedError
+
+    def begin(self, state: PlacementState, view: ClusterView) -> None:
+        """Called once per decision before the first inference."""
+
+    _last_failed: tuple[object, ...] | None = None
+
+    def decide(self, view: ClusterView) -> Plan:
+        if not view.pending:
+            return []
+        # nothing placed last time and neither the waiting jobs nor the free room changed since:
+        # the same inferences would give the same answer (progress reports call decide often)
+        key = (tuple(view.pending), view.free.tobytes(), tuple(view.running))
+        if key == self._last_failed:
+            return []
+        state, pending = state_from_view(view)
+        self.begin(state, view)
+        draft = Draft(view)
+        plan: Plan = []
+        by_id = {j.id: j for j in pending}
+        for entry in [e for e in state.jobs if e.new]:
+            while not entry.complete:
+                mask = state.mask(entry)
+                if not mask.any():
+                    break
+                action = self.choose(state, entry, mask)
+                if not mask[action]:
+                    raise RuntimeError(f"{self.name}: chose masked action {action} for job {entry.key!r}")
+                state.apply(entry, action)
+            job = by_id[entry.key]
+            if entry.complete and draft.reserve(job, state.placement(entry)):
+                plan.append(Start(job.id, state.placement(entry)))
+                entry.new = False
+            else:  # not enough room for the whole job: it waits, its tasks are taken back
+                state.undo(entry)
+                state.jobs.remove(entry)
+        self._last_failed = key if not plan else None
+        return plan

@@ -1,0 +1,103 @@
+"""Training samples for Harmony-DRL's reward model and the LIF baselines: random placements
+measured in the simulator (Bao et al., §VII-A: "we generate jobs with random resource
+configurations, place them randomly and measure the training speed of each job; the number
+of jobs ... sufficient to saturate resource capacity of our cluster").
+
+One sample is a set of concurrent jobs on ``M`` servers of the ``drl`` preset: jobs drawn as
+the workload generator draws them (model, architecture, 1-3 workers and PS), each task on a
+random server with room, until a job no longer fits (or a random target count is reached, so
+lightly loaded clusters appear too); the label of each job is its speed under
+:mod:`cohabit.sim.drl_physics` over its speed alone and consolidated (1 = no interference, no
+spreading cost). The profile the LIF baselines use (CPU cores per worker and per parameter
+server, communication share) is "profiled" here too, from the same physics, by
+:func:`lif_profiles`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .drl_physics import InterferenceWorld, Placed, base_speed, comm_share, speeds, task_cpu
+from .drl_workload import DEMANDS, MODELS, SERVER
+
+
+@dataclass(frozen=True)
+class SampleJob:
+    """One job of a sample: what the reward model reads and its measured normalised speed."""
+
+    model: str
+    allreduce: bool
+    n_workers: int
+    n_ps: int
+    placed_w: tuple[int, ...]
+    placed_p: tuple[int, ...]
+    speed: float  # measured speed / speed alone and consolidated
+
+
+def _demand(model: str, allreduce: bool, ps: bool) -> np.ndarray:
+    w_cpu, w_mem, p_cpu, p_mem = DEMANDS[model]
+    if ps:
+        return np.array([0.0, p_cpu, p_mem])
+    return np.array([1.0, w_cpu + (1 if allreduce else 0), w_mem])
+
+
+def random_sample(rng: np.random.Generator, m: int = 6, models: tuple[str, ...] = MODELS,
+                  world: InterferenceWorld | None = None, max_tasks: int = 3) -> list[SampleJob]:
+    """One random placement of random jobs on ``m`` servers and every job's normalised speed."""
+    world = world or InterferenceWorld(node_cores=(float(SERVER["cpu"]),) * m)
+    cap = np.array([SERVER["gpu"], SERVER["cpu"], SERVER["mem_gb"]], dtype=float)
+    free = np.tile(cap, (m, 1))
+    target = int(rng.integers(1, 4 * m + 1))
+    jobs: list[tuple[str, bool, int, int, np.ndarray, np.ndarray]] = []
+    while len(jobs) < target:
+        model = models[int(rng.integers(len(models)))]
+        allreduce = bool(rng.random() < 0.5)
+        w = int(rng.integers(1, max_tasks + 1))
+        p = 0 if allreduce else int(rng.integers(1, max_tasks + 1))
+        pw, pp = np.zeros(m, np.int64), np.zeros(m, np.int64)
+        trial = free.copy()
+        ok = True
+        for is_ps, count in ((False, w), (True, p)):
+            d = _demand(model, allreduce, is_ps)
+            for _ in range(count):
+                room = np.flatnonzero((trial + 1e-9 >= d).all(axis=1))
+                if room.size == 0:
+                    ok = False
+                    break
+                s = int(room[rng.integers(room.size)])
+                trial[s] -= d
+                (pp if is_ps else pw)[s] += 1
+            if not ok:
+                break
+        if not ok:
+            break
+        free = trial
+        jobs.append((model, allreduce, w, p, pw, pp))
+    placed = [Placed(mo, ar, {s: int(c) for s, c in enumerate(pw) if c}, {s: int(c) for s, c in enumerate(pp) if c})
+              for mo, ar, _, _, pw, pp in jobs]
+    got = speeds(placed, {s: float(SERVER["cpu"]) for s in range(m)}, world) if placed else []
+    return [SampleJob(mo, ar, w, p, tuple(int(x) for x in pw), tuple(int(x) for x in pp),
+                      float(sp / base_speed(mo, ar, w, p)))
+            for (mo, ar, w, p, pw, pp), sp in zip(jobs, got)]
+
+
+def samples(n: int, seed: int = 0, m: int = 6, models: tuple[str, ...] = MODELS) -> list[list[SampleJob]]:
+    """``n`` random samples (each a list of concurrent jobs), reproducible from ``seed``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        s = random_sample(rng, m, models)
+        if s:
+            out.append(s)
+    return out
+
+
+def lif_profiles(models: tuple[str, ...] = MODELS) -> dict[str, dict[str, float]]:
+    """Per model: CPU cores per worker and per PS (a 2-worker, 2-PS job) and communication share."""
+    out = {}
+    for model in models:
+        c_w, c_p = task_cpu(model, False, 2, 2)
+        out[model] = {"cpu_worker": float(c_w), "cpu_ps": float(c_p), "comm": float(comm_share(model))}
+    return out
