@@ -130,7 +130,7 @@ def test_net_scores_rank_by_its_weights() -> None:
 
 
 def test_trainer_imitates_then_updates_and_reports(tmp_path: Path) -> None:
-    from cohabit.sim.mlfs_train import discounted, train
+    from cohabit.learn.mlfs_rl import discounted, train
     r = np.array([1.0, 0.0, 2.0])
     assert discounted(r, eta=0.5, m=10) == pytest.approx([1.0 + 0.25 * 2.0, 0.5 * 2.0, 2.0])
     net, meta = train(jobs=18, seed=1, imitation_runs=1, imitation_epochs=20, pg_epochs=1, compress=2000,

@@ -14,7 +14,7 @@ import typer
 
 #: command name -> "module:function" of a typer command function.
 TRAINERS: dict[str, str] = {
-    "mlfs-rl": "cohabit.sim.mlfs_train:train_mlfs_rl",
+    "mlfs-rl": "cohabit.learn.mlfs_rl:train_mlfs_rl",
     "drl": "cohabit.learn.drl_rl:train_drl",
     "drl-reward": "cohabit.learn.drl_reward:train_drl_reward",
 }

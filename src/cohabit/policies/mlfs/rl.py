@@ -9,7 +9,7 @@ each job are placed as MLF-H places them (ideal virtual host) and overloaded nod
 as MLF-H does (the paper's network also chooses tasks to move out; here that stays the
 heuristic's, a simplification).
 
-Training (``cohabit train mlfs-rl``, :mod:`cohabit.sim.mlfs_train`): imitation of MLF-H's queue order on
+Training (``cohabit train mlfs-rl``, :mod:`cohabit.learn.mlfs_rl`): imitation of MLF-H's queue order on
 simulated workloads first, then policy gradient (REINFORCE) with the Eq. 7 reward (β = 0.5,
 0.55, 0.25, 0.15, 0.15; η = 0.95). The network is a 2-layer MLP; its weights ship as JSON
 (``data/mlfs_rl/weights.json``, with the command, seed and workload that produced them) and

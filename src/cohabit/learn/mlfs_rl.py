@@ -29,9 +29,9 @@ from ..engine.state import JobState
 from ..policies.mlfs.heuristic import MLFH
 from ..policies.mlfs.rl import N_FEATURES, MLFRL, Net, job_features
 from ..spec.cluster import preset
-from .backend import SimBackend
-from .mlfs_workload import generate
-from .runner import config_for
+from ..sim.backend import SimBackend
+from ..sim.mlfs_workload import generate
+from ..sim.runner import config_for
 
 BETA = (0.5, 0.55, 0.25, 0.15, 0.15)
 ETA = 0.95
