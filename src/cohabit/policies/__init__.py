@@ -94,7 +94,7 @@ DESCRIPTIONS: dict[str, str] = {
     "bcf": "Rotary's baseline: biggest convergence criteria first, the rest round-robin by epoch.",
     "laf": "Rotary's baseline: lowest accuracy criteria first, the rest round-robin by epoch.",
     "rr": "Round-robin: every active job gets a device in turn, one epoch at a time.",
-    "rotary-aqp": "Rotary-AQP: epochs to the queries estimated to close most of their accuracy gap (Liu, Alg. 4).",
+    "rotary-aqp": "Rotary-AQP: epochs to the queries expected to close most of their accuracy gap (Alg. 4).",
     "edf": "Earliest deadline first: each epoch goes to the jobs whose WITHIN deadline comes first.",
     "lcaf": "Least current accuracy first (Rotary-AQP's LAF): each epoch to the lowest reported accuracy.",
     "relaqs": "ReLAQS: each epoch goes to the jobs that gained most accuracy per second in their last one.",
