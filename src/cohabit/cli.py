@@ -52,8 +52,10 @@ def run_comparison(
     oracle: bool,
     horizon: float,
     label: str,
+    config: object = None,
 ) -> dict[str, object]:
-    """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome."""
+    """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome.
+    ``config``: the simulator's ``SimConfig`` (None: the default physics)."""
     from .policies import make_policy
     from .report.progress import finished_line, progress_bar
     from .sim.runner import simulate
@@ -73,7 +75,8 @@ def run_comparison(
                     bar.update(_task, completed=done)
 
             started = time.perf_counter()
-            out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick)  # type: ignore[arg-type]
+            out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick,  # type: ignore[arg-type]
+                           config=config)  # type: ignore[arg-type]
             bar.update(task, completed=len(jobs))
             if bar.disable:
                 finished_line(err, f"{label} · {policy.name}", len(jobs), len(jobs), "jobs simulated",
@@ -98,7 +101,7 @@ def _policies(text: str) -> list[str]:
 @app.command(epilog=EXIT_CODES_HELP)
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
-    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit|harmony")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|muri|philly|pollux|alibaba|cohabit|harmony|gavel")] = None,
     cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: an embedded trace's default run "
                                                            "(see `cohabit traces`), a file's format preset.")] = None,
     policy: Annotated[str, typer.Option(help="Comma-separated policy names, each optionally with parameters: "
@@ -116,6 +119,8 @@ def simulate(
     arrival_scale: Annotated[Optional[float], typer.Option(
         help="Multiply submit times by this (< 1 compresses arrivals); default: the embedded trace's "
              "default run when --cluster is not given, else 1.")] = None,
+    physics: Annotated[str, typer.Option(help="Simulated physics: cohabit (default), or a public simulator's to "
+                                              "compare with it: muri, gavel (see docs/fidelity.md).")] = "cohabit",
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
     from . import clichecks as check
@@ -137,6 +142,9 @@ def simulate(
     )
     if problem:
         _fail(problem)
+    from .sim.physics import PHYSICS, physics_config
+    if physics not in PHYSICS:
+        _fail(f"--physics: unknown physics {physics!r}; known: {', '.join(PHYSICS)}")
     random.seed(seed)
     np.random.seed(seed)
     names = _policies(policy)
@@ -180,7 +188,10 @@ def simulate(
     )
     offered = offered_load(load.jobs, cl)
     console.print(escape(offered.describe()))
-    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name)
+    if physics != "cohabit":
+        console.print(escape(f"physics: {physics} ({PHYSICS[physics]})"))
+    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name,
+                              config=physics_config(physics))
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
     print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"),
                      columns=select_columns(columns, results))
@@ -188,7 +199,7 @@ def simulate(
     if json_out is not None:
         write_json(json_out, results, trace=str(load.path), fmt=fmt, cluster=cl.name, seed=seed,
                    n_jobs=len(load.jobs), skipped=len(load.skipped), excluded=len(load.excluded),
-                   oracle=oracle,
+                   oracle=oracle, physics=physics,
                    arrival_scale=scale, horizon=None if horizon == math.inf else horizon,
                    offered_load=offered.to_json())
         console.print(f"wrote {escape(str(json_out))}")

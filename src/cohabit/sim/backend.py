@@ -34,7 +34,7 @@ from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import SimConfig, colocation_factor, consolidation_factor, solo_rate
+from .physics import SimConfig, colocation_factor, consolidation_factor, restart_delay, solo_rate
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
@@ -116,7 +116,7 @@ class SimBackend:
             self._runs[spec.id] = run
             self._reschedule(touched, now)
             return
-        delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else 0.0
+        delay = restart_delay(spec, self.cfg, from_checkpoint=from_checkpoint)
         run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
         run.use_since = now
         self._runs[spec.id] = run
@@ -137,7 +137,7 @@ class SimBackend:
                 raise ValueError(f"SimBackend cannot pack job {spec.id!r}: "
                                  f"{'no ground truth' if truth is None else 'parameter-server job'}")
             done = self._checkpoint.get(spec.id, 0.0) if restore else 0.0
-            delay = self.cfg.checkpoint_s + self.cfg.restore_s if restore else 0.0
+            delay = restart_delay(spec, self.cfg, from_checkpoint=restore)
             run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
             run.devices = frozenset()  # the pack holds its device: no time-sharing with anyone
             run.pack = device

@@ -22,9 +22,11 @@ class SimOutcome:
 
 
 def config_for(cluster: ClusterSpec, base: SimConfig | None = None) -> SimConfig:
-    """``base`` with ``gpus_per_node`` set from the cluster's largest node."""
+    """``base`` with ``gpus_per_node`` set from the cluster's largest node and ``gpu_models`` from
+    the nodes' ``gpu_model`` labels (lower case)."""
     g = max((int(n.capacity["gpu"]) for n in cluster.nodes), default=1)
-    return replace(base or SimConfig(), gpus_per_node=max(g, 1))
+    models = tuple(str(n.labels.get("gpu_model", "")).lower() for n in cluster.nodes)
+    return replace(base or SimConfig(), gpus_per_node=max(g, 1), gpu_models=models)
 
 
 def simulate(

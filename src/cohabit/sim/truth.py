@@ -81,6 +81,9 @@ class JobTruth:
       reports it as the job's *used* share; resources not named here have no ground truth
       (except the GPU and a parameter-server job's CPU, memory and network, which the
       simulator's physics gives).
+    * ``gpu_speed``: GPU model (a node's ``gpu_model`` label, lower case) -> speed there relative to
+      the GPU ``duration`` was measured on (Gavel's traces: throughput relative to a V100); 0 where
+      the job cannot run on that model (it does not fit its memory). ``None``: the same on every GPU.
     """
 
     iterations: int
@@ -90,6 +93,7 @@ class JobTruth:
     loss_curve: tuple[float, float, float] | None = None
     ps: PSTruth | None = None
     used: Mapping[str, float] | None = None
+    gpu_speed: Mapping[str, float] | None = None
 
     def loss_at(self, fraction: float, job_id: str = "") -> float:
         """Training loss after ``fraction`` of the work, in Optimus's form (Peng et al., EuroSys'18,
@@ -114,6 +118,9 @@ class JobTruth:
             if not isinstance(name, str) or not name or not (isinstance(frac, int | float) and math.isfinite(frac)
                                                              and frac >= 0):
                 raise ValueError(f"used[{name!r}] must be a fraction >= 0 of the allocation, got {frac!r}")
+        for name, v in (self.gpu_speed or {}).items():
+            if not isinstance(name, str) or not name or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"gpu_speed[{name!r}] must be a relative speed >= 0, got {v!r}")
         if self.loss_curve is not None:
             a, b, c = self.loss_curve
             if not (a >= 0 and b > 0 and c >= 0):
