@@ -54,9 +54,10 @@ MATCHED: dict[tuple[str, str], Side] = {
         "Muri's SRTF reads each job's true remaining time (remaining_iteration x iteration_time): "
         "cohabit's srtf with --oracle; physics muri"),
     ("muri", "dlas-gpu"): Side(
-        "tiresias:starve_limit=null", False, "muri",
+        "tiresias:starve_limit=null:consolidate_unknown=false:skew_threshold=1:min_run_time=0", False, "muri",
         "Muri runs dlas_sim_jobs(gputime=True, solve_starvation=0): 2D-LAS, thresholds (3250, 7200) GPU-s, "
-        "no starvation promotion; physics muri"),
+        "no starvation promotion, placed by GPU count (no consolidation), rescheduled at every event "
+        "(no minimum run time); physics muri"),
     ("muri", "themis"): Side("themis", False, "muri", "physics muri"),
     ("gavel", "fifo"): Side("fifo", False, "gavel", "physics gavel"),
     ("gavel", "max_min_fairness"): Side(
