@@ -169,3 +169,19 @@ def test_unknown_physics_lists_the_known() -> None:
     assert set(PHYSICS) == {"cohabit", "muri", "gavel"}
     with pytest.raises(ValueError, match="known: cohabit, muri, gavel"):
         physics_config("tiresias")
+
+
+def test_cli_simulate_takes_a_physics_and_refuses_an_unknown_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+
+    out = tmp_path / "g.json"
+    res = CliRunner().invoke(app, ["simulate", "--trace", str(GAVEL_TRACE), "--format", "gavel", "--limit", "6",
+                                   "--policy", "fifo", "--physics", "gavel", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["physics"] == "gavel" and data["cluster"] == "gavel-v100-p100-k80"
+    assert data["policies"]["fifo"]["jobs_finished"] == 6 and "preemptions_per_job" in data["policies"]["fifo"]
+    bad = CliRunner().invoke(app, ["simulate", "--trace", str(GAVEL_TRACE), "--format", "gavel", "--physics", "x"])
+    assert bad.exit_code == 2 and "unknown physics 'x'; known: cohabit, muri, gavel" in bad.output

@@ -59,7 +59,7 @@ class SimConfig:
     slowdown: float = 1.0  # every iteration takes this many times its trace time (Muri: 1.015)
     #: (GPUs, model) -> seconds a (re)started job computes nothing, replacing checkpoint_s + restore_s
     #: on resumes and also paid on first starts (Muri's per-model overhead); None: not used
-    restart_s: Mapping[tuple[int, str], float] | None = None
+    restart_s: Mapping[tuple[int, str], float] | None = field(default=None, hash=False)  # a dict: not hashed
     restart_default_s: float = 10.0  # restart_s's value for a (GPUs, model) it does not list
     gpu_models: tuple[str, ...] = ()  # node index -> its gpu_model label, lower case ("" if none)
 
