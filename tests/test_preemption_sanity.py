@@ -9,6 +9,7 @@ still be at least that slice apart.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,9 +52,10 @@ def _policies() -> list[str]:
     return [n for n in REGISTRY if n not in SKIP]
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
-@given(spec=JOBS, policy=st.sampled_from(_policies()))
-def test_no_policy_preempts_a_job_more_often_than_its_restart_cost(spec, policy) -> None:
+@pytest.mark.parametrize("policy", _policies())
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(spec=JOBS)
+def test_no_policy_preempts_a_job_more_often_than_its_restart_cost(policy, spec) -> None:
     jobs = [trace_job(f"j{i}", g, d, submit=s, model=m) for i, (g, d, s, m) in enumerate(spec)]
     out = simulate(jobs, small_cluster(2, 8), make_policy(policy), config=CFG)
     bound = max(RESTART, TIME_SLICING.get(policy, 0.0))

@@ -14,7 +14,13 @@ explicitly grants the oracle (``--oracle``):
 
 Preemption: a waiting job that does not fit may pause running jobs whose
 remaining time exceeds its own by more than the checkpoint/restore margin,
-longest first. Jobs are started consolidated-first.
+longest first. A job that (re)started less than ``min_run_time`` seconds ago
+(default 60 s, twice the simulator's checkpoint + restore) is not paused, so
+no job is preempted more often than its restart costs (a burst of shorter
+arrivals used to pause a job one second after it resumed; issue 19). SRTF has
+no tick: a spared job is preempted at the next scheduling event (an arrival,
+a completion, a progress report) after its minimum run.
+Jobs are started consolidated-first.
 """
 
 from __future__ import annotations
@@ -33,9 +39,14 @@ from .params import build
 
 
 class SRTF(BasePolicy):
-    def __init__(self, use_oracle: bool = False, preempt_margin: float = 60.0, preemptive: bool = True) -> None:
+    def __init__(self, use_oracle: bool = False, preempt_margin: float = 60.0, preemptive: bool = True,
+                 min_run_time: float = 60.0) -> None:
         if preempt_margin < 0:
             raise ValueError(f"preempt_margin must be >= 0 seconds, got {preempt_margin!r}")
+        if not min_run_time >= 0:
+            raise ValueError(f"min_run_time must be >= 0 seconds, got {min_run_time!r}")
+        self.min_run_time = min_run_time
+        self._started: dict[str, float] = {}  # job -> when this policy last started or resumed it
         self.uses_oracle = use_oracle
         self.preempt_margin = preempt_margin
         self.preemptive = preemptive
@@ -79,13 +90,19 @@ class SRTF(BasePolicy):
             p = draft.place(job)
             if p is None and self.preemptive and view.running:
                 if victims is None:
-                    victims = sorted(((self.remaining(r, view), r) for r in view.running.values()),
+                    now = view.now
+                    victims = sorted(((self.remaining(r, view), r) for r in view.running.values()
+                                      if now - self._started.get(r.id, -math.inf) >= self.min_run_time),
                                      key=lambda x: -x[0])
                 p = self._preempt_for(job, view, draft, victims, plan)
             if p is None:
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
+            self._started[job.id] = view.now
         return plan
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._started.pop(job.id, None)
 
     def _preempt_for(self, job: JobView, view: ClusterView, draft: Draft,
                      victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:
