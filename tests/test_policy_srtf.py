@@ -94,4 +94,4 @@ def test_a_job_is_not_paused_before_it_ran_min_run_time() -> None:
     jobs = [trace_job("L", 1, 1000, 0), trace_job("J", 1, 10, 10), trace_job("K", 1, 5000, 70)]
     assert _paused(_run(jobs, gpus=1, min_run_time=60.0))[0] == (pytest.approx(70), "L")
     assert _paused(_run(jobs, gpus=1))[0] == (pytest.approx(10), "L")
-    assert SRTF().min_run_time == 60.0
+    assert SRTF().min_run_time == 0.0  # textbook SRTF by default (see the module doc)

@@ -24,6 +24,10 @@ CFG = SimConfig(checkpoint_s=10.0, restore_s=20.0)
 RESTART = CFG.checkpoint_s + CFG.restore_s
 #: Policies whose paper time-slices GPUs between jobs on purpose: name -> the shortest slice (s).
 TIME_SLICING: dict[str, float] = {"gandiva": 60.0}
+#: Policies that preempt on every better arrival by definition, checked with the parameter that bounds it:
+#: SRTF (textbook: a shorter arrival preempts at once; its default pauses a job 1 s after it resumed on
+#: these workloads; a minimum run costs it 9-13% avg JCT on Muri's trace1 as SRTF has no tick, see its doc).
+BOUNDED_BY_PARAMETER: dict[str, str] = {"srtf": "srtf:min_run_time=30"}
 #: Parameter-server / packing / Dorm policies do not run plain GPU jobs; they are not exercised here.
 SKIP = {"harmony", "harmony-isolated", "harmony-naive", "pack", "dorm", "dorm-1", "dorm-2", "dorm-3"}
 MODELS = ("resnet50", "vgg16", "bert", "dqn")
@@ -57,7 +61,7 @@ def _policies() -> list[str]:
 @given(spec=JOBS)
 def test_no_policy_preempts_a_job_more_often_than_its_restart_cost(policy, spec) -> None:
     jobs = [trace_job(f"j{i}", g, d, submit=s, model=m) for i, (g, d, s, m) in enumerate(spec)]
-    out = simulate(jobs, small_cluster(2, 8), make_policy(policy), config=CFG)
+    out = simulate(jobs, small_cluster(2, 8), make_policy(BOUNDED_BY_PARAMETER.get(policy, policy)), config=CFG)
     bound = max(RESTART, TIME_SLICING.get(policy, 0.0))
     assert shortest_run_before_pause(out.result.record) >= bound - 1e-6, policy
 

@@ -14,12 +14,13 @@ explicitly grants the oracle (``--oracle``):
 
 Preemption: a waiting job that does not fit may pause running jobs whose
 remaining time exceeds its own by more than the checkpoint/restore margin,
-longest first. A job that (re)started less than ``min_run_time`` seconds ago
-(default 60 s, twice the simulator's checkpoint + restore) is not paused, so
-no job is preempted more often than its restart costs (a burst of shorter
-arrivals used to pause a job one second after it resumed; issue 19). SRTF has
-no tick: a spared job is preempted at the next scheduling event (an arrival,
-a completion, a progress report) after its minimum run.
+longest first. With ``min_run_time`` > 0 a job that (re)started less than that
+many seconds ago is not paused (``srtf:min_run_time=60`` bounds preemptions to
+one per restart cost; by default SRTF preempts at once, as the textbook rule
+does, and a burst of shorter arrivals can pause a job a second after it
+resumed). SRTF has no tick: a spared job is preempted at the next scheduling
+event after its minimum run, which costs average JCT: on the Muri artifact's
+trace1, 1,495,896 s with 0, 1,636,434 s with 60, 1,688,510 s with 30 (issue 19).
 Jobs are started consolidated-first.
 """
 
@@ -40,7 +41,7 @@ from .params import build
 
 class SRTF(BasePolicy):
     def __init__(self, use_oracle: bool = False, preempt_margin: float = 60.0, preemptive: bool = True,
-                 min_run_time: float = 60.0) -> None:
+                 min_run_time: float = 0.0) -> None:
         if preempt_margin < 0:
             raise ValueError(f"preempt_margin must be >= 0 seconds, got {preempt_margin!r}")
         if not min_run_time >= 0:
