@@ -28,7 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CLEAN = (TraceRowError, SpecError)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 EMBEDDED_FILE = {"tiresias": "tiresias_480.csv", "philly": "philly_82k.csv", "pollux": "pollux_workload-1.csv",
-                 "alibaba": "alibaba_openb_pods_default.csv", "harmony": "harmony_80.csv"}
+                 "alibaba": "alibaba_openb_pods_default.csv", "harmony": "harmony_80.csv",
+                 "muri": "muri_trace1.csv", "gavel": "gavel_max_min_fairness.trace"}
+#: formats without an embedded trace: their reference-run inputs (bench/reference/inputs)
+REFERENCE_INPUT = {"muri", "gavel"}
+SEP = {"gavel": "\t"}
 NASTY = ["", "-1", "0", "1e308", "inf", "nan", "1e8", "1e8", "100000000", "1e20", "99999999999999999999999", "abc", "[/x]", "x" * 3000,
          "1_0", "\x00", "é", "9223372036854775808", '"']
 YAML_NASTY = [".inf", ".nan", "1e400", "100000000", "123456789012345678901", "-5", "null", "[1, 2]", "{a: 1}",
@@ -36,7 +40,10 @@ YAML_NASTY = [".inf", ".nan", "1e400", "100000000", "123456789012345678901", "-5
 
 
 def _window(fmt: str, n: int = 12) -> list[str]:
-    lines = ilr.files("cohabit.data").joinpath("traces", EMBEDDED_FILE[fmt]).read_text().splitlines()
+    if fmt in REFERENCE_INPUT:
+        lines = (ROOT / "bench" / "reference" / "inputs" / EMBEDDED_FILE[fmt]).read_text().splitlines()
+    else:
+        lines = ilr.files("cohabit.data").joinpath("traces", EMBEDDED_FILE[fmt]).read_text().splitlines()
     return lines[: n + 1]
 
 
@@ -57,10 +64,11 @@ def test_mutated_csv_traces_load_or_fail_cleanly(tmp_path_factory, fmt: str, dat
     rows = _window(fmt)
     for _ in range(data.draw(st.integers(1, 3))):
         i = data.draw(st.integers(1, len(rows) - 1))
-        fields = rows[i].split(",")
+        sep = SEP.get(fmt, ",")
+        fields = rows[i].split(sep)
         j = data.draw(st.integers(0, len(fields) - 1))
         fields[j] = data.draw(st.sampled_from(NASTY) if data.draw(st.integers(0, 3)) else st.text(max_size=12))
-        rows[i] = ",".join(fields)
+        rows[i] = sep.join(fields)
     raw = ("\n".join(rows) + "\n").encode(errors="surrogatepass")
     if data.draw(st.booleans()):  # byte-level damage too
         b = bytearray(raw)
@@ -78,13 +86,14 @@ def test_mutated_csv_traces_load_or_fail_cleanly(tmp_path_factory, fmt: str, dat
 def test_extreme_numbers_in_any_column_load_or_fail_cleanly(tmp_path_factory, fmt: str, data) -> None:
     """One row, one column set to a huge, tiny, negative or non-finite number (counts, sizes, times)."""
     header, row = _window(fmt, 1)
-    fields = row.split(",")
+    sep = SEP.get(fmt, ",")
+    fields = row.split(sep)
     j = data.draw(st.integers(0, len(fields) - 1))
     value = data.draw(st.integers(10**5, 10**25) | st.integers(-(10**25), -1) | st.floats()
                       | st.sampled_from(["1e8", "1e20", "inf", "nan", "-0"]))
     fields[j] = str(value)
     path = tmp_path_factory.mktemp("fz") / "t.csv"
-    path.write_text(f"{header}\n{','.join(fields)}\n")
+    path.write_text(f"{header}\n{sep.join(fields)}\n")
     _load_cleanly(path, fmt, data.draw(st.booleans()))
 
 

@@ -57,9 +57,9 @@ def _paused(out) -> list[tuple[float, str]]:
     return [(e.time, e.job) for e in out.result.record if e.kind == EventKind.PAUSED]
 
 
-def _run(jobs, gpus: int, margin: float = 0.0):  # type: ignore[no-untyped-def]
-    out = simulate(jobs, small_cluster(1, gpus), SRTF(use_oracle=True, preempt_margin=margin), config=NO_COST,
-                   oracle=True, strict=True)
+def _run(jobs, gpus: int, margin: float = 0.0, min_run_time: float = 0.0):  # type: ignore[no-untyped-def]
+    pol = SRTF(use_oracle=True, preempt_margin=margin, min_run_time=min_run_time)
+    out = simulate(jobs, small_cluster(1, gpus), pol, config=NO_COST, oracle=True, strict=True)
     assert not [e for e in out.result.record if e.kind == EventKind.ACTION_REJECTED]
     assert all(j.state == "finished" for j in out.result.jobs.values())
     return out
@@ -85,3 +85,13 @@ def test_a_preemption_that_cannot_make_room_pauses_nothing_and_frees_nothing() -
     assert _paused(out)[0] == (pytest.approx(50), "L")
     started = {e.job: e.time for e in out.result.record if e.kind == EventKind.STARTED}
     assert started["J"] == pytest.approx(50) and started["K"] > 50
+
+
+def test_a_job_is_not_paused_before_it_ran_min_run_time() -> None:
+    """min_run_time 60 s: L starts at 0; J (shorter) arrives at 10 and waits: L is spared until it has run
+    60 s, and paused at the next scheduling event after that (K's arrival at 70). With min_run_time 0
+    L is paused at 10."""
+    jobs = [trace_job("L", 1, 1000, 0), trace_job("J", 1, 10, 10), trace_job("K", 1, 5000, 70)]
+    assert _paused(_run(jobs, gpus=1, min_run_time=60.0))[0] == (pytest.approx(70), "L")
+    assert _paused(_run(jobs, gpus=1))[0] == (pytest.approx(10), "L")
+    assert SRTF().min_run_time == 0.0  # textbook SRTF by default (see the module doc)

@@ -256,3 +256,47 @@ def test_with_promotion_every_job_terminates_and_nothing_over_allocates(jobs, kn
     assert result.unfinished == {}
     assert all(j.state is JobState.FINISHED for j in result.jobs.values())
     assert [e for e in result.record if e.kind == EventKind.ACTION_REJECTED] == []
+
+
+def _starving_long_job(basis: str) -> tuple[list[tuple[float, float]], list[float]]:
+    """One GPU; A (1 GPU, 60,000 s) at 0 and a stream of 3,000-s jobs (below Q1's 3,250 GPU-s, so they
+    stay in Q1 and run to completion) arriving back to back from t = 10. A is demoted at 3,250 and
+    starves; each promotion gives it one Q1 quantum. Returns A's (pause, resume) times and its
+    executed seconds at each pause."""
+    jobs = [trace_job("A", 1, 60_000, 0)] + [trace_job(f"B{i:03d}", 1, 3000, 10 + 3000 * i) for i in range(70)]
+    pol = Tiresias(min_run_time=0, tick_interval=60, starve_limit=8.0, promote_basis=basis)
+    out = simulate(jobs, small_cluster(1, 1), pol, config=SimConfig(checkpoint_s=0, restore_s=0))
+    pauses, resumes, ran, since = [], [], [], 0.0
+    for e in out.result.record:
+        if e.job != "A":
+            continue
+        if e.kind is EventKind.PAUSED:
+            pauses.append(e.time)
+            ran.append((ran[-1] if ran else 0.0) + e.time - since)
+        elif e.kind in (EventKind.STARTED, EventKind.RESUMED):
+            since = e.time
+            if e.kind is EventKind.RESUMED:
+                resumes.append(e.time)
+    stream_end = 10 + 3000 * 70  # later resumes come from the stream ending, not from promotion
+    cycles = [(p, r) for p, r in zip(pauses, resumes) if r < stream_end]
+    return cycles, ran[: len(cycles)]
+
+
+def test_promotion_waits_grow_with_total_service_so_a_starved_job_does_not_ping_pong() -> None:
+    """Default ``promote_basis="total"``: a job is promoted again only after waiting STARVELIMIT x its
+    whole executed time, so each round-trip waits longer than the one before (no fixed-period
+    promotion/demotion cycle). The authors' simulator's rule (``since_promotion``: executed time
+    since the last promotion) makes every cycle as long as the first: the ping-pong behind the
+    263,000 preemptions of Muri's trace1 (issue 19)."""
+    cycles, ran = _starving_long_job("total")
+    waits = [r - p for p, r in cycles]
+    assert len(waits) >= 2
+    for (p, r), executed in zip(cycles, ran):
+        # promoted once it waited 8 x its total executed time (counted from its promotion, so it may
+        # resume a stream job's length sooner), at the first tick after
+        assert r - p >= 8.0 * executed - 3000 - 61.0
+    assert all(b > a + 20_000 for a, b in zip(waits, waits[1:]))  # each quantum run adds 8 x 3,250 s
+    old_cycles, _ = _starving_long_job("since_promotion")
+    old_waits = [r - p for p, r in old_cycles]
+    assert len(old_cycles) > len(cycles) + 2
+    assert max(old_waits[1:]) < 1.1 * min(old_waits[1:])  # the old rule: constant period, ping-pong

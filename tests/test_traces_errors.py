@@ -190,8 +190,8 @@ def test_unknown_format_lists_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="known formats: tiresias, philly, pollux, alibaba, cohabit"):
         load_trace("tiresias_480", "csv")
     path = _write(tmp_path, "t.csv", TIRESIAS_HEADER)
-    with pytest.raises(ValueError, match="unknown trace format 'gavel'"):
-        load_trace(path, "gavel")
+    with pytest.raises(ValueError, match="unknown trace format 'gavvel'"):
+        load_trace(path, "gavvel")
     with pytest.raises(ValueError, match="give the format"):
         load_trace(path)
 

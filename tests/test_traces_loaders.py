@@ -25,7 +25,7 @@ def philly() -> TraceLoad:
 
 
 def test_embedded_names_formats_and_files() -> None:
-    assert FORMATS == ("tiresias", "philly", "pollux", "alibaba", "cohabit", "harmony")
+    assert FORMATS == ("tiresias", "philly", "pollux", "alibaba", "cohabit", "harmony", "muri", "gavel")
     for name, (filename, fmt) in EMBEDDED.items():
         assert fmt in FORMATS
         assert embedded_trace(name).name == filename

@@ -52,15 +52,16 @@ def run_comparison(
     oracle: bool,
     horizon: float,
     label: str,
-    physics: str = "default",
+    config: object = None,
+    decision_period: float | None = None,
 ) -> dict[str, object]:
-    """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome."""
+    """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome.
+    ``config``: the simulator's ``SimConfig`` (None: the default physics); ``decision_period``: seconds
+    between scheduling rounds (None: at every event)."""
     from .policies import make_policy
     from .report.progress import finished_line, progress_bar
-    from .sim.physics import POLLUX_ARTIFACT
     from .sim.runner import simulate
 
-    config, period = (POLLUX_ARTIFACT, 60.0) if physics == "pollux-artifact" else (None, None)
     outcomes: dict[str, object] = {}
     jobs = trace_load.jobs  # type: ignore[attr-defined]
     with progress_bar(err) as bar:
@@ -77,7 +78,7 @@ def run_comparison(
 
             started = time.perf_counter()
             out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick,  # type: ignore[arg-type]
-                           config=config, decision_period=period)
+                           config=config, decision_period=decision_period)  # type: ignore[arg-type]
             bar.update(task, completed=len(jobs))
             if bar.disable:
                 finished_line(err, f"{label} · {policy.name}", len(jobs), len(jobs), "jobs simulated",
@@ -102,7 +103,7 @@ def _policies(text: str) -> list[str]:
 @app.command(epilog=EXIT_CODES_HELP)
 def simulate(
     trace: Annotated[str, typer.Option(help="Trace file, or an embedded trace name (see `cohabit traces`).")],
-    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|philly|pollux|alibaba|cohabit|harmony")] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="tiresias|muri|philly|pollux|alibaba|cohabit|harmony|gavel")] = None,
     cluster: Annotated[Optional[str], typer.Option(help="Preset name or cluster YAML; default: an embedded trace's default run "
                                                            "(see `cohabit traces`), a file's format preset.")] = None,
     policy: Annotated[str, typer.Option(help="Comma-separated policy names, each optionally with parameters: "
@@ -120,9 +121,9 @@ def simulate(
     arrival_scale: Annotated[Optional[float], typer.Option(
         help="Multiply submit times by this (< 1 compresses arrivals); default: the embedded trace's "
              "default run when --cluster is not given, else 1.")] = None,
-    physics: Annotated[str, typer.Option(
-        help="Simulator physics: 'default', or 'pollux-artifact' (Pollux jobs progress at their goodput, "
-             "30 s start delay, 60 s decision rounds: the Pollux artifact's simulator; docs/pollux.md).")] = "default",
+    physics: Annotated[str, typer.Option(help="Simulated physics: cohabit (default), or a public simulator's to "
+                                              "compare with it: muri, gavel, pollux-artifact (see docs/fidelity.md, "
+                                              "docs/pollux.md).")] = "cohabit",
 ) -> None:
     """Replay a trace under one or more policies and compare them."""
     from . import clichecks as check
@@ -137,8 +138,6 @@ def simulate(
 
     import numpy as np
 
-    if physics not in ("default", "pollux-artifact"):
-        _fail(f"--physics: expected 'default' or 'pollux-artifact', got {physics!r}")
     problem = check.first(
         check.seed(seed), check.number("--horizon", horizon, lo=0, lo_open=True, allow_inf=True),
         check.number("--limit", limit, lo=0), check.number("--max-bad-rows", max_bad_rows, lo=0),
@@ -146,6 +145,9 @@ def simulate(
     )
     if problem:
         _fail(problem)
+    from .sim.physics import PHYSICS, PHYSICS_DECISION_PERIOD, physics_config
+    if physics not in PHYSICS:
+        _fail(f"--physics: unknown physics {physics!r}; known: {', '.join(PHYSICS)}")
     random.seed(seed)
     np.random.seed(seed)
     names = _policies(policy)
@@ -189,7 +191,11 @@ def simulate(
     )
     offered = offered_load(load.jobs, cl)
     console.print(escape(offered.describe()))
-    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name, physics=physics)
+    if physics != "cohabit":
+        console.print(escape(f"physics: {physics} ({PHYSICS[physics]})"))
+    outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name,
+                              config=physics_config(physics),
+                              decision_period=PHYSICS_DECISION_PERIOD.get(physics))
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
     print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"),
                      columns=select_columns(columns, results))

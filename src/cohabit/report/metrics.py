@@ -217,6 +217,16 @@ class Metrics:
     attainment: Attainment | None = None
 
     @property
+    def preemptions_per_job(self) -> float | None:
+        """Pauses per submitted job (preemption thrash shows here first); None without jobs."""
+        return self.preemptions / self.jobs_submitted if self.jobs_submitted else None
+
+    @property
+    def max_preemptions_of_a_job(self) -> int | None:
+        """The most pauses any one job suffered; None without per-job results."""
+        return int(self.jobs.preemptions.max()) if self.jobs is not None and len(self.jobs) else None
+
+    @property
     def pending_by_state(self) -> dict[str, int]:
         """Number of never-ended jobs per last known state."""
         return dict(Counter(self.pending_states.values()))
@@ -241,6 +251,8 @@ class Metrics:
             "jobs_finished": self.jobs_finished,
             "jobs_rejected": self.jobs_rejected,
             "preemptions": self.preemptions,
+            "preemptions_per_job": _safe(self.preemptions_per_job),
+            "max_preemptions_of_a_job": self.max_preemptions_of_a_job,
             "decision_time_ms": self.decision_time_ms.to_json(),
             "jobs_submitted": self.jobs_submitted,
             "jobs_stopped": self.jobs_stopped,

@@ -65,6 +65,11 @@ def format_count(n: float | None) -> str:
     return MISSING if n is None else f"{int(n):,}"
 
 
+def format_per_job(x: float | None) -> str:
+    """A mean count per job with two decimals."""
+    return MISSING if x is None or not math.isfinite(x) else f"{x:,.2f}"
+
+
 @dataclass(frozen=True)
 class Column:
     """One table column: header, how to read and format the value, which way is better.
@@ -118,6 +123,7 @@ def all_columns(results: Mapping[str, Metrics], resources: list[str] | None = No
         Column("fin-\nished", lambda m: m.jobs_finished, format_count, True),
         Column("re-\njected", lambda m: m.jobs_rejected, format_count, False),
         Column("pre-\nempt", lambda m: m.preemptions, format_count, False, optional=True),
+        Column("preempt\nper job", lambda m: m.preemptions_per_job, format_per_job, False, optional=True),
         Column("mig-\nrate", lambda m: m.migrations, format_count, False, optional=True),
         Column("re-\nsize", lambda m: m.resizes, format_count, False, optional=True),
         Column("Jain\nindex", lambda m: m.jain_fairness, format_ratio, True),

@@ -36,7 +36,7 @@ from ..spec.job import JobSpec
 from . import drl_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import (SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb, replicas_per_node,
-                      solo_rate, uses_goodput)
+                      restart_delay, solo_rate, uses_goodput)
 from .pollux_goodput import RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
@@ -137,7 +137,7 @@ class SimBackend:
             self._runs[spec.id] = run
             self._reschedule(touched, now)
             return
-        delay = self.cfg.checkpoint_s + self.cfg.restore_s if from_checkpoint else self.cfg.start_s
+        delay = restart_delay(spec, self.cfg, from_checkpoint=from_checkpoint)
         if uses_goodput(truth, self.cfg):
             run = _Run(spec, truth, alloc, 0.0, done, now + delay)
             self._goodput(run)
@@ -168,7 +168,7 @@ class SimBackend:
                 raise ValueError(f"SimBackend cannot pack job {spec.id!r}: "
                                  f"{'no ground truth' if truth is None else 'parameter-server job'}")
             done = self._checkpoint.get(spec.id, 0.0) if restore else 0.0
-            delay = self.cfg.checkpoint_s + self.cfg.restore_s if restore else self.cfg.start_s
+            delay = restart_delay(spec, self.cfg, from_checkpoint=restore)
             run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
             run.devices = frozenset()  # the pack holds its device: no time-sharing with anyone
             run.pack = device

@@ -12,7 +12,15 @@ task slots, from the embedded measured profiles:
 * parameter-server jobs whose model was measured in DL2's profile: the
   measured speed for (#PS, #workers), interpolated (``profiles.ps_speed``);
 * any job sharing a GPU device: times the measured co-location speed of the
-  models on that device (``profiles.colocation``, Lucid's pairs).
+  models on that device (``profiles.colocation``, Lucid's pairs);
+* a job whose truth has ``gpu_speed`` (Gavel's traces): times its speed on the
+  slowest GPU model among its nodes (``gpu_model`` labels; synchronous workers
+  wait for the slowest), relative to the GPU its duration was measured on.
+
+``SimConfig.slowdown`` stretches every iteration and ``restart_s`` gives
+per-(GPUs, model) restart costs: :data:`PHYSICS` names the settings that
+reproduce a public simulator's physics (``cohabit simulate --physics muri``),
+see :func:`physics_config`.
 
 Harmony's parameter-server jobs (a ``JobTruth`` with ``ps``) take their speed from
 ``sim.harmony_physics`` instead: per group of jobs sharing machines, pipelined or not.
@@ -23,7 +31,8 @@ This module is simulator-only: policies never import it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from ..engine.ledger import Allocation
 from ..spec.graph import cross_node_mb
@@ -64,7 +73,16 @@ class SimConfig:
     #: ``runner.config_for`` switches it on for clusters whose nodes are labelled ``interference: drl``.
     interference: InterferenceWorld | None = None
 
+    slowdown: float = 1.0  # every iteration takes this many times its trace time (Muri: 1.015)
+    #: (GPUs, model) -> seconds a (re)started job computes nothing, replacing checkpoint_s + restore_s
+    #: on resumes and also paid on first starts (Muri's per-model overhead); None: not used
+    restart_s: Mapping[tuple[int, str], float] | None = field(default=None, hash=False)  # a dict: not hashed
+    restart_default_s: float = 10.0  # restart_s's value for a (GPUs, model) it does not list
+    gpu_models: tuple[str, ...] = ()  # node index -> its gpu_model label, lower case ("" if none)
+
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.slowdown) and self.slowdown > 0):
+            raise ValueError(f"slowdown must be a finite number > 0, got {self.slowdown!r}")
         for name in ("checkpoint_s", "restore_s", "start_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
@@ -117,9 +135,86 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
         return base_speed(app, True, n_workers, 0)  # a worker + server-shard bundle per worker (drl_physics)
     if truth.duration is None:
         raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
-    base = truth.iterations / truth.duration
+    base = truth.iterations / truth.duration / cfg.slowdown
     scale = (n_workers / truth.ref_workers) ** cfg.scaling_exponent
-    return base * scale * consolidation_factor(spec, truth, alloc, cfg)
+    return base * scale * consolidation_factor(spec, truth, alloc, cfg) * gpu_model_factor(spec, truth, alloc, cfg)
+
+
+def gpu_model_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
+    """Speed on the slowest GPU model among the job's nodes relative to its trace's GPU (1 without
+    ``truth.gpu_speed`` or node labels). A model the job has speed 0 on is an error: loaders keep such
+    jobs off it (Gavel: a GPU-memory demand the model cannot meet)."""
+    speeds = truth.gpu_speed
+    if not speeds or not cfg.gpu_models:
+        return 1.0
+    worst = math.inf
+    for node in set(alloc.nodes[: len(alloc.slots) - spec.num_ps]):
+        model = cfg.gpu_models[node] if node < len(cfg.gpu_models) else ""
+        v = speeds.get(model, 1.0)
+        if v <= 0:
+            raise ValueError(f"job {spec.id!r} cannot run on GPU model {model!r} (no measured speed there)")
+        worst = min(worst, v)
+    return worst if worst < math.inf else 1.0
+
+
+def restart_delay(spec: JobSpec, cfg: SimConfig, *, from_checkpoint: bool) -> float:
+    """Seconds a launched job computes nothing: ``checkpoint_s + restore_s`` when it resumes from a
+    checkpoint, ``start_s`` on its first start; with ``restart_s`` (Muri), that table's cost on every launch."""
+    if cfg.restart_s is not None:
+        key = (spec.workers.count, spec.model)
+        return cfg.restart_s.get(key, cfg.restart_default_s)
+    return cfg.checkpoint_s + cfg.restore_s if from_checkpoint else cfg.start_s
+
+
+#: Muri artifact (Zhao et al., SIGCOMM'22), ``simulator/run_sim.py`` ``overhead_dict``: seconds of
+#: lost progress per (GPUs, model) when a job is (re)scheduled; 10 s for models it does not list.
+MURI_OVERHEAD_S: dict[int, dict[str, float]] = {
+    1: {"vgg16": 7, "vgg19": 7, "resnet18": 4, "shufflenet_v2_x1_0": 4, "bert": 10, "gpt2": 10, "a2c": 38, "dqn": 5},
+    2: {"vgg16": 7, "vgg19": 7, "resnet18": 5, "shufflenet_v2_x1_0": 4, "bert": 10, "gpt2": 10, "a2c": 39, "dqn": 5},
+    4: {"vgg16": 8, "vgg19": 8, "resnet18": 5, "shufflenet_v2_x1_0": 5, "bert": 10, "gpt2": 10, "a2c": 39, "dqn": 6},
+    8: {"vgg16": 9, "vgg19": 9, "resnet18": 7, "shufflenet_v2_x1_0": 5, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 6},
+    16: {"vgg16": 9, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 7, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
+    32: {"vgg16": 10, "vgg19": 10, "resnet18": 7, "shufflenet_v2_x1_0": 8, "bert": 10, "gpt2": 10, "a2c": 46, "dqn": 8},
+}
+
+#: Named physics for ``cohabit simulate --physics``: each reproduces one public simulator's world.
+PHYSICS: dict[str, str] = {
+    "cohabit": "cohabit's own: measured spread penalties, checkpoint 10 s + restore 20 s per resume",
+    "muri": "the Muri artifact's Tiresias-format simulator: GPUs counted (no placement penalty), "
+            "iterations 1.5% slower than traced, a per-(GPUs, model) overhead of 4-46 s at every (re)start",
+    "gavel": "Gavel's simulator: every placement at the measured consolidated throughput, "
+             "per-GPU-type speeds, no restart cost",
+    "pollux-artifact": "the Pollux artifact's simulator: Pollux jobs progress at their goodput, 30 s start "
+                       "delay, 60 s decision rounds (docs/pollux.md)",
+}
+
+#: Seconds between scheduling rounds a named physics imposes (others decide at every event).
+PHYSICS_DECISION_PERIOD: dict[str, float] = {"pollux-artifact": 60.0}
+
+
+def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
+    """``base`` (default :class:`SimConfig`) with the physics :data:`PHYSICS` names.
+
+    * ``muri``: ``jobs.py`` multiplies every iteration time by 1.015 (``itertime_overhead_list[0]``);
+      SRTF and Tiresias place by GPU count only (``CLUSTER.free_gpu``), so no spread penalty;
+      each scheduling of a running job costs ``overhead_dict``'s seconds (:data:`MURI_OVERHEAD_S`).
+    * ``pollux-artifact``: :data:`POLLUX_ARTIFACT` (with 60 s rounds, :data:`PHYSICS_DECISION_PERIOD`).
+    * ``gavel``: ``scheduler.py`` uses the ``'null'`` (consolidated, alone) throughput for every
+      placement and charges nothing to preempt or resume a job between rounds.
+    """
+    cfg = base or SimConfig()
+    flat = SpreadModel(factors={}, default=1.0)
+    if name == "cohabit":
+        return cfg
+    if name == "muri":
+        table = {(g, m): float(v) for g, row in MURI_OVERHEAD_S.items() for m, v in row.items()}
+        return replace(cfg, slowdown=1.015, spread=flat, restart_s=table, restart_default_s=10.0)
+    if name == "gavel":
+        return replace(cfg, spread=flat, checkpoint_s=0.0, restore_s=0.0)
+    if name == "pollux-artifact":
+        return replace(cfg, pollux_goodput=POLLUX_ARTIFACT.pollux_goodput, start_s=POLLUX_ARTIFACT.start_s,
+                       checkpoint_s=POLLUX_ARTIFACT.checkpoint_s, restore_s=POLLUX_ARTIFACT.restore_s)
+    raise ValueError(f"unknown physics {name!r}; known: {', '.join(PHYSICS)}")
 
 
 def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:

@@ -88,6 +88,9 @@ class JobTruth:
       reports it as the job's *used* share; resources not named here have no ground truth
       (except the GPU and a parameter-server job's CPU, memory and network, which the
       simulator's physics gives).
+    * ``gpu_speed``: GPU model (a node's ``gpu_model`` label, lower case) -> speed there relative to
+      the GPU ``duration`` was measured on (Gavel's traces: throughput relative to a V100); 0 where
+      the job cannot run on that model (it does not fit its memory). ``None``: the same on every GPU.
     """
 
     iterations: int
@@ -100,6 +103,7 @@ class JobTruth:
     accuracy: tuple[float, ...] | None = None
     heldout_accuracy: tuple[float, ...] | None = None
     compute_s: float | None = None
+    gpu_speed: Mapping[str, float] | None = None
 
     @property
     def iters_per_epoch(self) -> float | None:
@@ -149,6 +153,9 @@ class JobTruth:
             raise ValueError("heldout_accuracy needs an accuracy curve of the same length (one value per epoch)")
         if self.compute_s is not None and not (math.isfinite(self.compute_s) and self.compute_s > 0):
             raise ValueError(f"compute_s must be a number of seconds > 0, got {self.compute_s!r}")
+        for name, v in (self.gpu_speed or {}).items():
+            if not isinstance(name, str) or not name or not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"gpu_speed[{name!r}] must be a relative speed >= 0, got {v!r}")
         if self.loss_curve is not None:
             a, b, c = self.loss_curve
             if not (a >= 0 and b > 0 and c >= 0):

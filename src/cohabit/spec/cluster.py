@@ -111,6 +111,47 @@ def _mlfs() -> ClusterSpec:
     )
 
 
+def _muri_n8g8() -> ClusterSpec:
+    """The Muri artifact's simulated cluster (Zhao et al., SIGCOMM'22, ``simulator/cluster_spec/n8g8.csv``):
+    8 nodes x 8 GPUs, 92 CPUs and 520 GB of memory each; the default of the ``muri`` trace format."""
+    return ClusterSpec.homogeneous("muri-n8g8", 8, Resources(gpu=8, cpu=92, mem_gb=520))
+
+
+#: GPU memory per GPU of Gavel's GPU types (GB): V100 and P100 16, K80 12 (one GK210 of a board).
+GAVEL_GPU_MEM_GB: dict[str, float] = {"v100": 16.0, "p100": 16.0, "k80": 12.0}
+#: Resource counting a node's GPUs with at least 16 GB: Gavel jobs that ran out of memory on a K80
+#: demand one per worker (``sim.traces.gavel``), which keeps them off K80 nodes.
+BIG_GPU = "gpu16gb"
+
+
+def gavel_cluster(v100: int, p100: int, k80: int, *, gpus_per_server: int = 4, name: str | None = None) -> ClusterSpec:
+    """A cluster as Gavel's simulator builds it (``--cluster_spec V:P:K --num_gpus_per_server N``):
+    servers of ``gpus_per_server`` GPUs of one type each (the last one of a type takes the rest),
+    labelled ``gpu_model`` (``v100``, ``p100``, ``k80``), with 8 CPUs, 64 GB and the type's GPU memory
+    per GPU, and :data:`BIG_GPU` = its GPUs of at least 16 GB."""
+    if isinstance(gpus_per_server, bool) or not isinstance(gpus_per_server, int) or gpus_per_server < 1:
+        raise ValueError(f"gpus_per_server must be an integer >= 1, got {gpus_per_server!r}")
+    nodes: list[NodeSpec] = []
+    for gpu, count in (("v100", v100), ("p100", p100), ("k80", k80)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"{gpu}: GPU count must be an integer >= 0, got {count!r}")
+        full, rest = divmod(count, gpus_per_server)
+        for i, g in enumerate([gpus_per_server] * full + ([rest] if rest else [])):
+            mem = GAVEL_GPU_MEM_GB[gpu]
+            cap = Resources({"gpu": g, "cpu": 8 * g, "mem_gb": 64 * g, "gpu_mem_gb": mem * g,
+                             BIG_GPU: g if mem >= 16 else 0})
+            nodes.append(NodeSpec(name=f"{gpu}-{i}", capacity=cap, labels={"gpu_model": gpu}))
+    if not nodes:
+        raise ValueError("a Gavel cluster needs at least one GPU")
+    return ClusterSpec(name=name or f"gavel-{v100}-{p100}-{k80}", nodes=tuple(nodes))
+
+
+def _gavel() -> ClusterSpec:
+    """Gavel's simulated heterogeneous cluster (Narayanan et al., OSDI'20, §7: 36 V100s, 36 P100s and
+    36 K80s), 4 GPUs per server: the default of the ``gavel`` trace format."""
+    return gavel_cluster(36, 36, 36, name="gavel-v100-p100-k80")
+
+
 def _pollux() -> ClusterSpec:
     # Pollux (Qiao et al., OSDI'21): 16 nodes x 4 T4 GPUs.
     return ClusterSpec.homogeneous(
@@ -189,6 +230,8 @@ PRESETS = {
     "philly-800": _philly_800,
     "philly-512": _philly_512,
     "tiresias": _tiresias,
+    "muri-n8g8": _muri_n8g8,
+    "gavel-v100-p100-k80": _gavel,
     "pollux": _pollux,
     "alibaba-openb": _alibaba_openb,
     "alibaba-openb-1in8": _alibaba_openb_sample,

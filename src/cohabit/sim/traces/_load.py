@@ -15,20 +15,22 @@ from ...spec.cluster import ClusterSpec
 from ...spec.job import unknown_demands
 from ...suggest import did_you_mean
 from ..truth import TraceJob
-from . import alibaba, harmony, native, philly, pollux, tiresias
+from . import alibaba, gavel, harmony, native, philly, pollux, tiresias
 from ._common import Sink, Source, sort_jobs
 from .errors import TraceRowError
 
-FORMATS: tuple[str, ...] = ("tiresias", "philly", "pollux", "alibaba", "cohabit", "harmony")
+FORMATS: tuple[str, ...] = ("tiresias", "philly", "pollux", "alibaba", "cohabit", "harmony", "muri", "gavel")
 """Trace formats :func:`load_trace` reads."""
 
 _LOADERS: dict[str, tuple[Callable[[Source, Sink], None], str]] = {
     "tiresias": (tiresias.load, tiresias.DEFAULT_CLUSTER),
+    "muri": (tiresias.load_muri, tiresias.MURI_CLUSTER),
     "philly": (philly.load, philly.DEFAULT_CLUSTER),
     "pollux": (pollux.load, pollux.DEFAULT_CLUSTER),
     "alibaba": (alibaba.load, alibaba.DEFAULT_CLUSTER),
     "cohabit": (native.load, native.DEFAULT_CLUSTER),
     "harmony": (harmony.load, harmony.DEFAULT_CLUSTER),
+    "gavel": (gavel.load, gavel.DEFAULT_CLUSTER),
 }
 
 EMBEDDED: dict[str, tuple[str, str]] = {
