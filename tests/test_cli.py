@@ -118,7 +118,7 @@ def test_pollux_artifact_physics_option(tmp_path: Path) -> None:
     assert runner.invoke(app, ["simulate", "--trace", "pollux_workload-1", "--limit", "6", "--policy", "fifo",
                                "--json", str(plain)]).exit_code == 0
     docs = [json.loads(p.read_text()) for p in (out, plain)]
-    assert [d["physics"] for d in docs] == ["pollux-artifact", "default"]
+    assert [d["physics"] for d in docs] == ["pollux-artifact", "cohabit"]
     avg = [d["policies"]["fifo"]["avg_jct"] for d in docs]
     assert avg[0] > avg[1]  # goodput (statistical efficiency) and start delays make jobs slower
     bad = runner.invoke(app, ["simulate", "--trace", "pollux_workload-1", "--physics", "fast"])
