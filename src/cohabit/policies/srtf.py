@@ -26,6 +26,7 @@ Jobs are started consolidated-first.
 
 from __future__ import annotations
 
+import heapq
 import math
 from itertools import chain
 
@@ -52,6 +53,10 @@ class SRTF(BasePolicy):
         self.preempt_margin = preempt_margin
         self.preemptive = preemptive
         self._oracle: Oracle | None = None
+        # job id -> (inputs, estimate) of a job that is not running: its estimate changes only when the
+        # history grows or the job itself ran again (a new pause), so a round does not recompute it
+        self._waiting_rem: dict[str, tuple[tuple[object, ...], float]] = {}
+        self._running_rem: dict[str, tuple[tuple[object, ...], float]] = {}  # see _running_bound
         self.name = "srtf[oracle]" if use_oracle else "srtf"
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -78,23 +83,58 @@ class SRTF(BasePolicy):
             return math.inf
         return max(mean - job.executed_time(now), 0.0)
 
+    def _waiting_remaining(self, job: JobView, view: ClusterView, n_history: int) -> float:
+        """:meth:`remaining` of a job that is not running, cached while its inputs stay the same."""
+        inputs = (n_history, job.preemptions, job.state, job.iter_time)
+        hit = self._waiting_rem.get(job.id)
+        if hit is not None and hit[0] == inputs:
+            return hit[1]
+        rem = self.remaining(job, view)
+        self._waiting_rem[job.id] = (inputs, rem)
+        return rem
+
+    def _running_bound(self, view: ClusterView, n_history: int) -> float:
+        """An upper bound of :meth:`remaining` over the running jobs. A running job's estimate only
+        falls as time passes while the history and its last report stay the same (it extrapolates
+        its progress, or its run time, forward), so the estimate made at its last change bounds it."""
+        best = -math.inf
+        cache = self._running_rem
+        for r in view.running.values():
+            inputs = (n_history, r.report_time, r.iter_time, r.preemptions, r.reported_iterations)
+            hit = cache.get(r.id)
+            if hit is None or hit[0] != inputs:
+                hit = cache[r.id] = (inputs, self.remaining(r, view))
+            if hit[1] > best:
+                best = hit[1]
+        return best
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._waiting_rem.pop(job.id, None)
+        self._running_rem.pop(job.id, None)
+
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        waiting = list(chain(view.pending.values(), view.paused.values()))
-        if not waiting:
+        if not view.pending and not view.paused:
             return []
-        keyed = sorted(((self.remaining(j, view), j.seq, j) for j in waiting), key=_order_key)
+        n_history = len(view.history)
+        rem = self._waiting_remaining
+        # a heap, not a sort: a round usually stops after the first few jobs (see the break below)
+        keyed = [(rem(j, view, n_history), j.seq, j) for j in chain(view.pending.values(), view.paused.values())]
+        heapq.heapify(keyed)
         draft = Draft(view)
         plan: Plan = []
         victims: list[tuple[float, JobView]] | None = None
-        for mine, _, job in keyed:
+        while keyed:
+            mine, _, job = heapq.heappop(keyed)
             p = draft.place(job)
             if p is None and self.preemptive and view.running:
                 if victims is None:
-                    now = view.now
-                    victims = sorted(((self.remaining(r, view), r) for r in view.running.values()
-                                      if now - self._started.get(r.id, -math.inf) >= self.min_run_time),
-                                     key=lambda x: -x[0])
+                    if self._running_bound(view, n_history) <= mine + self.preempt_margin:
+                        victims = []  # nobody is worth pausing for this job, nor for any later one
+                    else:
+                        victims = sorted(((self.remaining(r, view), r) for r in view.running.values()
+                                          if view.now - self._started.get(r.id, -math.inf) >= self.min_run_time),
+                                         key=lambda x: -x[0])
                 p = self._preempt_for(job, mine, draft, victims, plan)
             if p is None:
                 # Waiting jobs come in order of remaining time and victims only leave the list: once
@@ -132,10 +172,6 @@ class SRTF(BasePolicy):
                 return p
         draft.restore(saved)
         return None
-
-
-def _order_key(x: tuple[float, int, JobView]) -> tuple[float, int]:
-    return x[0], x[1]
 
 
 def make(oracle: bool = False, **params: object) -> SRTF:

@@ -1,0 +1,61 @@
+"""Draft's cheap refusals (issue 18): the free-total memo and ``exhausted`` never refuse a job that
+fits, and do refuse every job once the free total is below every admitted job's first worker."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cohabit.engine.loop import Scheduler
+from cohabit.policies.placement import Draft
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.physics import SimConfig
+
+from conftest import small_cluster, trace_job
+
+
+class _Hold:
+    """A policy that starts nothing: the test drives a Draft on its view by hand."""
+
+    name = "hold"
+
+    def decide(self, view):  # noqa: ANN001, ANN201
+        return []
+
+
+def _view(jobs, nodes=2, gpus=4):
+    cluster = small_cluster(nodes, gpus)
+    sched = Scheduler(cluster, _Hold(), SimBackend(jobs, SimConfig()))
+    for tj in jobs:
+        sched._arrive(tj.spec)
+    return sched.view
+
+
+def test_task_floor_is_the_smallest_admitted_worker_demand() -> None:
+    view = _view([trace_job("a", 4, 10), trace_job("b", 2, 10), trace_job("c", 8, 10)])
+    rows = [view.demand_vector(j) for j in view.pending.values()]
+    assert np.array_equal(view.task_floor, np.min(rows, axis=0))
+    assert not view.task_floor.flags.writeable
+
+
+def test_exhausted_only_when_no_first_worker_fits() -> None:
+    jobs = [trace_job("big", 4, 10), trace_job("small", 1, 10), trace_job("mid", 2, 10)]
+    view = _view(jobs)  # 2 nodes x 4 GPUs
+    d = Draft(view)
+    big, small, mid = (view.pending[j] for j in ("big", "small", "mid"))
+    assert d.place(big) is not None and not d.exhausted()
+    assert d.place(mid) is not None and d.place(small) is not None  # 7 of 8 GPUs taken
+    assert not d.exhausted()  # one GPU left: the 1-GPU job's shape would still fit
+    assert d.place(mid) is None and d.place(small) is not None
+    assert d.exhausted() and d.place(small) is None and d.place(big) is None
+
+
+def test_a_shape_refused_on_the_free_total_fits_again_after_room_is_given_back() -> None:
+    jobs = [trace_job("a", 4, 10), trace_job("b", 4, 10), trace_job("c", 4, 10)]
+    view = _view(jobs)
+    d = Draft(view)
+    a, b, c = (view.pending[j] for j in ("a", "b", "c"))
+    saved = d.save()
+    assert d.place(a) is not None and d.place(b) is not None
+    assert d.place(c) is None  # remembered as no room
+    d.restore(saved)  # room grew: the memo is cleared
+    assert d.place(c) is not None
