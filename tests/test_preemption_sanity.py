@@ -29,7 +29,8 @@ TIME_SLICING: dict[str, float] = {"gandiva": 60.0}
 #: these workloads; a minimum run costs it 9-13% avg JCT on Muri's trace1 as SRTF has no tick, see its doc).
 BOUNDED_BY_PARAMETER: dict[str, str] = {"srtf": "srtf:min_run_time=30"}
 #: Parameter-server / packing / Dorm policies do not run plain GPU jobs; they are not exercised here.
-SKIP = {"harmony", "harmony-isolated", "harmony-naive", "pack", "dorm", "dorm-1", "dorm-2", "dorm-3"}
+SKIP = {"harmony", "harmony-isolated", "harmony-naive", "pack", "dorm", "dorm-1", "dorm-2", "dorm-3",
+        "drl"}  # drl: shipped weights fit its 6-server preset only, and it never pauses a job (new jobs only)
 MODELS = ("resnet50", "vgg16", "bert", "dqn")
 
 JOBS = st.lists(
