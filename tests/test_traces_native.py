@@ -126,3 +126,18 @@ def test_native_dump_round_trips(tmp_path: Path) -> None:
 def test_native_dump_rejects_unknown_cluster() -> None:
     with pytest.raises(ValueError, match="known presets"):
         dump([], cluster="mars")
+
+
+def test_dump_quotes_strings_that_would_read_back_as_numbers(tmp_path) -> None:
+    """The loader reads YAML 1.2 exponent floats (1e-3, 6214e9): a tenant or id that looks like one
+    must be written quoted, or it comes back as a number (and fails the spec's string fields)."""
+    from cohabit.sim.traces import load_trace
+    from cohabit.sim.traces.native import dump
+    from cohabit.sim.truth import JobTruth, TraceJob
+    from cohabit.spec.job import simple_job
+
+    jobs = [TraceJob(simple_job("1e5", gpus=1, tenant="6214e9"), JobTruth(iterations=10, duration=10.0))]
+    path = tmp_path / "t.yaml"
+    dump(jobs, path)
+    back = load_trace(path, "cohabit").jobs[0]
+    assert back.spec.tenant == "6214e9" and back.spec.id == "1e5"

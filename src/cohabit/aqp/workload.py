@@ -78,7 +78,7 @@ def table31_jobs(*, n: int = 30, seed: int = 0, scale: float = 0.01, batches: in
 
 def to_yaml(jobs: list[JobSpec], header: str = "") -> str:
     """A jobs file ``cohabit run`` reads back (one flow-style mapping per job)."""
-    import yaml
+    from ..spec.yamlio import dump_yaml
 
     lines = [f"# {h}" if h else "#" for h in header.splitlines()] if header else []
     lines.append("jobs:")
@@ -86,7 +86,7 @@ def to_yaml(jobs: list[JobSpec], header: str = "") -> str:
         item = j.model_dump(mode="json", include={"id", "kind", "model", "submit_time", "iterations", "epochs", "workload"})
         item["workers"] = {"count": 1, "demand": dict(j.workers.demand.items())}
         item["criteria"] = str(j.criteria)
-        lines.append("  - " + yaml.safe_dump(item, default_flow_style=True, sort_keys=False, width=400).strip())
+        lines.append("  - " + dump_yaml(item, default_flow_style=True, width=400).strip())
     return "\n".join(lines) + "\n"
 
 

@@ -55,9 +55,14 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     was refused as not a number)."""
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+.0123456789"))
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """The safe dumper, knowing the loader's exponent floats: a string such as ``"6214e9"`` is written
+    quoted, so it reads back as the same string and not as a number."""
+
+
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+for _cls in (_Loader, _Dumper):
+    _cls.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+.0123456789"))
 Loc = tuple[str | int, ...]
 
 #: Most nodes one ``count:`` item may expand to (guards against typos like 1e9).
@@ -337,14 +342,14 @@ def _at(node: yaml.Node, base: Loc, file: str, message: str, sub: Loc = ()) -> S
     return SpecError(message, file=file, line=_locate(node, sub), field=_field_path(base + sub) or None)
 
 
-def _dump_yaml(data: Any) -> str:
-    """Block-style YAML keeping the given key order; readable Unicode unless that would not read back.
-
-    PyYAML writes U+0085 (NEXT LINE) raw when ``allow_unicode`` is on and then
-    reads it back as a line break, so such text is written escaped.
-    """
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    return text if "\x85" not in text else yaml.safe_dump(data, sort_keys=False, allow_unicode=False)
+def dump_yaml(data: Any, **options: Any) -> str:
+    """YAML that this module's loader reads back as ``data``: the given key order, strings that would
+    read as numbers quoted, readable Unicode unless that would not read back (PyYAML writes U+0085
+    (NEXT LINE) raw when ``allow_unicode`` is on and then reads it back as a line break, so such
+    text is written escaped). ``options`` go to ``yaml.dump`` (e.g. ``default_flow_style``)."""
+    options = {"sort_keys": False, **options}
+    text = yaml.dump(data, Dumper=_Dumper, allow_unicode=True, **options)
+    return text if "\x85" not in text else yaml.dump(data, Dumper=_Dumper, allow_unicode=False, **options)
 
 
 # ---------------------------------------------------------------------------
@@ -490,7 +495,7 @@ def dump_jobs(jobs: Iterable[JobSpec], path: str | Path | None = None) -> str:
 
     Writes it to ``path`` too when one is given.
     """
-    text = _dump_yaml({"jobs": [j.model_dump(mode="json", exclude_defaults=True) for j in jobs]})
+    text = dump_yaml({"jobs": [j.model_dump(mode="json", exclude_defaults=True) for j in jobs]})
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text
@@ -603,7 +608,7 @@ def dump_cluster(cluster: ClusterSpec, path: str | Path | None = None) -> str:
         if n.labels:
             item["labels"] = dict(n.labels)
         nodes.append(item)
-    text = _dump_yaml({"name": cluster.name, "nodes": nodes})
+    text = dump_yaml({"name": cluster.name, "nodes": nodes})
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text

@@ -248,7 +248,7 @@ def dump(jobs: Iterable[TraceJob], path: str | Path | None = None, *, cluster: s
             raise ValueError(f"unknown cluster preset {cluster!r}; known presets: {', '.join(sorted(PRESETS))}")
         data["cluster"] = cluster
     data["jobs"] = items
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    text = yamlio.dump_yaml(data)
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text
