@@ -438,7 +438,7 @@ class LocalBackend:
                 from_checkpoint=from_checkpoint, report_interval=self.report_interval,
                 checkpoint_interval=self.checkpoint_interval, fsync=self.fsync, dist_port=port,
                 cuda_visible_devices=visible, mem_gb=(spec.workers.demand["mem_gb"] or None),
-                checkpoint_policy=self.checkpoint_policy,
+                checkpoint_policy=self.checkpoint_policy, report_evaluations=spec.criteria is not None,
             )
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)

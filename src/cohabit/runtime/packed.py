@@ -293,6 +293,7 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
             from_checkpoint=restore, report_interval=backend.report_interval,
             checkpoint_interval=backend.checkpoint_interval, fsync=backend.fsync, dist_port=None,
             cuda_visible_devices=backend.devices.of_pack(device),  # every member shares the one device
+            report_evaluations=spec.criteria is not None,
         )
         try:
             chan.send(cfg)

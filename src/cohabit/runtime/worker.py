@@ -67,13 +67,16 @@ def worker_config(
     epochs: int | None, batch_size: int | None, threads: int, store_root: str, from_checkpoint: bool,
     report_interval: float, checkpoint_interval: float, keep: int = 2, fsync: bool = True,
     dist_port: int | None = None, cuda_visible_devices: str | None = None, mem_gb: float | None = None,
-    checkpoint_policy: str = "fixed",
+    checkpoint_policy: str = "fixed", report_evaluations: bool = False,
 ) -> dict[str, Any]:
     """The configuration message a worker expects (JSON-serialisable).
 
     ``checkpoint_policy``: ``"fixed"`` (every ``checkpoint_interval`` s) or ``"ratchet"``
     (:class:`cohabit.ratchet.CheckpointTrigger`: at the overhead bound from measured costs, the
-    first after ``checkpoint_interval`` s). ``cuda_visible_devices``: the physical GPU ids of the task's devices (``""``: none; None: leave the
+    first after ``checkpoint_interval`` s). ``report_evaluations``: report at every evaluation (epoch
+    end) as well as every ``report_interval`` s: set for jobs with a completion criterion, which is
+    judged on each epoch's accuracy (an epoch of a small job can last a millisecond: reporting each
+    one for every job would flood the record). ``cuda_visible_devices``: the physical GPU ids of the task's devices (``""``: none; None: leave the
     environment as it is), set before CUDA is initialised (:mod:`cohabit.runtime.devices`)."""
     return {
         "type": "config", "job": job, "rank": rank, "world_size": world_size,
@@ -83,6 +86,7 @@ def worker_config(
         "store_root": store_root, "from_checkpoint": from_checkpoint, "report_interval": report_interval,
         "checkpoint_interval": checkpoint_interval, "keep": keep, "fsync": fsync, "dist_port": dist_port,
         "cuda_visible_devices": cuda_visible_devices, "mem_gb": mem_gb, "checkpoint_policy": checkpoint_policy,
+        "report_evaluations": report_evaluations,
     }
 
 
@@ -274,6 +278,7 @@ class Worker:
         warm = True  # the first iteration (allocations, lazy init) is timed apart: it is not typical
         first_report = True
         each = bool(getattr(workload, "report_each_step", False))  # progressive queries: every batch counts
+        evaluations = bool(self.cfg.get("report_evaluations", False))  # a completion criterion judges each
         trigger = None
         if self.cfg.get("checkpoint_policy") == "ratchet" and ckpt_every > 0:
             from ..ratchet.trigger import CheckpointTrigger
@@ -327,7 +332,7 @@ class Worker:
             # scheduler's first speed estimate is not a cold-cache outlier
             elapsed = t1 - win_start
             if (each or elapsed >= report_every or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every))
-                    or "epoch" in metrics):  # every evaluation is reported (completion criteria, Rotary)
+                    or (evaluations and "epoch" in metrics)):  # each evaluation, for completion criteria
                 t_now = time.perf_counter()
                 out = dict(latest)
                 if losses:
