@@ -131,3 +131,15 @@ def test_the_demo_runs_ps_policies_on_the_ps_trace_only() -> None:
 
     assert set(DEMO_PS_POLICIES) <= set(REGISTRY)
     assert "harmony_80" in EMBEDDED
+
+
+def test_the_demo_classifies_every_policy() -> None:
+    """Each registered policy is in the demo's GPU runs, its PS run, its skip list or the own-workload list
+    (a new policy built for a workload of its own must not silently run, or crash, on the GPU traces)."""
+    from cohabit.cli import DEMO_OWN_WORKLOAD, DEMO_PS_POLICIES, DEMO_SKIP
+    from cohabit.policies import REGISTRY
+
+    assert set(DEMO_OWN_WORKLOAD) <= set(REGISTRY) and not set(DEMO_OWN_WORKLOAD) & set(DEMO_PS_POLICIES)
+    gpu = set(REGISTRY) - set(DEMO_SKIP) - set(DEMO_PS_POLICIES) - set(DEMO_OWN_WORKLOAD)
+    assert gpu >= {"fifo", "srtf", "tiresias", "gandiva", "themis", "dorm", "pack"}
+    assert not gpu & {"drl", "rotary", "rotary-aqp", "mlfs", "pollux"}

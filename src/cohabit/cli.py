@@ -64,9 +64,13 @@ def run_comparison(
 
     outcomes: dict[str, object] = {}
     jobs = trace_load.jobs  # type: ignore[attr-defined]
+    policies = [make_policy(name, oracle=oracle) for name in policy_names]
+    for policy in policies:  # before any work: a policy that cannot run on this cluster says why
+        check_cluster = getattr(policy, "cluster_problem", None)
+        if check_cluster is not None and (problem := check_cluster(cluster)):
+            _fail(problem)
     with progress_bar(err) as bar:
-        for name in policy_names:
-            policy = make_policy(name, oracle=oracle)
+        for policy in policies:
             task = bar.add_task(escape(f"{label} · {policy.name}"), total=len(jobs))
             last = [0.0]
 
@@ -262,6 +266,23 @@ DEMO_SKIP_SYNTHETIC = frozenset({"dorm"})
 #: Harmony and its baselines schedule CPU parameter-server jobs (they leave GPU jobs pending):
 #: the demo runs them on the embedded Harmony trace instead of the GPU traces.
 DEMO_PS_POLICIES = ("harmony", "harmony-isolated", "harmony-naive")
+#: Policies built for workloads of their own (jobs with completion criteria, task graphs, Pollux's
+#: goodput physics, Bao et al.'s interference cluster, progressive queries): the demo names the
+#: command that shows each family instead of running it on the GPU traces.
+DEMO_OWN_WORKLOAD: dict[str, str] = {
+    **dict.fromkeys(("drl", "lif-line", "lif-quad"),
+                    "cohabit simulate --trace drl_uniform --policy drl,lb,tetris,tiresias,lif-line,lif-quad"),
+    **dict.fromkeys(("pollux",),
+                    "cohabit simulate --trace pollux_workload-1 --physics pollux-artifact --policy pollux,tiresias"),
+    **dict.fromkeys(("rotary", "srf", "bcf", "laf", "rr"),
+                    "python -m cohabit.sim.rotary_workload r.yaml --jobs 30 --repo r.sqlite, then cohabit simulate "
+                    "--trace r.yaml --policy rotary:repo=r.sqlite,srf,bcf,laf,rr (docs/rotary.md)"),
+    **dict.fromkeys(("rotary-aqp", "edf", "lcaf", "relaqs"),
+                    "cohabit run examples/aqp_jobs.yaml --policy rotary-aqp,edf,rr (docs/aqp.md)"),
+    **dict.fromkeys(("mlfs", "mlfs-h", "mlfs-rl", "graphene", "hypersched", "tf-fair", "rl-placement"),
+                    "cohabit mlfs-workload m.yaml --jobs 155, then cohabit simulate --trace m.yaml "
+                    "--policy mlfs,mlfs-h,graphene,tiresias (docs/mlfs.md)"),
+}
 
 
 def demo_synthetic_jobs(n_jobs: int, seed: int) -> list[TraceJob]:
@@ -297,7 +318,8 @@ def demo(
                           check.output_dir("--out", out))
     if problem:
         _fail(problem)
-    gpu_names = [n for n in sorted(REGISTRY) if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES]
+    gpu_names = [n for n in sorted(REGISTRY)
+                 if n not in DEMO_SKIP and n not in DEMO_PS_POLICIES and n not in DEMO_OWN_WORKLOAD]
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runs = [
@@ -325,6 +347,9 @@ def demo(
         console.print(escape(f"wrote {out / (label + '.json')} and {out / (label + '.png')}"))
     if real:
         _demo_real(out)
+    console.print("[bold]Seed systems on workloads of their own[/] (not run here):")
+    for command in dict.fromkeys(DEMO_OWN_WORKLOAD.values()):
+        console.print(escape(f"  {command}"))
     console.print(f"demo finished in {time.perf_counter() - t0:.1f} s "
                   f"(not run here: {', '.join(sorted(DEMO_SKIP))}; dorm on the synthetic workload — "
                   f"use `cohabit simulate --policy ...`)")

@@ -7,6 +7,9 @@ Hooks the scheduler calls when a policy defines them:
 * ``on_finish(job, view)`` — a job ended (finished, stopped, failed, cancelled);
 * ``tick_interval`` (seconds or None) — also call ``decide`` this often while
   jobs are active (time slicing, periodic re-evaluation);
+* ``cluster_problem(cluster) -> str | None`` — why the policy cannot run on this
+  cluster (e.g. learned weights trained for another size), checked by the
+  commands before any work starts; None: it can;
 * ``uses_oracle`` (bool) — the policy was built to read the oracle; the
   scheduler refuses to run it unless the user allowed the oracle, and then
   calls ``bind_oracle(oracle)`` before the first decision.

@@ -326,6 +326,10 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
 
     results: dict[str, Any] = {}
     outcomes: dict[str, Any] = {}
+    for name in names:  # before any work: a policy that cannot run on this cluster says why
+        check_cluster = getattr(make_policy(name), "cluster_problem", None)
+        if check_cluster is not None and (problem := check_cluster(cluster)):
+            fail(problem)
     for name in names:
         pol = make_policy(name)
         root = (workdir / pol.name.replace("/", "_")) if workdir is not None else None

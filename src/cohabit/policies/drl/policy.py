@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...engine.view import ClusterView
+from ...spec.cluster import ClusterSpec
 from ..params import build
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
@@ -61,6 +62,14 @@ class DRLPolicy(TaskwisePolicy):
         self.rng = np.random.default_rng(seed)
         self.name = "drl"
         self.inferences = 0
+
+    def cluster_problem(self, cluster: ClusterSpec) -> str | None:
+        """The shipped (or given) weights fit one cluster size only (Section IV: 2M actions)."""
+        if len(cluster.nodes) != self.net.m:
+            return (f"drl: the weights were trained for {self.net.m} servers, cluster {cluster.name!r} has "
+                    f"{len(cluster.nodes)}; use the 'drl' preset or train weights for it with "
+                    f"'cohabit train drl --servers {len(cluster.nodes)}'")
+        return None
 
     def begin(self, state: PlacementState, view: ClusterView) -> None:
         if state.m != self.net.m:
