@@ -29,8 +29,9 @@ def test_real_jobs_end_on_their_criteria(tmp_path, no_orphans) -> None:  # noqa:
     assert reach.data["reached"] >= 0.6 and reach.data["heldout"] is not None
     assert 1 <= reach.data["epochs"] < 20 and out.status["reach"].iterations < 20 * ipe
     assert str(out.result.jobs["reach"].state) == "finished"
-    # the 2-epoch budget runs out: stopped, not attained, after exactly 2 evaluations
+    # the 2-epoch budget runs out: stopped, not attained, judged on exactly 2 evaluations (the worker may
+    # train a few more ~5 ms epochs before the halt reaches it: the halt is asynchronous)
     assert budget.kind is EventKind.STOPPED and budget.data["attained"] is False
-    assert budget.data["evaluations"] == 2 and budget.data["epochs"] == 2.0
+    assert budget.data["evaluations"] == 2 and budget.data["epochs"] >= 2.0
     att = out.metrics.attainment
     assert att is not None and (att.jobs_with_criteria, att.attained) == (2, 1)
