@@ -99,7 +99,7 @@ def _cpu() -> float:
 def run_one(sim: str, ref: dict[str, Any], run: dict[str, Any], side: Side) -> dict[str, Any]:
     """Simulate one reference run in cohabit; its metrics and CPU seconds."""
     from cohabit.policies import make_policy
-    from cohabit.sim.physics import physics_config
+    from cohabit.sim.physics import PHYSICS_DECISION_PERIOD, PHYSICS_FIRST_ROUND, physics_config
     from cohabit.sim.runner import simulate
     from cohabit.sim.traces import load_trace
 
@@ -111,7 +111,9 @@ def run_one(sim: str, ref: dict[str, Any], run: dict[str, Any], side: Side) -> d
     jobs = load_trace(path, inp["format"]).jobs
     policy = make_policy(side.policy, oracle=side.oracle)
     t0 = _cpu()
-    out = simulate(jobs, _cluster(sim, run), policy, config=physics_config(side.physics), oracle=side.oracle)
+    out = simulate(jobs, _cluster(sim, run), policy, config=physics_config(side.physics), oracle=side.oracle,
+                   decision_period=PHYSICS_DECISION_PERIOD.get(side.physics),
+                   first_round=PHYSICS_FIRST_ROUND.get(side.physics))
     m = out.metrics
     return {"avg_jct": m.avg_jct, "makespan": m.makespan, "p95_jct": m.p95_jct, "preemptions": m.preemptions,
             "finished": m.jobs_finished, "cpu_s": _cpu() - t0}
