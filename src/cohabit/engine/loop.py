@@ -129,6 +129,7 @@ class Scheduler(LiveControl):
         self._tick = getattr(policy, "tick_interval", None)
         # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
         self._period = self._period_arg or getattr(policy, "decision_period", None)
+        self._first = self._first_round if self._first_round is not None else getattr(policy, "first_round", None)
 
     # ------------------------------------------------------------------ run
     def run(self, specs: Iterable[JobSpec], source: JobSource | None = None) -> RunResult:
@@ -184,7 +185,7 @@ class Scheduler(LiveControl):
                     continue
                 period = self._period
                 if period:  # between rounds events are folded in and the policy waits for the next round
-                    first = period if self._first_round is None else self._first_round
+                    first = period if self._first is None else self._first
                     k = math.floor((self.now - first) / period + 1e-9)
                     at = first + k * period
                     if k < 0 or self.now - at > 1e-6 or at <= last_round:
