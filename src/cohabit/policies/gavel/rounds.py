@@ -207,33 +207,61 @@ class GavelRounds(BasePolicy):
         return plan
 
     def _plan(self, view: ClusterView, chosen: dict[str, str], types: dict[str, list[int]]) -> Plan:
-        draft = Draft(view)
-        plan: Plan = []
+        """Actions that carry out ``chosen`` (job id -> GPU type), valid in the order the loop applies them:
+        pauses, then moves to another type (a move waits until the job holding its target GPUs has moved
+        away; a ring of moves is broken by pausing one member and resuming it after), then launches."""
         node_type = {i: w for w, nodes in types.items() for i in nodes}
-        moving: list[JobView] = []
+        final, now_ = Draft(view), Draft(view)  # room after the round's changes / room as actions apply
+        plan: Plan = []
+        movers: list[JobView] = []
         for j in view.running.values():
             alloc = view.allocation_of(j.id)
             here = {node_type.get(s.node) for s in alloc.slots} if alloc is not None else set()
             if j.id not in chosen:
                 plan.append(Pause(j.id))
-                draft.give_back(j)
+                final.give_back(j)
+                now_.give_back(j)
             elif here != {chosen[j.id]}:
-                moving.append(j)
-                draft.give_back(j)
+                movers.append(j)
+                final.give_back(j)
+        target: dict[str, tuple[int, ...]] = {}
         for jid, w in chosen.items():
             j = view.jobs[jid]
-            if jid in view.running and j not in moving:
+            if jid in view.running and j not in movers:
                 continue
-            p = self._place(draft, j, types[w])
-            if p is None:
+            p = self._place(final, j, types[w])
+            if p is not None:
+                target[jid] = p
+        movers = [j for j in movers if j.id in target]
+        parked: list[JobView] = []
+        while movers:
+            ready = next((j for j in movers if self._fits(now_, j, target[j.id])), None)
+            if ready is None:  # a ring: park one, it resumes once the others have moved
+                ready = movers[0]
+                plan.append(Pause(ready.id))
+                now_.give_back(ready)
+                parked.append(ready)
+                movers.remove(ready)
                 continue
-            if j in moving:
-                plan.append(Migrate(jid, p))
-            elif jid in view.paused:
-                plan.append(Resume(jid, p))
-            else:
-                plan.append(Start(jid, p))
+            plan.append(Migrate(ready.id, target[ready.id]))
+            now_.give_back(ready)
+            now_.reserve(ready, target[ready.id])
+            movers.remove(ready)
+        for j in parked:
+            plan.append(Resume(j.id, target[j.id]))
+        for jid, p in target.items():
+            if jid in view.running:
+                continue
+            plan.append(Resume(jid, p) if jid in view.paused else Start(jid, p))
         return plan
+
+    @staticmethod
+    def _fits(draft: Draft, job: JobView, placement: tuple[int, ...]) -> bool:
+        """Whether ``placement`` fits ``draft`` now (nothing reserved)."""
+        saved = draft.save()
+        ok = draft.reserve(job, placement)
+        draft.restore(saved)
+        return ok
 
     @staticmethod
     def _place(draft: Draft, job: JobView, nodes: list[int]) -> tuple[int, ...] | None:
