@@ -129,6 +129,9 @@ class Scheduler(LiveControl):
         self._tick = getattr(policy, "tick_interval", None)
         # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
         self._period = self._period_arg or getattr(policy, "decision_period", None)
+        # decisions with nothing running and nothing to arrive before the loop gives up (a policy that
+        # holds jobs back for a while, Gavel's allocation resets, says how many it may need)
+        self._idle_limit = int(getattr(policy, "idle_decisions", 3))
         self._first = self._first_round if self._first_round is not None else getattr(policy, "first_round", None)
 
     # ------------------------------------------------------------------ run
@@ -209,7 +212,7 @@ class Scheduler(LiveControl):
                     idle_turns = 0
                 else:
                     idle_turns += 1  # nothing runs and nothing will arrive: only ticks remain
-                    if idle_turns > 3 and source is None:
+                    if idle_turns > self._idle_limit and source is None:
                         break
         finally:
             if gc_was_enabled:

@@ -34,6 +34,7 @@ weights, and the cluster's nodes with their ``gpu_model`` labels.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 
@@ -78,6 +79,8 @@ class GavelRounds(BasePolicy):
         self.round_s = float(round_s)
         self.decision_period = self.round_s  # the scheduler loop decides only at round boundaries
         self.min_reset_s = float(min_reset_s)
+        # idle rounds the loop waits before it gives up: a new allocation may be up to a reset interval away
+        self.idle_decisions = int(math.ceil(self.min_reset_s / self.round_s)) + 3
         self._rng = random.Random(seed)
         self._alloc: Allocation = {}
         self._job_time: dict[str, dict[str, float]] = {}
