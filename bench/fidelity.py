@@ -45,6 +45,7 @@ class Side:
     oracle: bool
     physics: str
     note: str
+    native: str | None = None  # cohabit's own nearest policy, for ``--setting default`` (None: ``policy``)
 
 
 #: (simulator, reference policy) -> cohabit's matched setting. The notes say what each option matches.
@@ -59,20 +60,26 @@ MATCHED: dict[tuple[str, str], Side] = {
         "no starvation promotion, placed by GPU count (no consolidation), rescheduled at every event "
         "(no minimum run time); physics muri"),
     ("muri", "themis"): Side("themis", False, "muri", "physics muri"),
-    ("gavel", "fifo"): Side("fifo", False, "gavel", "physics gavel"),
+    ("gavel", "fifo"): Side(
+        "gavel-fifo:pick=listed-last", False, "gavel",
+        "Gavel's FIFO allocation (whole GPU types to the oldest jobs; the type its code picks: the last "
+        "listed with room) on its round mechanism (policies/gavel); physics gavel: 360 s rounds from t=0, "
+        "no restart cost", native="fifo"),
     ("gavel", "max_min_fairness"): Side(
-        "tiresias", False, "gavel",
-        "NEAREST, not the same policy: Gavel's LAS time-slices every job in 6-minute rounds by max-min "
-        "fair throughput; cohabit has no such policy, tiresias (discretized 2D-LAS) is the closest"),
-    ("gavel", "gandiva"): Side("gandiva", False, "gavel", "physics gavel"),
-    ("gavel", "finish_time_fairness"): Side("themis", False, "gavel",
-                                            "Gavel's finish-time fairness is Themis's rho; physics gavel"),
+        "gavel-las", False, "gavel",
+        "Gavel's LAS: max-min fair time fractions (LP optimum, water-filling point) on its round mechanism; "
+        "physics gavel", native="tiresias"),
+    ("gavel", "gandiva"): Side("gandiva", False, "gavel", "cohabit's Gandiva; physics gavel (rounds)"),
+    ("gavel", "finish_time_fairness"): Side(
+        "gavel-ftf", True, "gavel",
+        "Gavel's finish-time fairness (min max rho) on its round mechanism; Gavel's simulator reads its "
+        "measured throughputs, hence --oracle; physics gavel", native="themis"),
 }
 
 
 def _default(side: Side) -> Side:
     """The same policy with cohabit's own defaults: no oracle, default parameters and physics."""
-    return Side(side.policy.split(":")[0], False, "cohabit", "cohabit defaults")
+    return Side(side.native or side.policy.split(":")[0], False, "cohabit", "cohabit defaults")
 
 
 def _sha256(path: Path) -> str:

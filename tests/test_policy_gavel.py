@@ -92,3 +92,52 @@ def test_an_allocation_waits_for_the_reset_interval() -> None:
     j = out.result.jobs
     assert j["b"].first_start == pytest.approx(360.0)
     assert j["c"].first_start == pytest.approx(360.0 + 1920.0 + 360.0 - (360.0 + 1920.0) % 360.0)
+
+
+def _rho(left, since, past, iso, x):
+    return max((t + r / xx) / (c + r / i) for r, t, c, i, xx in zip(left, since, past, iso, x))
+
+
+def test_min_max_rho_matches_a_brute_force_search_on_one_gpu() -> None:
+    from cohabit.policies.gavel.ftf import min_max_rho
+
+    left, since, past, iso = [100.0, 300.0], [1000.0, 0.0], [50.0, 0.0], [0.5, 0.5]
+    rho, x = min_max_rho(left, since, past, iso, [1.0, 1.0], 1.0)
+    grid = np.linspace(1e-4, 1 - 1e-4, 20001)
+    best = min(_rho(left, since, past, iso, (a, 1 - a)) for a in grid)
+    assert rho == pytest.approx(best, rel=1e-3)
+    assert sum(x) == pytest.approx(1.0, rel=1e-6)  # the GPU is exhausted at the optimum
+    assert _rho(left, since, past, iso, x) == pytest.approx(rho, rel=1e-6)
+
+
+def test_min_max_rho_gives_fresh_equal_jobs_their_isolated_share() -> None:
+    from cohabit.policies.gavel.ftf import min_max_rho
+
+    rho, x = min_max_rho([100.0, 100.0, 50.0], [0.0] * 3, [0.0] * 3, [2 / 3] * 3, [1.0, 1.0, 1.0], 2.0)
+    assert rho == pytest.approx(1.0, rel=1e-6) and x == pytest.approx([2 / 3] * 3, rel=1e-6)
+
+
+def test_gavel_ftf_needs_the_oracle_only_when_asked() -> None:
+    jobs = [trace_job(n, 1, 700.0) for n in "ab"]
+    with_oracle = simulate(jobs, small_cluster(1, 1), make_policy("gavel-ftf", oracle=True),
+                           config=physics_config("gavel"), oracle=True)
+    observed = _run("gavel-ftf", jobs, 1)
+    for out in (with_oracle, observed):
+        assert not out.result.unfinished
+        assert out.metrics.preemptions >= 1  # rho-fair: the two equal jobs take turns
+
+
+def test_gavel_fifo_listed_last_fills_the_last_type_in_name_order_first() -> None:
+    from cohabit.spec.cluster import gavel_cluster
+
+    cluster = gavel_cluster(4, 0, 4, gpus_per_server=4)  # node 0: 4 V100s, node 1: 4 K80s
+    jobs = [trace_job(n, 1, 300.0) for n in "abcd"]
+
+    def on_v100(pick: str, seed: int) -> int:
+        out = simulate(jobs, cluster, make_policy(f"gavel-fifo:pick={pick}:seed={seed}"), config=physics_config("gavel"))
+        assert not out.result.unfinished
+        starts = out.result.record.of_kind(EventKind.STARTED)
+        return sum(1 for e in starts if cluster.nodes[e.data["nodes"][0]].labels["gpu_model"] == "v100")
+
+    assert [on_v100("listed-last", s) for s in range(4)] == [4] * 4  # Gavel's code: v100 while it has room
+    assert any(on_v100("random", s) < 4 for s in range(4))  # a random pick spreads them

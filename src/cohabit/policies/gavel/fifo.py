@@ -5,16 +5,23 @@ they were given until they end; at each allocation (Gavel recomputes it only at 
 :mod:`.rounds`) the types the ended jobs held go to the oldest waiting jobs, then the oldest
 waiting jobs take, in arrival order, a type with enough GPUs left, picked at random (seeded)
 among those; the first job that fits no type stops the scan (first come, first served: no job
-overtakes it). Only jobs with an allocation run. Gavel's code takes not the random pick but the
-last type with room in name order (``v100`` while it has any), which can give a type more jobs
-than GPUs (they then time-share by the mechanism's priorities); this module keeps every type
-within its GPUs (docs/fidelity.md).
+overtakes it). Only jobs with an allocation run.
+
+``pick="listed-last"`` reproduces what Gavel's code does instead of its random pick (its
+``FIFOPolicy.get_allocation`` draws a random index but then uses the loop variable left from
+scanning the types): the job gets the last type in name order that still has a GPU free, even one
+with fewer free GPUs than the job needs (that type then holds more jobs than GPUs, which take
+turns by the mechanism's priorities), a job that cannot run on that type is skipped for this
+allocation, and the type dropped from the list when one runs out is the randomly drawn one.
+It is the setting that reproduces Gavel's FIFO numbers on mixed clusters (docs/fidelity.md);
+on one GPU type both picks are the same.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Mapping
+from typing import Literal
 
 from ...engine.job import JobView
 from ...engine.view import ClusterView
@@ -25,8 +32,12 @@ from .rounds import Allocation, GavelRounds
 class GavelFIFO(GavelRounds):
     name = "gavel-fifo"
 
-    def __init__(self, round_s: float = 360.0, min_reset_s: float = 1920.0, seed: int = 0) -> None:
+    def __init__(self, round_s: float = 360.0, min_reset_s: float = 1920.0, seed: int = 0,
+                 pick: Literal["random", "listed-last"] = "random") -> None:
         super().__init__(round_s=round_s, min_reset_s=min_reset_s, seed=seed)
+        if pick not in ("random", "listed-last"):
+            raise ValueError(f"pick must be 'random' or 'listed-last', got {pick!r}")
+        self.pick = pick
         self._held: dict[str, str] = {}  # job id -> GPU type it was given
         self._pick = random.Random(seed)
 
@@ -41,16 +52,29 @@ class GavelFIFO(GavelRounds):
         for jid, t in self._held.items():
             free[t] -= self._gpus_of(view, view.jobs[jid])
         nodes = self._types or {}
+        listed = [t for t in sorted(free) if free[t] > 0]
         for j in jobs:
             if j.id in self._held:
                 continue
             need = self._gpus_of(view, j)
-            room = [t for t in sorted(free) if free[t] >= need - 1e-9 and self._fits_type(view, j, nodes.get(t, []))]
-            if not room:
-                break
-            t = room[self._pick.randrange(len(room))]
+            if self.pick == "random":
+                room = [t for t in listed if free[t] >= need - 1e-9 and self._fits_type(view, j, nodes.get(t, []))]
+                if not room:
+                    break
+                t = drawn = room[self._pick.randrange(len(room))]
+            else:
+                room = [t for t in listed if free[t] >= need - 1e-9]
+                if not room:
+                    break
+                drawn, t = room[self._pick.randrange(len(room))], listed[-1]
+                if not self._fits_type(view, j, nodes.get(t, [])):
+                    continue  # Gavel's code: no allocation this time, the next job is tried
             self._held[j.id] = t
             free[t] -= need
+            if self.pick == "random" and free[t] <= 1e-9:
+                listed.remove(t)
+            elif self.pick == "listed-last" and abs(free[t]) <= 1e-9:
+                listed.remove(drawn)
         return {j.id: {t: (1.0 if self._held.get(j.id) == t else 0.0) for t in types} for j in jobs}
 
 
