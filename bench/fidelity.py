@@ -176,7 +176,8 @@ def _fmt(x: Any) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
-    head = ("simulator", "workload", "policy", "setting", "metric", "reference", "cohabit", "ratio", "cpu_s")
+    head = ("simulator", "workload", "policy", "cohabit_policy", "setting", "metric", "reference", "cohabit", "ratio",
+            "cpu_s")
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_fmt(r.get(k)) if k in ("reference", "cohabit", "ratio", "cpu_s") else str(r.get(k, ""))
