@@ -61,7 +61,7 @@ MATCHED: dict[tuple[str, str], Side] = {
         "(no minimum run time); physics muri"),
     ("muri", "themis"): Side("themis", False, "muri", "physics muri"),
     ("gavel", "fifo"): Side(
-        "gavel-fifo:pick=listed-last", False, "gavel",
+        "gavel-fifo:pick=gavel-code", False, "gavel",
         "Gavel's FIFO allocation (whole GPU types to the oldest jobs; the type its code picks: the last "
         "listed with room) on its round mechanism (policies/gavel); physics gavel: 360 s rounds from t=0, "
         "no restart cost", native="fifo"),

@@ -139,5 +139,15 @@ def test_gavel_fifo_listed_last_fills_the_last_type_in_name_order_first() -> Non
         starts = out.result.record.of_kind(EventKind.STARTED)
         return sum(1 for e in starts if cluster.nodes[e.data["nodes"][0]].labels["gpu_model"] == "v100")
 
-    assert [on_v100("listed-last", s) for s in range(4)] == [4] * 4  # Gavel's code: v100 while it has room
+    assert [on_v100("gavel-code", s) for s in range(4)] == [4] * 4  # Gavel's code: v100 while it has room
     assert any(on_v100("random", s) < 4 for s in range(4))  # a random pick spreads them
+
+
+def test_gavel_fifo_gavel_code_can_oversubscribe_a_type_when_a_job_ends() -> None:
+    # 2 GPUs: a ends at 100 s; at the reset at 360 s Gavel's code hands a's type to c (2 GPUs) while b is
+    # not yet counted, so b and c share the 2 GPUs in turns; the fair pick lets c wait until b ends.
+    jobs = [trace_job("a", 1, 100.0), trace_job("b", 1, 3000.0), trace_job("c", 2, 300.0, submit=1.0)]
+    code = _run("gavel-fifo:pick=gavel-code", jobs, 2).result.jobs
+    fair = _run("gavel-fifo", jobs, 2).result.jobs
+    assert code["c"].first_start < code["b"].end_time
+    assert fair["c"].first_start > fair["b"].end_time

@@ -7,14 +7,15 @@ waiting jobs take, in arrival order, a type with enough GPUs left, picked at ran
 among those; the first job that fits no type stops the scan (first come, first served: no job
 overtakes it). Only jobs with an allocation run.
 
-``pick="listed-last"`` reproduces what Gavel's code does instead of its random pick (its
-``FIFOPolicy.get_allocation`` draws a random index but then uses the loop variable left from
-scanning the types): the job gets the last type in name order that still has a GPU free, even one
-with fewer free GPUs than the job needs (that type then holds more jobs than GPUs, which take
-turns by the mechanism's priorities), a job that cannot run on that type is skipped for this
-allocation, and the type dropped from the list when one runs out is the randomly drawn one.
-It is the setting that reproduces Gavel's FIFO numbers on mixed clusters (docs/fidelity.md);
-on one GPU type both picks are the same.
+``pick="gavel-code"`` reproduces what Gavel's code does (``FIFOPolicy.get_allocation``):
+(1) it draws a random type but then uses the loop variable left from scanning the types, so a job
+gets the last type in name order that still has a GPU free, even one with fewer free GPUs than the
+job needs; a job that cannot run on that type is skipped for this allocation, and the type dropped
+from the list when one runs out is the randomly drawn one; (2) an ended job's type goes to the
+oldest waiting job while the held jobs are still being counted one by one, so the GPUs of held jobs
+later in arrival order still look free. Both can give a type more jobs than GPUs; they then take
+turns by the mechanism's priorities (Gavel's FIFO "preemptions"). It is the setting that
+reproduces Gavel's FIFO numbers (docs/fidelity.md).
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ class GavelFIFO(GavelRounds):
     name = "gavel-fifo"
 
     def __init__(self, round_s: float = 360.0, min_reset_s: float = 1920.0, seed: int = 0,
-                 pick: Literal["random", "listed-last"] = "random") -> None:
+                 pick: Literal["random", "gavel-code"] = "random") -> None:
         super().__init__(round_s=round_s, min_reset_s=min_reset_s, seed=seed)
-        if pick not in ("random", "listed-last"):
-            raise ValueError(f"pick must be 'random' or 'listed-last', got {pick!r}")
+        if pick not in ("random", "gavel-code"):
+            raise ValueError(f"pick must be 'random' or 'gavel-code', got {pick!r}")
         self.pick = pick
         self._held: dict[str, str] = {}  # job id -> GPU type it was given
         self._pick = random.Random(seed)
@@ -47,15 +48,26 @@ class GavelFIFO(GavelRounds):
     def allocation(self, view: ClusterView, jobs: list[JobView], types: Mapping[str, float]) -> Allocation:
         active = {j.id for j in jobs}
         free = dict(types)
-        for jid in [j for j in self._held if j not in active]:
-            del self._held[jid]
-        for jid, t in self._held.items():
-            free[t] -= self._gpus_of(view, view.jobs[jid])
         nodes = self._types or {}
-        listed = [t for t in sorted(free) if free[t] > 0]
-        for j in jobs:
-            if j.id in self._held:
+        waiting = [j for j in jobs if j.id not in self._held]
+        # held jobs in arrival order; an ended one hands its type to the oldest waiting job if it fits
+        # the GPUs counted free so far (Gavel's code counts the held jobs one by one in this scan, so
+        # "free" can still include GPUs of held jobs later in the order: the type is then oversubscribed)
+        for jid in sorted(self._held, key=lambda i: view.jobs[i].seq):
+            t = self._held[jid]
+            if jid in active:
+                free[t] -= self._gpus_of(view, view.jobs[jid])
                 continue
+            del self._held[jid]
+            if self.pick == "gavel-code" and waiting:
+                head = waiting[0]
+                need = self._gpus_of(view, head)
+                if need <= free[t] + 1e-9 and self._fits_type(view, head, nodes.get(t, [])):
+                    self._held[head.id] = t
+                    free[t] -= need
+                    waiting.pop(0)
+        listed = [t for t in sorted(free) if free[t] > 0]
+        for j in waiting:
             need = self._gpus_of(view, j)
             if self.pick == "random":
                 room = [t for t in listed if free[t] >= need - 1e-9 and self._fits_type(view, j, nodes.get(t, []))]
@@ -73,7 +85,7 @@ class GavelFIFO(GavelRounds):
             free[t] -= need
             if self.pick == "random" and free[t] <= 1e-9:
                 listed.remove(t)
-            elif self.pick == "listed-last" and abs(free[t]) <= 1e-9:
+            elif self.pick == "gavel-code" and abs(free[t]) <= 1e-9:
                 listed.remove(drawn)
         return {j.id: {t: (1.0 if self._held.get(j.id) == t else 0.0) for t in types} for j in jobs}
 
