@@ -61,6 +61,9 @@ class Scheduler(LiveControl):
     ``oracle`` is handed to the policy only if the policy declares
     ``uses_oracle``; a policy that declares it without an oracle is refused.
     ``record``: the record to append to (a service passes one that also persists each event).
+    ``decision_period``: rounds; the policy decides only at ``first_round + k x decision_period``
+    (``first_round`` defaults to one period: Pollux's artifact; Gavel's rounds start at 0), and
+    launches and stops happen only there.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Scheduler(LiveControl):
         on_progress: Callable[[int, int, float], None] | None = None,
         record: Record | None = None,
         decision_period: float | None = None,
+        first_round: float | None = None,
     ) -> None:
         name = getattr(policy, "name", type(policy).__name__)
         if getattr(policy, "uses_oracle", False):
@@ -91,7 +95,10 @@ class Scheduler(LiveControl):
         self.horizon = horizon
         if decision_period is not None and not 0 < decision_period < math.inf:
             raise ValueError(f"decision_period must be a finite number of seconds > 0, got {decision_period!r}")
+        if first_round is not None and not 0 <= first_round < math.inf:
+            raise ValueError(f"first_round must be a finite number of seconds >= 0, got {first_round!r}")
         self._period_arg = decision_period
+        self._first_round = first_round
         self.record = record if record is not None else Record()
         self.ledger = Ledger(cluster)
         self.history = History()
@@ -122,6 +129,10 @@ class Scheduler(LiveControl):
         self._tick = getattr(policy, "tick_interval", None)
         # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
         self._period = self._period_arg or getattr(policy, "decision_period", None)
+        # decisions with nothing running and nothing to arrive before the loop gives up (a policy that
+        # holds jobs back for a while, Gavel's allocation resets, says how many it may need)
+        self._idle_limit = int(getattr(policy, "idle_decisions", 3))
+        self._first = self._first_round if self._first_round is not None else getattr(policy, "first_round", None)
 
     # ------------------------------------------------------------------ run
     def run(self, specs: Iterable[JobSpec], source: JobSource | None = None) -> RunResult:
@@ -136,7 +147,9 @@ class Scheduler(LiveControl):
         total = len(arrivals)
         i = 0
         next_tick = math.inf
-        last_round = 0.0  # rounds (decision_period): the policy decides at k x period, k >= 1, once each
+        # rounds (decision_period P): the policy decides at first + k x P, k >= 0, once each (first: P by
+        # default, so k x P with k >= 1; Gavel's rounds start at 0)
+        last_round = -math.inf
         idle_turns = 0
         idle_ticks = 0
         rec = self.record
@@ -175,11 +188,13 @@ class Scheduler(LiveControl):
                     continue
                 period = self._period
                 if period:  # between rounds events are folded in and the policy waits for the next round
-                    k = math.floor(self.now / period + 1e-9)
-                    if k < 1 or self.now - k * period > 1e-6 or k * period <= last_round:
-                        next_tick = (k + 1) * period
+                    first = period if self._first is None else self._first
+                    k = math.floor((self.now - first) / period + 1e-9)
+                    at = first + k * period
+                    if k < 0 or self.now - at > 1e-6 or at <= last_round:
+                        next_tick = first + max(k + 1, 0) * period
                         continue
-                    last_round = k * period
+                    last_round = at
                 t0 = time.perf_counter()
                 plan = self.policy.decide(self.view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
@@ -197,7 +212,7 @@ class Scheduler(LiveControl):
                     idle_turns = 0
                 else:
                     idle_turns += 1  # nothing runs and nothing will arrive: only ticks remain
-                    if idle_turns > 3 and source is None:
+                    if idle_turns > self._idle_limit and source is None:
                         break
         finally:
             if gc_was_enabled:

@@ -183,13 +183,16 @@ PHYSICS: dict[str, str] = {
     "muri": "the Muri artifact's Tiresias-format simulator: GPUs counted (no placement penalty), "
             "iterations 1.5% slower than traced, a per-(GPUs, model) overhead of 4-46 s at every (re)start",
     "gavel": "Gavel's simulator: every placement at the measured consolidated throughput, "
-             "per-GPU-type speeds, no restart cost",
+             "per-GPU-type speeds, no restart cost, 360 s rounds from t=0 (docs/fidelity.md)",
     "pollux-artifact": "the Pollux artifact's simulator: Pollux jobs progress at their goodput, 30 s start "
                        "delay, 60 s decision rounds (docs/pollux.md)",
 }
 
 #: Seconds between scheduling rounds a named physics imposes (others decide at every event).
-PHYSICS_DECISION_PERIOD: dict[str, float] = {"pollux-artifact": 60.0}
+PHYSICS_DECISION_PERIOD: dict[str, float] = {"pollux-artifact": 60.0, "gavel": 360.0}
+
+#: Time of the first round where it is not one period (Gavel's simulator starts its first round at 0).
+PHYSICS_FIRST_ROUND: dict[str, float] = {"gavel": 0.0}
 
 
 def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
@@ -200,7 +203,10 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
       each scheduling of a running job costs ``overhead_dict``'s seconds (:data:`MURI_OVERHEAD_S`).
     * ``pollux-artifact``: :data:`POLLUX_ARTIFACT` (with 60 s rounds, :data:`PHYSICS_DECISION_PERIOD`).
     * ``gavel``: ``scheduler.py`` uses the ``'null'`` (consolidated, alone) throughput for every
-      placement and charges nothing to preempt or resume a job between rounds.
+      placement and charges nothing to preempt or resume a job between rounds; its 360 s rounds
+      (``--time_per_iteration``) starting at 0 are :data:`PHYSICS_DECISION_PERIOD` and
+      :data:`PHYSICS_FIRST_ROUND`: jobs launch and stop only at round boundaries, and a job that
+      ends mid-round leaves its GPUs idle until the next one.
     """
     cfg = base or SimConfig()
     flat = SpreadModel(factors={}, default=1.0)
