@@ -17,7 +17,11 @@ The epochs, preemption and checkpoint mechanics are :class:`~cohabit.policies.ar
   neither, the prior ``phi = fraction of batches read``;
 * **RESOURCEARBITRATION**: jobs in priority order get one core each (their one task) while
   ``m-hat <= M``, M being the node's memory less the ``m-hat`` of the jobs running or granted
-  there (:meth:`RotaryAQP.admissible`); a job that does not fit is passed over this round.
+  there (:meth:`RotaryAQP.admissible`); a job that does not fit is passed over this round;
+  then "while D != 0: allocate extra 1 core" to the granted jobs in priority order
+  (:meth:`~cohabit.policies.arbiter.EpochArbiter.deal_extra_cores`: ``SetShare`` actions, which
+  the simulator turns into a faster job by Amdahl's law and ``LocalBackend`` into more DuckDB
+  threads at the query's next batch). ``rotary-aqp:extra_cores=false`` leaves spare cores idle.
 
 Priority ("place j_i in PQ due to phi-hat"): the share of its remaining gap to its accuracy target
 the next epoch is estimated to close, ``(min(phi-hat, target) - phi) / (target - phi)``: a job
@@ -25,10 +29,6 @@ estimated to attain within its epoch comes first; ties go to the earlier deadlin
 objective is the number of attained jobs (§3.1.4), so a job the same fitted curve says cannot
 reach its target before its deadline (batches still needed x its measured seconds per batch)
 goes after every job that still can.
-
-Not built: Alg. 4's "allocate extra 1 core" loop. A query task's DuckDB threads are fixed when it
-starts (its ``cpu`` demand) and the engine has no action that changes a running task's share
-(``SetShare`` is rejected by every backend), so spare cores stay idle rather than being faked.
 
 On finish, the job's observed per-batch accuracy curve joins the history (kept by this policy
 object for the run, as :class:`~cohabit.repository.store.JobRecord` s).
@@ -78,10 +78,11 @@ def data_dir_of(job: JobView) -> Path | None:
 
 
 class RotaryAQP(EpochArbiter):
-    def __init__(self, k: int = 3, switch_cost_s: float = 0.0) -> None:
+    def __init__(self, k: int = 3, switch_cost_s: float = 0.0, extra_cores: bool = True) -> None:
         super().__init__()
         self.name = "rotary-aqp"
         self.switch_cost_s = switch_cost_s or None
+        self.extra_cores = extra_cores
         self.progress = TEE([], k=k)
         self.memory = MemoryEstimator()
         self._m_hat: dict[str, float] = {}
