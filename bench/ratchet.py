@@ -150,7 +150,7 @@ def training_overhead(seconds: float, tmp: Path) -> list[dict]:
             while time.perf_counter() - t_start < seconds:
                 w.step()
                 now = time.perf_counter()
-                due = trig.due(now - last, None) if trig is not None else now - last >= 2.0
+                due = trig.due(now - last, None, elapsed_s=now - t_start) if trig is not None else now - last >= 2.0
                 if due:
                     c0 = time.perf_counter()
                     store.save("b", {"w": w.state_dict(), "pad": pad}, iteration=w.iteration, workload="bench")

@@ -85,3 +85,27 @@ def test_ratchet_drives_a_real_workers_periodic_checkpoints(tmp_path):
         events = wait_for(be, ended("mlr"), 120.0)
     assert final_event(events, "mlr").kind is K.FINISHED
     assert any(c is not None and 0 < c < 150_000 for c in seen), seen
+
+
+def test_ratchet_trigger_pays_back_an_expensive_first_checkpoint_within_the_bound():
+    t = CheckpointTrigger(bound=0.035, first_after_s=2.0)
+    assert t.due(2.0, None, elapsed_s=2.0)  # cost unknown: the fixed interval
+    t.record_cost(0.2)  # 0.2 s after 2 s of work: 9% so far
+    assert t.interval_s() == pytest.approx(0.2 / 0.035)
+    # the interval alone would allow the next one 5.7 s later (at 7.9 s); the budget waits until
+    # 0.4 s of checkpoints fit 3.5% of the run: elapsed >= 0.4 / 0.035 - 0.2 = 11.2 s
+    assert t.due(5.8, None) and not t.due(5.8, None, elapsed_s=8.0)
+    assert not t.due(9.0, None, elapsed_s=11.1) and t.due(9.1, None, elapsed_s=11.3)
+    # simulated run: work in 0.01 s steps, each checkpoint costs 0.2 s; overhead from the 2nd on <= bound
+    t = CheckpointTrigger(bound=0.035, first_after_s=2.0)
+    clock, last, spent = 0.0, 0.0, 0.0
+    for _ in range(20_000):
+        clock += 0.01
+        if t.due(clock - last, None, elapsed_s=clock):
+            clock += 0.2
+            spent += 0.2
+            t.record_cost(0.2)
+            last = clock
+            if len(t._costs) > 1:
+                assert spent / clock <= 0.035 + 1e-9
+    assert spent / clock <= 0.035 and len(t._costs) > 5
