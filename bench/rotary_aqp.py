@@ -51,7 +51,7 @@ from cohabit.sim.physics import SimConfig  # noqa: E402
 from cohabit.sim.runner import simulate  # noqa: E402
 from cohabit.spec import ClusterSpec, Resources  # noqa: E402
 
-POLICIES = ["rotary-aqp", "rotary-aqp:switch_cost_s=1", "edf", "rr", "lcaf", "relaqs"]
+POLICIES = ["rotary-aqp", "rotary-aqp:extra_cores=false", "rotary-aqp:switch_cost_s=1", "edf", "rr", "lcaf", "relaqs"]
 #: The simulator's model of this machine's real runtime: a query process starts and loads its
 #: tables in ~1 s (STARTUP_S, and RESTORE_S on a resume); a checkpoint of its state is ~KB (CKPT_S).
 STARTUP_S, RESTORE_S, CKPT_S = 1.0, 1.0, 0.05
@@ -63,18 +63,23 @@ def load() -> str:
     return "load average %.1f %.1f %.1f" % os.getloadavg()
 
 
-def cluster() -> ClusterSpec:
-    return ClusterSpec.homogeneous("local", 2, Resources(cpu=1, mem_gb=8))
+def cluster(shape: str = "2x1") -> ClusterSpec:
+    """``NODESxCORES`` one-core-per-query nodes of 8 GB (the default: this machine's 2 cores)."""
+    try:
+        nodes, cores = (int(x) for x in shape.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"--cluster must be NODESxCORES such as 2x1 or 1x4, got {shape!r}") from None
+    return ClusterSpec.homogeneous("local", nodes, Resources(cpu=cores, mem_gb=8))
 
 
-def sim_table(profile: dict, seeds: list[int], time_scale: float) -> dict:
+def sim_table(profile: dict, seeds: list[int], time_scale: float, shape: str = "2x1") -> dict:
     out: dict = {}
     for p in POLICIES:
         rows = []
         for seed in seeds:
             jobs = table31_jobs(seed=seed, scale=SF, batches=BATCHES, epochs=EPOCHS, time_scale=time_scale)
             c0 = time.process_time()
-            res = simulate(simulated(jobs, profile, startup_s=STARTUP_S), cluster(), make_policy(p), strict=True,
+            res = simulate(simulated(jobs, profile, startup_s=STARTUP_S), cluster(shape), make_policy(p), strict=True,
                            config=SimConfig(checkpoint_s=CKPT_S, restore_s=RESTORE_S))
             a = res.metrics.attainment
             rows.append({"seed": seed, "attained": a.attained, "false_attained": a.false_attained,

@@ -137,3 +137,17 @@ def test_set_share_that_does_not_fit_is_rejected_and_changes_nothing():
     rej = [e for e in out.result.record if e.kind == "action_rejected"]
     assert rej and "cpu" in rej[0].data["reason"]
     assert out.result.jobs["a"].state is JobState.FINISHED
+
+
+def test_rotary_aqp_judges_an_unmeasured_query_infeasible_by_its_querys_past_speed():
+    # "a" teaches the policy q9's seconds per batch; "b" (q9) then cannot reach 0.99 in 0.3 s, so the
+    # core goes to "c" although "b"'s deadline is the earliest
+    jobs = [qjob("a", "q9", criteria="accuracy >= 0.999 within 900s"),
+            qjob("b", "q9", submit=100.0, criteria="accuracy >= 0.99 within 0.3s"),
+            qjob("c", "q6", submit=100.0, criteria="accuracy >= 0.99 within 600s")]
+    pol = make_policy("rotary-aqp")
+    out = simulate(simulated(jobs, PROFILE, startup_s=0.2), cores(1), pol, strict=True)
+    assert pol.batch_s(out.result.jobs["b"]) is not None
+    assert out.result.jobs["c"].first_start == pytest.approx(100.0)
+    b, c = out.result.jobs["b"], out.result.jobs["c"]
+    assert b.first_start is None or b.first_start >= c.end_time - 1e-9
