@@ -69,7 +69,6 @@ import math
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -77,7 +76,6 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,16 +88,18 @@ from .checkpoint import CheckpointStore
 from .devices import ENV as DEVICES_ENV
 from .devices import DeviceMap
 from .harmony.hook import HarmonyHook
+from .procs import (Run, Spare, SparePool, Task, describe_exit, free_port, kill_tasks, log_tail, safe_name,
+                    spawn_worker, thread_env)
 from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
 from .ps.spilling import SPILL_REPORT_KEYS
+from .status import JobStatus, split_heldout, update_status
 from .usage import UsageMeter
 from .worker import worker_config
 from .workloads import BUILTINS, WorkloadConfig, WorkloadError, parse_config
 
 Listener = Callable[[str, dict[str, Any]], None]
-_LOG_TAIL = 6
 
 
 def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tuple[int, ...]]:
@@ -120,49 +120,6 @@ def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tup
     return out
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _describe_exit(rc: int | None) -> str:
-    if rc is None:
-        return "stopped responding"
-    if rc < 0:
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
-
-
-@dataclass
-class JobStatus:
-    """What the backend knows about one job's real execution (for progress displays)."""
-
-    job: str
-    state: str = "starting"  # starting | running | halted | restarting | finished | failed
-    iterations: int = 0
-    total: int | None = None
-    iter_time: float | None = None
-    compute_s: float | None = None
-    comm_s: float | None = None
-    mem_mb: float | None = None
-    device: str | None = None  # where rank 0 trains ("cuda:0", "cpu"), as it reported
-    cuda_visible_devices: str | None = None  # rank 0's physical GPU ids ("" none)
-    device_note: str | None = None  # why it trains on the CPU although given GPUs
-    device_mem_mb: float | None = None  # peak device memory (torch.cuda.max_memory_allocated), on CUDA
-    metrics: dict[str, float] = field(default_factory=dict)
-    checkpoint_iteration: int | None = None
-    restarts: int = 0
-    nodes: tuple[int, ...] = ()
-    pids: tuple[int, ...] = ()
-    reason: str = ""
-    #: restores that fell back past corrupt checkpoints or started over from iteration 0
-    checkpoint_events: list[str] = field(default_factory=list)
-
-
 _OPEN: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 
 
@@ -170,42 +127,6 @@ def request_shutdown_all() -> None:
     """Every open backend of this process checkpoints its running jobs when it closes (signal handlers)."""
     for backend in list(_OPEN):
         backend.request_shutdown()
-
-
-@dataclass
-class _Task:
-    rank: int
-    node: int
-    proc: subprocess.Popen[bytes]
-    chan: Channel
-    log_path: Path
-    done: bool = False  # sent "finished" or "halted"
-    error: str | None = None
-    fatal: bool = False
-
-
-@dataclass
-class _Spare:
-    kind: str  # "numpy" | "torch": what it has imported already
-    proc: subprocess.Popen[bytes]
-    sock: socket.socket
-    log_path: Path
-
-
-@dataclass
-class _Run:
-    spec: JobSpec
-    alloc: Allocation
-    config: WorkloadConfig
-    tasks: list[_Task] = field(default_factory=list)
-    launched: float = 0.0
-    restart_at: float | None = None
-    last_iter_time: float | None = None
-    first_progress: bool = False
-
-    @property
-    def is_ps(self) -> bool:
-        return self.spec.architecture == "ps"
 
 
 class LocalBackend:
@@ -278,17 +199,17 @@ class LocalBackend:
         self.net_rates = node_bandwidth(cluster, bandwidth_mbps)
         self.subtask_gate = subtask_gate
         self.devices = DeviceMap.build(cluster, gpu_ids)  # ledger device -> physical GPU id (CUDA_VISIBLE_DEVICES)
-        self.harmony = HarmonyHook(len(cluster.nodes), env=self._env(1))  # pipelined groups' node queues
+        self.harmony = HarmonyHook(len(cluster.nodes), env=thread_env(1))  # pipelined groups' node queues
         self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
         self.status: dict[str, JobStatus] = {}
         self.timings: list[dict[str, Any]] = []
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, Run] = {}
         self._restarts: dict[str, int] = {}
         self._pending: list[BackendEvent] = []
         self.usage = UsageMeter()  # what jobs' processes use (USED events; metrics only)
         self._used: list[BackendEvent] = []  # USED events not yet returned by advance
         self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._spares: dict[str, list[_Spare]] = {}
+        self._spares = SparePool()
         self._pack_hosts: dict[tuple[int, int], PackHost] = {}  # device -> its pack process (runtime.packed)
         self._warm_pack_host: PackHost | None = None  # an idle pack host for the next device (prewarm)
         self._n_spawned = 0
@@ -331,7 +252,7 @@ class LocalBackend:
         if not from_checkpoint:
             self.store.clear(spec.id)
             clear_parts(self.store.root, spec.id)
-        run = _Run(spec, alloc, config)
+        run = Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
 
@@ -365,57 +286,30 @@ class LocalBackend:
         self.status[job].state, self.status[job].reason = "failed", reason
         self._pending.append(BackendEvent(self.now(), BackendEventKind.FAILED, job, {"reason": reason}))
 
-    def _env(self, threads: int) -> dict[str, str]:
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
-            env[var] = str(threads)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return env
-
     def _spawn(self, env: dict[str, str], log_path: Path, header: str, *args: str) -> tuple[
             subprocess.Popen[bytes], socket.socket]:
-        mine, theirs = socket.socketpair()
-        with open(log_path, "ab") as log:
-            log.write(f"--- {header}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                [self.python, "-m", "cohabit.runtime.worker", "--fd", str(theirs.fileno()), *args],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True,
-            )
-        theirs.close()
         self._n_spawned += 1
-        return proc, mine
-
-    def _take_spare(self, kind: str) -> _Spare | None:
-        pool = self._spares.get(kind, [])
-        while pool:
-            sp = pool.pop()
-            if sp.proc.poll() is None:
-                return sp
-            sp.sock.close()
-        return None
+        return spawn_worker(self.python, env, log_path, header, *args)
 
     def _replenish(self, kind: str) -> None:
         """Keep one warm spare of ``kind`` (started now, importing in the background)."""
-        pool = self._spares.setdefault(kind, [])
-        if self._closed or pool:
+        if self._closed or self._spares.has(kind):
             return
         log_path = self.log_dir / f"spare-{kind}-{self._n_spawned}.log"
-        proc, sock = self._spawn(self._env(1), log_path, f"spare ({kind}) at t={self.now():.3f}", "--preload", kind)
-        pool.append(_Spare(kind, proc, sock, log_path))
+        proc, sock = self._spawn(thread_env(1), log_path, f"spare ({kind}) at t={self.now():.3f}", "--preload", kind)
+        self._spares.add(Spare(kind, proc, sock, log_path))
 
-    def _start_tasks(self, run: _Run, *, from_checkpoint: bool) -> None:
+    def _start_tasks(self, run: Run, *, from_checkpoint: bool) -> None:
         spec = run.spec
         ps = PSLaunch.plan(spec, run.alloc, net_dir=self.root / "net", rates=self.net_rates) if run.is_ps else None
         harmony_gate = self.harmony.gate_for(run.alloc, ps.n_workers) if ps is not None else None
         n = ps.n_tasks if ps is not None else len(run.alloc.slots) - spec.num_ps
         threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
-        port = _free_port() if n > 1 and ps is None else None
+        port = free_port() if n > 1 and ps is None else None
         kind = "torch" if run.config.uses_torch or (n > 1 and ps is None) else "numpy"
         # warm spares run built-in workloads with one thread (their environment is fixed at spawn)
         warm = self.prewarm and threads == 1 and run.config.label in BUILTINS
-        env = self._env(threads)
+        env = thread_env(threads)
         run.launched = self.now()
         run.restart_at = None
         run.first_progress = False
@@ -430,7 +324,7 @@ class LocalBackend:
             proc, sock, log_path = self._spawn_task(spec.id, rank, node, task_env, header, warm=warm, kind=kind,
                                                     threads=threads, gpus=sum(share for _, share in slot.devices))
             self._all_procs[proc.pid] = proc
-            task = _Task(rank, node, proc, Channel(sock), log_path)
+            task = Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
             cfg = worker_config(
                 job=spec.id, rank=rank, world_size=n if ps is None else ps.n_workers, workload=run.config, iterations=spec.iterations,
@@ -468,13 +362,13 @@ class LocalBackend:
         ``terminate`` / ``kill``: the RayBackend's actors), the backend's end of its
         control socket, and its log file. Subclasses override this to run tasks elsewhere.
         """
-        spare = self._take_spare(kind) if warm else None
+        spare = self._spares.take(kind) if warm else None
         if spare is not None:
             proc, sock, log_path = spare.proc, spare.sock, spare.log_path
             with open(log_path, "ab") as log:
                 log.write(f"--- {header} (warm spare)\n".encode())
         else:
-            log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
+            log_path = self.log_dir / f"{safe_name(job)}.{rank}.log"
             proc, sock = self._spawn(env, log_path, header, "--job", job, "--launched-at", repr(time.time()))
         if self.cores is not None:
             try:
@@ -506,7 +400,7 @@ class LocalBackend:
                         if msg.get("type") == "halted" and "save_s" in msg:
                             save_s = msg["save_s"]
                         elif msg.get("type") == "progress":
-                            _update_status(st, msg)
+                            update_status(st, msg)
                 chans = [t.chan for t in live if not t.chan.closed]
                 if chans:
                     select.select(chans, [], [], 0.05)
@@ -604,7 +498,7 @@ class LocalBackend:
         st.checkpoint_events.append(note)
         self.timings.append({"job": job, "kind": kind, "at": self.now(), "note": note, "errors": bad})
 
-    def _poll_run(self, job: str, run: _Run) -> BackendEvent | None:
+    def _poll_run(self, job: str, run: Run) -> BackendEvent | None:
         """Read one run's messages; return its event, if any (progress, finished, failed)."""
         st = self.status[job]
         progress: dict[str, Any] | None = None
@@ -644,7 +538,7 @@ class LocalBackend:
                     task.error, task.fatal = str(msg.get("reason")), bool(msg.get("fatal"))
         if progress is not None:
             self._sample_use(job)
-            _update_status(st, progress)
+            update_status(st, progress)
             run.last_iter_time = float(progress["iter_time"])
             if not run.first_progress:
                 run.first_progress = True
@@ -667,27 +561,27 @@ class LocalBackend:
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
             return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
-                                                                              **_split_heldout(st.metrics)})
+                                                                              **split_heldout(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
             for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
-            data.update(_split_heldout(progress.get("metrics")))
+            data.update(split_heldout(progress.get("metrics")))
             return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
         return None
 
-    def _on_task_death(self, job: str, run: _Run, task: _Task) -> BackendEvent | None:
+    def _on_task_death(self, job: str, run: Run, task: Task) -> BackendEvent | None:
         try:
             rc = task.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             rc = None
         self._kill(run.tasks)
         st = self.status[job]
-        what = task.error or f"task {task.rank} (pid {task.proc.pid}) on node {task.node} {_describe_exit(rc)}"
+        what = task.error or f"task {task.rank} (pid {task.proc.pid}) on node {task.node} {describe_exit(rc)}"
         if task.error:
             what = f"task {task.rank} (pid {task.proc.pid}) on node {task.node}: {task.error}"
-        tail = _tail(task.log_path)
+        tail = log_tail(task.log_path)
         used = self._restarts.get(job, 0)
         self._sample_use(job, end=True)
         if task.fatal or used >= self.max_restarts:
@@ -716,7 +610,7 @@ class LocalBackend:
                                  "restarting": True})
         return None
 
-    def _checkpoint_iteration(self, run: _Run) -> int | None:
+    def _checkpoint_iteration(self, run: Run) -> int | None:
         """Iteration of the job's newest checkpoint (a PS job's newest complete set of parts)."""
         if run.is_ps:
             return checkpoint_iteration(self.store.root, run.spec.id)
@@ -724,25 +618,10 @@ class LocalBackend:
         return ck.iteration if ck is not None else None
 
     # -------------------------------------------------------------- cleanup
-    def _kill(self, tasks: list[_Task], grace: float = 2.0) -> None:
-        """Make sure every process of ``tasks`` is gone (SIGTERM, then SIGKILL after ``grace``)."""
+    def _kill(self, tasks: list[Task], grace: float = 2.0) -> None:
+        """Make sure every process of ``tasks`` is gone (:func:`.procs.kill_tasks`) and forget them."""
+        kill_tasks(tasks, grace)
         for t in tasks:
-            if t.proc.poll() is None:
-                try:
-                    t.proc.terminate()
-                except OSError:
-                    pass
-        deadline = time.monotonic() + grace
-        for t in tasks:
-            try:
-                t.proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                try:
-                    t.proc.kill()
-                    t.proc.wait(timeout=5.0)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
-            t.chan.close()
             self._all_procs.pop(t.proc.pid, None)
 
     def pids(self) -> list[int]:
@@ -775,19 +654,7 @@ class LocalBackend:
                 except (OSError, subprocess.TimeoutExpired):
                     pass
         self._all_procs.clear()
-        for pool in self._spares.values():
-            for sp in pool:
-                sp.sock.close()  # a spare exits when its socket closes; make sure
-                if sp.proc.poll() is None:
-                    try:
-                        sp.proc.kill()
-                    except OSError:
-                        pass
-                try:
-                    sp.proc.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    pass
-        self._spares.clear()
+        self._spares.close()
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -808,53 +675,3 @@ class LocalBackend:
         except Exception:  # noqa: BLE001
             pass
 
-
-def _update_status(st: JobStatus, msg: dict[str, Any]) -> None:
-    st.state = "running"
-    st.iterations = int(msg["iterations"])
-    st.total = msg.get("total", st.total)
-    st.iter_time = msg.get("iter_time")
-    st.compute_s = msg.get("compute_s")
-    st.comm_s = msg.get("comm_s")
-    st.mem_mb = msg.get("mem_mb")
-    if msg.get("device_mem_mb") is not None:
-        st.device_mem_mb = float(msg["device_mem_mb"])
-    st.metrics.update(msg.get("metrics") or {})
-    if msg.get("checkpoint_iteration") is not None:
-        st.checkpoint_iteration = int(msg["checkpoint_iteration"])
-
-
-def _finite(metrics: dict[str, Any] | None) -> dict[str, float]:
-    """Metrics as floats, leaving out non-numbers (a NaN loss arrives as null)."""
-    out = {}
-    for k, v in (metrics or {}).items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            out[k] = float(v)
-    return out
-
-
-def _split_heldout(metrics: dict[str, Any] | None) -> dict[str, dict[str, float]]:
-    """``{"metrics": ..., "heldout": ...}``: a workload's ``heldout_<name>`` metrics (measured on data the
-    scheduler must not see, for false-attainment accounting: engine/criteria.py) go under ``heldout``
-    as ``<name>``, out of the metrics the policies see."""
-    shown: dict[str, float] = {}
-    held: dict[str, float] = {}
-    for k, v in _finite(metrics).items():
-        if k.startswith("heldout_"):
-            held[k[len("heldout_"):]] = v
-        else:
-            shown[k] = v
-    return {"metrics": shown, "heldout": held} if held else {"metrics": shown}
-
-
-def _safe(job: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in job)[:80] or "job"
-
-
-def _tail(path: Path, n: int = _LOG_TAIL) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    lines = [ln for ln in lines if not ln.startswith("--- ")]
-    return " | ".join(lines[-n:])
