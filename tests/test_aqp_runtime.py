@@ -70,3 +70,30 @@ def test_aqp_bad_query_option_is_reported_at_load(tmp_path) -> None:
     assert err.value.field == "query"
     with pytest.raises(WorkloadError, match="window must be >= 2"):
         parse_config("j", {"name": "tpch-query", "query": "q1", "window": 1})
+
+
+def test_aqp_query_share_raised_mid_run_reports_the_new_threads_and_stays_exact(tmp_path, tpch_dir) -> None:
+    """SetShare on a real query (LocalBackend.set_share): the worker changes DuckDB's threads at the next
+    batch boundary, reports them, and the answer is exactly the uninterrupted one."""
+    cl = cluster(1, cpu=2)
+    spec = query_job("q18", "q18", seed=2, batches=30)
+    led = Ledger(cl)
+    with LocalBackend(cl, root=tmp_path, report_interval=30.0, checkpoint_interval=0) as be:
+        be.launch(spec, allocate(cl, spec, (0,), led), 0.0, from_checkpoint=False)
+        first = wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.data["iterations"] >= 2 for e in ev))
+        led.release("q18")
+        wider = spec.model_copy(update={"workers": TaskGroup(count=1, demand=Resources(cpu=2, mem_gb=1.0))})
+        be.set_share("q18", allocate(cl, wider, (0,), led), be.now())
+        events = wait_for(be, ended("q18"))
+        assert final_event(events, "q18").kind is K.FINISHED
+        got, _ = be.store.load("q18")
+    threads = [(int(e.data["metrics"]["batches"]), int(e.data["metrics"]["threads"]))
+               for e in first + events if e.kind is K.PROGRESS]
+    assert threads[0] == (1, 1)
+    assert threads[-1] == (30, 2)  # raised at a batch boundary, and kept
+    at = next(i for i, (_, t) in enumerate(threads) if t == 2)
+    assert all(t == 1 for _, t in threads[:at]) and all(t == 2 for _, t in threads[at:])
+    resumed = ProgressiveQuery(QUERIES["q18"], tpch_dir, batches=30, seed=2, scale_factor=0.01)
+    resumed.restore(got["workload"]["query"])
+    ref = ProgressiveQuery(QUERIES["q18"], tpch_dir, batches=30, seed=2, scale_factor=0.01).run()
+    assert resumed.answer().rows == ref.rows

@@ -123,6 +123,13 @@ def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tup
 _OPEN: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
 
 
+def share_threads(alloc: Allocation, spec: JobSpec) -> int:
+    """Threads of each task: its CPU cores rounded up (at least 1); a single-task job's from its
+    allocation (which ``SetShare`` may have raised), others' from their demand."""
+    cpu = float(alloc.total.get("cpu", 0.0)) if len(alloc.slots) == 1 else float(spec.workers.demand["cpu"])
+    return max(1, math.ceil(cpu - 1e-9)) if cpu > 0 else 1
+
+
 def request_shutdown_all() -> None:
     """Every open backend of this process checkpoints its running jobs when it closes (signal handlers)."""
     for backend in list(_OPEN):
@@ -304,7 +311,7 @@ class LocalBackend:
         ps = PSLaunch.plan(spec, run.alloc, net_dir=self.root / "net", rates=self.net_rates) if run.is_ps else None
         harmony_gate = self.harmony.gate_for(run.alloc, ps.n_workers) if ps is not None else None
         n = ps.n_tasks if ps is not None else len(run.alloc.slots) - spec.num_ps
-        threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
+        threads = share_threads(run.alloc, spec)
         port = free_port() if n > 1 and ps is None else None
         kind = "torch" if run.config.uses_torch or (n > 1 and ps is None) else "numpy"
         # warm spares run built-in workloads with one thread (their environment is fixed at spawn)
@@ -376,6 +383,23 @@ class LocalBackend:
             except OSError:
                 pass  # the process may already be gone; its exit is handled by advance()
         return proc, sock, log_path
+
+    def set_share(self, job: str, alloc: Allocation, now: float) -> None:
+        """``SetShare``: the running single-task ``job`` gets ``alloc``'s CPU cores and memory; its worker
+        applies them before its next step (a query: DuckDB's ``threads`` / ``memory_limit`` at the
+        next batch boundary). A task restarted later starts with them."""
+        run = self._runs.get(job)
+        if run is None:
+            raise ValueError(f"LocalBackend: job {job!r} is not running")
+        run.alloc = alloc
+        mem = float(alloc.total.get("mem_gb", 0.0))
+        msg = {"type": "share", "threads": share_threads(alloc, run.spec), "mem_gb": mem or None}
+        for t in run.tasks:
+            try:
+                t.chan.send(msg)
+            except ChannelClosed:
+                pass  # died: advance() sees it; a restart reads run.alloc
+        self.timings.append({"job": job, "kind": "share", "at": self.now(), "threads": msg["threads"], "mem_gb": mem})
 
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         run = self._runs.pop(job, None)

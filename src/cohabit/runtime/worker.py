@@ -177,6 +177,7 @@ class Worker:
         self.comm: GlooComm | None = None
         self.last_ckpt_iter: int | None = None
         self.halt_req: dict[str, Any] | None = None
+        self.share_req: dict[str, Any] | None = None  # the newest SetShare not yet applied
         self.warmup_s: float | None = None
         self.startup: dict[str, Any] = {}  # interpreter_s, imports_s (set by main); accelerator_ids (Ray)
         self.device: str = "cpu"  # where the workload trains (select_device)
@@ -226,6 +227,16 @@ class Worker:
             info["restore_s"] = time.perf_counter() - t0
         return workload, info
 
+    def _apply_share(self, workload: Trainable, msg: dict[str, Any]) -> None:
+        """A new share from the scheduler (``SetShare``): the workload's ``set_share(threads, mem_gb)``
+        if it has one (a progressive query: DuckDB's threads and memory limit); a workload without
+        it keeps the threads it started with."""
+        threads = max(1, int(msg.get("threads") or 1))
+        mem_gb = msg.get("mem_gb")
+        set_share = getattr(workload, "set_share", None)
+        if callable(set_share):
+            set_share(threads=threads, mem_gb=float(mem_gb) if mem_gb else None)
+
     def _save(self, workload: Trainable) -> tuple[int, float]:
         t0 = time.perf_counter()
         info = self.store.save(self.job, {"workload": workload.state_dict()}, iteration=workload.iteration,
@@ -237,6 +248,8 @@ class Worker:
         for msg in self.chan.recv_ready():
             if msg.get("type") == "halt":
                 self.halt_req = msg
+            elif msg.get("type") == "share":
+                self.share_req = msg  # applied before the next step (a batch boundary)
         if self.chan.closed and self.halt_req is None:
             self.halt_req = {"type": "halt", "checkpoint": False, "why": "scheduler went away"}
         if self.halt_req is None:
@@ -300,6 +313,9 @@ class Worker:
                 return EXIT_OK
             if workload.done:
                 break
+            if self.share_req is not None:
+                self._apply_share(workload, self.share_req)
+                self.share_req = None
             t0 = time.perf_counter()
             metrics = workload.step()
             t1 = time.perf_counter()
