@@ -109,3 +109,38 @@ def test_ratchet_trigger_pays_back_an_expensive_first_checkpoint_within_the_boun
             if len(t._costs) > 1:
                 assert spent / clock <= 0.035 + 1e-9
     assert spent / clock <= 0.035 and len(t._costs) > 5
+
+
+def test_cohabit_run_checkpoint_option_picks_ratchets_trigger(tmp_path, monkeypatch):
+    """``cohabit run --checkpoint ratchet`` hands the backend Ratchet's trigger (``interval``: the fixed
+    one); an unknown choice is refused with the option's name before anything runs."""
+    import textwrap
+
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+    from cohabit.runtime import local
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(textwrap.dedent("""
+        jobs:
+          - id: m
+            workers: {count: 1, demand: {cpu: 1, mem_gb: 0.2}}
+            iterations: 300
+            workload: {name: mlr, data: synthetic, n_samples: 500, n_features: 10, seed: 1}
+    """))
+    runner = CliRunner()
+    bad = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", "often"])
+    assert bad.exit_code != 0 and "--checkpoint" in bad.output and "ratchet" in bad.output
+    seen: list[str] = []
+    original = local.LocalBackend.__init__
+
+    def spy(self, *args, **kw):
+        seen.append(kw.get("checkpoint_policy"))
+        original(self, *args, **kw)
+
+    monkeypatch.setattr(local.LocalBackend, "__init__", spy)
+    for choice in ("ratchet", "interval"):
+        res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", choice])
+        assert res.exit_code == 0, res.output
+    assert seen == ["ratchet", "fixed"]

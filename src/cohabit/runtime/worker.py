@@ -287,7 +287,7 @@ class Worker:
         win_start, win_steps, win_compute, win_comm = now, 0, 0.0, 0.0
         losses: list[float] = []
         latest: dict[str, float] = {}
-        last_ckpt = now
+        last_ckpt = run_start = now
         warm = True  # the first iteration (allocations, lazy init) is timed apart: it is not typical
         first_report = True
         each = bool(getattr(workload, "report_each_step", False))  # progressive queries: every batch counts
@@ -328,7 +328,8 @@ class Worker:
             latest.update({k: float(v) for k, v in metrics.items() if k != "loss"})
             step_s += ((t1 - t0) - step_s) / min(workload.iteration, 20) if workload.iteration else 0.0
             if trigger is not None:
-                due = trigger.due(t1 - last_ckpt, (workload.total_iterations - workload.iteration) * step_s)
+                due = trigger.due(t1 - last_ckpt, (workload.total_iterations - workload.iteration) * step_s,
+                                  elapsed_s=t1 - run_start)
             else:
                 due = ckpt_every > 0 and t1 - last_ckpt >= ckpt_every
             if self.rank == 0 and due and not workload.done:
