@@ -45,6 +45,7 @@ import time
 _T_MODULE = time.time()  # before the heavy imports below: splits start-up into interpreter and imports
 
 import argparse
+import base64
 import hashlib
 import os
 import socket
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from .channel import Channel, ChannelClosed
+from . import safestate
 from .checkpoint import CheckpointStore
 from .devices import ENV, DeviceChoice, device_telemetry, select_device, set_visible
 from .workloads import BUILTINS, Trainable, WorkloadConfig, WorkloadContext, WorkloadError, build
@@ -213,7 +215,13 @@ class Worker:
             self.comm = GlooComm(rendezvous_path(cfg["store_root"], self.job, int(cfg["dist_port"])), self.rank,
                                  self.world)
             workload.comm = self.comm  # type: ignore[attr-defined]
-        if cfg["from_checkpoint"]:
+        if cfg["from_checkpoint"] and cfg.get("state_b64"):  # a paused state the backend held in memory
+            t0 = time.perf_counter()
+            state = safestate.loads(base64.b64decode(cfg["state_b64"]))
+            workload.load_state_dict(state["workload"])
+            info.update(restored_iteration=workload.iteration, restored_from="memory",
+                        restore_s=time.perf_counter() - t0)
+        elif cfg["from_checkpoint"]:
             t0 = time.perf_counter()
             got = self.store.load(self.job)
             info["skipped_corrupt"] = list(self.store.last_errors)  # reported by the backend, never silent
@@ -236,6 +244,14 @@ class Worker:
         set_share = getattr(workload, "set_share", None)
         if callable(set_share):
             set_share(threads=threads, mem_gb=float(mem_gb) if mem_gb else None)
+
+    @staticmethod
+    def _state_blob(workload: Trainable) -> tuple[str, float]:
+        """The checkpoint the store would write (``{"workload": state}``), serialised and base64-encoded
+        for the channel, and the seconds it took (a pause whose state the backend keeps: Ratchet's tiers)."""
+        t0 = time.perf_counter()
+        blob = base64.b64encode(safestate.dumps({"workload": workload.state_dict()})).decode("ascii")
+        return blob, time.perf_counter() - t0
 
     def _save(self, workload: Trainable) -> tuple[int, float]:
         t0 = time.perf_counter()
@@ -306,7 +322,9 @@ class Worker:
                 flag = self.comm.agree(flag)
             if flag:
                 msg: dict[str, Any] = {"type": "halted", "iteration": workload.iteration}
-                if flag == _STOP_CKPT and self.rank == 0:
+                if flag == _STOP_CKPT and self.rank == 0 and self.halt_req and self.halt_req.get("state_to_backend"):
+                    msg["state_b64"], msg["save_s"] = self._state_blob(workload)  # Ratchet's tiers keep it
+                elif flag == _STOP_CKPT and self.rank == 0:
                     msg["checkpoint_seq"], msg["save_s"] = self._save(workload)
                 self._send(msg)
                 self._close()
