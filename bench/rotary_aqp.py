@@ -89,8 +89,9 @@ def sim_table(profile: dict, seeds: list[int], time_scale: float, shape: str = "
     return out
 
 
-def real_table(seed: int, time_scale: float, policies: list[str], tmp: Path) -> dict:
-    jobs = table31_jobs(seed=seed, scale=SF, batches=BATCHES, epochs=EPOCHS, time_scale=time_scale, heldout=True)
+def real_table(seed: int, time_scale: float, policies: list[str], tmp: Path, sf: float = SF,
+               nodes: int | None = None) -> dict:
+    jobs = table31_jobs(seed=seed, scale=sf, batches=BATCHES, epochs=EPOCHS, time_scale=time_scale, heldout=True)
     path = tmp / "aqp_jobs.yaml"
     path.write_text(to_yaml(jobs))
     out = {}
@@ -98,8 +99,9 @@ def real_table(seed: int, time_scale: float, policies: list[str], tmp: Path) -> 
         js = tmp / f"{p}.json"
         c0 = os.times()
         w0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "cohabit.cli", "run", str(path), "--policy", p, "--json", str(js)],
-                              capture_output=True, text=True, timeout=900)
+        cmd = [sys.executable, "-m", "cohabit.cli", "run", str(path), "--policy", p, "--json", str(js)]
+        proc = subprocess.run(cmd + (["--nodes", str(nodes)] if nodes else []),
+                              capture_output=True, text=True, timeout=3600)
         c1 = os.times()
         if not js.exists():
             raise SystemExit(f"cohabit run --policy {p} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -173,6 +175,18 @@ def window_table(data: Path, windows: list[int]) -> dict:
     return out
 
 
+def est_table(profile: dict, data: Path, result: dict) -> None:
+    print(f"\n3. estimators: TEE one epoch ({BATCHES // EPOCHS} batches) ahead; EXPLAIN memory   [{load()}]")
+    est = estimator_errors(profile, data)
+    print(f"{'query':6} {'MAE cold':>9} {'MAE hist':>9} {'plan MB':>8} {'measured MB':>12}")
+    for q, r in est.items():
+        print(f"{q:6} {r['mae_cold']:>9.3f} {r['mae_with_history']:>9.3f} {r['plan_mb']:>8.2f} {r['measured_mb']:>12.2f}")
+    print(f"  mean MAE: cold {np.mean([r['mae_cold'] for r in est.values()]):.3f}, "
+          f"with history {np.mean([r['mae_with_history'] for r in est.values()]):.3f}")
+    result["estimators"] = est
+    result["estimators_load"] = load()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1], help="seed of the real run's workload")
@@ -183,6 +197,10 @@ def main() -> None:
     ap.add_argument("--real-time-scale", type=float, default=0.01,
                     help="time scale of the real run (examples/aqp_jobs.yaml's): a real query process takes ~1 s to start")
     ap.add_argument("--real-policies", default="rotary-aqp,edf,rr,lcaf,relaqs")
+    ap.add_argument("--sf", type=float, default=SF, help="TPC-H scale factor of the real run (the simulator uses the SF 0.1 profile)")
+    ap.add_argument("--real-nodes", type=int, default=None,
+                    help="cohabit run --nodes for the real run (1: one node of all cores, where Alg. 4's extra cores act)")
+    ap.add_argument("--no-estimators", action="store_true", help="skip the estimator table")
     ap.add_argument("--profile", action="store_true", help="re-measure the packaged profile first")
     ap.add_argument("--windows", type=int, nargs="*", default=[2, 3, 5, 8],
                     help="envelope windows to compare for false attainment (none: skip)")
@@ -216,24 +234,23 @@ def main() -> None:
     result["simulator_load"] = load()
 
     if a.real:
-        print(f"\n2. real: cohabit run, DuckDB processes, seed {a.seeds[0]}, time scale {a.real_time_scale}   [{load()}]")
+        ensure_tpch(a.sf)  # generated before the timed runs
+        print(f"\n2. real: cohabit run, DuckDB processes, SF {a.sf:g}, seed {a.seeds[0]}, time scale {a.real_time_scale}, "
+              f"nodes {a.real_nodes or 'default'}   [{load()}]")
         with tempfile.TemporaryDirectory(prefix="cohabit-aqp-bench-") as d:
-            real = real_table(a.seeds[0], a.real_time_scale, a.real_policies.split(","), Path(d))
+            real = real_table(a.seeds[0], a.real_time_scale, a.real_policies.split(","), Path(d), a.sf, a.real_nodes)
         print(f"{'policy':11} {'attained':>9} {'false':>6} {'preempt':>8} {'wall s':>7} {'cpu s':>7}  load")
         for p, r in real.items():
             print(f"{p:11} {r['attained']:>5}/{r['jobs']} {r['false_attained']:>6} {r['preemptions']:>8} "
                   f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f}  {r['load']}")
         result["real"] = real
+        result["real_setup"] = {"scale_factor": a.sf, "nodes": a.real_nodes, "time_scale": a.real_time_scale,
+                                "seed": a.seeds[0]}
 
-    print(f"\n3. estimators: TEE one epoch ({BATCHES // EPOCHS} batches) ahead; EXPLAIN memory   [{load()}]")
-    est = estimator_errors(profile, data)
-    print(f"{'query':6} {'MAE cold':>9} {'MAE hist':>9} {'plan MB':>8} {'measured MB':>12}")
-    for q, r in est.items():
-        print(f"{q:6} {r['mae_cold']:>9.3f} {r['mae_with_history']:>9.3f} {r['plan_mb']:>8.2f} {r['measured_mb']:>12.2f}")
-    print(f"  mean MAE: cold {np.mean([r['mae_cold'] for r in est.values()]):.3f}, "
-          f"with history {np.mean([r['mae_with_history'] for r in est.values()]):.3f}")
-    result["estimators"] = est
-    result["estimators_load"] = load()
+    if a.no_estimators:
+        a.windows = []
+    else:
+        est_table(profile, data, result)
     if a.windows:
         print(f"\n4. envelope window vs false attainment (22 queries x 9 thresholds, seed 0)   [{load()}]")
         win = window_table(data, a.windows)
