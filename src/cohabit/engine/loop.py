@@ -119,7 +119,7 @@ class Scheduler(LiveControl):
         self._handlers: dict[type, Callable[[object], None]] = {
             A.Start: self._start, A.Pause: self._pause, A.Resume: self._resume,
             A.Migrate: self._migrate, A.Resize: self._resize, A.Stop: self._stop,
-            A.Colocate: self._colocate, A.Pack: self._pack,
+            A.Colocate: self._colocate, A.Pack: self._pack, A.SetShare: self._set_share,
         }
 
     def _bind_hooks(self, policy: object) -> None:
@@ -716,6 +716,49 @@ class Scheduler(LiveControl):
         job = self._job(a.job, JobState.RUNNING)
         self._move(job, a.placement, EventKind.RESIZED)
         job._resizes += 1
+
+    def _set_share(self, a: A.SetShare) -> None:
+        """Change a running single-task job's share in place (Rotary-AQP's extra cores, Alg. 4).
+
+        ``a.share`` names the resources to change and their new amounts for the task (the others
+        keep the job's demand); the job stays on its node and keeps running (no checkpoint). Only
+        jobs holding no GPU, outside groups and packs; the backend must support it (``set_share``).
+        The share lasts until the job is paused, moved or ends: a resumed job gets its demand again.
+        """
+        job = self._job(a.job, JobState.RUNNING)
+        set_share = getattr(self.backend, "set_share", None)
+        if set_share is None:
+            raise Unsupported(f"backend {type(self.backend).__name__} cannot change a running job's share "
+                              f"(no set_share)")
+        alloc_now = self.ledger.allocations[job.id]
+        if len(alloc_now.slots) != 1 or alloc_now.group is not None or alloc_now.pack is not None:
+            raise ActionError(f"SetShare changes the share of a single-task job running alone; job {job.id!r} "
+                              f"has {len(alloc_now.slots)} tasks" + (" in a group or pack" if len(alloc_now.slots) == 1 else ""))
+        if alloc_now.devices or "gpu" in a.share:
+            raise ActionError(f"SetShare does not change GPUs; job {job.id!r} holds or names GPUs")
+        if not a.share:
+            raise ActionError("SetShare needs at least one resource")
+        base = dict(job.spec.workers.demand.items())
+        for name, amount in a.share.items():
+            if not amount > 0:
+                raise ActionError(f"SetShare {name}={amount!r} for job {job.id!r}: amounts must be > 0")
+            base[name] = float(amount)
+        vec = self.ledger.vector(Resources(base))
+        if vec is None:
+            raise ActionError(f"SetShare for job {job.id!r} names a resource no node has: {sorted(a.share)}")
+        placement = job._placement
+        trial = self.ledger.draft()  # all-or-nothing: a share that does not fit changes nothing
+        trial.release(job.id)
+        trial.allocate(job.id, placement, [vec])
+        job._settle(self.now)
+        self.ledger.release(job.id)
+        alloc = self.ledger.allocate(job.id, placement, [vec])
+        job._alloc = alloc.total
+        job._iter_time = None  # a new share runs at a new speed: measured anew
+        job._report_time = self.now
+        set_share(job.id, alloc, self.now)
+        self.record.append(self.now, EventKind.REALLOCATED, job.id, alloc=alloc.total.as_dict(),
+                           reason="share set by the policy")
 
     def _stop(self, a: A.Stop) -> None:
         job = self._job(a.job, JobState.PENDING, JobState.RUNNING, JobState.PAUSED)

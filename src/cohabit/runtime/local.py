@@ -65,6 +65,7 @@ how long starts, restores, checkpoints and halts took (pause overhead).
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import select
@@ -81,6 +82,7 @@ from typing import Any
 
 from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
+from ..ratchet.tiering import TieredStateStore
 from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
@@ -121,6 +123,13 @@ def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tup
 
 
 _OPEN: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
+
+
+def share_threads(alloc: Allocation, spec: JobSpec) -> int:
+    """Threads of each task: its CPU cores rounded up (at least 1); a single-task job's from its
+    allocation (which ``SetShare`` may have raised), others' from their demand."""
+    cpu = float(alloc.total.get("cpu", 0.0)) if len(alloc.slots) == 1 else float(spec.workers.demand["cpu"])
+    return max(1, math.ceil(cpu - 1e-9)) if cpu > 0 else 1
 
 
 def request_shutdown_all() -> None:
@@ -168,6 +177,7 @@ class LocalBackend:
         subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
         gpu_ids: Mapping[int | str, Any] | None = None,
         resume: bool = False,
+        paused_memory_mb: float | None = None,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -191,6 +201,12 @@ class LocalBackend:
         if checkpoint_policy not in ("fixed", "ratchet"):
             raise ValueError(f"checkpoint_policy must be 'fixed' or 'ratchet', got {checkpoint_policy!r}")
         self.checkpoint_policy = checkpoint_policy
+        if paused_memory_mb is not None and not paused_memory_mb >= 0:
+            raise ValueError(f"paused_memory_mb must be >= 0 MB, got {paused_memory_mb!r}")
+        #: Ratchet's tiers (ch. 4, resource-aware checkpointing): the states of paused single-task jobs
+        #: are kept in this process up to the budget, the rest spilled to the checkpoint store (None: every
+        #: pause writes to the store, the default)
+        self.tiers = None if paused_memory_mb is None else TieredStateStore(self.store, int(paused_memory_mb * 2**20))
         self.halt_timeout = halt_timeout
         self.fsync = fsync
         self.prewarm = prewarm
@@ -252,6 +268,8 @@ class LocalBackend:
         if not from_checkpoint:
             self.store.clear(spec.id)
             clear_parts(self.store.root, spec.id)
+            if self.tiers is not None:
+                self.tiers.take_blob(spec.id)  # a state an earlier run of the job left paused is not this one's
         run = Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
@@ -304,7 +322,7 @@ class LocalBackend:
         ps = PSLaunch.plan(spec, run.alloc, net_dir=self.root / "net", rates=self.net_rates) if run.is_ps else None
         harmony_gate = self.harmony.gate_for(run.alloc, ps.n_workers) if ps is not None else None
         n = ps.n_tasks if ps is not None else len(run.alloc.slots) - spec.num_ps
-        threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
+        threads = share_threads(run.alloc, spec)
         port = free_port() if n > 1 and ps is None else None
         kind = "torch" if run.config.uses_torch or (n > 1 and ps is None) else "numpy"
         # warm spares run built-in workloads with one thread (their environment is fixed at spawn)
@@ -337,6 +355,10 @@ class LocalBackend:
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)
                 cfg.update(ps=ps.section(rank), subtask_gate=gate)
+            if from_checkpoint and self.tiers is not None and n == 1:
+                blob = self.tiers.take_blob(spec.id)  # held in memory: sent along; spilled: the store has it
+                if blob is not None:
+                    cfg["state_b64"] = base64.b64encode(blob).decode("ascii")
             try:
                 task.chan.send(cfg)
             except ChannelClosed:
@@ -377,6 +399,23 @@ class LocalBackend:
                 pass  # the process may already be gone; its exit is handled by advance()
         return proc, sock, log_path
 
+    def set_share(self, job: str, alloc: Allocation, now: float) -> None:
+        """``SetShare``: the running single-task ``job`` gets ``alloc``'s CPU cores and memory; its worker
+        applies them before its next step (a query: DuckDB's ``threads`` / ``memory_limit`` at the
+        next batch boundary). A task restarted later starts with them."""
+        run = self._runs.get(job)
+        if run is None:
+            raise ValueError(f"LocalBackend: job {job!r} is not running")
+        run.alloc = alloc
+        mem = float(alloc.total.get("mem_gb", 0.0))
+        msg = {"type": "share", "threads": share_threads(alloc, run.spec), "mem_gb": mem or None}
+        for t in run.tasks:
+            try:
+                t.chan.send(msg)
+            except ChannelClosed:
+                pass  # died: advance() sees it; a restart reads run.alloc
+        self.timings.append({"job": job, "kind": "share", "at": self.now(), "threads": msg["threads"], "mem_gb": mem})
+
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         run = self._runs.pop(job, None)
         if run is None:
@@ -385,13 +424,15 @@ class LocalBackend:
         t0 = time.perf_counter()
         live = [t for t in run.tasks if t.proc.poll() is None]
         if checkpoint:
+            to_tiers = self.tiers is not None and len(run.tasks) == 1 and not run.is_ps
             for t in live:
                 try:
-                    t.chan.send({"type": "halt", "checkpoint": True})
+                    t.chan.send({"type": "halt", "checkpoint": True, "state_to_backend": to_tiers})
                 except ChannelClosed:
                     pass
             deadline = time.monotonic() + self.halt_timeout
-            save_s = None
+            save_s = tier = None
+            held_at: int | None = None
             while any(t.proc.poll() is None for t in live) and time.monotonic() < deadline:
                 for t in live:
                     for msg in t.chan.recv_ready():
@@ -399,6 +440,10 @@ class LocalBackend:
                         self.usage.read(job, t.proc.pid, self.now())
                         if msg.get("type") == "halted" and "save_s" in msg:
                             save_s = msg["save_s"]
+                        if msg.get("type") == "halted" and msg.get("state_b64") and self.tiers is not None:
+                            held_at = int(msg["iteration"])
+                            tier = self.tiers.put_blob(job, base64.b64decode(msg["state_b64"]), iteration=held_at,
+                                                       seconds=float(save_s or 0.0))
                         elif msg.get("type") == "progress":
                             update_status(st, msg)
                 chans = [t.chan for t in live if not t.chan.closed]
@@ -408,9 +453,9 @@ class LocalBackend:
                     time.sleep(0.01)
             timed_out = any(t.proc.poll() is None for t in live)
             self._kill(run.tasks)
-            st.checkpoint_iteration = self._checkpoint_iteration(run)
+            st.checkpoint_iteration = held_at if held_at is not None else self._checkpoint_iteration(run)
             self.timings.append({"job": job, "kind": "halt", "at": self.now(), "seconds": time.perf_counter() - t0,
-                                 "save_s": save_s, "timed_out": timed_out,
+                                 "save_s": save_s, "timed_out": timed_out, "tier": tier or "disk",
                                  "checkpoint_iteration": st.checkpoint_iteration})
             if timed_out:
                 st.reason = (f"halt timed out after {self.halt_timeout:g} s; killed; resumes from checkpoint "
@@ -655,6 +700,8 @@ class LocalBackend:
                     pass
         self._all_procs.clear()
         self._spares.close()
+        if self.tiers is not None and not self._own_root:
+            self.tiers.flush()  # paused states held in memory go to the kept checkpoint store (--resume)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -217,6 +217,20 @@ class SimBackend:
                         del self._node_jobs[node]
         self._reschedule(touched, now)
 
+    def set_share(self, job: str, alloc: Allocation, now: float) -> None:
+        """``job`` continues on ``alloc`` (its new CPU share, ``SetShare``) at the speed that share gives
+        (``physics.cores_factor``); no restart, no checkpoint."""
+        run = self._runs.get(job)
+        if run is None:
+            raise ValueError(f"SimBackend: job {job!r} is not running")
+        if run.speed is not None or run.pack is not None or run.goodput is not None:
+            raise ValueError(f"SimBackend: job {job!r} takes its speed from a profile; its share cannot change")
+        self._report_use(run, now)
+        self._fold(run, now)
+        run.alloc = alloc
+        run.solo = solo_rate(run.spec, run.truth, alloc, self.cfg)
+        self._reschedule({job}, now)
+
     def progress(self, job: str, now: float) -> float:
         """Ground-truth iterations done (for tests and the record-invariant checks only)."""
         run = self._runs.get(job)

@@ -137,7 +137,23 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
         raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
     base = truth.iterations / truth.duration / cfg.slowdown
     scale = (n_workers / truth.ref_workers) ** cfg.scaling_exponent
-    return base * scale * consolidation_factor(spec, truth, alloc, cfg) * gpu_model_factor(spec, truth, alloc, cfg)
+    return (base * scale * consolidation_factor(spec, truth, alloc, cfg) * gpu_model_factor(spec, truth, alloc, cfg)
+            * cores_factor(spec, truth, alloc))
+
+
+def amdahl(parallel_fraction: float, ratio: float) -> float:
+    """Speed-up on ``ratio`` times the cores, by Amdahl's law: ``1 / ((1 - p) + p / ratio)``."""
+    return 1.0 / ((1.0 - parallel_fraction) + parallel_fraction / ratio)
+
+
+def cores_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation) -> float:
+    """Speed on the CPU cores of ``alloc`` relative to those of the job's demand (``truth.parallel_fraction``,
+    Amdahl's law); 1 without a parallel fraction or a CPU demand."""
+    p = truth.parallel_fraction
+    want = float(spec.workers.demand.get("cpu", 0.0)) * (len(alloc.slots) - spec.num_ps)
+    if p is None or want <= 0:
+        return 1.0
+    return amdahl(p, float(alloc.total.get("cpu", 0.0)) / want)
 
 
 def gpu_model_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
