@@ -279,14 +279,19 @@ class SimBackend:
                 r.speed = sp
 
     def _reschedule(self, jobs: set[str], now: float) -> None:
-        """Recompute speeds of ``jobs`` (their GPU sharing or group may have changed) and their next events."""
-        for jid in jobs:
+        """Recompute speeds of ``jobs`` (their GPU sharing or group may have changed) and their next events.
+
+        In job-id order: the order fixes the sequence numbers that break ties between events due at
+        the same time, and the order of the use reports; a set's own order depends on the process's
+        string-hash seed (``PYTHONHASHSEED``), and results must not."""
+        order = sorted(jobs)
+        for jid in order:
             run = self._runs.get(jid)
             if run is not None:
                 self._report_use(run, now)  # use up to now at the old level
                 self._fold(run, now)  # progress up to now at the old rate
         self._ps_speeds(jobs)
-        for jid in jobs:
+        for jid in order:
             run = self._runs.get(jid)
             if run is None:
                 continue
