@@ -21,8 +21,10 @@ rounds of ``round_s`` seconds (Gavel's ``time_per_iteration``, 360 s; the schedu
   and the policy computes a new allocation. Between resets new jobs have no allocation and wait,
   and GPUs a finished job left stay idle: Gavel's behaviour, which its JCTs include.
 * **Selection.** Each round the GPU types are visited in a random order (seeded); for each, its
-  jobs in priority order; a job is taken on the first type where it has a positive priority, can
-  run (a worker fits that type's nodes) and fits the GPUs still free of that type.
+  jobs in priority order; a job is taken on the first type where the policy lets it run (Gavel's
+  FIFO: positive priority), it can run (a worker fits that type's nodes) and it fits the GPUs still
+  free of that type. A job that arrived after the allocation was computed takes its GPUs in this
+  count but does not run (Gavel assigns workers only to jobs in the allocation): they stay idle.
 * **Placement.** A job that keeps its type keeps its GPUs; the others are placed on nodes of
   their type, on one node when one holds them, else over the nodes with most room first. Jobs not
   selected are paused (resumed later from their checkpoint); a job moving type migrates.
@@ -192,6 +194,7 @@ class GavelRounds(BasePolicy):
         self._rng.shuffle(order)
         left = self._gpus(view, types)
         chosen: dict[str, str] = {}
+        skipped: set[str] = set()
         for w in order:
             ranked = sorted(active, key=lambda j: (prio[w][j.id], self._deficit.get(w, {}).get(j.id, 0.0),
                                                    self._alloc.get(j.id, {}).get(w, 0.0)), reverse=True)
@@ -199,11 +202,14 @@ class GavelRounds(BasePolicy):
                 if left[w] <= 0:
                     break
                 n = self._gpus_of(view, j)
-                if (j.id in chosen or n > left[w] + 1e-9 or not self.runnable(j, w, prio[w][j.id])
+                if (j.id in chosen or j.id in skipped or n > left[w] + 1e-9 or not self.runnable(j, w, prio[w][j.id])
                         or not self._fits_type(view, j, types[w])):
                     continue
-                chosen[j.id] = w
                 left[w] -= n
+                if j.id in self._alloc:
+                    chosen[j.id] = w
+                else:  # arrived since the allocation: it holds its GPUs this round but gets none (Gavel)
+                    skipped.add(j.id)
         plan = self._plan(view, chosen, types)
         self._last_round = {jid: w for jid, w in chosen.items()}
         self._round_start = now
