@@ -127,7 +127,7 @@ def test_gavel_ftf_needs_the_oracle_only_when_asked() -> None:
         assert out.metrics.preemptions >= 1  # rho-fair: the two equal jobs take turns
 
 
-def test_gavel_fifo_listed_last_fills_the_last_type_in_name_order_first() -> None:
+def test_gavel_fifo_gavel_code_fills_the_last_type_in_name_order_first() -> None:
     from cohabit.spec.cluster import gavel_cluster
 
     cluster = gavel_cluster(4, 0, 4, gpus_per_server=4)  # node 0: 4 V100s, node 1: 4 K80s
