@@ -210,15 +210,17 @@ class GavelRounds(BasePolicy):
                     chosen[j.id] = w
                 else:  # arrived since the allocation: it holds its GPUs this round but gets none (Gavel)
                     skipped.add(j.id)
-        plan = self._plan(view, chosen, types)
-        self._last_round = {jid: w for jid, w in chosen.items()}
+        plan, placed = self._plan(view, chosen, types)
+        self._last_round = {jid: w for jid, w in chosen.items() if jid in placed}
         self._round_start = now
         return plan
 
-    def _plan(self, view: ClusterView, chosen: dict[str, str], types: dict[str, list[int]]) -> Plan:
+    def _plan(self, view: ClusterView, chosen: dict[str, str],
+              types: dict[str, list[int]]) -> tuple[Plan, set[str]]:
         """Actions that carry out ``chosen`` (job id -> GPU type), valid in the order the loop applies them:
         pauses, then moves to another type (a move waits until the job holding its target GPUs has moved
-        away; a ring of moves is broken by pausing one member and resuming it after), then launches."""
+        away; a ring of moves is broken by pausing one member and resuming it after), then launches;
+        and the ids of the chosen jobs that run this round (kept, moved or launched)."""
         node_type = {i: w for w, nodes in types.items() for i in nodes}
         final, now_ = Draft(view), Draft(view)  # room after the round's changes / room as actions apply
         plan: Plan = []
@@ -241,6 +243,10 @@ class GavelRounds(BasePolicy):
             p = self._place(final, j, types[w])
             if p is not None:
                 target[jid] = p
+        moving_ids = {j.id for j in movers}
+        for j in [j for j in movers if j.id not in target]:  # no room on its new type: it sits this round out
+            plan.append(Pause(j.id))
+            now_.give_back(j)
         movers = [j for j in movers if j.id in target]
         parked: list[JobView] = []
         while movers:
@@ -262,7 +268,8 @@ class GavelRounds(BasePolicy):
             if jid in view.running:
                 continue
             plan.append(Resume(jid, p) if jid in view.paused else Start(jid, p))
-        return plan
+        kept = {jid for jid in chosen if jid in view.running and jid not in moving_ids}
+        return plan, kept | set(target)
 
     @staticmethod
     def _fits(draft: Draft, job: JobView, placement: tuple[int, ...]) -> bool:
