@@ -127,7 +127,7 @@ def test_gavel_ftf_needs_the_oracle_only_when_asked() -> None:
         assert out.metrics.preemptions >= 1  # rho-fair: the two equal jobs take turns
 
 
-def test_gavel_fifo_listed_last_fills_the_last_type_in_name_order_first() -> None:
+def test_gavel_fifo_gavel_code_fills_the_last_type_in_name_order_first() -> None:
     from cohabit.spec.cluster import gavel_cluster
 
     cluster = gavel_cluster(4, 0, 4, gpus_per_server=4)  # node 0: 4 V100s, node 1: 4 K80s
@@ -151,3 +151,11 @@ def test_gavel_fifo_gavel_code_can_oversubscribe_a_type_when_a_job_ends() -> Non
     fair = _run("gavel-fifo", jobs, 2).result.jobs
     assert code["c"].first_start < code["b"].end_time
     assert fair["c"].first_start > fair["b"].end_time
+
+
+def test_a_job_without_an_allocation_waits_even_with_a_gpu_free() -> None:
+    # resets at 0 and 360 s (c arrived); b arrives at 400 s, after it: no allocation until a reset at least
+    # 1,920 s after 360 s, i.e. the round at 2,520 s, although one of the three GPUs is free all along
+    jobs = [trace_job("a", 1, 5000.0), trace_job("c", 1, 5000.0, submit=10.0), trace_job("b", 1, 100.0, submit=400.0)]
+    out = _run("gavel-las", jobs, 3)
+    assert out.result.jobs["b"].first_start == pytest.approx(2520.0)

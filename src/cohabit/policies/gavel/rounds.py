@@ -21,8 +21,10 @@ rounds of ``round_s`` seconds (Gavel's ``time_per_iteration``, 360 s; the schedu
   and the policy computes a new allocation. Between resets new jobs have no allocation and wait,
   and GPUs a finished job left stay idle: Gavel's behaviour, which its JCTs include.
 * **Selection.** Each round the GPU types are visited in a random order (seeded); for each, its
-  jobs in priority order; a job is taken on the first type where it has a positive priority, can
-  run (a worker fits that type's nodes) and fits the GPUs still free of that type.
+  jobs in priority order; a job is taken on the first type where the policy lets it run (Gavel's
+  FIFO: positive priority), it can run (a worker fits that type's nodes) and it fits the GPUs still
+  free of that type. A job that arrived after the allocation was computed takes its GPUs in this
+  count but does not run (Gavel assigns workers only to jobs in the allocation): they stay idle.
 * **Placement.** A job that keeps its type keeps its GPUs; the others are placed on nodes of
   their type, on one node when one holds them, else over the nodes with most room first. Jobs not
   selected are paused (resumed later from their checkpoint); a job moving type migrates.
@@ -192,6 +194,7 @@ class GavelRounds(BasePolicy):
         self._rng.shuffle(order)
         left = self._gpus(view, types)
         chosen: dict[str, str] = {}
+        skipped: set[str] = set()
         for w in order:
             ranked = sorted(active, key=lambda j: (prio[w][j.id], self._deficit.get(w, {}).get(j.id, 0.0),
                                                    self._alloc.get(j.id, {}).get(w, 0.0)), reverse=True)
@@ -199,20 +202,25 @@ class GavelRounds(BasePolicy):
                 if left[w] <= 0:
                     break
                 n = self._gpus_of(view, j)
-                if (j.id in chosen or n > left[w] + 1e-9 or not self.runnable(j, w, prio[w][j.id])
+                if (j.id in chosen or j.id in skipped or n > left[w] + 1e-9 or not self.runnable(j, w, prio[w][j.id])
                         or not self._fits_type(view, j, types[w])):
                     continue
-                chosen[j.id] = w
                 left[w] -= n
-        plan = self._plan(view, chosen, types)
-        self._last_round = {jid: w for jid, w in chosen.items()}
+                if j.id in self._alloc:
+                    chosen[j.id] = w
+                else:  # arrived since the allocation: it holds its GPUs this round but gets none (Gavel)
+                    skipped.add(j.id)
+        plan, placed = self._plan(view, chosen, types)
+        self._last_round = {jid: w for jid, w in chosen.items() if jid in placed}
         self._round_start = now
         return plan
 
-    def _plan(self, view: ClusterView, chosen: dict[str, str], types: dict[str, list[int]]) -> Plan:
+    def _plan(self, view: ClusterView, chosen: dict[str, str],
+              types: dict[str, list[int]]) -> tuple[Plan, set[str]]:
         """Actions that carry out ``chosen`` (job id -> GPU type), valid in the order the loop applies them:
         pauses, then moves to another type (a move waits until the job holding its target GPUs has moved
-        away; a ring of moves is broken by pausing one member and resuming it after), then launches."""
+        away; a ring of moves is broken by pausing one member and resuming it after), then launches;
+        and the ids of the chosen jobs that run this round (kept, moved or launched)."""
         node_type = {i: w for w, nodes in types.items() for i in nodes}
         final, now_ = Draft(view), Draft(view)  # room after the round's changes / room as actions apply
         plan: Plan = []
@@ -235,6 +243,10 @@ class GavelRounds(BasePolicy):
             p = self._place(final, j, types[w])
             if p is not None:
                 target[jid] = p
+        moving_ids = {j.id for j in movers}
+        for j in [j for j in movers if j.id not in target]:  # no room on its new type: it sits this round out
+            plan.append(Pause(j.id))
+            now_.give_back(j)
         movers = [j for j in movers if j.id in target]
         parked: list[JobView] = []
         while movers:
@@ -256,7 +268,8 @@ class GavelRounds(BasePolicy):
             if jid in view.running:
                 continue
             plan.append(Resume(jid, p) if jid in view.paused else Start(jid, p))
-        return plan
+        kept = {jid for jid in chosen if jid in view.running and jid not in moving_ids}
+        return plan, kept | set(target)
 
     @staticmethod
     def _fits(draft: Draft, job: JobView, placement: tuple[int, ...]) -> bool:
