@@ -74,7 +74,7 @@ def test_real_jobs_end_on_convergence_runtime_and_deadline_criteria(tmp_path, no
     dl = ends["deadline"]
     assert dl.kind is EventKind.STOPPED and dl.data["attained"] is False
     assert 4.0 <= dl.time - submits["deadline"] < 4.0 + 10.0
-    assert dl.data["evaluations"] >= 1 and out.status["deadline"].iterations < 400 * ipe
+    assert out.status["deadline"].iterations < 400 * ipe  # (under load it may be stopped before its first epoch)
     att = out.metrics.attainment
     assert att is not None and (att.jobs_with_criteria, att.attained) == (4, 3)
     assert {str(out.result.jobs[j].state) for j in ("converge", "epochs", "seconds")} == {"finished"}
