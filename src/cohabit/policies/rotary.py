@@ -107,12 +107,12 @@ class RotaryDLT(EpochArbiter):
 
     @staticmethod
     def _load(repo: str, *, create: bool = False) -> list:
-        """The history the estimators learn from: the packaged curves, or the repository ``repo``
-        (a file that must exist unless ``create``, or a database URL)."""
+        """The history the estimators learn from: the packaged curves and memory measurements, or the
+        repository ``repo`` (a file that must exist unless ``create``, or a database URL)."""
         if not repo:
-            from ..repository.seed import packaged_records
+            from ..repository.seed import packaged_memory_records, packaged_records
 
-            return list(packaged_records())
+            return [*packaged_records(), *packaged_memory_records()]
         from pathlib import Path
 
         from sqlalchemy.exc import SQLAlchemyError

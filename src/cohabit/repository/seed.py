@@ -1,4 +1,5 @@
-"""The packaged learning curves as repository records (``cohabit/data/learning_curves``).
+"""The packaged data as repository records: the learning curves (``cohabit/data/learning_curves``)
+and the measured peak memory of cohabit's real torch workloads (``cohabit/data/memory``).
 
 Each JSON file lists runs of one model family on one dataset (CIFAR-10, or UD Treebank for
 the LSTMs): ``model_name``, ``num_parameters``, ``batch_size``, ``opt``, ``learn_rate``,
@@ -9,12 +10,18 @@ the LSTMs): ``model_name``, ``num_parameters``, ``batch_size``, ``opt``, ``learn
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
+from importlib import resources
 
 from ..data.curve_files import packaged_curve_rows
+from .measure import memory_records
 from .store import JobRecord
 
-__all__ = ["packaged_records"]
+__all__ = ["packaged_memory_records", "packaged_records"]
+
+#: the packaged peak-memory measurements (``python -m cohabit.repository.measure``, see its doc)
+MEMORY_FILE = "peak_mem_cpu.json"
 
 
 @lru_cache(maxsize=1)
@@ -29,3 +36,11 @@ def packaged_records() -> tuple[JobRecord, ...]:
         )
         for family, i, row in packaged_curve_rows()
     )
+
+
+@lru_cache(maxsize=1)
+def packaged_memory_records() -> tuple[JobRecord, ...]:
+    """The packaged peak-memory measurements of the real torch workloads (``source="measured"``):
+    dataset = workload name, one record per model size x batch size (:mod:`.measure`)."""
+    text = resources.files("cohabit.data").joinpath("memory", MEMORY_FILE).read_text(encoding="utf-8")
+    return tuple(memory_records(json.loads(text)["measurements"]))
