@@ -18,10 +18,14 @@ classes, with the original theoretical shares ŝ and, as total capacity, the sam
 **Split** (integer per-class counts to servers): applications not adjusted keep x^{t−1}; an
 adjusted running application keeps its previous containers on each server of a class up to its
 new count there; the remaining containers go best-fit onto the class's servers (the server
-they leave fullest), largest dominant demand first. Pooling is a relaxation of packing onto servers, so a container may find
-no server (fragmentation): it is dropped, and when the resulting allocation breaks P2
-(an application under n_min, or Eq. 15) the solution is reported as ``no_solution`` and the
-caller keeps the current allocation (Dorm's rule, §IV-B). With no drop the split has the
+they leave fullest), largest dominant demand first. Pooling is a relaxation of packing onto
+servers, so a container may find no server (fragmentation): it then takes containers of an
+application above its n_min on some server (one the solve adjusts anyway, else one more within
+Eq. 16's budget), or is dropped. If the split still meets P2 (every application within
+[n_min, n_max], Eq. 15-16) it is kept; otherwise the room the class counted but no server could
+use is cut from the class's pooled capacity and the class problem solved again; when no round
+gives a split that meets P2 the solution is ``no_solution`` and the caller keeps the current
+allocation (Dorm's rule, §IV-B). With no drop the split has the
 aggregated objective, which is an upper bound of the per-server optimum: the split is then
 optimal for the per-server P2 (up to the MIP gap).
 """
@@ -87,13 +91,56 @@ def aggregate(problem: Problem, classes: ServerClasses, cut: np.ndarray | None =
                    running=problem.running, shares=problem.shares, bounds=bounds)
 
 
-def split(problem: Problem, classes: ServerClasses, y: np.ndarray,
-          adjusted: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+def _make_room(problem: Problem, x: np.ndarray, room: np.ndarray, servers: np.ndarray, i: int,
+               adjusted: np.ndarray, moved: set[int], budget: int, evicted: dict[int, int]) -> int | None:
+    """Room for one container of application i on one of ``servers`` by taking containers of
+    another application there (one above its n_min, the most over-served first; an application
+    the solve or an earlier repair already adjusts first, else one more within the ``budget`` of
+    Eq. 16). Returns the class-local server index, the room taken; None if no donor makes room.
+    The donor's containers taken are counted in ``evicted`` (placed again afterwards if they fit)."""
+    d = problem.demand
+    need = d[i]
+    assert problem.shares is not None
+    counts = x.sum(axis=1)
+    over = counts * problem.delta - problem.shares
+    best: tuple[tuple[int, float], int, int, int] | None = None
+    for s, j in enumerate(servers):
+        for v in np.flatnonzero(x[:, j] > 0):
+            if v == i:
+                continue
+            free_budget = bool(adjusted[v]) or int(v) in moved
+            if not free_budget and len(moved) >= budget:
+                continue
+            spare = min(int(x[v, j]), int(counts[v]) - problem.apps[v].n_min)
+            k, r = 0, room[s].copy()
+            while k < spare and (r - need < -_TOL).any():
+                k += 1
+                r += d[v]
+            if k == 0 or (r - need < -_TOL).any():
+                continue
+            key = (0 if free_budget else 1, -float(over[v]))
+            if best is None or key < best[0]:
+                best = (key, s, int(v), k)
+    if best is None:
+        return None
+    _, s, v, k = best
+    x[v, servers[s]] -= k
+    room[s] += k * d[v]
+    if not adjusted[v]:
+        moved.add(v)
+    evicted[v] = evicted.get(v, 0) + k
+    return s
+
+
+def split(problem: Problem, classes: ServerClasses, y: np.ndarray, adjusted: np.ndarray,
+          budget: int = 0) -> tuple[np.ndarray, int, np.ndarray]:
     """Per-server allocation for class counts ``y`` (module doc); returns (x, containers that found
     no server, stranded room per class). ``adjusted[i]``: application i is (re)placed anew (a new
     or adjusted application: Dorm kills and resumes it anyway); the others keep x^{t−1}_i, which
-    their row of ``y`` must equal. The stranded room of a class: when a container finds no
-    server, the class's free room in that container's dominant resource (counted by the pooled
+    their row of ``y`` must equal. A container that finds no server gets room from another
+    application's containers on one (:func:`_make_room`; at most ``budget`` running applications
+    adjusted beyond the solve's). The stranded room of a class: when a container finds no
+    server even so, the class's free room in that container's dominant resource (counted by the pooled
     model, usable by no server for it: e.g. free GPUs on servers whose CPUs are taken)."""
     assert problem.previous is not None
     d = problem.demand
@@ -105,24 +152,34 @@ def split(problem: Problem, classes: ServerClasses, y: np.ndarray,
     total = problem.capacity.sum(axis=0)
     inv = np.where(total > _TOL, 1.0 / np.where(total > _TOL, total, 1.0), 0.0)
     dropped = 0
+    moved: set[int] = set()  # running applications the repair adjusted beyond the solve's choice
     stranded = np.zeros_like(classes.capacity)
     order = np.argsort(-problem.delta, kind="stable")  # largest dominant demand first
     for c, servers in enumerate(classes.members):
         room = free[servers]
-        for i in order:
-            if not adjusted[i] or y[i, c] <= 0:
-                continue
+        evicted: dict[int, int] = {}
+        todo = [(int(i), int(y[i, c]), True) for i in order if adjusted[i] and y[i, c] > 0]
+        while todo:
+            i, many, may_evict = todo.pop(0)
             need = d[i]
-            for _ in range(int(y[i, c])):
+            for _ in range(many):
                 ok = np.flatnonzero((room - need >= -_TOL).all(axis=1))
-                if ok.size == 0:  # best fit: onto the server it leaves fullest (keeps large holes)
-                    dropped += 1
-                    k = int(np.argmax(need * inv))  # its dominant resource: the class's free room of it is stranded
-                    stranded[c, k] = max(stranded[c, k], float(room[:, k].sum()))
-                    continue
-                s = int(ok[int(np.argmin(((room[ok] - need) * inv).sum(axis=1)))])
+                if ok.size:  # best fit: onto the server it leaves fullest (keeps large holes)
+                    s = int(ok[int(np.argmin(((room[ok] - need) * inv).sum(axis=1)))])
+                else:
+                    got = (_make_room(problem, x, room, servers, i, adjusted, moved, budget, evicted)
+                           if may_evict else None)
+                    if got is None:
+                        dropped += 1
+                        k = int(np.argmax(need * inv))  # its dominant resource: the class's free room is stranded
+                        stranded[c, k] = max(stranded[c, k], float(room[:, k].sum()))
+                        continue
+                    s = got
                 room[s] -= need
                 x[i, servers[s]] += 1
+            if not todo and evicted:  # the donors' containers: placed again where they fit, else lost
+                todo = [(v, k, False) for v, k in sorted(evicted.items(), key=lambda vk: -problem.delta[vk[0]])]
+                evicted = {}
         free[servers] = room
     return x, dropped, stranded
 
@@ -130,8 +187,8 @@ def split(problem: Problem, classes: ServerClasses, y: np.ndarray,
 def solve_aggregated(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0,
                      mip_rel_gap: float = 1e-4, threads: int | None = None,
                      start: np.ndarray | None = None, max_rounds: int = 6) -> Solution:
-    """P2 on server classes, then split to servers (module doc). When the split drops containers,
-    the stranded room is cut from the classes' pooled capacity and the class problem solved again
+    """P2 on server classes, then split to servers (module doc). When the split drops containers and
+    breaks P2, the stranded room is cut from the classes' pooled capacity and the class problem solved again
     (at most ``max_rounds`` solves, all within ``time_limit``). ``size`` carries ``classes``,
     ``rounds`` and ``split_dropped`` (of the last split); the utilization, fairness loss and
     adjustments are the split's, ``aggregated_utilization`` the first class solve's (an upper bound
@@ -152,11 +209,16 @@ def solve_aggregated(problem: Problem, thresholds: Thresholds, *, time_limit: fl
         bound = sol.utilization if bound is None else bound
         assert problem.running is not None and agg.previous is not None
         adjusted = ~problem.running | (sol.x != agg.previous).any(axis=1)
-        x, dropped, stranded = split(problem, classes, sol.x, adjusted)
+        budget = sol.adjust_bound - int((adjusted & problem.running).sum())
+        x, dropped, stranded = split(problem, classes, sol.x, adjusted, budget)
         sol.size["split_dropped"] = dropped
-        if dropped == 0:
+        util, loss, adj = evaluate(problem, x)
+        counts = x.sum(axis=1)
+        feasible = (all(a.n_min <= k <= a.n_max for a, k in zip(problem.apps, counts))
+                    and loss <= sol.fairness_bound + 1e-9 and len(adj) <= sol.adjust_bound)
+        if feasible:  # no drop, or drops that leave P2's constraints intact: keep the split
             sol.x = x
-            sol.utilization, sol.fairness_loss, sol.adjusted = evaluate(problem, x)
+            sol.utilization, sol.fairness_loss, sol.adjusted = util, loss, adj
             sol.size["aggregated_utilization"] = bound  # type: ignore[assignment]
             sol.seconds = time.perf_counter() - t0
             return sol
