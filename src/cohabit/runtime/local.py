@@ -605,10 +605,11 @@ class LocalBackend:
     def _poll_run(self, job: str, run: _Run) -> list[BackendEvent]:
         """Read one run's messages; return its events (progress, finished, failed), oldest first.
 
-        Progress reports read together are folded into the last one, except evaluations (reports
-        carrying an ``epoch``): each is its own PROGRESS event, so that a completion criterion
-        judges every epoch (convergence compares consecutive ones, epoch budgets count them) even
-        when this loop polls less often than the job evaluates."""
+        Progress reports read together are folded into the last one, except those the worker
+        marks ``evaluation`` (an epoch's evaluation of a job with a completion criterion, or each
+        batch of a progressive query): each is its own PROGRESS event, so that a criterion judges
+        every epoch (convergence compares consecutive ones, epoch budgets count them) even when
+        this loop polls less often than the job evaluates."""
         st = self.status[job]
         progress: dict[str, Any] | None = None
         earlier: list[dict[str, Any]] = []  # evaluations read in this poll before ``progress``
@@ -638,7 +639,7 @@ class LocalBackend:
                         st.cuda_visible_devices = msg.get("cuda_visible_devices")
                         self._note_restore(job, st, msg)
                 elif kind == "progress" and task.rank == 0:
-                    if progress is not None and "epoch" in (progress.get("metrics") or {}):
+                    if progress is not None and progress.get("evaluation"):
                         earlier.append(progress)
                     progress = msg
                 elif kind in ("finished", "halted"):
@@ -674,7 +675,7 @@ class LocalBackend:
             self._sample_use(job, end=True)
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
-            if progress is not None and "epoch" in (progress.get("metrics") or {}):
+            if progress is not None and progress.get("evaluation"):
                 evals.append(self._progress_event(job, progress))
             return [*evals, BackendEvent(self.now(), BackendEventKind.FINISHED, job,
                                          {"iterations": float(st.iterations), **_split_heldout(st.metrics)})]
