@@ -134,7 +134,16 @@ def test_trainer_imitates_then_updates_and_reports(tmp_path: Path) -> None:
     r = np.array([1.0, 0.0, 2.0])
     assert discounted(r, eta=0.5, m=10) == pytest.approx([1.0 + 0.25 * 2.0, 0.5 * 2.0, 2.0])
     net, meta = train(jobs=18, seed=1, imitation_runs=1, imitation_epochs=20, pg_epochs=1, compress=2000,
-                      log=lambda s: None)
+                      batch=1, eval_runs=1, log=lambda s: None)
     assert net.w1.shape == (16, 14)
     assert meta["imitation_rounds"] >= 1 and len(meta["episode_rewards"]) == 1
-    assert meta["converged"] is False  # one epoch cannot satisfy the two-window criterion
+    assert len(meta["held_out_scores"]) == 2 and meta["held_out_score_mlfh"] > 0  # after imitation, after epoch 1
+    assert meta["converged"] is False  # one epoch cannot satisfy the criterion (min_epochs, window)
+
+
+def test_convergence_criterion_is_a_settled_held_out_score() -> None:
+    from cohabit.learn.mlfs_rl import is_converged
+    assert not is_converged([10.0, 10.0, 10.0], window=3, tol=0.02)  # too few evaluations
+    assert is_converged([5.0, 10.0, 10.1, 9.95, 10.05], window=3, tol=0.02)  # band 0.15 <= 2% of ~10
+    assert not is_converged([5.0, 10.0, 10.4, 9.95, 10.05], window=3, tol=0.02)  # band 0.45 > 0.2
+    assert not is_converged([10.0, 10.0, 10.0, 10.0, 5.0], window=3, tol=0.02)  # the last moved

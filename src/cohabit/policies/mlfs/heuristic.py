@@ -40,7 +40,7 @@ from ..base import BasePolicy
 from ..params import build
 from ...spec.graph import cross_node_mb
 from .placement import Scratch, task_peers, task_vectors
-from .priority import PriorityParams, task_priorities
+from .priority import PriorityParams, PriorityTable
 
 __all__ = ["MLFH", "make", "iter_time_fallback"]
 
@@ -80,7 +80,7 @@ class MLFH(BasePolicy):
         self.h_r, self.p_s, self.migrate, self.bandwidth = h_r, p_s, migrate, bandwidth
         self.cooldown = cooldown
         self._moved_at: dict[str, float] = {}
-        self._struct: dict = {}  # per-job graph structure for the priorities
+        self._table = PriorityTable(self.params)  # Eq. 2-6 of every known job, vectorised
         self.requeue = requeue
         self._gpus: dict[str, float] = {}
         self._traffic: dict = {}  # per running job: (placement, cross-node MB per node)
@@ -91,18 +91,32 @@ class MLFH(BasePolicy):
         self.name = "mlfs-h"
 
     # Priorities -------------------------------------------------------------
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self._table.add(job)  # its static structure, once
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._table.remove(job.id)
+        self._gpus.pop(job.id, None)
+        self._traffic.pop(job.id, None)
+        self._moved_at.pop(job.id, None)
+
+    def _fallbacks(self, view: ClusterView, jobs: Iterable[JobView]) -> dict[str, float]:
+        return {m: iter_time_fallback(view, m) for m in {j.spec.model for j in jobs}}
+
+    def priorities_of(self, view: ClusterView, jobs: list[JobView]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(highest task priority, task priorities) of each of ``jobs`` (Eq. 2-6, one pass)."""
+        return self._table.compute(jobs, view.now, self._fallbacks(view, jobs))
+
     def priorities(self, view: ClusterView, job: JobView) -> np.ndarray:
-        return task_priorities(job, view.now, self.params, iter_time_fallback(view, job.spec.model),
-                               cache=self._struct)
+        return self.priorities_of(view, [job])[1][0]
 
     def queue(self, view: ClusterView, jobs: Iterable[JobView]) -> list[tuple[float, JobView, np.ndarray]]:
         """Jobs by descending highest task priority (ties: arrival order)."""
-        out = []
-        for job in jobs:
-            pr = self.priorities(view, job)
-            out.append((float(pr.max()) if pr.size else 0.0, job, pr))
-        out.sort(key=lambda e: (-e[0], e[1].seq))
-        return out
+        jobs = list(jobs)
+        keys, prs = self.priorities_of(view, jobs)
+        seq = np.fromiter((j.seq for j in jobs), dtype=np.int64, count=len(jobs))
+        order = np.lexsort((seq, -keys))
+        return [(float(keys[i]), jobs[i], prs[i]) for i in order.tolist()]
 
     # Decision ---------------------------------------------------------------
     def due(self, view: ClusterView) -> bool:

@@ -10,6 +10,7 @@ otherwise MLFS runs MLF-H. ``scheduler=h`` or ``scheduler=rl`` forces either.
 from __future__ import annotations
 
 from ...engine.actions import Plan
+from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..params import build
@@ -38,6 +39,12 @@ class MLFS(BasePolicy):
         self.tick_interval = interval
         self.report_interval = interval
         self.name = "mlfs"
+
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        self.inner.on_arrival(job, view)  # type: ignore[attr-defined]
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self.inner.on_finish(job, view)  # type: ignore[attr-defined]
 
     def decide(self, view: ClusterView) -> Plan:
         stops = self.control.stops(view) if self.control is not None else []

@@ -81,77 +81,238 @@ def remaining_seconds(job: JobView, now: float, fallback_iter: float) -> float:
     return left * estimated_iter_time(job, fallback_iter)
 
 
-def _structure(job: JobView) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray, int]:
-    """(children per worker task, size share per worker task, depth-to-sink per task, #workers)."""
-    g = job.spec.graph
-    if g is None:
-        n = job.spec.workers.count
-        return [()] * n, np.ones(n), np.zeros(n), n
-    p = g.num_partitions
-    kids: list[tuple[int, ...]] = []
-    for t in range(g.num_tasks):
-        r = t // p
-        kids.append(tuple(r * p + c for c in g.children[t % p]))
-    height = [0] * p
-    for part in reversed(g.layers):
-        height[part] = max((height[c] + 1 for c in g.children[part]), default=0)
-    share = np.array([g.size_shares[t % p] for t in range(g.num_tasks)])
-    depth = np.array([height[t % p] for t in range(g.num_tasks)], dtype=float)
-    return kids, share, depth, g.num_tasks
+class _Shape:
+    """Static Eq. 3-5 structure of one job (from its spec): per task (workers then servers) the
+    partition size share ``S_k^J``, the height share ``height / layers`` (for the task deadline)
+    and whether it is a parameter server; the dependency edges (parent, child) within each
+    replica and the parent's height (edges are summed lowest level first)."""
+
+    __slots__ = ("n", "n_workers", "share", "hfrac", "is_ps", "parent", "child", "level")
+
+    def __init__(self, job: JobView) -> None:
+        g = job.spec.graph
+        num_ps = job.spec.num_ps
+        if g is None:
+            nw = job.spec.workers.count
+            share = np.ones(nw)
+            hfrac = np.zeros(nw)
+            parent = child = level = np.zeros(0, dtype=np.int64)
+        else:
+            p, reps = g.num_partitions, g.replicas
+            nw = p * reps
+            height = [0] * p
+            for part in reversed(g.layers):
+                height[part] = max((height[c] + 1 for c in g.children[part]), default=0)
+            layers = float(max(height) + 1)
+            share = np.tile(np.asarray(g.size_shares, dtype=float), reps)
+            hfrac = np.tile(np.asarray(height, dtype=float) / layers, reps)
+            edges = [(a, c) for a in range(p) for c in g.children[a]]
+            base_p = np.array([a for a, _ in edges], dtype=np.int64)
+            base_c = np.array([c for _, c in edges], dtype=np.int64)
+            off = np.repeat(np.arange(reps, dtype=np.int64) * p, len(edges))
+            parent = np.tile(base_p, reps) + off
+            child = np.tile(base_c, reps) + off
+            level = np.tile(np.array([height[a] for a, _ in edges], dtype=np.int64), reps)
+        self.n_workers, self.n = nw, nw + num_ps
+        self.share = np.concatenate([share, np.zeros(num_ps)])
+        self.hfrac = np.concatenate([hfrac, np.zeros(num_ps)])
+        self.is_ps = np.concatenate([np.zeros(nw, dtype=bool), np.ones(num_ps, dtype=bool)])
+        self.parent, self.child, self.level = parent, child, level
 
 
-def _propagate(base: np.ndarray, kids: list[tuple[int, ...]], order: list[int], gamma: float) -> np.ndarray:
-    """Eq. 3 / Eq. 5: P_k = base_k + γ Σ_{i ∈ child(k)} P_i, children first."""
-    out = base.copy()
-    for t in order:
-        if kids[t]:
-            out[t] = base[t] + gamma * sum(out[c] for c in kids[t])
-    return out
+class PriorityTable:
+    """P_{k,J} (Eq. 2-6) of every task of many jobs at once, vectorised over all their tasks.
+
+    Each job's static structure (:class:`_Shape`) is added once (``add``, on arrival) into flat
+    per-task arrays; a job's per-job terms (urgency x 1/I x loss-reduction share of Eq. 2,
+    iterations left, time run, measured iteration time) are recomputed only when it reported
+    or ran since they were taken (a queued job's stay fixed; its waiting time and the time to
+    its deadline are the only terms that move, and they are computed for all jobs in one pass).
+    Eq. 3 and Eq. 5 (children discounted by γ) are applied level by level over the edges, lowest
+    parents first, so every child is final before its parent adds it."""
+
+    def __init__(self, params: PriorityParams, max_deadline: float = 7 * 24 * _HOUR) -> None:
+        self.params = params
+        self.max_deadline = max_deadline
+        self._slot: dict[str, int] = {}
+        self._shapes: list[_Shape | None] = []
+        self._start: list[int] = []  # first flat task index of each slot
+        self._ntasks = 0
+        self._dead = 0
+        self._flat: tuple[np.ndarray, ...] | None = None
+        self._models: dict[str, int] = {}
+        # per slot, static
+        self._submit: list[float] = []
+        self._dl: list[float] = []
+        self._model: list[int] = []
+        # per slot, dynamic (refreshed when the signature changes)
+        self._sig: list[tuple] = []
+        self._dyn = np.zeros((64, 4))  # per slot: ml scalar, iterations left, time run, iteration time
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def add(self, job: JobView) -> None:
+        """Register ``job`` (its static structure); a job already known is left as it is."""
+        if job.id in self._slot:
+            return
+        shape = _Shape(job)
+        self._slot[job.id] = len(self._shapes)
+        self._shapes.append(shape)
+        self._start.append(self._ntasks)
+        self._ntasks += shape.n
+        spec = job.spec
+        self._submit.append(spec.submit_time)
+        dl = spec.absolute_deadline
+        self._dl.append(dl if dl is not None else spec.submit_time + self.max_deadline)
+        self._model.append(self._models.setdefault(spec.model, len(self._models)))
+        self._sig.append(())
+        if len(self._sig) > len(self._dyn):
+            self._dyn = np.concatenate([self._dyn, np.zeros_like(self._dyn)])
+        self._flat = None
+
+    def remove(self, job_id: str) -> None:
+        """Forget a job that ended (its slot stays, unread, until half the slots are dead; then
+        the flat arrays are compacted)."""
+        k = self._slot.pop(job_id, None)
+        if k is None:
+            return
+        self._dead += 1
+        if self._dead * 2 > len(self._shapes) + 16:
+            keep = sorted(self._slot.items(), key=lambda e: e[1])
+            old = (self._shapes, self._submit, self._dl, self._model, self._sig)
+            self._dyn = np.concatenate([self._dyn[[i for _, i in keep]], np.zeros((64, 4))])
+            self._slot, self._shapes, self._start, self._ntasks, self._dead = {}, [], [], 0, 0
+            self._submit, self._dl, self._model, self._sig = [], [], [], []
+            for jid, i in keep:
+                shape = old[0][i]
+                assert shape is not None
+                self._slot[jid] = len(self._shapes)
+                self._shapes.append(shape)
+                self._start.append(self._ntasks)
+                self._ntasks += shape.n
+                for dst, src in zip((self._submit, self._dl, self._model, self._sig), old[1:]):
+                    dst.append(src[i])
+            self._flat = None
+
+    def _build(self) -> tuple[np.ndarray, ...]:
+        if self._flat is None:
+            shapes = [s for s in self._shapes if s is not None]
+            starts = np.asarray(self._start, dtype=np.int64)
+            ne = np.array([len(s.parent) for s in shapes], dtype=np.int64)
+            eoff = np.repeat(starts, ne)
+            cat = np.concatenate
+            parent = cat([s.parent for s in shapes] + [np.zeros(0, np.int64)]) + eoff
+            child = cat([s.child for s in shapes] + [np.zeros(0, np.int64)]) + eoff
+            level = cat([s.level for s in shapes] + [np.zeros(0, np.int64)])
+            order = np.argsort(level, kind="stable")
+            parent, child, level = parent[order], child[order], level[order]
+            bounds = np.searchsorted(level, np.arange(1, int(level.max(initial=0)) + 2))
+            sizes = np.array([s.n for s in shapes], dtype=np.int64)
+            self._flat = (cat([s.share for s in shapes]), cat([s.hfrac for s in shapes]),
+                          cat([s.is_ps for s in shapes]), np.repeat(np.arange(len(shapes)), sizes),
+                          parent, child, bounds, starts, sizes, np.asarray(self._submit, dtype=float),
+                          np.asarray(self._dl, dtype=float), np.asarray(self._model, dtype=np.int64))
+        return self._flat
+
+    def _refresh(self, k: int, job: JobView, now: float, sig: tuple) -> None:
+        """Recompute the job's per-job terms (it reported or ran since they were taken)."""
+        p = self.params
+        it = job.iterations_done(now) + 1.0
+        urgency = job.spec.urgency if p.use_urgency else 1.0
+        total = job.spec.iterations
+        left = math.inf if total is None else max(total - (it - 1.0), 0.0)
+        self._sig[k] = sig
+        self._dyn[k] = (urgency / it * loss_reduction_share(job), left, job.executed_time(now),
+                        job.iter_time if job.iter_time else math.nan)
+
+    def _refresh_all(self, jobs: list[JobView], now: float) -> list[int]:
+        """Slots of ``jobs``; a job's terms are recomputed only when its signature (last report,
+        time run, measured iteration time) changed: a queued job's never does, a running job's
+        time run moves with ``now``."""
+        slot, sigs = self._slot, self._sig
+        out = []
+        for job in jobs:
+            k = slot[job.id]
+            sig = (job.report_time, job.executed_time(now), job.iter_time)
+            if sigs[k] != sig:
+                self._refresh(k, job, now, sig)
+            out.append(k)
+        return out
+
+    def compute(self, jobs: list[JobView], now: float, fallback: dict[str, float]
+                ) -> tuple[np.ndarray, Slices]:
+        """(highest task priority of each job, its task priorities: workers then servers).
+
+        ``fallback[model]`` is the iteration time of a job of that model that has not reported
+        yet (1 s for a model not named)."""
+        for job in jobs:
+            if job.id not in self._slot:
+                self.add(job)
+        if not jobs:
+            return np.zeros(0), Slices(np.zeros(0), [], np.zeros(0, np.int64), np.zeros(0, np.int64))
+        slots = self._refresh_all(jobs, now)
+        share, hfrac, is_ps, owner, parent, child, bounds, starts, sizes, submit, dl, model = self._build()
+        p = self.params
+        ks = np.asarray(slots, dtype=np.int64)
+        dyn = self._dyn[: len(self._sig)]
+        fb = np.array([fallback.get(m, 1.0) for m in self._models], dtype=float)
+        itime = dyn[:, 3]
+        itime = np.where(np.isnan(itime), fb[model], itime)
+        with np.errstate(invalid="ignore"):
+            rem_h = dyn[:, 1] * itime / _HOUR
+        rem_h = np.where(np.isfinite(rem_h), rem_h, self.max_deadline / _HOUR)
+        now_h = now / _HOUR
+        w_h = np.maximum(now - submit - dyn[:, 2], 0.0) / _HOUR
+        # per task (all registered tasks; only the active jobs' results are read)
+        ml_base = dyn[owner, 0] * share  # Eq. 2
+        d_task = dl[owner] / _HOUR - rem_h[owner] * hfrac
+        left = np.maximum(d_task - now_h, _MIN_LEFT_H)
+        r_task = np.maximum(rem_h[owner] * share, 1.0 / _HOUR)
+        c_base = p.gamma_r / r_task + p.gamma_w * w_h[owner]  # Eq. 4
+        if p.use_deadline:
+            c_base += p.gamma_d / left
+        base = p.alpha * ml_base + (1.0 - p.alpha) * c_base  # Eq. 6 (the propagation is linear)
+        out = base.copy()
+        lo = 0
+        for hi in bounds:  # Eq. 3 / Eq. 5, one level of parents at a time
+            if hi > lo:
+                out += p.gamma * np.bincount(parent[lo:hi], weights=out[child[lo:hi]], minlength=len(out))
+            lo = int(hi)
+        # a parameter server: the job's largest worker priority + γ x the sum over its workers
+        wmax = np.where(is_ps, -np.inf, out)
+        wsum = np.where(is_ps, 0.0, out)
+        top = np.maximum.reduceat(wmax, starts) + p.gamma * np.add.reduceat(wsum, starts)
+        out = np.where(is_ps, top[owner], out)
+        keys = np.maximum.reduceat(out, starts)[ks]
+        return keys, Slices(out, slots, starts, sizes)
+
+
+class Slices:
+    """The task priorities of each job of a :meth:`PriorityTable.compute` call, sliced on use."""
+
+    __slots__ = ("_out", "_slots", "_starts", "_ends")
+
+    def __init__(self, out: np.ndarray, slots: list[int], starts: np.ndarray, sizes: np.ndarray) -> None:
+        self._out, self._slots = out, slots
+        self._starts, self._ends = starts.tolist(), (starts + sizes).tolist()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        k = self._slots[i]
+        return self._out[self._starts[k]: self._ends[k]]
 
 
 def task_priorities(job: JobView, now: float, params: PriorityParams, fallback_iter: float = 60.0,
-                    max_deadline: float = 7 * 24 * _HOUR, cache: dict | None = None) -> np.ndarray:
+                    max_deadline: float = 7 * 24 * _HOUR, table: PriorityTable | None = None) -> np.ndarray:
     """P_{k,J} (Eq. 6) of every task of ``job``: workers (graph order) then parameter servers.
-    ``cache`` (a dict the caller keeps) memoises the job's graph structure by job id.
 
-    A parameter server gets the highest priority of its job (§3.3.1): the job's largest
-    worker priority plus γ times the sum over the tasks it serves, so it is strictly first."""
-    hit = cache.get(job.id) if cache is not None else None
-    if hit is None:
-        kids, share, height, n = _structure(job)
-        g = job.spec.graph
-        if g is None:
-            order = list(range(n))
-        else:
-            p = g.num_partitions
-            order = [r * p + part for r in range(g.replicas) for part in reversed(g.layers)]
-        hit = (kids, share, height, n, order)
-        if cache is not None:
-            cache[job.id] = hit
-    kids, share, height, n, order = hit
-    # Eq. 2 (ML features)
-    it = job.iterations_done(now) + 1.0
-    urgency = job.spec.urgency if params.use_urgency else 1.0
-    ml_base = urgency * (1.0 / it) * loss_reduction_share(job) * share
-    p_ml = _propagate(ml_base, kids, order, params.gamma)  # Eq. 3
-    # Eq. 4 (computation features), hours
-    remaining_h = remaining_seconds(job, now, fallback_iter) / _HOUR
-    if not math.isfinite(remaining_h):
-        remaining_h = max_deadline / _HOUR
-    deadline = job.spec.absolute_deadline
-    d_job_h = (deadline if deadline is not None else job.spec.submit_time + max_deadline) / _HOUR
-    layers = float(height.max() + 1.0)
-    # task deadline: the job's deadline less the share of the remaining time its descendants need
-    d_task = d_job_h - remaining_h * (height / layers)
-    left = np.maximum(d_task - now / _HOUR, _MIN_LEFT_H)
-    r_task = np.maximum(remaining_h * share, 1.0 / _HOUR)  # this task's part of the remaining work
-    w_h = job.waiting_time(now) / _HOUR
-    c_base = (params.gamma_d * (1.0 / left) if params.use_deadline else 0.0) + params.gamma_r / r_task \
-        + params.gamma_w * w_h
-    p_c = _propagate(np.broadcast_to(c_base, (n,)).astype(float), kids, order, params.gamma)  # Eq. 5
-    workers = params.alpha * p_ml + (1.0 - params.alpha) * p_c  # Eq. 6
-    num_ps = job.spec.num_ps
-    if num_ps == 0:
-        return workers
-    top = float(workers.max()) + params.gamma * float(workers.sum())
-    return np.concatenate([workers, np.full(num_ps, top)])
+    Eq. 2 ``L · 1/I · δl/Σδl · S_k``; Eq. 4 ``γ_d/(d_k − t) + γ_r/r_k + γ_w·w`` with the task's
+    deadline the job's less the share of the remaining time its descendants need, and ``r_k``
+    its share of the remaining work; Eq. 3 and Eq. 5 add the children discounted by γ; Eq. 6
+    blends them by α. A parameter server gets the highest priority of its job (§3.3.1): the
+    job's largest worker priority plus γ times the sum over the tasks it serves."""
+    tab = table if table is not None else PriorityTable(params, max_deadline)
+    return tab.compute([job], now, {job.spec.model: fallback_iter})[1][0]

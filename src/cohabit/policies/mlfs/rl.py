@@ -148,11 +148,8 @@ class MLFRL(MLFH):
             order.remove(first)
             order.insert(0, first)
             self.trajectory.append((x, first, view.now))
-        out = []
-        for i in order:
-            job = jobs[i]
-            out.append((float(s[i]), job, self.priorities(view, job)))
-        return out
+        prs = self.priorities_of(view, jobs)[1]
+        return [(float(s[i]), jobs[i], prs[i]) for i in order]
 
 
 def make(oracle: bool = False, **params: object) -> MLFRL:
