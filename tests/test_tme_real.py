@@ -43,3 +43,33 @@ def test_probe_measures_the_training_steps_peak_in_a_fresh_process() -> None:
     assert 0 < small["peak_mem_mb"] < big["peak_mem_mb"] - 2.0
     rec = memory_records([big])[0]
     assert (rec.dataset, rec.model, rec.batch_size) == ("torch-cnn", "torch-cnn-channels16-n_samples600", 400)
+
+
+def test_real_torch_jobs_get_their_parameter_count_and_a_tme_estimate() -> None:
+    from cohabit.models.tme import TME
+    from cohabit.policies.rotary import job_traits
+    from cohabit.spec import Resources
+    from cohabit.spec.job import JobSpec, TaskGroup
+
+    recs = {(r.model, r.batch_size): r for r in packaged_memory_records()}
+    for name, params, model in (("torch-cnn", {"channels": 16}, "torch-cnn-channels16"),
+                                ("torch-mlp", {"hidden": 512}, "torch-mlp-hidden512")):
+        spec = JobSpec(id="j", model=name, epochs=3, batch_size=256, workload={"name": name, **params},
+                       workers=TaskGroup(count=1, demand=Resources(cpu=1)))
+        traits = job_traits(spec)
+        # the count the measurement took from the built model (torch's numel), here from the options alone
+        assert traits.num_parameters == recs[(model, 256)].num_parameters
+        others = [r for r in packaged_memory_records() if r.model != model]
+        est = TME(others).estimate(traits)
+        assert est is not None and abs(est - recs[(model, 256)].peak_mem_mb) / recs[(model, 256)].peak_mem_mb < 0.3
+
+
+def test_parameter_count_matches_the_built_models() -> None:
+    from cohabit.runtime.workloads.base import WorkloadContext
+    from cohabit.runtime.workloads.torch_models import TorchCNN, TorchMLP
+
+    ctx = WorkloadContext(job="t", iterations=1)
+    for cls, params in ((TorchMLP, {"n_samples": 64, "n_features": 10, "hidden": 7, "n_classes": 3}),
+                        (TorchCNN, {"n_samples": 64, "channels": 5, "n_classes": 6, "image_size": 8})):
+        w = cls(ctx, **params)
+        assert cls.parameter_count(params) == sum(int(p.numel()) for p in w.model.parameters())
