@@ -68,7 +68,7 @@ def test_parameter_count_matches_the_built_models() -> None:
     from cohabit.runtime.workloads.base import WorkloadContext
     from cohabit.runtime.workloads.torch_models import TorchCNN, TorchMLP
 
-    ctx = WorkloadContext(job="t", iterations=1)
+    ctx = WorkloadContext(job="t", iterations=1, batch_size=8)
     for cls, params in ((TorchMLP, {"n_samples": 64, "n_features": 10, "hidden": 7, "n_classes": 3}),
                         (TorchCNN, {"n_samples": 64, "channels": 5, "n_classes": 6, "image_size": 8})):
         w = cls(ctx, **params)
