@@ -97,14 +97,12 @@ class _Devices:
         self.count = holders.count.copy()
         self._rows: dict[int, tuple[list[int], list[float], list[int]]] = {}  # node -> lists (see _row)
         self._caps: dict[bytes, _Shape] = {}
+        self._caps_id: dict[int, tuple[np.ndarray, _Shape]] = {}
         for job, placement in started:  # replay this plan's starts as the draft took them
             share = float(view.demand_vector(job)[self.g]) if self.g is not None else 0.0
             for node in placement[: len(placement) - job.spec.num_ps]:
                 for i, _ in take_devices(self.dev[node], share) or ():
                     self._add((node, i), job.id)
-
-    def holders(self, key: tuple[int, int]) -> list[str]:
-        return self._base.get(key, []) + self._extra.get(key, [])
 
     def _row(self, node: int) -> tuple[list[int], list[float], list[int]]:
         """Python copies of ``node``'s device job counts and free shares, and its device indices
@@ -140,6 +138,9 @@ class _Devices:
         return np.minimum(room, open_devs // per_task).astype(np.int64)
 
     def _caps_for(self, w: np.ndarray) -> _Shape:
+        by_id = self._caps_id.get(id(w))  # the view hands out one array per task group
+        if by_id is not None and by_id[0] is w:
+            return by_id[1]
         key = w.tobytes()
         hit = self._caps.get(key)
         if hit is None:
@@ -151,6 +152,7 @@ class _Devices:
             cols = [(int(c), float(rest[c])) for c in np.flatnonzero(rest > _EPS)]
             caps = self._node_caps(rest, per_task, slice(None)).tolist()
             hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {})
+        self._caps_id[id(w)] = (w, hit)
         return hit
 
     def colocate(self, job: JobView, n: int, w: np.ndarray) -> tuple[Placement, list[str]] | None:
@@ -176,10 +178,10 @@ class _Devices:
             nodes = _fill_index_order(cap, n)
         hosts: list[str] = []
         want = min(float(shape.w[g]), 1.0)
-        touched = sorted(set(nodes))
+        touched = [first] if first < end else sorted(set(nodes))
         limit, per_task = self.limit, shape.per_task
         for node in touched:
-            k = nodes.count(node)
+            k = n if first < end else nodes.count(node)
             count, dev, devices = self._row(node)
             taken: dict[int, int] = {}
             owned = 0.0
@@ -196,10 +198,12 @@ class _Devices:
                         dev[i] -= want  # a device nobody holds: the guest owns it (the row is its record now)
                         owned += want
             for i in taken:
-                for h in self.holders((node, i)):
-                    if h not in hosts:
-                        hosts.append(h)
-                self._add((node, i), job.id)
+                key = (node, i)
+                for held in (self._base.get(key), self._extra.get(key)):
+                    for h in held or ():
+                        if h not in hosts:
+                            hosts.append(h)
+                self._add(key, job.id)
             free = self.free
             for c, a in shape.cols:
                 free[node, c] -= a * k
@@ -269,7 +273,7 @@ class NaiveColocation(BasePolicy):
         any_failed = False  # the memo is only consulted once something failed (backfill)
         g = view.gpu_col
         for job in waiting:
-            n = view.target_workers(job)
+            w, n = view.shape(job)  # per-worker demand and worker count, one cached lookup
             if devices is None:
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
@@ -278,7 +282,6 @@ class NaiveColocation(BasePolicy):
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
                 devices = _Devices(view, draft, started, self.max_jobs_per_gpu, self._holders)
-            w = view.demand_vector(job)
             if g is None or float(w[g]) <= _EPS:  # nothing to share: an ordinary start on the room left
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
