@@ -1,7 +1,7 @@
 """Dorm (Sun et al., SMARTCOMP'17) on the paper's workload, solver scaling, and real resizes.
 
     python bench/dorm.py [--seeds 3] [--json bench/results/dorm.json] [--skip-scaling] [--skip-sensitivity]
-                         [--alpha A] [--real | --real-only]
+                         [--alpha A] [--real | --real-only | --aggregated-only]
 
 **Workload (§V-A, Table II).** 50 applications — 20 LR (Criteo, MxNet), 20 MF
 (MovieLens, TensorFlow), 6 CaffeNet (CIFAR-10, MPI-Caffe), one each of
@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -71,6 +72,7 @@ import numpy as np
 from cohabit.engine.record import EventKind, Record
 from cohabit.policies import make_policy
 from cohabit.policies.dorm import Dorm, DormApp
+from cohabit.policies.dorm.aggregate import solve_aggregated
 from cohabit.policies.dorm.milp import PAPER_SETTINGS, Problem, evaluate, keep_and_fill, solve
 from cohabit.policies.dorm.shares import AppDemand, container_share, inverse_capacity, theoretical_shares
 from cohabit.sim.physics import SimConfig
@@ -312,6 +314,31 @@ def scaling(seeds: int) -> list[dict[str, Any]]:
     return out
 
 
+def aggregated_scaling(time_limit: float = 10.0) -> list[dict[str, Any]]:
+    """P2 on server classes (``policies/dorm/aggregate.py``) at 200 x 100 and 1,000 x 500, one HiGHS
+    thread; CPU seconds (this process) beside the wall time, which the machine's load inflates."""
+    th = PAPER_SETTINGS["dorm-3"]
+    out = []
+    for n_apps, n_srv in ((200, 100), (1000, 500)):
+        for arriving in (1, 0.1):
+            prob = scaled_instance(n_apps, n_srv, seed=100, arriving=arriving)
+            assert prob.running is not None
+            c0 = time.process_time()
+            start = keep_and_fill(prob, th.adjust_bound(int(prob.running.sum())))
+            sol = solve_aggregated(prob, th, time_limit=time_limit, start=start, threads=1)
+            cpu = time.process_time() - c0
+            row = {"apps": n_apps, "servers": n_srv, "arriving": arriving, "time_limit_s": time_limit,
+                   "status": sol.status, "wall_s": sol.seconds, "cpu_s": cpu, "utilization": sol.utilization,
+                   "start_utilization": evaluate(prob, start)[0], "load_average": list(os.getloadavg()), **sol.size}
+            out.append(row)
+            print(f"  P2 on classes {n_apps:>4} x {n_srv:>3}, {arriving!s:>3} arriving: {sol.status:<11} "
+                  f"{cpu:6.2f} s CPU ({sol.seconds:6.2f} s wall)  util {sol.utilization:.3f} "
+                  f"(class bound {sol.size.get('aggregated_utilization', float('nan')):.3f}, start "
+                  f"{row['start_utilization']:.3f})  rounds {sol.size.get('rounds')}  load {os.getloadavg()[0]:.1f}",
+                  flush=True)
+    return out
+
+
 # ---------------------------------------------------------------------------- real
 class KillResumeTwice:
     """Bench-only policy for the sharing-overhead experiment (§V-B-5): start each application on
@@ -514,7 +541,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real", action="store_true", help="also run the real resize-overhead experiment")
     ap.add_argument("--alpha", type=float, default=None, help="override the DL2-derived speed exponent")
     ap.add_argument("--real-only", action="store_true", help="only the real experiment (JSON: dorm_real.json)")
+    ap.add_argument("--aggregated-only", action="store_true",
+                    help="only P2 on server classes at 200 x 100 and 1,000 x 500 (updates that key of the JSON)")
     args = ap.parse_args(argv)
+    if args.aggregated_only:
+        path = Path(args.json)
+        old = json.loads(path.read_text()) if path.exists() else {}
+        print("\nSolver scaling on server classes (θ = Dorm-3)")
+        old["scaling_aggregated"] = aggregated_scaling()
+        path.write_text(json.dumps(old, indent=1, default=float))
+        print(f"\nwrote {path}")
+        return 0
     if args.real_only:
         path = Path(args.json).with_name("dorm_real.json")
         path.parent.mkdir(parents=True, exist_ok=True)

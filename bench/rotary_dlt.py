@@ -23,8 +23,10 @@ those the jobs were drawn from. One workload per seed; numbers are per seed and 
 * false attainment (attained by the reported validation accuracy, not by the held-out one),
   waiting time (time in the system not running, mean over jobs);
 * estimator errors: TEE on held-back curves (joint fit vs history only vs own points only,
-  with 1-5 own epochs), TME on held-back repository records (leave-one-out relative error,
-  on the generator's assumed memory model), TTR's first-step effect on a real torch job;
+  with 1-5 own epochs), TME on real peak-memory measurements of the torch workloads
+  (``cohabit/data/memory``, leave one model size out) and on held-back repository records
+  (leave-one-out relative error, on the generator's assumed memory model), TTR's first-step
+  effect on a real torch job;
 * overheads (Table 3.3): CPU seconds spent in TTR, TEE and TME inside the rotary policy for
   workloads of 10, 20, 30 and 40 jobs, beside the workload's simulated running time.
 
@@ -225,6 +227,32 @@ def tme_errors(seed: int = 0) -> dict[str, Any]:
             "underestimates": int(under), "n": len(rel), "cpu_ms_per_estimate": 1e3 * t_cpu / len(rel)}
 
 
+def tme_real_errors() -> dict[str, Any]:
+    """TME on the packaged real peak-memory measurements (``cohabit/data/memory``), each model size
+    held back in turn at every batch size: TME as built, ignoring similarity, without the +5%."""
+    from cohabit.models.tme import TME, SizeBlindTME, held_back_errors
+    from cohabit.repository import packaged_memory_records
+
+    recs = list(packaged_memory_records())
+    held = sorted({r.model for r in recs})
+    variants = {"tme": TME, "size-blind": SizeBlindTME, "no pad": lambda h: TME(h, pad=0.0)}
+    out: dict[str, Any] = {"held_models": held, "records": len(recs)}
+    for label, make in variants.items():
+        out[label] = held_back_errors(recs, held, make)
+    return out
+
+
+def print_tme_real() -> dict[str, Any]:
+    t = tme_real_errors()
+    print(f"\n== TME on real peak-memory measurements ({t['records']} records, leave one model size out) ({load()})")
+    print("variant       mean rel error   p95     under the peak   mean shortfall")
+    for label in ("tme", "size-blind", "no pad"):
+        e = t[label]
+        print(f"{label:12s}  {e['mean_rel_error']:14.3f}   {e['p95_rel_error']:.3f}   {e['under_rate']:14.2f}   "
+              f"{e['mean_shortfall']:14.3f}")
+    return t
+
+
 def ttr_first_step(steps: int = 60) -> dict[str, Any]:
     """Step times of a real torch job in this process: the first step against the rest (TTR discards it)."""
     import torch
@@ -309,7 +337,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--real", action="store_true", help="also run examples/rotary_jobs.yaml on real processes")
     ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "rotary_dlt.json"))
+    ap.add_argument("--tme-real-only", action="store_true",
+                    help="only TME on the real memory measurements (updates that key of the JSON)")
     a = ap.parse_args(argv)
+    if a.tme_real_only:
+        path = Path(a.json)
+        old = json.loads(path.read_text()) if path.exists() else {}
+        old["tme_real"] = print_tme_real()
+        path.write_text(json.dumps(old, indent=1) + "\n")
+        return
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     t_all = time.process_time()
     repo_dir = Path(os.environ.get("TMPDIR", "/tmp"))
@@ -329,6 +365,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\n== TME leave-one-out on 100 repository records (assumed memory model, 5% noise) ({load()})")
     print(f"mean relative error {t['mean_rel_error']:.3f}, p95 {t['p95_rel_error']:.3f}, "
           f"underestimates {t['underestimates']}/{t['n']}, {t['cpu_ms_per_estimate']:.2f} ms CPU per estimate")
+    doc["tme_real"] = print_tme_real()
     doc["ttr"] = ttr_first_step()
     t = doc["ttr"]
     print(f"\n== TTR on a real torch-cnn job, {t['steps']} steps ({load()})")

@@ -43,4 +43,30 @@ def test_packaged_curves_seed_the_repository() -> None:
     assert (first.model, first.batch_size, first.optimizer, first.learning_rate) == ("alexnet", 32, "SGD", 0.1)
     assert first.accuracy[0] == pytest.approx(0.4783, abs=1e-4)
     repo = JobRepository.packaged()
-    assert len(repo) == 2214 and len(repo.records(model="lstm")) + len(repo.records(model="bilstm")) == 160
+    assert len(repo) == 2214 + 54 and len(repo.records(model="lstm")) + len(repo.records(model="bilstm")) == 160
+
+
+def test_one_reader_feeds_the_repository_and_mlfs_curves(monkeypatch) -> None:
+    """The repository's seed and MLFS's curve library are two views of one parse of the files."""
+    from cohabit.data import curve_files
+    from cohabit.models import mlfs_curve
+    from cohabit.repository import seed
+
+    recs = packaged_records()
+    curves = [run for runs in mlfs_curve.packaged_curves().values() for run in runs]
+    assert [r.accuracy for r in recs] == [tuple(c.accuracy) for c in curves]
+    assert [r.name.split("#")[0] for r in recs] == [c.family for c in curves]
+    # swap the one reader: both views must follow it (neither reads the files on its own)
+    row = {"model_name": "m", "num_parameters": 10, "batch_size": 8, "opt": "SGD", "learn_rate": 0.1,
+           "training_data": "d", "classes": 3, "accuracy": [0.5, 0.6]}
+    monkeypatch.setattr(seed, "packaged_curve_rows", lambda: (("fam", 0, row),))
+    monkeypatch.setattr(mlfs_curve, "packaged_curve_rows", lambda: (("fam", 0, row),))
+    for fn in (seed.packaged_records, mlfs_curve.packaged_curves):
+        fn.cache_clear()
+    try:
+        assert [r.name for r in seed.packaged_records()] == ["fam#0"]
+        assert [c.model for c in mlfs_curve.packaged_curves()["fam"]] == ["m"]
+    finally:
+        for fn in (seed.packaged_records, mlfs_curve.packaged_curves):
+            fn.cache_clear()
+    assert curve_files.packaged_curve_rows()[0][0] == "alexnet"

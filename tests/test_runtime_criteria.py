@@ -35,3 +35,47 @@ def test_real_jobs_end_on_their_criteria(tmp_path, no_orphans) -> None:  # noqa:
     assert budget.data["evaluations"] == 2 and budget.data["epochs"] >= 2.0
     att = out.metrics.attainment
     assert att is not None and (att.jobs_with_criteria, att.attained) == (2, 1)
+
+
+def test_real_jobs_end_on_convergence_runtime_and_deadline_criteria(tmp_path, no_orphans) -> None:  # noqa: F811
+    """Convergence, ``run N epochs``, ``run Ns`` and ``within <seconds>`` on real torch processes."""
+    specs = [torch_job("converge", "converge delta 0.05 within 40 epochs", 3),
+             torch_job("epochs", "run 3 epochs", 4),
+             torch_job("seconds", "run 3s", 5),
+             torch_job("deadline", "accuracy >= 0.999 within 4s", 6)]
+    specs = [s.model_copy(update={"epochs": 400}) if s.id != "converge" else s for s in specs]
+    out = run_local(specs, cluster(4), make_policy("fifo"), root=tmp_path, strict=True)
+    rec = out.result.record
+    ends = {e.job: e for e in rec if e.kind in (EventKind.FINISHED, EventKind.STOPPED)}
+    starts = {e.job: e.time for e in rec if e.kind is EventKind.STARTED}
+    submits = {e.job: e.time for e in rec if e.kind is EventKind.SUBMITTED}
+    ipe = 960 // 32
+    # convergence: finished and attained at the first evaluation whose gain is below the delta
+    conv = ends["converge"]
+    assert conv.kind is EventKind.FINISHED and conv.data["attained"] is True
+    n = conv.data["evaluations"]
+    # every evaluation judged (none folded away by a slow poll): the n-th one is epoch n
+    assert conv.data["epochs"] == float(n)
+    series = [v for it, v in dict(out.result.jobs["converge"].metrics["accuracy"]).items() if it % ipe == 0]
+    assert 2 <= n < 40 and len(series) == n
+    assert series[-1] - series[-2] < 0.05
+    assert all(b - a >= 0.05 for a, b in zip(series[:-2], series[1:-1]))  # not met earlier
+    # run 3 epochs: finished, attained, judged on its third evaluation (epoch 3), far short of its 400
+    ep = ends["epochs"]
+    assert ep.kind is EventKind.FINISHED and ep.data["attained"] is True
+    assert (ep.data["evaluations"], ep.data["epochs"]) == (3, 3.0)
+    assert out.status["epochs"].iterations < 400 * ipe
+    # run 3s: finished, attained, after 3 s of running, far short of its 400 declared epochs
+    sec = ends["seconds"]
+    assert sec.kind is EventKind.FINISHED and sec.data["attained"] is True
+    assert 3.0 <= sec.time - starts["seconds"] < 3.0 + 10.0
+    assert out.status["seconds"].iterations < 400 * ipe
+    # within 4s of submission, never reached: stopped, not attained, at the deadline
+    dl = ends["deadline"]
+    assert dl.kind is EventKind.STOPPED and dl.data["attained"] is False
+    assert 4.0 <= dl.time - submits["deadline"] < 4.0 + 10.0
+    assert out.status["deadline"].iterations < 400 * ipe  # (under load it may be stopped before its first epoch)
+    att = out.metrics.attainment
+    assert att is not None and (att.jobs_with_criteria, att.attained) == (4, 3)
+    assert {str(out.result.jobs[j].state) for j in ("converge", "epochs", "seconds")} == {"finished"}
+    assert str(out.result.jobs["deadline"].state) == "stopped-early"

@@ -17,12 +17,15 @@ from rich.table import Table
 
 from . import __version__
 from .cli_common import EXIT_CODES_HELP, err, escape, fail, finish
+from .cli_lazy import LazyGroup
 from .clichecks import DEFAULT_MAX_BAD_ROWS
 
 if TYPE_CHECKING:
     from .sim.truth import TraceJob
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, epilog=EXIT_CODES_HELP,
+# commands that live with their subsystem (run, hyperband, mlfs-workload, the service, train) are
+# mounted by name in cli_lazy.LAZY_COMMANDS and imported only when used
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, help=__doc__, epilog=EXIT_CODES_HELP,
                   context_settings={"help_option_names": ["-h", "--help"]})
 console = Console() if Console().is_terminal else Console(width=160)
 
@@ -423,26 +426,6 @@ def traces() -> None:
         console.print(f"[bold]{name:20}[/] {fmt:9} {filename}")
         console.print(f"{'':21}[dim]default run: cluster {sc.cluster}{scale} — {sc.why}[/]")
 
-
-def _mount_subcommands() -> None:
-    """Commands that live with their subsystem: real execution and packed training."""
-    from .pack.cli import hyperband
-    from .runtime.cli import run
-
-    app.command("run", epilog=EXIT_CODES_HELP)(run)
-    app.command("hyperband")(hyperband)
-    from .sim.mlfs_workload import mlfs_workload
-
-    app.command("mlfs-workload")(mlfs_workload)
-    from .service.cli import register as register_service
-
-    register_service(app)
-    from .train_cli import register as register_trainers
-
-    register_trainers(app)
-
-
-_mount_subcommands()
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -2,8 +2,9 @@
 
 Each learned policy keeps its trainer beside its policy module and lists it here, one line
 in :data:`TRAINERS`: ``"command-name": "module:function"``; the function is a typer command
-(its signature is the command's options). Modules are imported only when the group is built,
-so ``cohabit --help`` stays fast and a trainer's heavy imports (torch) load on use.
+(its signature is the command's options). The group is built (and the modules imported) only when
+``cohabit train`` runs (:mod:`cohabit.cli_lazy`), so ``cohabit --help`` stays fast and a trainer's heavy
+imports (torch) load on use.
 """
 
 from __future__ import annotations
@@ -20,13 +21,10 @@ TRAINERS: dict[str, str] = {
 }
 
 
-def register(app: typer.Typer) -> None:
-    """Mount ``train`` with one sub-command per entry of :data:`TRAINERS` (none: no group)."""
-    if not TRAINERS:
-        return
-    group = typer.Typer(help="Train the learned policies; writes the weights the package ships.",
-                        no_args_is_help=True)
+def train_app() -> typer.Typer:
+    """Train the learned policies; writes the weights the package ships."""
+    group = typer.Typer(help=train_app.__doc__, no_args_is_help=True)
     for name, target in sorted(TRAINERS.items()):
         module, _, func = target.partition(":")
         group.command(name)(getattr(import_module(module), func))
-    app.add_typer(group, name="train")
+    return group

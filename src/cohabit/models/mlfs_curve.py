@@ -24,13 +24,13 @@ final accuracy exceeds a threshold (:meth:`CurvePrediction.prob_at_least`).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import numpy as np
+
+from ..data.curve_files import packaged_curve_rows
 
 FAMILIES = ("pow", "exp", "hyp", "log")
 _GRID = {
@@ -59,15 +59,10 @@ class CurveRun:
 @lru_cache(maxsize=1)
 def packaged_curves() -> dict[str, list[CurveRun]]:
     """The real learning curves shipped with cohabit, by model family (``data/learning_curves``)."""
-    root = resources.files("cohabit.data").joinpath("learning_curves")
     out: dict[str, list[CurveRun]] = {}
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".json"):
-            continue
-        family = entry.name[:-5]
-        runs = json.loads(entry.read_text(encoding="utf-8"))
-        out[family] = [CurveRun(family, str(r["model_name"]), int(r["num_parameters"]), int(r.get("classes", 10)),
-                                [float(a) for a in r["accuracy"]]) for r in runs]
+    for family, _, r in packaged_curve_rows():
+        out.setdefault(family, []).append(CurveRun(family, str(r["model_name"]), int(r["num_parameters"]),
+                                                   int(r.get("classes", 10)), [float(a) for a in r["accuracy"]]))
     return out
 
 

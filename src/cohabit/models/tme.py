@@ -20,8 +20,8 @@ its four batch sizes) measured best on the bench's held-out records (``bench/rot
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from .similar import JobTraits, size_similarity
 if TYPE_CHECKING:
     from ..repository.store import JobRecord
 
-__all__ = ["TME"]
+__all__ = ["SizeBlindTME", "TME", "held_back_errors"]
 
 
 class TME:
@@ -76,3 +76,40 @@ class TME:
         """Padded peak memory (MB) of ``job`` at ``batch_size``; None without similar history."""
         m = self.unpadded(job, batch_size)
         return None if m is None else m * (1.0 + self.pad)
+
+
+class SizeBlindTME(TME):
+    """TME that ignores similarity: every point of the dataset, equal weight (an ablation: what the
+    top-k similar jobs are worth)."""
+
+    def similar(self, job: JobTraits) -> list[tuple[tuple[int | None, int, float], float]]:
+        return [(pt, 1.0) for pt in self.points(job.dataset)]
+
+
+def held_back_errors(records: Sequence[JobRecord], held_models: Sequence[str],
+                     make: Callable[[list[JobRecord]], TME] = TME) -> dict[str, float]:
+    """TME's error on real measurements it did not see: for each model in ``held_models``, every
+    record of that model is estimated by ``make(all records of other models)``.
+
+    Returns ``mean_rel_error`` (|estimate - measured| / measured, mean over the held-back
+    records), ``p95_rel_error``, ``under_rate`` (fraction estimated below the measured peak: an
+    out-of-memory risk), ``mean_shortfall`` (mean of max(measured - estimate, 0) / measured: how far
+    below, the memory a job would lack) and ``n``."""
+    rel: list[float] = []
+    short: list[float] = []
+    under = 0
+    for model in held_models:
+        held = [r for r in records if r.model == model and r.peak_mem_mb]
+        if not held:
+            raise ValueError(f"no measured record of model {model!r}")
+        tme = make([r for r in records if r.model != model])
+        for r in held:
+            est = tme.estimate(JobTraits(r.model, r.dataset, r.batch_size, num_parameters=r.num_parameters))
+            if est is None:
+                raise ValueError(f"TME has no similar history for {r.name or r.model!r}")
+            truth = float(r.peak_mem_mb)  # type: ignore[arg-type]
+            rel.append(abs(est - truth) / truth)
+            short.append(max(truth - est, 0.0) / truth)
+            under += est < truth
+    return {"mean_rel_error": float(np.mean(rel)), "p95_rel_error": float(np.percentile(rel, 95)),
+            "under_rate": under / len(rel), "mean_shortfall": float(np.mean(short)), "n": float(len(rel))}

@@ -51,20 +51,30 @@ class _Holders:
             self._view, self.jobs, self._keys = view, {}, {}
             self.count = np.zeros(view.device_free.shape, dtype=np.int64)
         running = view.running
-        for jid in self._keys.keys() - running.keys():
+        for jid in [j for j in self._keys if j not in running]:
             for key in self._keys.pop(jid):
                 holders = self.jobs[key]
                 holders.remove(jid)
                 self.count[key] -= 1
                 if not holders:
                     del self.jobs[key]
-        for jid in running.keys() - self._keys.keys():
+        rows: list[int] = []
+        cols: list[int] = []
+        jobs = self.jobs
+        for jid in [j for j in running if j not in self._keys]:  # in the view's order (not a set's)
             alloc = view.allocation_of(jid)
-            keys = tuple(sorted(alloc.devices)) if alloc is not None else ()
+            keys = tuple(dict.fromkeys((s.node, d) for s in alloc.slots for d, _ in s.devices)) if alloc else ()
             self._keys[jid] = keys
             for key in keys:
-                self.jobs.setdefault(key, []).append(jid)
-                self.count[key] += 1
+                held = jobs.get(key)
+                if held is None:
+                    jobs[key] = [jid]
+                else:
+                    held.append(jid)
+                rows.append(key[0])
+                cols.append(key[1])
+        if rows:
+            np.add.at(self.count, (np.asarray(rows), np.asarray(cols)), 1)
 
 
 class _Devices:
@@ -85,23 +95,41 @@ class _Devices:
         self._base = holders.jobs
         self._extra: dict[tuple[int, int], list[str]] = {}
         self.count = holders.count.copy()
+        self._rows: dict[int, tuple[list[int], list[float], list[int]]] = {}  # node -> lists (see _row)
         self._caps: dict[bytes, _Shape] = {}
+        self._caps_id: dict[int, tuple[np.ndarray, _Shape]] = {}
         for job, placement in started:  # replay this plan's starts as the draft took them
             share = float(view.demand_vector(job)[self.g]) if self.g is not None else 0.0
             for node in placement[: len(placement) - job.spec.num_ps]:
                 for i, _ in take_devices(self.dev[node], share) or ():
                     self._add((node, i), job.id)
 
-    def holders(self, key: tuple[int, int]) -> list[str]:
-        return self._base.get(key, []) + self._extra.get(key, [])
+    def _row(self, node: int) -> tuple[list[int], list[float], list[int]]:
+        """Python copies of ``node``'s device job counts and free shares, and its device indices
+        (kept in step with the arrays: the per-job loop reads lists, not numpy scalars)."""
+        row = self._rows.get(node)
+        if row is None:
+            row = self._rows[node] = (self.count[node].tolist(), self.dev[node].tolist(),
+                                      [i for i, e in enumerate(self.exists[node].tolist()) if e])
+        return row
 
     def _add(self, key: tuple[int, int], job: str) -> None:
         extra = self._extra.setdefault(key, [])
         if job not in extra:
             extra.append(job)
-            self.count[key] += 1
+            row = self._rows.get(key[0])
+            if row is not None:  # the row's list is the count now (flushed by _sync_counts)
+                row[0][key[1]] += 1
+            else:
+                self.count[key] += 1
+
+    def _sync_counts(self) -> None:
+        """Write the per-node count lists back into ``count`` (before whole-array use)."""
+        for node, row in self._rows.items():
+            self.count[node] = row[0]
 
     def _node_caps(self, rest: np.ndarray, per_task: int, rows: np.ndarray | slice) -> np.ndarray:
+        self._sync_counts()
         need = rest > _EPS
         free = self.free[rows]
         room = (np.floor((free[:, need] + _EPS) / rest[need]).min(axis=1) if need.any()
@@ -110,6 +138,9 @@ class _Devices:
         return np.minimum(room, open_devs // per_task).astype(np.int64)
 
     def _caps_for(self, w: np.ndarray) -> _Shape:
+        by_id = self._caps_id.get(id(w))  # the view hands out one array per task group
+        if by_id is not None and by_id[0] is w:
+            return by_id[1]
         key = w.tobytes()
         hit = self._caps.get(key)
         if hit is None:
@@ -119,82 +150,99 @@ class _Devices:
             rest[g] = 0.0
             per_task = max(int(math.ceil(float(w[g]) - _EPS)), 1)
             cols = [(int(c), float(rest[c])) for c in np.flatnonzero(rest > _EPS)]
-            hit = self._caps[key] = _Shape(w, rest, per_task, cols, self._node_caps(rest, per_task, slice(None)))
+            caps = self._node_caps(rest, per_task, slice(None)).tolist()
+            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {})
+        self._caps_id[id(w)] = (w, hit)
         return hit
 
-    def colocate(self, job: JobView, n: int) -> tuple[Placement, list[str]] | None:
-        """Nodes for ``job``'s ``n`` workers sharing GPUs (lowest node index first), and the
-        jobs already on the devices it will share; the room is taken. None if it does not fit."""
-        view = self.view
+    def colocate(self, job: JobView, n: int, w: np.ndarray) -> tuple[Placement, list[str]] | None:
+        """Nodes for ``job``'s ``n`` workers (demand ``w`` each) sharing GPUs (lowest node index
+        first), and the jobs already on the devices it will share; the room is taken. None if it
+        does not fit."""
         g = self.g
         if g is None or job.spec.num_ps:
             return None
-        shape = self._caps_for(view.demand_vector(job))
+        shape = self._caps_for(w)
         cap = shape.cap
-        first = int(np.argmax(cap >= n))
-        if cap[first] >= n:
+        # the lowest node that takes all n: capacities only shrink within a decision, so the
+        # search for n resumes where it stopped last time
+        first, end = shape.first.get(n, 0), len(cap)
+        while first < end and cap[first] < n:
+            first += 1
+        shape.first[n] = first
+        if first < end:
             nodes = [first] * n
         else:
-            if cap.sum() < n:
+            if sum(cap) < n:
                 return None
             nodes = _fill_index_order(cap, n)
         hosts: list[str] = []
         want = min(float(shape.w[g]), 1.0)
-        touched = sorted(set(nodes))
+        touched = [first] if first < end else sorted(set(nodes))
+        limit, per_task = self.limit, shape.per_task
         for node in touched:
-            k = nodes.count(node)
-            count = self.count[node].tolist()
-            dev = self.dev[node].tolist()
-            devices = [i for i, e in enumerate(self.exists[node].tolist()) if e]
+            k = n if first < end else nodes.count(node)
+            count, dev, devices = self._row(node)
             taken: dict[int, int] = {}
+            owned = 0.0
             for _ in range(k):  # each task: the devices with fewest jobs, then most free room
-                cand = sorted((count[i] + taken.get(i, 0), -dev[i], i) for i in devices)
-                for _, _, i in [c for c in cand if c[0] < self.limit][: shape.per_task]:
+                if per_task == 1:
+                    best = min((count[i] + taken.get(i, 0), -dev[i], i) for i in devices)
+                    chosen = [best[2]] if best[0] < limit else []
+                else:
+                    cand = sorted((count[i] + taken.get(i, 0), -dev[i], i) for i in devices)
+                    chosen = [c[2] for c in cand if c[0] < limit][:per_task]
+                for i in chosen:
                     taken[i] = taken.get(i, 0) + 1
                     if not count[i] and dev[i] >= want - _EPS:
-                        dev[i] -= want  # a device nobody holds: the guest owns it
-                        self.dev[node, i] = dev[i]
-                        self.free[node, g] -= want
+                        dev[i] -= want  # a device nobody holds: the guest owns it (the row is its record now)
+                        owned += want
             for i in taken:
-                hosts += [h for h in self.holders((node, i)) if h not in hosts]
-                self._add((node, i), job.id)
-            self.free[node] -= shape.rest * k
+                key = (node, i)
+                for held in (self._base.get(key), self._extra.get(key)):
+                    for h in held or ():
+                        if h not in hosts:
+                            hosts.append(h)
+                self._add(key, job.id)
+            free = self.free
+            for c, a in shape.cols:
+                free[node, c] -= a * k
+            if owned:
+                free[node, g] -= owned
         self.refresh(touched)
         return tuple(nodes), hosts
 
     def refresh(self, nodes: list[int]) -> None:
         """Recompute the cached capacities of ``nodes`` after room there was taken."""
+        limit = self.limit
+        free = self.free
         for node in set(nodes):
-            free = self.free[node].tolist()
-            open_devs = sum(1 for c, e in zip(self.count[node].tolist(), self.exists[node].tolist())
-                            if e and c < self.limit)
+            count, _, devices = self._row(node)
+            open_devs = sum(1 for i in devices if count[i] < limit)
             for shape in self._caps.values():
-                room = min((math.floor((free[c] + _EPS) / a) for c, a in shape.cols), default=1 << 30)
+                room = min((math.floor((float(free[node, c]) + _EPS) / a) for c, a in shape.cols), default=1 << 30)
                 shape.cap[node] = max(min(room, open_devs // shape.per_task), 0)
 
 
 class _Shape(NamedTuple):
-    """A worker demand, its non-GPU part, GPU devices per task, non-GPU columns, and how many
-    time-sharing tasks of it each node can take now."""
+    """A worker demand, its non-GPU part, GPU devices per task, non-GPU columns, how many
+    time-sharing tasks of it each node can take now, and where the search for n tasks resumes."""
 
     w: np.ndarray
     rest: np.ndarray
     per_task: int
     cols: list[tuple[int, float]]
-    cap: np.ndarray
+    cap: list[int]
+    first: dict[int, int]  # n -> no node below this index takes n tasks (capacities only shrink)
 
 
-def _uses_gpu(view: ClusterView, job: JobView) -> bool:
-    g = view.gpu_col
-    return g is not None and float(view.demand_vector(job)[g]) > _EPS
-
-
-def _fill_index_order(cap: np.ndarray, n: int) -> list[int]:
+def _fill_index_order(cap: list[int], n: int) -> list[int]:
     out: list[int] = []
-    for node in np.flatnonzero(cap > 0):
-        out += [int(node)] * int(min(cap[node], n - len(out)))
-        if len(out) == n:
-            break
+    for node, c in enumerate(cap):
+        if c > 0:
+            out += [node] * min(c, n - len(out))
+            if len(out) == n:
+                break
     return out
 
 
@@ -222,8 +270,10 @@ class NaiveColocation(BasePolicy):
         plan: Plan = []
         started: list[tuple[JobView, Placement]] = []
         devices: _Devices | None = None
+        any_failed = False  # the memo is only consulted once something failed (backfill)
+        g = view.gpu_col
         for job in waiting:
-            n = view.target_workers(job)
+            w, n = view.shape(job)  # per-worker demand and worker count, one cached lookup
             if devices is None:
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
@@ -232,7 +282,7 @@ class NaiveColocation(BasePolicy):
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
                 devices = _Devices(view, draft, started, self.max_jobs_per_gpu, self._holders)
-            if not _uses_gpu(view, job):  # nothing to share: an ordinary start on the room left
+            if g is None or float(w[g]) <= _EPS:  # nothing to share: an ordinary start on the room left
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
                     plan.append(start_or_resume(job, p))
@@ -240,11 +290,12 @@ class NaiveColocation(BasePolicy):
                 elif not self.backfill:
                     break
                 continue
-            got = None if memo.known_to_fail(view, job, n) else devices.colocate(job, n)
+            got = None if any_failed and memo.known_to_fail(view, job, n) else devices.colocate(job, n, w)
             if got is None:
                 if not self.backfill:
                     break
                 memo.failed(view, job, n)
+                any_failed = True
                 continue
             nodes, hosts = got
             plan.append(Colocate((job.id, *hosts), nodes))

@@ -63,10 +63,13 @@ ESTIMATORS = ("tee", "random")
 
 def job_traits(spec: JobSpec) -> JobTraits:
     """A job's model, dataset and hyper-parameters as its spec declares them (``workload`` keys
-    ``dataset``, ``optimizer``, ``lr`` / ``learning_rate``, ``num_parameters``, ``batch_size``)."""
+    ``dataset``, ``optimizer``, ``lr`` / ``learning_rate``, ``num_parameters``, ``batch_size``); a
+    built-in torch workload's parameter count comes from its options when not declared."""
     wl = spec.workload or {}
     lr = wl.get("lr", wl.get("learning_rate"))
     n_par = wl.get("num_parameters")
+    if n_par is None:
+        n_par = _builtin_parameters(wl)
     bs = spec.batch_size if spec.batch_size is not None else wl.get("batch_size")
     return JobTraits(
         model=spec.model, dataset=str(wl.get("dataset") or wl.get("name") or "unknown"),
@@ -75,6 +78,23 @@ def job_traits(spec: JobSpec) -> JobTraits:
         learning_rate=float(lr) if isinstance(lr, int | float) else None,
         num_parameters=int(n_par) if isinstance(n_par, int | float) else None,
     )
+
+
+def _builtin_parameters(workload: dict) -> int | None:
+    """The parameter count of a built-in workload's model that can say it (the torch workloads'
+    ``parameter_count``), for TME's similarity; None otherwise or on a bad parameter."""
+    from ..runtime.workloads import BUILTINS, resolve
+
+    target = BUILTINS.get(str(workload.get("name")), "")
+    if not target.startswith("cohabit.runtime.workloads.torch_models:"):  # (importing it loads no torch)
+        return None
+    count = getattr(resolve(target), "parameter_count", None)
+    if count is None:
+        return None
+    try:
+        return int(count({k: v for k, v in workload.items() if k not in ("name", "entry", "seed")}))
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 class RotaryDLT(EpochArbiter):
@@ -107,12 +127,12 @@ class RotaryDLT(EpochArbiter):
 
     @staticmethod
     def _load(repo: str, *, create: bool = False) -> list:
-        """The history the estimators learn from: the packaged curves, or the repository ``repo``
-        (a file that must exist unless ``create``, or a database URL)."""
+        """The history the estimators learn from: the packaged curves and memory measurements, or the
+        repository ``repo`` (a file that must exist unless ``create``, or a database URL)."""
         if not repo:
-            from ..repository.seed import packaged_records
+            from ..repository.seed import packaged_memory_records, packaged_records
 
-            return list(packaged_records())
+            return [*packaged_records(), *packaged_memory_records()]
         from pathlib import Path
 
         from sqlalchemy.exc import SQLAlchemyError

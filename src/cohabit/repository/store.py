@@ -4,8 +4,8 @@
 tables of :mod:`.schema` if needed, and stores :class:`JobRecord` values. Reading returns
 plain records; estimators take lists of them and never touch the database.
 
-``JobRepository.packaged()`` is an in-memory repository seeded with the learning curves that
-ship with cohabit (``cohabit/data/learning_curves``, see :mod:`.seed`).
+``JobRepository.packaged()`` is an in-memory repository seeded with the learning curves and the
+measured peak memory that ship with cohabit (``cohabit/data/learning_curves``, see :mod:`.seed`).
 """
 
 from __future__ import annotations
@@ -86,11 +86,12 @@ class JobRepository:
 
     @classmethod
     def packaged(cls) -> JobRepository:
-        """An in-memory repository seeded with cohabit's packaged learning curves."""
-        from .seed import packaged_records
+        """An in-memory repository seeded with cohabit's packaged learning curves and the measured
+        peak memory of its real torch workloads."""
+        from .seed import packaged_memory_records, packaged_records
 
         repo = cls("sqlite://")
-        repo.add_many(packaged_records())
+        repo.add_many(packaged_records() + packaged_memory_records())
         return repo
 
     def close(self) -> None:

@@ -505,9 +505,7 @@ class LocalBackend:
                 if now >= run.restart_at:
                     self._start_tasks(run, from_checkpoint=True)
                 continue
-            ev = self._poll_run(job, run)
-            if ev is not None:
-                events.append(ev)
+            events += self._poll_run(job, run)
         if self._used:
             events += self._used
             self._used = []
@@ -543,10 +541,17 @@ class LocalBackend:
         st.checkpoint_events.append(note)
         self.timings.append({"job": job, "kind": kind, "at": self.now(), "note": note, "errors": bad})
 
-    def _poll_run(self, job: str, run: Run) -> BackendEvent | None:
-        """Read one run's messages; return its event, if any (progress, finished, failed)."""
+    def _poll_run(self, job: str, run: Run) -> list[BackendEvent]:
+        """Read one run's messages; return its events (progress, finished, failed), oldest first.
+
+        Progress reports read together are folded into the last one, except those the worker
+        marks ``evaluation`` (an epoch's evaluation of a job with a completion criterion, or each
+        batch of a progressive query): each is its own PROGRESS event, so that a criterion judges
+        every epoch (convergence compares consecutive ones, epoch budgets count them) even when
+        this loop polls less often than the job evaluates."""
         st = self.status[job]
         progress: dict[str, Any] | None = None
+        earlier: list[dict[str, Any]] = []  # evaluations read in this poll before ``progress``
         for task in run.tasks:
             for msg in task.chan.recv_ready():
                 self._notify(job, msg)
@@ -573,6 +578,8 @@ class LocalBackend:
                         st.cuda_visible_devices = msg.get("cuda_visible_devices")
                         self._note_restore(job, st, msg)
                 elif kind == "progress" and task.rank == 0:
+                    if progress is not None and progress.get("evaluation"):
+                        earlier.append(progress)
                     progress = msg
                 elif kind in ("finished", "halted"):
                     task.done = True
@@ -599,22 +606,30 @@ class LocalBackend:
                     except subprocess.TimeoutExpired:
                         pass
                 if not task.done or task.error:
-                    return self._on_task_death(job, run, task)
+                    death = self._on_task_death(job, run, task)
+                    return [] if death is None else [death]
+        evals = [self._progress_event(job, m) for m in earlier]
         if run.tasks and all(t.done for t in run.tasks):
             del self._runs[job]
             self._sample_use(job, end=True)
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
-            return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
-                                                                              **split_heldout(st.metrics)})
+            if progress is not None and progress.get("evaluation"):
+                evals.append(self._progress_event(job, progress))
+            return [*evals, BackendEvent(self.now(), BackendEventKind.FINISHED, job,
+                                         {"iterations": float(st.iterations), **split_heldout(st.metrics)})]
         if progress is not None:
-            data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
-            for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
-                if progress.get(k) is not None:
-                    data[k] = float(progress[k])
-            data.update(split_heldout(progress.get("metrics")))
-            return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
-        return None
+            evals.append(self._progress_event(job, progress))
+        return evals
+
+    def _progress_event(self, job: str, progress: dict[str, Any]) -> BackendEvent:
+        """The PROGRESS event of one progress report (held-out metrics split off)."""
+        data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
+        for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
+            if progress.get(k) is not None:
+                data[k] = float(progress[k])
+        data.update(split_heldout(progress.get("metrics")))
+        return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
 
     def _on_task_death(self, job: str, run: Run, task: Task) -> BackendEvent | None:
         try:

@@ -366,8 +366,9 @@ class Worker:
             # the first report waits for a few typical iterations (>= 3 and >= 0.1 s) so the
             # scheduler's first speed estimate is not a cold-cache outlier
             elapsed = t1 - win_start
-            if (each or elapsed >= report_every or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every))
-                    or (evaluations and "epoch" in metrics)):  # each evaluation, for completion criteria
+            evaluated = each or (evaluations and "epoch" in metrics)  # each batch / each evaluation counts
+            if (evaluated or elapsed >= report_every
+                    or (first_report and win_steps >= 3 and elapsed >= min(0.1, report_every))):
                 t_now = time.perf_counter()
                 out = dict(latest)
                 if losses:
@@ -377,6 +378,7 @@ class Worker:
                     "iter_time": (t_now - win_start) / win_steps, "compute_s": win_compute / win_steps,
                     "comm_s": win_comm / win_steps, "metrics": out, "mem_mb": rss_mb(),
                     "checkpoint_iteration": self.last_ckpt_iter, "warmup_s": self.warmup_s,
+                    "evaluation": bool(evaluated),  # the backend passes each of these on, never folds them
                     **device_telemetry(self.device),
                 })
                 win_start, win_steps, win_compute, win_comm = t_now, 0, 0.0, 0.0

@@ -3,7 +3,7 @@ habits): ``submit``, ``status``, ``queue``, ``cancel``, ``logs``, ``top``, ``ten
 ``whatif``. Every client command takes ``--json``; server URL and token come from ``--url`` /
 ``--token``, ``COHABIT_URL`` / ``COHABIT_TOKEN`` or the config file (:mod:`.client`).
 
-Mounted onto the main app by :func:`register`.
+Mounted onto the main app by name (imported on use): :data:`cohabit.cli_lazy.LAZY_COMMANDS`.
 """
 
 from __future__ import annotations
@@ -330,8 +330,3 @@ def whatif(policy: Annotated[str, typer.Option(help="Policies to compare, comma-
     if rows and rows[0]["skipped_no_speed"]:
         out.print(f"left out (no speed observed yet and no history): jobs {rows[0]['skipped_no_speed']}")
 
-
-def register(app: typer.Typer) -> None:
-    """Mount the service commands on the main ``cohabit`` app."""
-    for fn in (serve, submit, status, queue, cancel, logs, top, tenant, policy, whatif):
-        app.command(fn.__name__)(fn)

@@ -4,6 +4,7 @@ Dynamically-Partitioned Approach", SMARTCOMP 2017).
 * :mod:`.app` — the application 6-tuple (executor, d, w, n_max, n_min, cmd) as a cohabit job;
 * :mod:`.shares` — theoretical shares ŝ_i by weighted DRF in whole containers (Eq. 2);
 * :mod:`.milp` — problem P2 (Eq. 10-18) with HiGHS;
+* :mod:`.aggregate` — P2 on classes of identical servers, split to servers (large clusters);
 * :mod:`.policy` — the policy: re-solve on arrivals and completions, resize by checkpoint.
 """
 

@@ -112,13 +112,15 @@ class Problem:
     ``capacity``: (servers, resources) c_{j,k}; ``previous``: (apps, servers) x^{t−1}
     (zero rows for applications not running); ``running``: which applications are in
     A^t ∩ A^{t−1} (default: those with a non-zero previous row); ``shares``: ŝ_i
-    (default: weighted DRF, :func:`.shares.theoretical_shares`)."""
+    (default: weighted DRF, :func:`.shares.theoretical_shares`); ``bounds``: column upper bounds
+    (default :meth:`fit_bounds`' own; :mod:`.aggregate` gives its class-level ones)."""
 
     apps: Sequence[AppDemand]
     capacity: np.ndarray
     previous: np.ndarray | None = None
     running: np.ndarray | None = None
     shares: np.ndarray | None = None
+    bounds: np.ndarray | None = None  # (apps, servers) column upper bounds; None: :meth:`fit_bounds` derives them
 
     def __post_init__(self) -> None:
         self.capacity = np.asarray(self.capacity, dtype=float)
@@ -142,7 +144,9 @@ class Problem:
         return int((self.capacity.sum(axis=0) > _TOL).sum())
 
     def fit_bounds(self) -> np.ndarray:
-        """(apps, servers): containers of d_i an empty server j holds, capped at n_max_i."""
+        """(apps, servers): containers of d_i an empty server j holds, capped at n_max_i (or ``bounds``)."""
+        if self.bounds is not None:
+            return np.asarray(self.bounds, dtype=np.int64)
         n, b = len(self.apps), self.capacity.shape[0]
         ub = np.zeros((n, b), dtype=np.int64)
         for i, a in enumerate(self.apps):

@@ -12,7 +12,9 @@ new applications' n_min by shrinking the most over-served ones), so that a
 time-limited solve on a large cluster has a feasible point. If P2 has no feasible
 solution (or the time limit passes without one), the current allocation is
 kept and waiting applications go on waiting until the next arrival or
-completion.
+completion. Above 20,000 (application, server) pairs, on clusters of few server kinds, P2 is
+solved on classes of identical servers and split to servers (:mod:`.aggregate`); the paper's
+50 x 20 workload is solved per server.
 
 Enforcement order. The scheduler applies a plan's actions one by one against
 its ledger, so a resize must find its new containers free when it runs.
@@ -51,6 +53,7 @@ from ...engine.state import JobState
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
+from .aggregate import should_aggregate, solve_aggregated
 from .milp import PAPER_SETTINGS, Problem, Solution, Thresholds, keep_and_fill, solve
 from .shares import AppDemand
 
@@ -109,7 +112,8 @@ class Dorm(BasePolicy):
         problem = self.problem(view, jobs)
         assert problem.running is not None
         start = keep_and_fill(problem, self.thresholds.adjust_bound(int(problem.running.sum())))
-        sol = solve(problem, self.thresholds, time_limit=self.time_limit, mip_rel_gap=self.mip_rel_gap,
+        solver = solve_aggregated if should_aggregate(problem) else solve  # large clusters: server classes
+        sol = solver(problem, self.thresholds, time_limit=self.time_limit, mip_rel_gap=self.mip_rel_gap,
                     start=start)
         plan: Plan = []
         cycles = 0

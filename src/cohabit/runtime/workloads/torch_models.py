@@ -27,6 +27,7 @@ local backend keeps it out of the metrics policies see).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -122,10 +123,25 @@ class _TorchClassifier(Workload):
                 buf.copy_(saved)
 
 
+def _with_defaults(cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` over the keyword defaults of ``cls``'s constructor."""
+    out = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+           if p.default is not inspect.Parameter.empty}
+    out.update(params)
+    return out
+
+
 class TorchMLP(_TorchClassifier):
     """A two-hidden-layer ReLU MLP on Gaussian-cluster data (:func:`data.classification`)."""
 
     name = "torch-mlp"
+
+    @classmethod
+    def parameter_count(cls, params: dict[str, Any]) -> int:
+        """Trainable parameters of the model ``workload: params`` builds (without importing torch)."""
+        p = _with_defaults(cls, params)
+        f, h, c = int(p["n_features"]), int(p["hidden"]), int(p["n_classes"])
+        return (f + 1) * h + (h + 1) * h + (h + 1) * c
 
     def __init__(
         self,
@@ -163,6 +179,13 @@ class TorchCNN(_TorchClassifier):
     """A small CNN (two 3x3 conv layers, max-pool, global average pool, linear) on :func:`data.images`."""
 
     name = "torch-cnn"
+
+    @classmethod
+    def parameter_count(cls, params: dict[str, Any]) -> int:
+        """Trainable parameters of the model ``workload: params`` builds (without importing torch)."""
+        p = _with_defaults(cls, params)
+        c, k = int(p["channels"]), int(p["n_classes"])
+        return (9 * c + c) + (9 * c * 2 * c + 2 * c) + (2 * c * k + k)
 
     def __init__(
         self,

@@ -1,0 +1,45 @@
+"""``cohabit``'s start stays light: heavy sub-commands are mounted by name and imported on use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from cohabit.cli import app
+from cohabit.cli_lazy import LAZY_COMMANDS
+
+HEAVY = ("scipy", "sqlalchemy", "fastapi", "torch", "alembic", "uvicorn")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"{code}\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout.split()
+
+
+def test_importing_the_cli_and_its_help_load_no_heavy_library() -> None:
+    assert _loaded_after("import cohabit.cli") == []
+    help_run = ("from typer.testing import CliRunner\nfrom cohabit.cli import app\n"
+                "r = CliRunner().invoke(app, ['--help'])\nassert r.exit_code == 0, r.output")
+    assert _loaded_after(help_run) == []
+
+
+def test_help_lists_every_lazy_command_with_its_docstring() -> None:
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "200"}).output
+    for name in LAZY_COMMANDS:
+        assert f" {name} " in out, name
+    assert "Run cohabit as a long-running service" in out  # serve's docstring, read without importing it
+    assert "Write MLFS's Philly-derived workload" in out
+
+
+def test_lazy_commands_run_their_real_command(tmp_path) -> None:
+    r = CliRunner().invoke(app, ["mlfs-workload", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "--jobs" in r.output
+    r = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "mlfs-rl" in r.output
+    out = tmp_path / "w.yaml"
+    r = CliRunner().invoke(app, ["mlfs-workload", str(out), "--jobs", "3"])
+    assert r.exit_code == 0, r.output
+    assert out.exists()
