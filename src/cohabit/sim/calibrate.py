@@ -1,0 +1,201 @@
+"""Profiles of real jobs from what the scheduler observed of a real run (sim-vs-real calibration).
+
+Input: the jobs' specs, the :class:`~cohabit.engine.record.Record` of a real run (LocalBackend)
+and its cluster. Used from the record: when each job was placed, on which nodes, and when it
+was paused (allocation events), and the progress reports (iterations, seconds per iteration,
+the PS workers' compute / communication split). Never used: when jobs finished, their JCTs,
+the makespan: the simulation that replays these profiles must predict those.
+
+Per job, a :class:`~.truth.HostTruth`:
+
+* ``cpu_s`` / ``link_s``: the reported seconds per iteration with the sharing taken out. For
+  each report, the jobs running at that moment and their nodes are known from the record, so
+  :func:`.host_physics.factors` gives the share of a core and of the links the job had; solo
+  cost = reported cost x share (a PS job: ``compute_s x f_cpu`` and ``comm_s x f_link``; any
+  other job computes all its iteration). The median over the job's reports is its cost. The
+  shares depend on the other jobs' costs, so this is repeated (:data:`PASSES` times) starting
+  from the raw medians.
+* ``start_s``: from its first placement to the first report, minus the iterations that report
+  counts times their reported time; ``restore_s``: the same after each resume (from the
+  iteration it was paused at, estimated from its last report before the pause), median. A job
+  never resumed in the run takes the median of the run's resumes (else its ``start_s``).
+* A job with no report at all (placed, then done or paused before its first one) takes the
+  median cost of the jobs with its model, workload and architecture that reported; without
+  such a twin it is left out.
+
+The load of the machine (other processes) is not modelled: it is in the reported times, as
+it would be in any cluster's measured speeds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ..engine.record import ALLOCATING, RELEASING, Event, EventKind
+from ..spec.cluster import ClusterSpec
+from ..spec.job import JobSpec
+from . import host_physics
+from .truth import HostTruth, JobTruth, TraceJob
+
+#: Rounds of taking the sharing out of the reports (each uses the costs of the round before).
+PASSES = 3
+
+
+@dataclass
+class _Interval:
+    start: float
+    end: float
+    nodes: tuple[int, ...]
+    resumed: bool
+    first_iter: float  # iterations done when it was placed
+
+
+@dataclass
+class _Report:
+    time: float
+    iterations: float
+    iter_time: float
+    compute_s: float | None
+    comm_s: float | None
+
+
+@dataclass
+class Observed:
+    """What the record says of one job: its running intervals and progress reports."""
+
+    spec: JobSpec
+    intervals: list[_Interval] = field(default_factory=list)
+    reports: list[_Report] = field(default_factory=list)
+
+
+def observe(specs: Sequence[JobSpec], events: Iterable[Event]) -> dict[str, Observed]:
+    """Running intervals and reports per job, from allocation, release and progress events."""
+    obs = {s.id: Observed(s) for s in specs}
+    open_: dict[str, _Interval] = {}
+    last: dict[str, _Report] = {}
+    for e in events:
+        o = obs.get(e.job) if e.job is not None else None
+        if o is None:
+            continue
+        if e.kind in (EventKind.STARTED, EventKind.RESUMED):
+            first = 0.0
+            prev = last.get(e.job)
+            if e.kind is EventKind.RESUMED and prev is not None:
+                paused_at = o.intervals[-1].end if o.intervals else prev.time
+                first = prev.iterations + max(paused_at - prev.time, 0.0) / prev.iter_time
+            iv = _Interval(e.time, float("inf"), tuple(int(n) for n in e.data.get("nodes", ())),
+                           e.kind is EventKind.RESUMED, min(first, float(o.spec.iterations or first)))
+            open_[e.job] = iv
+            o.intervals.append(iv)
+        elif e.kind in ALLOCATING and e.job in open_:  # moved: a new interval on its new nodes
+            iv = open_[e.job]
+            iv.end = e.time
+            nxt = _Interval(e.time, float("inf"), tuple(int(n) for n in e.data.get("nodes", ())), True,
+                            last[e.job].iterations if e.job in last else 0.0)
+            open_[e.job] = nxt
+            o.intervals.append(nxt)
+        elif e.kind in RELEASING and e.job in open_:
+            open_.pop(e.job).end = e.time
+        elif e.kind is EventKind.PROGRESS and e.job in open_:
+            it = float(e.data["iter_time"])
+            if it > 0:
+                r = _Report(e.time, float(e.data["iterations"]), it, e.data.get("compute_s"), e.data.get("comm_s"))
+                o.reports.append(r)
+                last[e.job] = r
+    return obs
+
+
+def _launch_delays(o: Observed) -> tuple[float | None, list[float]]:
+    """Seconds from each placement to progress: (first start's, [each resume's])."""
+    start: float | None = None
+    resumes: list[float] = []
+    for iv in o.intervals:
+        first = next((r for r in o.reports if iv.start <= r.time <= iv.end), None)
+        if first is None:
+            continue
+        delay = max(first.time - iv.start - max(first.iterations - iv.first_iter, 0.0) * first.iter_time, 0.0)
+        if iv.resumed:
+            resumes.append(delay)
+        elif start is None:
+            start = delay
+    return start, resumes
+
+
+def _running_at(obs: dict[str, Observed], t: float) -> dict[str, tuple[int, ...]]:
+    return {j: iv.nodes for j, o in obs.items() for iv in o.intervals if iv.start <= t <= iv.end}
+
+
+def _raw(o: Observed, r: _Report, f_cpu: float, f_link: float) -> tuple[float, float]:
+    """A report's (cpu_s, link_s) with the sharing it ran under taken out."""
+    if o.spec.architecture == "ps" and r.compute_s is not None and r.comm_s is not None:
+        return r.compute_s * f_cpu, r.comm_s * f_link
+    return r.iter_time * f_cpu, 0.0
+
+
+def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec) -> dict[str, HostTruth]:
+    """Each job's :class:`HostTruth` measured from a real run's record (see the module docstring).
+
+    A job with no progress report and no reporting twin in the record is left out."""
+    obs = observe(specs, events)
+    cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
+    spec_of = {s.id: s for s in specs}
+    costs: dict[str, HostTruth] = {}
+    for j, o in obs.items():  # pass 0: the reports as they are
+        if o.reports:
+            cpu, link = zip(*(_raw(o, r, 1.0, 1.0) for r in o.reports))
+            costs[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
+    # the running set changes only at allocation events: group the reports by it
+    at = {(j, k): _running_at(obs, r.time) for j, o in obs.items() for k, r in enumerate(o.reports)}
+    for _ in range(PASSES):
+        new: dict[str, HostTruth] = {}
+        for j, o in obs.items():
+            if j not in costs:
+                continue
+            vals = []
+            for k, r in enumerate(o.reports):
+                running = {x: n for x, n in at[(j, k)].items() if x in costs}
+                running.setdefault(j, o.intervals[-1].nodes)
+                order = [j, *sorted(x for x in running if x != j)]
+                placed = [host_physics.placed(spec_of[x], running[x], costs[x]) for x in order]
+                f_cpu, f_link = host_physics.factors(placed, cores)[0]
+                vals.append(_raw(o, r, f_cpu, f_link))
+            cpu, link = zip(*vals)
+            new[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
+        costs = new
+    for j, o in obs.items():  # never reported (placed and done or paused before a report): a twin's cost
+        twins = [costs[x] for x, t in obs.items() if x in costs and t.spec.model == o.spec.model
+                 and t.spec.workload == o.spec.workload and t.spec.architecture == o.spec.architecture]
+        if j not in costs and twins:
+            costs[j] = HostTruth(statistics.median(c.cpu_s for c in twins), statistics.median(c.link_s for c in twins))
+    delays = {j: _launch_delays(o) for j, o in obs.items()}
+    all_resumes = [d for _, rs in delays.values() for d in rs]
+    out: dict[str, HostTruth] = {}
+    for j, c in costs.items():
+        start, resumes = delays[j]
+        if start is None:  # no report in its first placement: the starts of its model's jobs, else all
+            starts = [d[0] for x, d in delays.items() if d[0] is not None and obs[x].spec.model == obs[j].spec.model]
+            starts = starts or [d[0] for d in delays.values() if d[0] is not None]
+            start = statistics.median(starts) if starts else 0.0
+        if resumes:
+            restore = statistics.median(resumes)
+        else:
+            restore = statistics.median(all_resumes) if all_resumes else start
+        out[j] = HostTruth(c.cpu_s, c.link_s, start, restore)
+    return out
+
+
+def trace_from_run(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec) -> list[TraceJob]:
+    """The jobs of a real run as a simulator trace: each spec with a truth of its measured
+    :func:`host_costs` (``duration`` = iterations x solo seconds per iteration). Jobs without a
+    report in the record are left out (they would have no cost to replay)."""
+    costs = host_costs(specs, events, cluster)
+    out = []
+    for s in specs:
+        c = costs.get(s.id)
+        if c is None:
+            continue
+        n = int(s.iterations or 1)
+        out.append(TraceJob(s, JobTruth(iterations=n, duration=n * c.iter_s, host=c)))
+    return out
