@@ -48,7 +48,7 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed", "host")
+                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed", "host", "split")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -72,6 +72,7 @@ class _Run:
         self.traffic: float | None = None  # task-graph jobs: cross-node MB per iteration (cached)
         self.placed: drl_physics.Placed | None = None  # set when server-level interference applies
         self.host: host_physics.Placed | None = None  # set when LocalBackend's sharing applies (physics local)
+        self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -103,6 +104,7 @@ class SimBackend:
         self._packs: dict[tuple[int, int], set[str]] = {}
         self._node_jobs: dict[int, set[str]] = {}  # interference world: server -> jobs with tasks there
         self._host_jobs: dict[int, set[str]] = {}  # physics local: node -> jobs with tasks there
+        self._halting_until = 0.0  # blocking_halts: launches wait until the halts in progress are done
         #: parameter-server work done (machine-seconds): "cpu" = iterations x T_cpu on one machine,
         #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful),
         #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
@@ -140,6 +142,8 @@ class SimBackend:
             self._reschedule(touched, now)
             return
         delay = restart_delay(spec, self.cfg, from_checkpoint=from_checkpoint, truth=truth)
+        if self.cfg.blocking_halts and self._halting_until > now:
+            delay += self._halting_until - now
         if uses_goodput(truth, self.cfg):
             run = _Run(spec, truth, alloc, 0.0, done, now + delay)
             self._goodput(run)
@@ -191,6 +195,8 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
+        if self.cfg.blocking_halts and checkpoint and run.t0 > now:  # still starting: it must come up first
+            self._halting_until = max(self._halting_until, now) + (run.t0 - now)
         self._report_use(run, now)
         self._fold(run, now)
         if checkpoint:
@@ -393,7 +399,10 @@ class SimBackend:
         others = sorted({o for node in set(run.alloc.nodes) for o in self._host_jobs.get(node, ()) if o != run.spec.id})
         jobs = [run.host] + [self._runs[o].host for o in others]
         cores = dict(enumerate(self.cfg.node_cores))
-        return host_physics.rates(jobs, cores)[0]  # type: ignore[arg-type]
+        f_cpu, f_link = host_physics.factors(jobs, cores)[0]  # type: ignore[arg-type]
+        cost = run.host.cost
+        run.split = (cost.cpu_s / f_cpu, cost.link_s / f_link if cost.link_s > 0 else 0.0)
+        return 1.0 / sum(run.split)
 
     def _pack_rate(self, device: tuple[int, int]) -> float:
         """Iterations/s of every member of the pack on ``device``: 1 / its packed step time."""
@@ -497,6 +506,8 @@ class SimBackend:
                 if run.speed is not None:  # the runtime's subtask timers
                     data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
                                 mem_gb=run.speed.mem_gb)
+                elif run.split is not None and run.spec.architecture == "ps":  # a real PS worker's subtask timers
+                    data.update(compute_s=run.split[0], comm_s=run.split[1])
                 elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
                     data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))

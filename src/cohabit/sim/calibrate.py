@@ -18,7 +18,12 @@ Per job, a :class:`~.truth.HostTruth`:
 * ``start_s``: from its first placement to the first report, minus the iterations that report
   counts times their reported time; ``restore_s``: the same after each resume (from the
   iteration it was paused at, estimated from its last report before the pause), median. A job
-  never resumed in the run takes the median of the run's resumes (else its ``start_s``).
+  with no measured resume takes its model's (else the run's, else its ``start_s``); a job whose
+  first start was not measured, its model's starts, else its own or its model's resumes, else
+  the run's starts or resumes.
+  A placement recorded at the moment a job still starting was paused is not measured: the
+  scheduler waited for that halt (the job had to come up before it could checkpoint), which
+  the simulator charges itself (``SimConfig.blocking_halts``).
 * A job with no report at all (placed, then done or paused before its first one) takes the
   median cost of the jobs with its model, workload and architecture that reported; without
   such a twin it is left out.
@@ -50,6 +55,8 @@ class _Interval:
     nodes: tuple[int, ...]
     resumed: bool
     first_iter: float  # iterations done when it was placed
+    blocked: bool = False  # placed right after halting a job that was still starting (it waited for that)
+    reported: bool = False
 
 
 @dataclass
@@ -75,6 +82,7 @@ def observe(specs: Sequence[JobSpec], events: Iterable[Event]) -> dict[str, Obse
     obs = {s.id: Observed(s) for s in specs}
     open_: dict[str, _Interval] = {}
     last: dict[str, _Report] = {}
+    starting_halt = -1.0  # time of the last pause of a job that had not reported since its launch
     for e in events:
         o = obs.get(e.job) if e.job is not None else None
         if o is None:
@@ -86,7 +94,8 @@ def observe(specs: Sequence[JobSpec], events: Iterable[Event]) -> dict[str, Obse
                 paused_at = o.intervals[-1].end if o.intervals else prev.time
                 first = prev.iterations + max(paused_at - prev.time, 0.0) / prev.iter_time
             iv = _Interval(e.time, float("inf"), tuple(int(n) for n in e.data.get("nodes", ())),
-                           e.kind is EventKind.RESUMED, min(first, float(o.spec.iterations or first)))
+                           e.kind is EventKind.RESUMED, min(first, float(o.spec.iterations or first)),
+                           blocked=abs(e.time - starting_halt) < 1e-9)
             open_[e.job] = iv
             o.intervals.append(iv)
         elif e.kind in ALLOCATING and e.job in open_:  # moved: a new interval on its new nodes
@@ -97,13 +106,17 @@ def observe(specs: Sequence[JobSpec], events: Iterable[Event]) -> dict[str, Obse
             open_[e.job] = nxt
             o.intervals.append(nxt)
         elif e.kind in RELEASING and e.job in open_:
-            open_.pop(e.job).end = e.time
+            iv = open_.pop(e.job)
+            iv.end = e.time
+            if e.kind is EventKind.PAUSED and not iv.reported:
+                starting_halt = e.time
         elif e.kind is EventKind.PROGRESS and e.job in open_:
             it = float(e.data["iter_time"])
             if it > 0:
                 r = _Report(e.time, float(e.data["iterations"]), it, e.data.get("compute_s"), e.data.get("comm_s"))
                 o.reports.append(r)
                 last[e.job] = r
+                open_[e.job].reported = True
     return obs
 
 
@@ -112,6 +125,8 @@ def _launch_delays(o: Observed) -> tuple[float | None, list[float]]:
     start: float | None = None
     resumes: list[float] = []
     for iv in o.intervals:
+        if iv.blocked:
+            continue
         first = next((r for r in o.reports if iv.start <= r.time <= iv.end), None)
         if first is None:
             continue
@@ -174,12 +189,19 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
     out: dict[str, HostTruth] = {}
     for j, c in costs.items():
         start, resumes = delays[j]
-        if start is None:  # no report in its first placement: the starts of its model's jobs, else all
-            starts = [d[0] for x, d in delays.items() if d[0] is not None and obs[x].spec.model == obs[j].spec.model]
-            starts = starts or [d[0] for d in delays.values() if d[0] is not None]
-            start = statistics.median(starts) if starts else 0.0
-        if resumes:
-            restore = statistics.median(resumes)
+        if start is None:  # its first placement not measured: the nearest launches that were
+            model = obs[j].spec.model
+            for pool in ([d[0] for x, d in delays.items() if d[0] is not None and obs[x].spec.model == model],
+                         resumes, [r for x, d in delays.items() if obs[x].spec.model == model for r in d[1]],
+                         [d[0] for d in delays.values() if d[0] is not None], all_resumes):
+                if pool:
+                    start = statistics.median(pool)
+                    break
+            else:
+                start = 0.0
+        model_resumes = [r for x, d in delays.items() if obs[x].spec.model == obs[j].spec.model for r in d[1]]
+        if resumes or model_resumes:
+            restore = statistics.median(resumes or model_resumes)
         else:
             restore = statistics.median(all_resumes) if all_resumes else start
         out[j] = HostTruth(c.cpu_s, c.link_s, start, restore)

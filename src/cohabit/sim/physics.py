@@ -84,6 +84,10 @@ class SimConfig:
     #: latencies instead of ``start_s`` / ``checkpoint_s + restore_s``
     host_sharing: bool = False
     node_cores: tuple[float, ...] = ()  # node index -> its cores (the cluster's cpu capacity)
+    #: halts block the scheduler, as LocalBackend's do (physics ``local``): a job halted before it made
+    #: progress first finishes starting (its process must be up to checkpoint and exit), and jobs
+    #: launched at that moment or during the wait start only after it
+    blocking_halts: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.slowdown) and self.slowdown > 0):
@@ -223,7 +227,7 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
     if name == "gavel":
         return replace(cfg, spread=flat, checkpoint_s=0.0, restore_s=0.0)
     if name == "local":
-        return replace(cfg, host_sharing=True, spread=flat)
+        return replace(cfg, host_sharing=True, blocking_halts=True, spread=flat)
     if name == "pollux-artifact":
         return replace(cfg, pollux_goodput=POLLUX_ARTIFACT.pollux_goodput, start_s=POLLUX_ARTIFACT.start_s,
                        checkpoint_s=POLLUX_ARTIFACT.checkpoint_s, restore_s=POLLUX_ARTIFACT.restore_s)
