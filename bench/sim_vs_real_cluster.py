@@ -1,7 +1,8 @@
 """Sim vs real on work that resembles a cluster (issue 19, point 5).
 
-Real runs on LocalBackend: 2 logical nodes of one core each (tasks pinned to their node's core),
-a 20 Mbps parameter-server bandwidth budget per node, and nine jobs of 10-60 s of solo work
+Real runs on LocalBackend: 2 logical nodes of one core each (tasks pinned to their node's core)
+and two logical GPUs (the tasks train on the CPU: the GPUs give Tiresias its GPU-seconds and a
+reason to preempt), a 20 Mbps parameter-server bandwidth budget per node, and nine jobs of 10-60 s of solo work
 (minutes with contention) arriving over the first 90 s: single-process numpy and torch jobs
 two to a core, a data-parallel torch job, two parameter-server jobs (ps-mlr) whose worker and
 server sit on different nodes and share the budgets. Under FIFO, SRTF and Tiresias (the last two
@@ -51,23 +52,34 @@ from cohabit.sim.calibrate import host_costs, trace_from_run
 from cohabit.sim.physics import SimConfig, physics_config
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import HostTruth, JobTruth, TraceJob
-from cohabit.spec import Resources
+from cohabit.spec import ClusterSpec, Resources
 from cohabit.spec.job import JobSpec, TaskGroup
 
 console = Console(width=150)
 BUDGET_GBPS = 0.02  # 20 Mbps per node: ps-mlr is link-bound (~70 ms per iteration alone)
 
 
+def bench_cluster() -> ClusterSpec:
+    """2 logical nodes of one core (LocalBackend pins node i's tasks to core i) and 2 logical GPUs each
+    (Tiresias counts GPU-seconds and preempts for GPUs; this machine has none, so tasks train on the
+    CPU), a 20 Mbps PS bandwidth budget each."""
+    base = local_cluster(2, cores=2, net_gbps=BUDGET_GBPS)
+    return ClusterSpec.homogeneous("local-gpu", 2, Resources(cpu=1, gpu=2, mem_gb=base.nodes[0].capacity["mem_gb"],
+                                                             net_gbps=BUDGET_GBPS))
+
+
 def job(id: str, workload: dict[str, Any], iterations: int, submit: float, *, cpu: float = 0.5, workers: int = 1,
         ps: int = 0) -> JobSpec:
+    """A job of ``workers`` tasks of one logical GPU and ``cpu`` cores each (and ``ps`` servers of
+    ``cpu`` cores, no GPU)."""
     extra: dict[str, Any] = {}
     if ps:
         extra = {"architecture": "ps", "ps": TaskGroup(count=ps, demand=Resources(cpu=cpu, mem_gb=0.2))}
     elif workers > 1:
         extra = {"architecture": "allreduce"}
     return JobSpec(id=id, submit_time=round(submit, 3), model=workload["name"], iterations=max(int(iterations), 20),
-                   workload=workload, workers=TaskGroup(count=workers, demand=Resources(cpu=cpu, mem_gb=0.3)),
-                   **extra)
+                   workload=workload,
+                   workers=TaskGroup(count=workers, demand=Resources(cpu=cpu, gpu=1, mem_gb=0.3)), **extra)
 
 
 def workload(scale: float = 1.0) -> list[JobSpec]:
@@ -92,8 +104,8 @@ def policies(scale: float) -> dict[str, Callable[[], Any]]:
     return {
         "fifo": FIFO,
         "srtf": lambda: SRTF(preempt_margin=5.0 * t, min_run_time=5.0 * t),
-        # service in CPU-seconds (a 0.5-cpu job earns 0.5 per second): queues at 5 and 20
-        "tiresias": lambda: Tiresias(thresholds=(5.0 * t, 20.0 * t), min_run_time=10.0 * t, tick_interval=5.0 * t,
+        # service in GPU-seconds (a one-worker job earns 1 per second): queues at 10 and 40
+        "tiresias": lambda: Tiresias(thresholds=(10.0 * t, 40.0 * t), min_run_time=10.0 * t, tick_interval=5.0 * t,
                                      starve_limit=None),
     }
 
@@ -184,7 +196,7 @@ def main() -> None:
                     help="no real runs: simulate against the records an earlier --records run wrote there")
     args = ap.parse_args()
     specs = workload(args.scale)
-    cluster = local_cluster(2, cores=2, net_gbps=BUDGET_GBPS)
+    cluster = bench_cluster()
     makers = policies(args.scale)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
     local = physics_config("local", SimConfig(report_interval_s=0.5))
