@@ -76,6 +76,29 @@ def test_local_physics_shares_a_core_and_charges_measured_latencies() -> None:
     assert apart.metrics.avg_jct == pytest.approx(10.0, rel=1e-6)  # the default physics: no sharing, no latency
 
 
+def test_a_halt_of_a_job_still_starting_blocks_the_launches_behind_it() -> None:
+    """LocalBackend's halt waits for the job's process to come up and checkpoint: a job preempted 2 s
+    into its 5 s start holds the scheduler until 5 s, so the job that replaces it starts then; the
+    extraction does not take that wait for the second job's own start latency."""
+    from cohabit.policies.tiresias import Tiresias
+
+    def gpu_job(id: str, iterations: int, submit: float) -> JobSpec:
+        return JobSpec(id=id, submit_time=submit, model="m", iterations=iterations, workload={"name": "m"},
+                       workers=TaskGroup(count=1, demand=Resources(cpu=1, gpu=1, mem_gb=0.1)))
+
+    jobs = [hosted(gpu_job("long", 1000, 0.0), HostTruth(cpu_s=0.01, start_s=5.0, restore_s=1.0)),
+            hosted(gpu_job("short", 100, 2.0), HostTruth(cpu_s=0.01, start_s=1.0, restore_s=1.0))]
+    cluster = ClusterSpec.homogeneous("local", 1, Resources(cpu=1, gpu=1, mem_gb=1.0))
+    policy = lambda: Tiresias(thresholds=(0.5,), min_run_time=0.0, tick_interval=None, starve_limit=None)  # noqa: E731
+    run = simulate(jobs, cluster, policy(), config=LOCAL)
+    jct = dict(zip(run.metrics.jobs.ids, run.metrics.jobs.jct))
+    assert jct["short"] == pytest.approx(5.0 - 2.0 + 1.0 + 1.0)  # waits for long's start, its own, 1 s of work
+    free = simulate(jobs, cluster, policy(), config=replace(LOCAL, blocking_halts=False))
+    assert dict(zip(free.metrics.jobs.ids, free.metrics.jobs.jct))["short"] == pytest.approx(2.0)
+    costs = host_costs([tj.spec for tj in jobs], run.result.record, cluster)
+    assert costs["short"].start_s == pytest.approx(1.0, abs=0.05)
+
+
 # --------------------------------------------------------- extraction round trip
 def world() -> tuple[list[TraceJob], ClusterSpec]:
     """A cluster-like mix on 2 one-core nodes: CPU jobs two to a core, a data-parallel job, two
