@@ -30,10 +30,12 @@ each run's CPU share (CPU seconds our processes got / (makespan x cores)).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import resource
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -206,7 +208,7 @@ def main() -> None:
     for name in names:
         if args.replay is not None:
             meta = json.loads((args.replay / f"{name}.json").read_text())
-            reals[name] = (Record.read_jsonl(args.replay / f"{name}.jsonl"), meta)
+            reals[name] = (read_record(args.replay / f"{name}.jsonl.gz"), meta)
             continue
         console.rule(f"real run: {name}")
         c0, w0 = children_cpu_s(), time.perf_counter()
@@ -220,7 +222,7 @@ def main() -> None:
         reals[name] = (out.result.record, real)
         if args.records is not None:
             args.records.mkdir(parents=True, exist_ok=True)
-            out.result.record.write_jsonl(args.records / f"{name}.jsonl")
+            write_record(out.result.record, args.records / f"{name}.jsonl.gz")
             (args.records / f"{name}.json").write_text(json.dumps(real, indent=1))
         console.print(f"{name}: avg JCT {real['avg_jct']:.1f} s, makespan {real['makespan']:.1f} s, "
                       f"preemptions {real['preemptions']}, load {real['load']['mean']:.1f} "
@@ -279,6 +281,21 @@ def main() -> None:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2))
     console.print(f"wrote {args.json} ({results['wall_s']:.0f} s in all)")
+
+
+def write_record(record: Record, path: Path) -> None:
+    """The record as gzipped JSON lines (what ``--replay`` reads)."""
+    with tempfile.TemporaryDirectory() as d:
+        plain = Path(d) / "record.jsonl"
+        record.write_jsonl(plain)
+        path.write_bytes(gzip.compress(plain.read_bytes()))
+
+
+def read_record(path: Path) -> Record:
+    with tempfile.TemporaryDirectory() as d:
+        plain = Path(d) / "record.jsonl"
+        plain.write_bytes(gzip.decompress(path.read_bytes()))
+        return Record.read_jsonl(plain)
 
 
 def vars_of(h: HostTruth | None) -> dict[str, float] | None:
