@@ -50,11 +50,11 @@ from cohabit.engine.record import EventKind, Record
 from cohabit.policies import FIFO, SRTF
 from cohabit.policies.tiresias import Tiresias
 from cohabit.runtime.runner import local_cluster, run_local
-from cohabit.sim.calibrate import host_costs, trace_from_run
-from cohabit.sim.physics import SimConfig, physics_config
+from cohabit.sim.calibrate import calibrate, host_costs, trace_from_run
+from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import HostTruth, JobTruth, TraceJob
-from cohabit.spec import ClusterSpec, Resources
+from cohabit.spec import ClusterSpec, NodeSpec, Resources
 from cohabit.spec.job import JobSpec, TaskGroup
 
 console = Console(width=150)
@@ -62,12 +62,16 @@ BUDGET_GBPS = 0.02  # 20 Mbps per node: ps-mlr is link-bound (~70 ms per iterati
 
 
 def bench_cluster() -> ClusterSpec:
-    """2 logical nodes of one core (LocalBackend pins node i's tasks to core i) and 2 logical GPUs each
-    (Tiresias counts GPU-seconds and preempts for GPUs; this machine has none, so tasks train on the
-    CPU), a 20 Mbps PS bandwidth budget each."""
-    base = local_cluster(2, cores=2, net_gbps=BUDGET_GBPS)
-    return ClusterSpec.homogeneous("local-gpu", 2, Resources(cpu=1, gpu=2, mem_gb=base.nodes[0].capacity["mem_gb"],
-                                                             net_gbps=BUDGET_GBPS))
+    """2 logical compute nodes of one core (LocalBackend pins node i's tasks to core i) and 2 logical
+    GPUs each (Tiresias counts GPU-seconds and preempts for GPUs; this machine has none, so tasks
+    train on the CPU), and a node without GPUs for parameter servers (the most room for them, so
+    every PS job's traffic crosses two nodes' budgets; its processes share both cores and hardly
+    compute); a 20 Mbps PS bandwidth budget on each node."""
+    mem = local_cluster(3, cores=2).nodes[0].capacity["mem_gb"]
+    gpu_node = Resources(cpu=1, gpu=2, mem_gb=mem, net_gbps=BUDGET_GBPS)
+    return ClusterSpec(name="local-gpu", nodes=(
+        NodeSpec(name="n0", capacity=gpu_node), NodeSpec(name="n1", capacity=gpu_node),
+        NodeSpec(name="ps", capacity=Resources(cpu=2, gpu=0, mem_gb=mem, net_gbps=BUDGET_GBPS))))
 
 
 def job(id: str, workload: dict[str, Any], iterations: int, submit: float, *, cpu: float = 0.5, workers: int = 1,
@@ -167,7 +171,7 @@ def with_costs(trace: list[TraceJob], change: Callable[[HostTruth], HostTruth]) 
 
 def raw_trace(specs: list[JobSpec], record: Any, cluster: Any) -> list[TraceJob]:
     """Profiles from the raw reported step times (median), sharing not taken out; latencies measured."""
-    costs = host_costs(specs, record, cluster)
+    costs = host_costs(specs, record, cluster, background=0.0)
     out = []
     for s in specs:
         if s.id not in costs:
@@ -201,7 +205,6 @@ def main() -> None:
     cluster = bench_cluster()
     makers = policies(args.scale)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
-    local = physics_config("local", SimConfig(report_interval_s=0.5))
     results: dict[str, Any] = {"replayed_from": str(args.replay) if args.replay else None, "scale": args.scale, "budget_gbps": BUDGET_GBPS, "cores": 2, "runs": {}}
     t_all = time.perf_counter()
     reals: dict[str, Any] = {}
@@ -228,26 +231,32 @@ def main() -> None:
                       f"preemptions {real['preemptions']}, load {real['load']['mean']:.1f} "
                       f"({real['load']['min']:.1f}-{real['load']['max']:.1f}), CPU share {real['cpu_share']:.2f}")
 
-    fifo_trace = trace_from_run(specs, reals["fifo"][0], cluster) if "fifo" in reals else None
+    base = SimConfig(report_interval_s=0.5)
+    fifo_cal = calibrate(specs, reals["fifo"][0], cluster, base) if "fifo" in reals else None
     table = Table(title="sim / real (profiles from the run's own record unless named)", title_justify="left")
     for col in ("policy", "setting", "avg JCT real", "sim", "ratio", "makespan real", "sim", "ratio",
                 "preempt real", "sim"):
         table.add_column(col, justify="left" if col in ("policy", "setting") else "right")
     for name, (rec, real) in reals.items():
-        trace = trace_from_run(specs, rec, cluster)
+        cal = calibrate(specs, rec, cluster, base)
+        trace, local = cal.trace, cal.config
+        # costs with the machine's load left in (a job alone on its core of this machine): for the
+        # settings that do not model that load
+        flat = trace_from_run(specs, rec, cluster, background=0.0)
         missing = sorted({s.id for s in specs} - {tj.spec.id for tj in trace})
         if missing:
             console.print(f"[red]{name}: no progress report of {', '.join(missing)}: left out of the simulation")
         settings: dict[str, tuple[list[TraceJob], SimConfig]] = {
             "local (full)": (trace, local),
+            "local, background 0": (flat, replace(local, host_background=0.0)),
             "local, latencies zero": (with_costs(trace, lambda h: replace(h, start_s=0.0, restore_s=0.0)), local),
-            "sharing off": (trace, replace(local, host_sharing=False, checkpoint_s=0.0, restore_s=0.0)),
-            "raw step times": (raw_trace(specs, rec, cluster), local),
-            "cohabit default": (trace, SimConfig(report_interval_s=0.5)),
+            "sharing off": (flat, replace(local, host_sharing=False, checkpoint_s=0.0, restore_s=0.0)),
+            "raw step times": (raw_trace(specs, rec, cluster), replace(local, host_background=0.0)),
+            "cohabit default": (flat, SimConfig(report_interval_s=0.5)),
         }
-        if fifo_trace is not None and name != "fifo":
-            settings["local, fifo-profiles"] = (fifo_trace, local)
-        per: dict[str, Any] = {"real": real, "profiles": {tj.spec.id: vars_of(tj.truth.host) for tj in trace},
+        if fifo_cal is not None and name != "fifo":
+            settings["local, fifo-profiles"] = (fifo_cal.trace, fifo_cal.config)
+        per: dict[str, Any] = {"real": real, "background": cal.background, "profiles": {tj.spec.id: vars_of(tj.truth.host) for tj in trace},
                                "sim": {}}
         for label, (tr, cfg) in settings.items():
             sim = simulate(tr, cluster, makers[name](), config=cfg)

@@ -9,7 +9,7 @@ import pytest
 
 from cohabit.policies import FIFO, SRTF
 from cohabit.sim import host_physics
-from cohabit.sim.calibrate import host_costs, trace_from_run
+from cohabit.sim.calibrate import calibrate, host_costs, trace_from_run
 from cohabit.sim.physics import SimConfig, physics_config
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import HostTruth, JobTruth, TraceJob
@@ -59,7 +59,7 @@ def test_ps_jobs_share_the_links_they_cross_and_barely_the_cores() -> None:
     local = host_physics.Placed("c", (0,), (0,), 1, link_bound)  # worker and server on one node: no link
     assert local.link_nodes() == frozenset()
     (fa_cpu, fa_link), (_, fb_link) = host_physics.factors([a, b], {0: 1.0, 1: 1.0})
-    assert fa_cpu == 1.0  # 2 x 1% of a core
+    assert fa_cpu == pytest.approx(1 / 1.01)  # computing, it meets the other worker 1% of the time
     assert fa_link == pytest.approx(1 / 1.98) and fb_link == pytest.approx(1 / 1.98)
     assert host_physics.factors([a, local], {0: 1.0, 1: 1.0})[0][1] == 1.0  # c's bytes never leave node 0
     assert host_physics.iter_time(link_bound, 1.0, 0.5) == pytest.approx(0.001 + 0.198)
@@ -117,11 +117,17 @@ def world() -> tuple[list[TraceJob], ClusterSpec]:
     return jobs, cpu_cluster(2)
 
 
-def test_profiles_taken_from_a_run_record_recover_the_costs_it_ran_with() -> None:
+@pytest.mark.parametrize("background", [0.0, 2.5])
+def test_profiles_taken_from_a_run_record_recover_the_costs_it_ran_with(background: float) -> None:
+    """Including the machine's other load (2.5 runnable threads per core: a job alone on its core
+    gets 1/3.5 of it), measured from the CPU time the jobs got."""
     jobs, cluster = world()
-    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0), config=LOCAL)
+    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0), config=replace(LOCAL, host_background=background))
     assert run.metrics.preemptions >= 2  # resumes happened: restore latencies are observable
-    costs = host_costs([tj.spec for tj in jobs], run.result.record, cluster)
+    cal = calibrate([tj.spec for tj in jobs], run.result.record, cluster, SimConfig(report_interval_s=0.5))
+    assert cal.background == pytest.approx(background, abs=0.02)
+    assert cal.config.host_background == cal.background and cal.config.host_sharing
+    costs = {tj.spec.id: tj.truth.host for tj in cal.trace}
     for tj in jobs:
         true, got = tj.truth.host, costs[tj.spec.id]
         assert got.cpu_s == pytest.approx(true.cpu_s, rel=0.02), tj.spec.id  # sharing taken out
@@ -136,17 +142,23 @@ def test_profiles_taken_from_a_run_record_recover_the_costs_it_ran_with() -> Non
 def test_replaying_extracted_profiles_reproduces_the_run_and_ignoring_restores_does_not() -> None:
     jobs, cluster = world()
     specs = [tj.spec for tj in jobs]
-    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0), config=LOCAL)
-    trace = trace_from_run(specs, run.result.record, cluster)
-    again = simulate(trace, cluster, SRTF(preempt_margin=1.0), config=LOCAL)
+    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0), config=replace(LOCAL, host_background=1.0))
+    cal = calibrate(specs, run.result.record, cluster, SimConfig(report_interval_s=0.5))
+    trace = cal.trace
+    again = simulate(trace, cluster, SRTF(preempt_margin=1.0), config=cal.config)
     assert again.metrics.avg_jct == pytest.approx(run.metrics.avg_jct, rel=0.02)
     assert again.metrics.makespan == pytest.approx(run.metrics.makespan, rel=0.02)
     no_latency = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, start_s=0.0, restore_s=0.0)))
                   for tj in trace]
-    off = simulate(no_latency, cluster, SRTF(preempt_margin=1.0), config=LOCAL)
+    off = simulate(no_latency, cluster, SRTF(preempt_margin=1.0), config=cal.config)
     assert abs(off.metrics.avg_jct / run.metrics.avg_jct - 1) > 0.05
-    no_sharing = simulate(trace, cluster, SRTF(preempt_margin=1.0), config=replace(LOCAL, host_sharing=False))
+    no_sharing = simulate(trace, cluster, SRTF(preempt_margin=1.0), config=replace(cal.config, host_sharing=False))
     assert abs(no_sharing.metrics.avg_jct / run.metrics.avg_jct - 1) > 0.2
+    # the background taken for 0: each job's cost includes it, but a job alone runs twice too fast
+    quiet = calibrate(specs, run.result.record, cluster, SimConfig(report_interval_s=0.5))
+    flat = trace_from_run(specs, run.result.record, cluster, background=0.0)
+    unloaded = simulate(flat, cluster, SRTF(preempt_margin=1.0), config=replace(quiet.config, host_background=0.0))
+    assert abs(unloaded.metrics.makespan / run.metrics.makespan - 1) > 0.05
 
 
 # ------------------------------------------------------------------- real run

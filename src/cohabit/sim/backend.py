@@ -349,6 +349,9 @@ class SimBackend:
                     r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
                 r.busy = r.consolidation * r.rate / r.solo
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
+            if r.host is not None and r.split is not None:  # cores its processes use (LocalBackend measures it)
+                r.level["cpu"] = host_physics.cpu_used(r.host, r.host.cost.cpu_s / r.split[0],
+                                                      r.host.cost.link_s / r.split[1] if r.split[1] > 0 else 1.0)
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
                 r.level["gpu"] *= min(device_factor([self._device_share(o) for o in self._device_jobs[d]])
@@ -399,7 +402,7 @@ class SimBackend:
         others = sorted({o for node in set(run.alloc.nodes) for o in self._host_jobs.get(node, ()) if o != run.spec.id})
         jobs = [run.host] + [self._runs[o].host for o in others]
         cores = dict(enumerate(self.cfg.node_cores))
-        f_cpu, f_link = host_physics.factors(jobs, cores)[0]  # type: ignore[arg-type]
+        f_cpu, f_link = host_physics.factors(jobs, cores, self.cfg.host_background)[0]  # type: ignore[arg-type]
         cost = run.host.cost
         run.split = (cost.cpu_s / f_cpu, cost.link_s / f_link if cost.link_s > 0 else 0.0)
         return 1.0 / sum(run.split)

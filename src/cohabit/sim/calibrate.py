@@ -8,7 +8,8 @@ the makespan: the simulation that replays these profiles must predict those.
 
 Per job, a :class:`~.truth.HostTruth`:
 
-* ``cpu_s`` / ``link_s``: the reported seconds per iteration with the sharing taken out. For
+* ``cpu_s`` / ``link_s``: the reported seconds per iteration with the sharing taken out
+  (including the machine's ``background`` load, below). For
   each report, the jobs running at that moment and their nodes are known from the record, so
   :func:`.host_physics.factors` gives the share of a core and of the links the job had; solo
   cost = reported cost x share (a PS job: ``compute_s x f_cpu`` and ``comm_s x f_link``; any
@@ -28,20 +29,25 @@ Per job, a :class:`~.truth.HostTruth`:
   median cost of the jobs with its model, workload and architecture that reported; without
   such a twin it is left out.
 
-The load of the machine (other processes) is not modelled: it is in the reported times, as
-it would be in any cluster's measured speeds.
+* ``background`` (:func:`background_load`): the other processes' load on the machine, in
+  runnable threads per core, from the CPU time the jobs' processes got (``used`` events). On a
+  shared machine a job alone on its core gets only ``1 / (1 + b)`` of it, and a second job on
+  that core slows it by ``(1 + b) / (2 + b)``, not by half: without it the costs taken out of
+  shared reports are too small and a job alone in the simulation is too fast (the makespan
+  comes out short). The costs are then per iteration on a core of its own.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..engine.record import ALLOCATING, RELEASING, Event, EventKind
 from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from . import host_physics
+from .physics import SimConfig, physics_config
 from .truth import HostTruth, JobTruth, TraceJob
 
 #: Rounds of taking the sharing out of the reports (each uses the costs of the round before).
@@ -149,11 +155,47 @@ def _raw(o: Observed, r: _Report, f_cpu: float, f_link: float) -> tuple[float, f
     return r.iter_time * f_cpu, 0.0
 
 
-def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec) -> dict[str, HostTruth]:
-    """Each job's :class:`HostTruth` measured from a real run's record (see the module docstring).
+def background_load(obs: dict[str, Observed], events: Sequence[Event], cluster: ClusterSpec) -> float:
+    """Other processes' runnable threads per core, from the CPU time the run's jobs got (``used``
+    events): a one-worker job that computes all its iterations, sharing node ``n`` (``cores``)
+    with ``D`` threads of its own and the other jobs', got ``f`` of a core per thread, and
+    :func:`.host_physics.cpu_share` says ``f = cores / (D + b x cores)``; ``b`` is the median over
+    samples of at least 0.3 s (0 if none: the record has no CPU measurements)."""
+    cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
+    samples = []
+    for e in events:
+        if e.kind is not EventKind.USED or e.job not in obs or "cpu" not in (e.data.get("used") or {}):
+            continue
+        o = obs[e.job]
+        since, until = float(e.data["since"]), float(e.data["until"])
+        if until - since < 0.3 or o.spec.architecture == "ps" or o.spec.workers.count != 1:
+            continue
+        mid = (since + until) / 2
+        running = _running_at(obs, mid)
+        if e.job not in running or not running[e.job]:
+            continue
+        node = running[e.job][0]
+        mine = host_physics.threads_of(o.spec)
+        others = sum(host_physics.threads_of(obs[x].spec) * (obs[x].spec.architecture != "ps")
+                     for x, nodes in running.items() if x != e.job
+                     for n in nodes[:len(nodes) - obs[x].spec.num_ps] if n == node)
+        f = float(e.data["used"]["cpu"]) / mine
+        if f > 0:
+            c = cores.get(node, 1.0)
+            samples.append(max((c / f - mine - others) / c, 0.0))
+    return statistics.median(samples) if samples else 0.0
+
+
+def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
+               background: float | None = None) -> dict[str, HostTruth]:
+    """Each job's :class:`HostTruth` measured from a real run's record (see the module docstring),
+    with ``background`` load (default: :func:`background_load` of the record).
 
     A job with no progress report and no reporting twin in the record is left out."""
+    events = list(events)
     obs = observe(specs, events)
+    if background is None:
+        background = background_load(obs, events, cluster)
     cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
     spec_of = {s.id: s for s in specs}
     costs: dict[str, HostTruth] = {}
@@ -174,7 +216,7 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
                 running.setdefault(j, o.intervals[-1].nodes)
                 order = [j, *sorted(x for x in running if x != j)]
                 placed = [host_physics.placed(spec_of[x], running[x], costs[x]) for x in order]
-                f_cpu, f_link = host_physics.factors(placed, cores)[0]
+                f_cpu, f_link = host_physics.factors(placed, cores, background)[0]
                 vals.append(_raw(o, r, f_cpu, f_link))
             cpu, link = zip(*vals)
             new[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
@@ -208,11 +250,31 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
     return out
 
 
-def trace_from_run(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec) -> list[TraceJob]:
+@dataclass
+class Calibration:
+    """A real run as the simulator replays it: the jobs with their measured costs, and the ``local``
+    physics with the machine's measured background load."""
+
+    trace: list[TraceJob]
+    config: SimConfig
+    background: float
+
+
+def calibrate(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
+              base: SimConfig | None = None) -> Calibration:
+    """:func:`trace_from_run` and physics ``local`` (on ``base``) with :func:`background_load`."""
+    events = list(events)
+    b = background_load(observe(specs, events), events, cluster)
+    cfg = physics_config("local", replace(base or SimConfig(), host_background=b))
+    return Calibration(trace_from_run(specs, events, cluster, background=b), cfg, b)
+
+
+def trace_from_run(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
+                   background: float | None = None) -> list[TraceJob]:
     """The jobs of a real run as a simulator trace: each spec with a truth of its measured
-    :func:`host_costs` (``duration`` = iterations x solo seconds per iteration). Jobs without a
-    report in the record are left out (they would have no cost to replay)."""
-    costs = host_costs(specs, events, cluster)
+    :func:`host_costs` (``duration`` = iterations x seconds per iteration on cores of its own).
+    Jobs without a report in the record are left out (they would have no cost to replay)."""
+    costs = host_costs(specs, events, cluster, background)
     out = []
     for s in specs:
         c = costs.get(s.id)

@@ -9,10 +9,12 @@ server on different nodes are charged to both nodes' bandwidth budgets (token bu
 
 The model (first order, no queueing beyond fair shares):
 
-* CPU: the kernel shares a node's cores fairly among runnable threads, so when the threads
-  that want a core there (each worker task's ``threads`` times the share of its iteration it
-  computes, ``cpu_s / (cpu_s + link_s)``) exceed the node's cores, each gets
-  ``cores / demand`` of a core. A synchronous job (data-parallel ranks, a PS worker waiting
+* CPU: the kernel shares a node's cores fairly among runnable threads. A thread of a job
+  computing on node ``n`` competes with itself, the other jobs' threads there (each worker
+  task's ``threads`` times the share of its iteration it computes, ``cpu_s / (cpu_s + link_s)``)
+  and the machine's other processes, ``background`` thread-equivalents per core (measured
+  from the CPU time the jobs got, ``sim.calibrate``; 0 on a machine of its own): it gets
+  ``min(1, cores / (own threads + others' demand + background x cores))`` of a core. A synchronous job (data-parallel ranks, a PS worker waiting
   for its servers) goes at its slowest worker's node. Parameter servers' CPU is not counted
   (they apply updates: a small share of an iteration on the workloads here).
 * Links: a node's budget is shared by the parameter-server jobs whose traffic crosses it,
@@ -69,10 +71,11 @@ def placed(spec: JobSpec, alloc: Allocation | Sequence[int], cost: HostTruth) ->
     return Placed(spec.id, tuple(nodes[:n_workers]), tuple(nodes[n_workers:]), threads_of(spec), cost)
 
 
-def factors(jobs: Sequence[Placed], cores: Mapping[int, float]) -> list[tuple[float, float]]:
+def factors(jobs: Sequence[Placed], cores: Mapping[int, float], background: float = 0.0) -> list[tuple[float, float]]:
     """``(f_cpu, f_link)`` of each job in ``jobs`` running together: the share of a core each of its
     threads gets at its slowest worker's node, and the share of its traffic's rate at its most
-    loaded link (both 1 when nothing is over-asked). ``cores``: node -> cores (1 if absent)."""
+    loaded link (both 1 when nothing is over-asked). ``cores``: node -> cores (1 if absent);
+    ``background``: other processes' runnable threads per core."""
     cpu_load: dict[int, float] = {}
     link_load: dict[int, float] = {}
     for p in jobs:
@@ -82,11 +85,18 @@ def factors(jobs: Sequence[Placed], cores: Mapping[int, float]) -> list[tuple[fl
             link_load[n] = link_load.get(n, 0.0) + (1.0 - p.busy)
     out = []
     for p in jobs:
-        f_cpu = min((min(1.0, cores.get(n, 1.0) / cpu_load[n]) for n in set(p.workers) if cpu_load[n] > 0),
+        own = p.threads * (1.0 - p.busy)  # while it computes, its threads are all runnable
+        f_cpu = min((cpu_share(cores.get(n, 1.0), cpu_load[n] + own, background) for n in set(p.workers)),
                     default=1.0)
         f_link = min((min(1.0, 1.0 / link_load[n]) for n in p.link_nodes() if link_load[n] > 0), default=1.0)
         out.append((f_cpu, f_link))
     return out
+
+
+def cpu_share(cores: float, runnable: float, background: float = 0.0) -> float:
+    """Share of a core each of ``runnable`` threads gets on ``cores`` cores beside ``background``
+    other runnable threads per core (fair sharing, at most a whole core)."""
+    return min(1.0, cores / (runnable + background * cores)) if runnable > 0 else 1.0
 
 
 def iter_time(cost: HostTruth, f_cpu: float, f_link: float) -> float:
@@ -94,6 +104,12 @@ def iter_time(cost: HostTruth, f_cpu: float, f_link: float) -> float:
     return cost.cpu_s / f_cpu + (cost.link_s / f_link if cost.link_s > 0 else 0.0)
 
 
-def rates(jobs: Sequence[Placed], cores: Mapping[int, float]) -> list[float]:
+def rates(jobs: Sequence[Placed], cores: Mapping[int, float], background: float = 0.0) -> list[float]:
     """Iterations per second of each job in ``jobs`` running together."""
-    return [1.0 / iter_time(p.cost, fc, fl) for p, (fc, fl) in zip(jobs, factors(jobs, cores))]
+    return [1.0 / iter_time(p.cost, fc, fl) for p, (fc, fl) in zip(jobs, factors(jobs, cores, background))]
+
+
+def cpu_used(p: Placed, f_cpu: float, f_link: float) -> float:
+    """Cores its worker tasks use at these shares: each thread computes ``cpu_s / f_cpu`` of each
+    iteration at ``f_cpu`` of a core."""
+    return len(p.workers) * p.threads * p.cost.cpu_s / iter_time(p.cost, f_cpu, f_link)

@@ -84,6 +84,9 @@ class SimConfig:
     #: latencies instead of ``start_s`` / ``checkpoint_s + restore_s``
     host_sharing: bool = False
     node_cores: tuple[float, ...] = ()  # node index -> its cores (the cluster's cpu capacity)
+    #: host_sharing: other processes' runnable threads per core, competing with the jobs (``sim.calibrate``
+    #: measures it from the CPU time a real run's jobs got; 0: the machine is the jobs' own)
+    host_background: float = 0.0
     #: halts block the scheduler, as LocalBackend's do (physics ``local``): a job halted before it made
     #: progress first finishes starting (its process must be up to checkpoint and exit), and jobs
     #: launched at that moment or during the wait start only after it
