@@ -205,7 +205,8 @@ def main() -> None:
     cluster = bench_cluster()
     makers = policies(args.scale)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
-    results: dict[str, Any] = {"replayed_from": str(args.replay) if args.replay else None, "scale": args.scale, "budget_gbps": BUDGET_GBPS, "cores": 2, "runs": {}}
+    results: dict[str, Any] = {"replayed_from": str(args.replay) if args.replay else None, "scale": args.scale,
+                               "budget_gbps": BUDGET_GBPS, "cores": 2, "runs": {}}
     t_all = time.perf_counter()
     reals: dict[str, Any] = {}
     for name in names:
@@ -256,7 +257,8 @@ def main() -> None:
         }
         if fifo_cal is not None and name != "fifo":
             settings["local, fifo-profiles"] = (fifo_cal.trace, fifo_cal.config)
-        per: dict[str, Any] = {"real": real, "background": cal.background, "profiles": {tj.spec.id: vars_of(tj.truth.host) for tj in trace},
+        per: dict[str, Any] = {"real": real, "background": cal.background,
+                               "profiles": {tj.spec.id: vars_of(tj.truth.host) for tj in trace},
                                "sim": {}}
         for label, (tr, cfg) in settings.items():
             sim = simulate(tr, cluster, makers[name](), config=cfg)

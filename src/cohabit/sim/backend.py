@@ -48,7 +48,8 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed", "host", "split")
+                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
+                 "host", "split")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec

@@ -14,8 +14,9 @@ The model (first order, no queueing beyond fair shares):
   task's ``threads`` times the share of its iteration it computes, ``cpu_s / (cpu_s + link_s)``)
   and the machine's other processes, ``background`` thread-equivalents per core (measured
   from the CPU time the jobs got, ``sim.calibrate``; 0 on a machine of its own): it gets
-  ``min(1, cores / (own threads + others' demand + background x cores))`` of a core. A synchronous job (data-parallel ranks, a PS worker waiting
-  for its servers) goes at its slowest worker's node. Parameter servers' CPU is not counted
+  ``min(1, cores / (own threads + others' demand + background x cores))`` of a core.
+  A synchronous job (data-parallel ranks, a PS worker waiting for its servers) goes at its
+  slowest worker's node. Parameter servers' CPU is not counted
   (they apply updates: a small share of an iteration on the workloads here).
 * Links: a node's budget is shared by the parameter-server jobs whose traffic crosses it,
   each asking for the share of its iteration it spends communicating; over-asked, each gets
