@@ -166,8 +166,8 @@ def test_muri_physics_charges_the_per_model_overhead_and_slowdown(tmp_path: Path
 
 
 def test_unknown_physics_lists_the_known() -> None:
-    assert set(PHYSICS) == {"cohabit", "muri", "gavel", "pollux-artifact", "local"}
-    with pytest.raises(ValueError, match="known: cohabit, muri, gavel, pollux-artifact, local"):
+    assert set(PHYSICS) == {"cohabit", "muri", "gavel", "pollux-artifact"}
+    with pytest.raises(ValueError, match="known: cohabit, muri, gavel, pollux-artifact"):
         physics_config("tiresias")
 
 

@@ -201,8 +201,13 @@ PHYSICS: dict[str, str] = {
              "per-GPU-type speeds, no restart cost",
     "pollux-artifact": "the Pollux artifact's simulator: Pollux jobs progress at their goodput, 30 s start "
                        "delay, 60 s decision rounds (docs/pollux.md)",
-    "local": "cohabit's LocalBackend on one machine (jobs with measured HostTruth costs, sim.calibrate): "
-             "tasks share their nodes' cores and PS bandwidth budgets, measured start/restore latencies",
+}
+
+#: Physics only for traces that ``sim.calibrate`` builds from a real run (their jobs carry a ``HostTruth``),
+#: so not a ``cohabit simulate --physics`` choice: :func:`physics_config` knows them too.
+CALIBRATION_PHYSICS: dict[str, str] = {
+    "local": "cohabit's LocalBackend on one machine: tasks share their nodes' cores (and the machine's other "
+             "load) and PS bandwidth budgets, measured start/restore latencies, halts block the scheduler",
 }
 
 #: Seconds between scheduling rounds a named physics imposes (others decide at every event).
@@ -234,7 +239,7 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
     if name == "pollux-artifact":
         return replace(cfg, pollux_goodput=POLLUX_ARTIFACT.pollux_goodput, start_s=POLLUX_ARTIFACT.start_s,
                        checkpoint_s=POLLUX_ARTIFACT.checkpoint_s, restore_s=POLLUX_ARTIFACT.restore_s)
-    raise ValueError(f"unknown physics {name!r}; known: {', '.join(PHYSICS)}")
+    raise ValueError(f"unknown physics {name!r}; known: {', '.join([*PHYSICS, *CALIBRATION_PHYSICS])}")
 
 
 def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
