@@ -2,15 +2,16 @@
 
 Input: the jobs' specs, the :class:`~cohabit.engine.record.Record` of a real run (LocalBackend)
 and its cluster. Used from the record: when each job was placed, on which nodes, and when it
-was paused (allocation events), and the progress reports (iterations, seconds per iteration,
-the PS workers' compute / communication split). Never used: when jobs finished, their JCTs,
-the makespan: the simulation that replays these profiles must predict those.
+was paused or ended (allocation and release events: which jobs ran beside each report), the
+progress reports (iterations, seconds per iteration, the PS workers' compute / communication
+split) and the CPU time the jobs' processes got (``used`` events). Never used as a cost: a
+job's finish time, its JCT, the makespan: the simulation that replays these profiles must
+predict those.
 
 Per job, a :class:`~.truth.HostTruth`:
 
 * ``cpu_s`` / ``link_s``: the reported seconds per iteration with the sharing taken out
-  (including the machine's ``background`` load, below). For
-  each report, the jobs running at that moment and their nodes are known from the record, so
+  (including the machine's ``background`` load, below). For each report, the jobs running at that moment and their nodes are known from the record, so
   :func:`.host_physics.factors` gives the share of a core and of the links the job had; solo
   cost = reported cost x share (a PS job: ``compute_s x f_cpu`` and ``comm_s x f_link``; any
   other job computes all its iteration). The median over the job's reports is its cost. The
@@ -28,7 +29,6 @@ Per job, a :class:`~.truth.HostTruth`:
 * A job with no report at all (placed, then done or paused before its first one) takes the
   median cost of the jobs with its model, workload and architecture that reported; without
   such a twin it is left out.
-
 * ``background`` (:func:`background_load`): the other processes' load on the machine, in
   runnable threads per core, from the CPU time the jobs' processes got (``used`` events). On a
   shared machine a job alone on its core gets only ``1 / (1 + b)`` of it, and a second job on
