@@ -33,7 +33,7 @@ from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
-from . import drl_physics
+from . import drl_physics, host_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import (SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb, replicas_per_node,
                       restart_delay, solo_rate, uses_goodput)
@@ -48,7 +48,8 @@ _EPS = 1e-9
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
-                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed")
+                 "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
+                 "host", "split")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -71,6 +72,8 @@ class _Run:
         self.epoch_end = math.inf  # progress at which the current epoch ends (goodput physics)
         self.traffic: float | None = None  # task-graph jobs: cross-node MB per iteration (cached)
         self.placed: drl_physics.Placed | None = None  # set when server-level interference applies
+        self.host: host_physics.Placed | None = None  # set when LocalBackend's sharing applies (physics local)
+        self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -101,6 +104,8 @@ class SimBackend:
         self._ps_groups: dict[tuple, set[str]] = {}
         self._packs: dict[tuple[int, int], set[str]] = {}
         self._node_jobs: dict[int, set[str]] = {}  # interference world: server -> jobs with tasks there
+        self._host_jobs: dict[int, set[str]] = {}  # physics local: node -> jobs with tasks there
+        self._halting_until = 0.0  # blocking_halts: launches wait until the halts in progress are done
         #: parameter-server work done (machine-seconds): "cpu" = iterations x T_cpu on one machine,
         #: "net" = iterations x T_net x machines (what Harmony's utilisation counts as useful),
         #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
@@ -137,10 +142,19 @@ class SimBackend:
             self._runs[spec.id] = run
             self._reschedule(touched, now)
             return
-        delay = restart_delay(spec, self.cfg, from_checkpoint=from_checkpoint)
+        delay = restart_delay(spec, self.cfg, from_checkpoint=from_checkpoint, truth=truth)
+        if self.cfg.blocking_halts and self._halting_until > now:
+            delay += self._halting_until - now
         if uses_goodput(truth, self.cfg):
             run = _Run(spec, truth, alloc, 0.0, done, now + delay)
             self._goodput(run)
+        elif self.cfg.host_sharing and truth.host is not None:
+            run = _Run(spec, truth, alloc, 1.0 / truth.host.iter_s, done, now + delay)
+            run.host = host_physics.placed(spec, alloc, truth.host)
+            for node in set(alloc.nodes):
+                occ = self._host_jobs.setdefault(node, set())
+                touched |= occ
+                occ.add(spec.id)
         else:
             run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
         run.use_since = now
@@ -168,7 +182,7 @@ class SimBackend:
                 raise ValueError(f"SimBackend cannot pack job {spec.id!r}: "
                                  f"{'no ground truth' if truth is None else 'parameter-server job'}")
             done = self._checkpoint.get(spec.id, 0.0) if restore else 0.0
-            delay = restart_delay(spec, self.cfg, from_checkpoint=restore)
+            delay = restart_delay(spec, self.cfg, from_checkpoint=restore, truth=truth)
             run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
             run.devices = frozenset()  # the pack holds its device: no time-sharing with anyone
             run.pack = device
@@ -182,6 +196,8 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
+        if self.cfg.blocking_halts and checkpoint and run.t0 > now:  # still starting: it must come up first
+            self._halting_until = max(self._halting_until, now) + (run.t0 - now)
         self._report_use(run, now)
         self._fold(run, now)
         if checkpoint:
@@ -207,6 +223,14 @@ class SimBackend:
                 touched |= occ
                 if not occ:
                     del self._device_jobs[dev]
+        if run.host is not None:
+            for node in set(run.alloc.nodes):
+                occ = self._host_jobs.get(node)
+                if occ is not None:
+                    occ.discard(job)
+                    touched |= occ
+                    if not occ:
+                        del self._host_jobs[node]
         if run.placed is not None:
             for node in set(run.alloc.nodes):
                 occ = self._node_jobs.get(node)
@@ -301,6 +325,8 @@ class SimBackend:
                 run.rate = self._pack_rate(run.pack)
             elif run.placed is not None:
                 run.rate = self._interference_rate(run)
+            elif run.host is not None:
+                run.rate = self._host_rate(run)
             else:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
@@ -343,6 +369,9 @@ class SimBackend:
                     r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
                 r.busy = r.consolidation * r.rate / r.solo
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
+            if r.host is not None and r.split is not None:  # cores its processes use (LocalBackend measures it)
+                r.level["cpu"] = host_physics.cpu_used(r.host, r.host.cost.cpu_s / r.split[0],
+                                                      r.host.cost.link_s / r.split[1] if r.split[1] > 0 else 1.0)
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
                 r.level["gpu"] *= min(device_factor([self._device_share(o) for o in self._device_jobs[d]])
@@ -386,6 +415,17 @@ class SimBackend:
         world = self.cfg.interference
         assert world is not None
         return drl_physics.speeds(placed, {s: world.cores(s) for s in servers}, world)[0]  # type: ignore[arg-type]
+
+    def _host_rate(self, run: _Run) -> float:
+        """Iterations/s of a job in LocalBackend's world next to every job on its nodes (``host_physics``)."""
+        assert run.host is not None
+        others = sorted({o for node in set(run.alloc.nodes) for o in self._host_jobs.get(node, ()) if o != run.spec.id})
+        jobs = [run.host] + [self._runs[o].host for o in others]
+        cores = dict(enumerate(self.cfg.node_cores))
+        f_cpu, f_link = host_physics.factors(jobs, cores, self.cfg.host_background)[0]  # type: ignore[arg-type]
+        cost = run.host.cost
+        run.split = (cost.cpu_s / f_cpu, cost.link_s / f_link if cost.link_s > 0 else 0.0)
+        return 1.0 / sum(run.split)
 
     def _pack_rate(self, device: tuple[int, int]) -> float:
         """Iterations/s of every member of the pack on ``device``: 1 / its packed step time."""
@@ -489,6 +529,8 @@ class SimBackend:
                 if run.speed is not None:  # the runtime's subtask timers
                     data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
                                 mem_gb=run.speed.mem_gb)
+                elif run.split is not None and run.spec.architecture == "ps":  # a real PS worker's subtask timers
+                    data.update(compute_s=run.split[0], comm_s=run.split[1])
                 elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
                     data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))

@@ -79,6 +79,18 @@ class SimConfig:
     restart_s: Mapping[tuple[int, str], float] | None = field(default=None, hash=False)  # a dict: not hashed
     restart_default_s: float = 10.0  # restart_s's value for a (GPUs, model) it does not list
     gpu_models: tuple[str, ...] = ()  # node index -> its gpu_model label, lower case ("" if none)
+    #: LocalBackend's world (physics ``local``, ``sim.host_physics``): jobs with a ``HostTruth`` share
+    #: their nodes' cores and bandwidth budgets, and pay their own measured start and restore
+    #: latencies instead of ``start_s`` / ``checkpoint_s + restore_s``
+    host_sharing: bool = False
+    node_cores: tuple[float, ...] = ()  # node index -> its cores (the cluster's cpu capacity)
+    #: host_sharing: other processes' runnable threads per core, competing with the jobs (``sim.calibrate``
+    #: measures it from the CPU time a real run's jobs got; 0: the machine is the jobs' own)
+    host_background: float = 0.0
+    #: halts block the scheduler, as LocalBackend's do (physics ``local``): a job halted before it made
+    #: progress first finishes starting (its process must be up to checkpoint and exit), and jobs
+    #: launched at that moment or during the wait start only after it
+    blocking_halts: bool = False
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.slowdown) and self.slowdown > 0):
@@ -173,9 +185,12 @@ def gpu_model_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: Sim
     return worst if worst < math.inf else 1.0
 
 
-def restart_delay(spec: JobSpec, cfg: SimConfig, *, from_checkpoint: bool) -> float:
+def restart_delay(spec: JobSpec, cfg: SimConfig, *, from_checkpoint: bool, truth: JobTruth | None = None) -> float:
     """Seconds a launched job computes nothing: ``checkpoint_s + restore_s`` when it resumes from a
-    checkpoint, ``start_s`` on its first start; with ``restart_s`` (Muri), that table's cost on every launch."""
+    checkpoint, ``start_s`` on its first start; with ``restart_s`` (Muri), that table's cost on every launch;
+    with ``host_sharing`` (physics ``local``), a job with a ``HostTruth`` pays its own measured latencies."""
+    if cfg.host_sharing and truth is not None and truth.host is not None:
+        return truth.host.restore_s if from_checkpoint else truth.host.start_s
     if cfg.restart_s is not None:
         key = (spec.workers.count, spec.model)
         return cfg.restart_s.get(key, cfg.restart_default_s)
@@ -204,6 +219,13 @@ PHYSICS: dict[str, str] = {
                        "delay, 60 s decision rounds (docs/pollux.md)",
 }
 
+#: Physics only for traces that ``sim.calibrate`` builds from a real run (their jobs carry a ``HostTruth``),
+#: so not a ``cohabit simulate --physics`` choice: :func:`physics_config` knows them too.
+CALIBRATION_PHYSICS: dict[str, str] = {
+    "local": "cohabit's LocalBackend on one machine: tasks share their nodes' cores (and the machine's other "
+             "load) and PS bandwidth budgets, measured start/restore latencies, halts block the scheduler",
+}
+
 #: Seconds between scheduling rounds a named physics imposes (others decide at every event).
 PHYSICS_DECISION_PERIOD: dict[str, float] = {"pollux-artifact": 60.0, "gavel": 360.0}
 
@@ -218,6 +240,7 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
       SRTF and Tiresias place by GPU count only (``CLUSTER.free_gpu``), so no spread penalty;
       each scheduling of a running job costs ``overhead_dict``'s seconds (:data:`MURI_OVERHEAD_S`).
     * ``pollux-artifact``: :data:`POLLUX_ARTIFACT` (with 60 s rounds, :data:`PHYSICS_DECISION_PERIOD`).
+    * ``local``: :attr:`SimConfig.host_sharing` (``sim.host_physics``; docs/fidelity.md, "Sim vs real").
     * ``gavel``: ``scheduler.py`` uses the ``'null'`` (consolidated, alone) throughput for every
       placement and charges nothing to preempt or resume a job between rounds; its 360 s rounds
       (``--time_per_iteration``) starting at 0 are :data:`PHYSICS_DECISION_PERIOD` and
@@ -233,10 +256,12 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
         return replace(cfg, slowdown=1.015, spread=flat, restart_s=table, restart_default_s=10.0)
     if name == "gavel":
         return replace(cfg, spread=flat, checkpoint_s=0.0, restore_s=0.0)
+    if name == "local":
+        return replace(cfg, host_sharing=True, blocking_halts=True, spread=flat)
     if name == "pollux-artifact":
         return replace(cfg, pollux_goodput=POLLUX_ARTIFACT.pollux_goodput, start_s=POLLUX_ARTIFACT.start_s,
                        checkpoint_s=POLLUX_ARTIFACT.checkpoint_s, restore_s=POLLUX_ARTIFACT.restore_s)
-    raise ValueError(f"unknown physics {name!r}; known: {', '.join(PHYSICS)}")
+    raise ValueError(f"unknown physics {name!r}; known: {', '.join([*PHYSICS, *CALIBRATION_PHYSICS])}")
 
 
 def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:

@@ -24,13 +24,14 @@ class SimOutcome:
 
 def config_for(cluster: ClusterSpec, base: SimConfig | None = None) -> SimConfig:
     """``base`` with ``gpus_per_node`` set from the cluster's largest node, ``gpu_models`` from the
-    nodes' ``gpu_model`` labels (lower case), ``link_gbps`` from the slowest node's ``net_gbps``
+    nodes' ``gpu_model`` labels (lower case), ``node_cores`` from their cpu capacity, ``link_gbps`` from the slowest node's ``net_gbps``
     when the nodes declare one, and Bao et al.'s server-level interference (``sim.drl_physics``)
     on when the cluster's nodes ask for it."""
     g = max((int(n.capacity["gpu"]) for n in cluster.nodes), default=1)
     models = tuple(str(n.labels.get("gpu_model", "")).lower() for n in cluster.nodes)
     links = [n.capacity["net_gbps"] for n in cluster.nodes if n.capacity["net_gbps"] > 0]
-    cfg = replace(base or SimConfig(), gpus_per_node=max(g, 1), gpu_models=models)
+    cores = tuple(float(n.capacity["cpu"]) for n in cluster.nodes)
+    cfg = replace(base or SimConfig(), gpus_per_node=max(g, 1), gpu_models=models, node_cores=cores)
     if links:
         cfg = replace(cfg, link_gbps=min(links))
     if cfg.interference is None and drl_physics.enabled_for(cluster):

@@ -59,6 +59,38 @@ class PSTruth:
 
 
 @dataclass(frozen=True, slots=True)
+class HostTruth:
+    """Ground truth of a real job in ``LocalBackend``'s world (``sim.host_physics``, physics ``local``),
+    measured from what a scheduler observed of it in a real run (``sim.calibrate``).
+
+    * ``cpu_s``: seconds of one iteration spent computing when each of its worker tasks has a
+      core to itself (its threads never wait for another job's);
+    * ``link_s``: seconds of one iteration spent moving parameter-server traffic through the node
+      links when the job has its nodes' bandwidth budgets to itself (0: no cross-node traffic);
+    * ``start_s``: seconds from its first launch to progress (process start, imports, data, the
+      first iteration's extra cost); ``restore_s``: the same for a relaunch from a checkpoint
+      (checkpoint of the job it replaced included: the scheduler waits for that halt).
+    """
+
+    cpu_s: float
+    link_s: float = 0.0
+    start_s: float = 0.0
+    restore_s: float = 0.0
+
+    @property
+    def iter_s(self) -> float:
+        return self.cpu_s + self.link_s
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_s", "link_s", "start_s", "restore_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"HostTruth.{name} must be a finite number of seconds >= 0, got {v!r}")
+        if not self.cpu_s + self.link_s > 0:
+            raise ValueError("HostTruth needs cpu_s + link_s > 0")
+
+
+@dataclass(frozen=True, slots=True)
 class JobTruth:
     """Ground truth of one job.
 
@@ -88,6 +120,8 @@ class JobTruth:
       reports it as the job's *used* share; resources not named here have no ground truth
       (except the GPU and a parameter-server job's CPU, memory and network, which the
       simulator's physics gives).
+    * ``host``: a real job's measured costs in ``LocalBackend``'s world (:class:`HostTruth`); under
+      the ``local`` physics (``SimConfig.host_sharing``) its speed comes from ``sim.host_physics``.
     * ``gpu_speed``: GPU model (a node's ``gpu_model`` label, lower case) -> speed there relative to
       the GPU ``duration`` was measured on (Gavel's traces: throughput relative to a V100); 0 where
       the job cannot run on that model (it does not fit its memory). ``None``: the same on every GPU.
@@ -109,6 +143,7 @@ class JobTruth:
     compute_s: float | None = None
     gpu_speed: Mapping[str, float] | None = None
     parallel_fraction: float | None = None
+    host: HostTruth | None = None
 
     @property
     def iters_per_epoch(self) -> float | None:

@@ -1,0 +1,285 @@
+"""Profiles of real jobs from what the scheduler observed of a real run (sim-vs-real calibration).
+
+Input: the jobs' specs, the :class:`~cohabit.engine.record.Record` of a real run (LocalBackend)
+and its cluster. Used from the record: when each job was placed, on which nodes, and when it
+was paused or ended (allocation and release events: which jobs ran beside each report), the
+progress reports (iterations, seconds per iteration, the PS workers' compute / communication
+split) and the CPU time the jobs' processes got (``used`` events). Never used as a cost: a
+job's finish time, its JCT, the makespan: the simulation that replays these profiles must
+predict those.
+
+Per job, a :class:`~.truth.HostTruth`:
+
+* ``cpu_s`` / ``link_s``: the reported seconds per iteration with the sharing taken out
+  (including the machine's ``background`` load, below). For each report, the jobs running at that moment and their nodes are known from the record, so
+  :func:`.host_physics.factors` gives the share of a core and of the links the job had; solo
+  cost = reported cost x share (a PS job: ``compute_s x f_cpu`` and ``comm_s x f_link``; any
+  other job computes all its iteration). The median over the job's reports is its cost. The
+  shares depend on the other jobs' costs, so this is repeated (:data:`PASSES` times) starting
+  from the raw medians.
+* ``start_s``: from its first placement to the first report, minus the iterations that report
+  counts times their reported time; ``restore_s``: the same after each resume (from the
+  iteration it was paused at, estimated from its last report before the pause), median. A job
+  with no measured resume takes its model's (else the run's, else its ``start_s``); a job whose
+  first start was not measured, its model's starts, else its own or its model's resumes, else
+  the run's starts or resumes.
+  A placement recorded at the moment a job still starting was paused is not measured: the
+  scheduler waited for that halt (the job had to come up before it could checkpoint), which
+  the simulator charges itself (``SimConfig.blocking_halts``).
+* A job with no report at all (placed, then done or paused before its first one) takes the
+  median cost of the jobs with its model, workload and architecture that reported; without
+  such a twin it is left out.
+* ``background`` (:func:`background_load`): the other processes' load on the machine, in
+  runnable threads per core, from the CPU time the jobs' processes got (``used`` events). On a
+  shared machine a job alone on its core gets only ``1 / (1 + b)`` of it, and a second job on
+  that core slows it by ``(1 + b) / (2 + b)``, not by half: without it the costs taken out of
+  shared reports are too small and a job alone in the simulation is too fast (the makespan
+  comes out short). The costs are then per iteration on a core of its own.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..engine.record import ALLOCATING, RELEASING, Event, EventKind
+from ..spec.cluster import ClusterSpec
+from ..spec.job import JobSpec
+from . import host_physics
+from .physics import SimConfig, physics_config
+from .truth import HostTruth, JobTruth, TraceJob
+
+#: Rounds of taking the sharing out of the reports (each uses the costs of the round before).
+PASSES = 3
+
+
+@dataclass
+class _Interval:
+    start: float
+    end: float
+    nodes: tuple[int, ...]
+    resumed: bool
+    first_iter: float  # iterations done when it was placed
+    blocked: bool = False  # placed right after halting a job that was still starting (it waited for that)
+    reported: bool = False
+
+
+@dataclass
+class _Report:
+    time: float
+    iterations: float
+    iter_time: float
+    compute_s: float | None
+    comm_s: float | None
+
+
+@dataclass
+class Observed:
+    """What the record says of one job: its running intervals and progress reports."""
+
+    spec: JobSpec
+    intervals: list[_Interval] = field(default_factory=list)
+    reports: list[_Report] = field(default_factory=list)
+
+
+def observe(specs: Sequence[JobSpec], events: Iterable[Event]) -> dict[str, Observed]:
+    """Running intervals and reports per job, from allocation, release and progress events."""
+    obs = {s.id: Observed(s) for s in specs}
+    open_: dict[str, _Interval] = {}
+    last: dict[str, _Report] = {}
+    starting_halt = -1.0  # time of the last pause of a job that had not reported since its launch
+    for e in events:
+        o = obs.get(e.job) if e.job is not None else None
+        if o is None:
+            continue
+        if e.kind in (EventKind.STARTED, EventKind.RESUMED):
+            first = 0.0
+            prev = last.get(e.job)
+            if e.kind is EventKind.RESUMED and prev is not None:
+                paused_at = o.intervals[-1].end if o.intervals else prev.time
+                first = prev.iterations + max(paused_at - prev.time, 0.0) / prev.iter_time
+            iv = _Interval(e.time, float("inf"), tuple(int(n) for n in e.data.get("nodes", ())),
+                           e.kind is EventKind.RESUMED, min(first, float(o.spec.iterations or first)),
+                           blocked=abs(e.time - starting_halt) < 1e-9)
+            open_[e.job] = iv
+            o.intervals.append(iv)
+        elif e.kind in ALLOCATING and e.job in open_:  # moved: a new interval on its new nodes
+            iv = open_[e.job]
+            iv.end = e.time
+            nxt = _Interval(e.time, float("inf"), tuple(int(n) for n in e.data.get("nodes", ())), True,
+                            last[e.job].iterations if e.job in last else 0.0)
+            open_[e.job] = nxt
+            o.intervals.append(nxt)
+        elif e.kind in RELEASING and e.job in open_:
+            iv = open_.pop(e.job)
+            iv.end = e.time
+            if e.kind is EventKind.PAUSED and not iv.reported:
+                starting_halt = e.time
+        elif e.kind is EventKind.PROGRESS and e.job in open_:
+            it = float(e.data["iter_time"])
+            if it > 0:
+                r = _Report(e.time, float(e.data["iterations"]), it, e.data.get("compute_s"), e.data.get("comm_s"))
+                o.reports.append(r)
+                last[e.job] = r
+                open_[e.job].reported = True
+    return obs
+
+
+def _launch_delays(o: Observed) -> tuple[float | None, list[float]]:
+    """Seconds from each placement to progress: (first start's, [each resume's])."""
+    start: float | None = None
+    resumes: list[float] = []
+    for iv in o.intervals:
+        if iv.blocked:
+            continue
+        first = next((r for r in o.reports if iv.start <= r.time <= iv.end), None)
+        if first is None:
+            continue
+        delay = max(first.time - iv.start - max(first.iterations - iv.first_iter, 0.0) * first.iter_time, 0.0)
+        if iv.resumed:
+            resumes.append(delay)
+        elif start is None:
+            start = delay
+    return start, resumes
+
+
+def _running_at(obs: dict[str, Observed], t: float) -> dict[str, tuple[int, ...]]:
+    return {j: iv.nodes for j, o in obs.items() for iv in o.intervals if iv.start <= t <= iv.end}
+
+
+def _raw(o: Observed, r: _Report, f_cpu: float, f_link: float) -> tuple[float, float]:
+    """A report's (cpu_s, link_s) with the sharing it ran under taken out."""
+    if o.spec.architecture == "ps" and r.compute_s is not None and r.comm_s is not None:
+        return r.compute_s * f_cpu, r.comm_s * f_link
+    return r.iter_time * f_cpu, 0.0
+
+
+def background_load(obs: dict[str, Observed], events: Sequence[Event], cluster: ClusterSpec) -> float:
+    """Other processes' runnable threads per core, from the CPU time the run's jobs got (``used``
+    events): a one-worker job that computes all its iterations, sharing node ``n`` (``cores``)
+    with ``D`` threads of its own and the other jobs', got ``f`` of a core per thread, and
+    :func:`.host_physics.cpu_share` says ``f = cores / (D + b x cores)``; ``b`` is the median over
+    samples of at least 0.3 s (0 if none: the record has no CPU measurements)."""
+    cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
+    samples = []
+    for e in events:
+        if e.kind is not EventKind.USED or e.job not in obs or "cpu" not in (e.data.get("used") or {}):
+            continue
+        o = obs[e.job]
+        since, until = float(e.data["since"]), float(e.data["until"])
+        if until - since < 0.3 or o.spec.architecture == "ps" or o.spec.workers.count != 1:
+            continue
+        mid = (since + until) / 2
+        running = _running_at(obs, mid)
+        if e.job not in running or not running[e.job]:
+            continue
+        node = running[e.job][0]
+        mine = host_physics.threads_of(o.spec)
+        others = sum(host_physics.threads_of(obs[x].spec) * (obs[x].spec.architecture != "ps")
+                     for x, nodes in running.items() if x != e.job
+                     for n in nodes[:len(nodes) - obs[x].spec.num_ps] if n == node)
+        f = float(e.data["used"]["cpu"]) / mine
+        if f > 0:
+            c = cores.get(node, 1.0)
+            samples.append(max((c / f - mine - others) / c, 0.0))
+    return statistics.median(samples) if samples else 0.0
+
+
+def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
+               background: float | None = None) -> dict[str, HostTruth]:
+    """Each job's :class:`HostTruth` measured from a real run's record (see the module docstring),
+    with ``background`` load (default: :func:`background_load` of the record).
+
+    A job with no progress report and no reporting twin in the record is left out."""
+    events = list(events)
+    obs = observe(specs, events)
+    if background is None:
+        background = background_load(obs, events, cluster)
+    cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
+    spec_of = {s.id: s for s in specs}
+    costs: dict[str, HostTruth] = {}
+    for j, o in obs.items():  # pass 0: the reports as they are
+        if o.reports:
+            cpu, link = zip(*(_raw(o, r, 1.0, 1.0) for r in o.reports))
+            costs[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
+    # the running set changes only at allocation events: group the reports by it
+    at = {(j, k): _running_at(obs, r.time) for j, o in obs.items() for k, r in enumerate(o.reports)}
+    for _ in range(PASSES):
+        new: dict[str, HostTruth] = {}
+        for j, o in obs.items():
+            if j not in costs:
+                continue
+            vals = []
+            for k, r in enumerate(o.reports):
+                running = {x: n for x, n in at[(j, k)].items() if x in costs}
+                running.setdefault(j, o.intervals[-1].nodes)
+                order = [j, *sorted(x for x in running if x != j)]
+                placed = [host_physics.placed(spec_of[x], running[x], costs[x]) for x in order]
+                f_cpu, f_link = host_physics.factors(placed, cores, background)[0]
+                vals.append(_raw(o, r, f_cpu, f_link))
+            cpu, link = zip(*vals)
+            new[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
+        costs = new
+    for j, o in obs.items():  # never reported (placed and done or paused before a report): a twin's cost
+        twins = [costs[x] for x, t in obs.items() if x in costs and t.spec.model == o.spec.model
+                 and t.spec.workload == o.spec.workload and t.spec.architecture == o.spec.architecture]
+        if j not in costs and twins:
+            costs[j] = HostTruth(statistics.median(c.cpu_s for c in twins), statistics.median(c.link_s for c in twins))
+    delays = {j: _launch_delays(o) for j, o in obs.items()}
+    all_resumes = [d for _, rs in delays.values() for d in rs]
+    out: dict[str, HostTruth] = {}
+    for j, c in costs.items():
+        start, resumes = delays[j]
+        if start is None:  # its first placement not measured: the nearest launches that were
+            model = obs[j].spec.model
+            for pool in ([d[0] for x, d in delays.items() if d[0] is not None and obs[x].spec.model == model],
+                         resumes, [r for x, d in delays.items() if obs[x].spec.model == model for r in d[1]],
+                         [d[0] for d in delays.values() if d[0] is not None], all_resumes):
+                if pool:
+                    start = statistics.median(pool)
+                    break
+            else:
+                start = 0.0
+        model_resumes = [r for x, d in delays.items() if obs[x].spec.model == obs[j].spec.model for r in d[1]]
+        if resumes or model_resumes:
+            restore = statistics.median(resumes or model_resumes)
+        else:
+            restore = statistics.median(all_resumes) if all_resumes else start
+        out[j] = HostTruth(c.cpu_s, c.link_s, start, restore)
+    return out
+
+
+@dataclass
+class Calibration:
+    """A real run as the simulator replays it: the jobs with their measured costs, and the ``local``
+    physics with the machine's measured background load."""
+
+    trace: list[TraceJob]
+    config: SimConfig
+    background: float
+
+
+def calibrate(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
+              base: SimConfig | None = None) -> Calibration:
+    """:func:`trace_from_run` and physics ``local`` (on ``base``) with :func:`background_load`."""
+    events = list(events)
+    b = background_load(observe(specs, events), events, cluster)
+    cfg = physics_config("local", replace(base or SimConfig(), host_background=b))
+    return Calibration(trace_from_run(specs, events, cluster, background=b), cfg, b)
+
+
+def trace_from_run(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
+                   background: float | None = None) -> list[TraceJob]:
+    """The jobs of a real run as a simulator trace: each spec with a truth of its measured
+    :func:`host_costs` (``duration`` = iterations x seconds per iteration on cores of its own).
+    Jobs without a report in the record are left out (they would have no cost to replay)."""
+    costs = host_costs(specs, events, cluster, background)
+    out = []
+    for s in specs:
+        c = costs.get(s.id)
+        if c is None:
+            continue
+        n = int(s.iterations or 1)
+        out.append(TraceJob(s, JobTruth(iterations=n, duration=n * c.iter_s, host=c)))
+    return out
