@@ -113,7 +113,7 @@ def test_ratchet_trigger_pays_back_an_expensive_first_checkpoint_within_the_boun
 
 def test_cohabit_run_checkpoint_option_picks_ratchets_trigger(tmp_path, monkeypatch):
     """``cohabit run --checkpoint ratchet`` hands the backend Ratchet's trigger (``interval``: the fixed
-    one); an unknown choice is refused with the option's name before anything runs."""
+    one) and ``--paused-memory-mb`` its tiers; bad values are refused with the option's name."""
     import textwrap
 
     from typer.testing import CliRunner
@@ -136,11 +136,13 @@ def test_cohabit_run_checkpoint_option_picks_ratchets_trigger(tmp_path, monkeypa
     original = local.LocalBackend.__init__
 
     def spy(self, *args, **kw):
-        seen.append(kw.get("checkpoint_policy"))
+        seen.append((kw.get("checkpoint_policy"), kw.get("paused_memory_mb")))
         original(self, *args, **kw)
 
     monkeypatch.setattr(local.LocalBackend, "__init__", spy)
-    for choice in ("ratchet", "interval"):
-        res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", choice])
+    for choice, extra in (("ratchet", ["--paused-memory-mb", "8"]), ("interval", [])):
+        res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", choice, *extra])
         assert res.exit_code == 0, res.output
-    assert seen == ["ratchet", "fixed"]
+    assert seen == [("ratchet", 8.0), ("fixed", None)]
+    bad = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--paused-memory-mb", "-1"])
+    assert bad.exit_code != 0 and "--paused-memory-mb" in bad.output
