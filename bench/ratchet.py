@@ -20,6 +20,9 @@ this is a shared 2-core machine; the dissertation's SF 1 would take minutes per 
    trigger; overhead = checkpoint seconds / total seconds (CheckFreq's bound: 3.5%), and the
    mean seconds of work between checkpoints (what a crash loses at most).
 
+5. **tiers in the runtime** — a real query paused and resumed through ``LocalBackend`` with its paused
+   state kept in the backend's memory or spilled to the checkpoint store (``paused_memory_mb``).
+
 Times are process CPU time except where a file is fsync'ed (wall time: the disk wait is the
 cost). The load average is printed beside every table.
 
@@ -170,6 +173,94 @@ def training_overhead(seconds: float, tmp: Path) -> list[dict]:
     return rows
 
 
+def backend_tiers(data: Path, batches: int, sf: float, tmp: Path, queries: tuple[str, ...] = ("q6", "q10", "q16")) -> list[dict]:
+    """A real query paused and resumed through ``LocalBackend``, its paused state in the backend's memory
+    (``paused_memory_mb=64``) or on disk (``0``: spilled at once, as without tiers): the halt's seconds
+    (the worker saving / sending the state), the resumed worker's restore seconds, its start latency,
+    and whether the final answer is exact."""
+    from cohabit.engine.backend import BackendEventKind as K
+    from cohabit.engine.ledger import Ledger
+    from cohabit.runtime.local import LocalBackend
+    from cohabit.spec import ClusterSpec, Resources
+    from cohabit.spec.job import JobSpec, TaskGroup
+
+    cl = ClusterSpec.homogeneous("local", 1, Resources(cpu=1, mem_gb=4))
+    rows = []
+    for q in queries:
+        ref = ProgressiveQuery(QUERIES[q], data, batches=batches, seed=3, scale_factor=sf).run()
+        for label, budget in (("memory", 64.0), ("disk", 0.0)):
+            spec = JobSpec(id=q, kind="query", iterations=batches,
+                           workers=TaskGroup(count=1, demand=Resources(cpu=1, mem_gb=0.5)),
+                           workload={"name": "tpch-query", "query": q, "scale": sf, "data": str(data), "seed": 3})
+            led = Ledger(cl)
+            vec = [led.vector(spec.workers.demand)]
+            with LocalBackend(cl, root=tmp / f"be-{q}-{label}", report_interval=30.0, checkpoint_interval=0,
+                              paused_memory_mb=budget) as be:
+                be.launch(spec, led.allocate(q, (0,), vec), 0.0, from_checkpoint=False)
+                while not any(e.kind is K.PROGRESS and e.data["iterations"] >= batches // 2
+                              for e in be.advance(be.now() + 0.05)[1]):
+                    pass
+                be.halt(q, be.now(), checkpoint=True)
+                led.release(q)
+                be.launch(spec, led.allocate(q, (0,), vec), be.now(), from_checkpoint=True)
+                done = False
+                while not done:
+                    done = any(e.kind in (K.FINISHED, K.FAILED) for e in be.advance(be.now() + 0.05)[1])
+                got, _ = be.store.load(q)
+                halt = [t for t in be.timings if t["kind"] == "halt"][-1]
+                start = [t for t in be.timings if t["kind"] == "start"][-1]
+            pq = ProgressiveQuery(QUERIES[q], data, batches=batches, seed=3, scale_factor=sf)
+            pq.restore(got["workload"]["query"])
+            rows.append({"query": q, "tier": halt["tier"], "budget_mb": budget, "halt_s": halt["seconds"],
+                         "save_s": halt["save_s"], "restore_s": start["restore_s"],
+                         "start_latency_s": start["since_launch"], "paused_at": halt["checkpoint_iteration"],
+                         "exact": pq.answer().rows == ref.rows})
+            pq.close()
+    return rows
+
+
+def tables_1_to_4(a: argparse.Namespace, data: Path, tmp: Path, result: dict) -> None:
+    print(f"\n1. checkpoint cost per query (SF {a.scale}, after {a.batches // 2} of {a.batches} batches)   [{load()}]")
+    rows = checkpoint_costs(data, a.batches, a.scale, tmp)
+    print(f"{'query':6} {'state rows':>10} {'bytes':>9} {'memory ms':>10} {'disk ms':>9}")
+    for r in rows:
+        print(f"{r['query']:6} {r['state_rows']:>10} {r['bytes']:>9} {1e3 * r['memory_s']:>10.2f} {1e3 * r['disk_s']:>9.2f}")
+    result["checkpoint_costs"] = rows
+    result["checkpoint_costs_load"] = load()
+
+    print(f"\n2. staleness: final answer after 3 pauses, by the cursor restored   [{load()}]")
+    rows = staleness(data, a.batches, a.scale, a.seed)
+    print(f"{'query':6} {'pauses':>14} {'ratchet':>10} {'re-read':>10} {'skip':>10}")
+    for r in rows:
+        cells = [f"{'exact' if r[m]['exact'] else '%.3f' % r[m]['accuracy']:>10}" for m in ("ratchet", "re-read", "skip")]
+        print(f"{r['query']:6} {str(r['pauses']):>14} {' '.join(cells)}")
+    for m in ("ratchet", "re-read", "skip"):
+        ex = sum(r[m]["exact"] for r in rows)
+        mean = float(np.mean([r[m]["accuracy"] for r in rows]))
+        print(f"  {m:8}: {ex}/{len(rows)} exact, mean accuracy {mean:.4f}")
+    result["staleness"] = rows
+    result["staleness_load"] = load()
+
+    print(f"\n3. tiering of the 22 paused states under a memory budget   [{load()}]")
+    tier = tiering(data, a.batches, a.scale, tmp)
+    print(f"{'run':12} {'budget B':>10} {'in mem':>7} {'on disk':>8} {'held B':>9} {'save ms':>8} {'restore ms':>11}")
+    for label, r in tier["runs"].items():
+        print(f"{label:12} {r['budget_bytes']:>10} {r['in_memory']:>7} {r['on_disk']:>8} {r['memory_bytes_held']:>9} "
+              f"{1e3 * r['save_s']:>8.1f} {1e3 * r['restore_s']:>11.1f}")
+    result["tiering"] = tier
+    result["tiering_load"] = load()
+
+    print(f"\n4. training-job checkpoint overhead, {a.train_seconds:g} s each (CheckFreq bound 3.5%)   [{load()}]")
+    rows = training_overhead(a.train_seconds, tmp)
+    print(f"{'workload':18} {'policy':17} {'ckpts':>6} {'ckpt s':>7} {'overhead':>9} {'mean gap s':>11}")
+    for r in rows:
+        gap = "-" if r["mean_gap_s"] is None else f"{r['mean_gap_s']:.2f}"
+        print(f"{r['workload']:18} {r['policy']:17} {r['checkpoints']:>6} {r['checkpoint_s']:>7.3f} "
+              f"{100 * r['overhead']:>8.2f}% {gap:>11}")
+    result["training"] = rows
+    result["training_load"] = load()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=float, default=0.1)
@@ -177,50 +268,24 @@ def main() -> None:
     ap.add_argument("--train-seconds", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default="bench/results/ratchet.json")
+    ap.add_argument("--only-backend-tiers", action="store_true", help="only table 5 (into its own JSON key)")
     a = ap.parse_args()
     data = ensure_tpch(a.scale)
     result: dict = {"scale_factor": a.scale, "batches": a.batches, "cpus": os.cpu_count()}
+    if a.only_backend_tiers and Path(a.json).exists():
+        result = json.loads(Path(a.json).read_text())  # tables 1-4 as measured before; table 5 replaced
     with tempfile.TemporaryDirectory(prefix="cohabit-ratchet-") as d:
         tmp = Path(d)
-        print(f"\n1. checkpoint cost per query (SF {a.scale}, after {a.batches // 2} of {a.batches} batches)   [{load()}]")
-        rows = checkpoint_costs(data, a.batches, a.scale, tmp)
-        print(f"{'query':6} {'state rows':>10} {'bytes':>9} {'memory ms':>10} {'disk ms':>9}")
+        if not a.only_backend_tiers:
+            tables_1_to_4(a, data, tmp, result)
+        print(f"\n5. pause / resume through LocalBackend, paused state in the backend's memory or on disk   [{load()}]")
+        rows = backend_tiers(data, a.batches, a.scale, tmp)
+        print(f"{'query':6} {'tier':7} {'paused at':>9} {'halt s':>7} {'save s':>7} {'restore s':>9} {'start s':>8} exact")
         for r in rows:
-            print(f"{r['query']:6} {r['state_rows']:>10} {r['bytes']:>9} {1e3 * r['memory_s']:>10.2f} {1e3 * r['disk_s']:>9.2f}")
-        result["checkpoint_costs"] = rows
-        result["checkpoint_costs_load"] = load()
-
-        print(f"\n2. staleness: final answer after 3 pauses, by the cursor restored   [{load()}]")
-        rows = staleness(data, a.batches, a.scale, a.seed)
-        print(f"{'query':6} {'pauses':>14} {'ratchet':>10} {'re-read':>10} {'skip':>10}")
-        for r in rows:
-            cells = [f"{'exact' if r[m]['exact'] else '%.3f' % r[m]['accuracy']:>10}" for m in ("ratchet", "re-read", "skip")]
-            print(f"{r['query']:6} {str(r['pauses']):>14} {' '.join(cells)}")
-        for m in ("ratchet", "re-read", "skip"):
-            ex = sum(r[m]["exact"] for r in rows)
-            mean = float(np.mean([r[m]["accuracy"] for r in rows]))
-            print(f"  {m:8}: {ex}/{len(rows)} exact, mean accuracy {mean:.4f}")
-        result["staleness"] = rows
-        result["staleness_load"] = load()
-
-        print(f"\n3. tiering of the 22 paused states under a memory budget   [{load()}]")
-        tier = tiering(data, a.batches, a.scale, tmp)
-        print(f"{'run':12} {'budget B':>10} {'in mem':>7} {'on disk':>8} {'held B':>9} {'save ms':>8} {'restore ms':>11}")
-        for label, r in tier["runs"].items():
-            print(f"{label:12} {r['budget_bytes']:>10} {r['in_memory']:>7} {r['on_disk']:>8} {r['memory_bytes_held']:>9} "
-                  f"{1e3 * r['save_s']:>8.1f} {1e3 * r['restore_s']:>11.1f}")
-        result["tiering"] = tier
-        result["tiering_load"] = load()
-
-        print(f"\n4. training-job checkpoint overhead, {a.train_seconds:g} s each (CheckFreq bound 3.5%)   [{load()}]")
-        rows = training_overhead(a.train_seconds, tmp)
-        print(f"{'workload':18} {'policy':17} {'ckpts':>6} {'ckpt s':>7} {'overhead':>9} {'mean gap s':>11}")
-        for r in rows:
-            gap = "-" if r["mean_gap_s"] is None else f"{r['mean_gap_s']:.2f}"
-            print(f"{r['workload']:18} {r['policy']:17} {r['checkpoints']:>6} {r['checkpoint_s']:>7.3f} "
-                  f"{100 * r['overhead']:>8.2f}% {gap:>11}")
-        result["training"] = rows
-        result["training_load"] = load()
+            print(f"{r['query']:6} {r['tier']:7} {r['paused_at']:>9} {r['halt_s']:>7.3f} {r['save_s']:>7.4f} "
+                  f"{r['restore_s']:>9.4f} {r['start_latency_s']:>8.3f} {r['exact']}")
+        result["backend_tiers"] = rows
+        result["backend_tiers_load"] = load()
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {a.json}")

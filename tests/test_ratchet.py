@@ -113,7 +113,7 @@ def test_ratchet_trigger_pays_back_an_expensive_first_checkpoint_within_the_boun
 
 def test_cohabit_run_checkpoint_option_picks_ratchets_trigger(tmp_path, monkeypatch):
     """``cohabit run --checkpoint ratchet`` hands the backend Ratchet's trigger (``interval``: the fixed
-    one); an unknown choice is refused with the option's name before anything runs."""
+    one) and ``--paused-memory-mb`` its tiers; bad values are refused with the option's name."""
     import textwrap
 
     from typer.testing import CliRunner
@@ -136,11 +136,39 @@ def test_cohabit_run_checkpoint_option_picks_ratchets_trigger(tmp_path, monkeypa
     original = local.LocalBackend.__init__
 
     def spy(self, *args, **kw):
-        seen.append(kw.get("checkpoint_policy"))
+        seen.append((kw.get("checkpoint_policy"), kw.get("paused_memory_mb")))
         original(self, *args, **kw)
 
     monkeypatch.setattr(local.LocalBackend, "__init__", spy)
-    for choice in ("ratchet", "interval"):
-        res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", choice])
+    for choice, extra in (("ratchet", ["--paused-memory-mb", "8"]), ("interval", [])):
+        res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", choice, *extra])
         assert res.exit_code == 0, res.output
-    assert seen == ["ratchet", "fixed"]
+    assert seen == [("ratchet", 8.0), ("fixed", None)]
+    bad = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--paused-memory-mb", "-1"])
+    assert bad.exit_code != 0 and "--paused-memory-mb" in bad.output
+
+
+def test_ratchet_tiering_spills_an_ended_jobs_state_and_the_scheduler_says_when(tmp_path):
+    store = TieredStateStore(CheckpointStore(tmp_path, fsync=False), budget_bytes=100_000)
+    store.put("done", _state(100), iteration=7)
+    assert store.tier_of("done") == "memory"
+    store.spill("done")  # its job ended: the budget goes back, the state is in the store
+    assert store.tier_of("done") is None and store.memory_bytes == 0
+    assert store.disk.latest("done").iteration == 7
+    # the scheduler tells a backend that has job_ended when each job ends
+    from cohabit.policies import make_policy
+    from cohabit.sim.backend import SimBackend
+    from cohabit.engine.loop import Scheduler
+    from cohabit.sim.truth import JobTruth, TraceJob
+    from cohabit.spec import ClusterSpec, Resources, simple_job
+
+    ended: list[str] = []
+
+    class Telling(SimBackend):
+        def job_ended(self, job, now):
+            ended.append(job)
+
+    jobs = [TraceJob(simple_job(f"j{i}", 1, iterations=10), JobTruth(iterations=10, duration=5.0)) for i in range(2)]
+    cl = ClusterSpec.homogeneous("g", 1, Resources(gpu=1, cpu=8, mem_gb=64))
+    Scheduler(cl, make_policy("fifo"), Telling(jobs)).run([j.spec for j in jobs])
+    assert sorted(ended) == ["j0", "j1"]

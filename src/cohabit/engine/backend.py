@@ -66,6 +66,9 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release whatever the backend holds (processes, connections)."""
 
+    # Optional: ``job_ended(job, now)``, called by the scheduler when a job ends (finished, stopped,
+    # cancelled), for a backend that holds something of it after its halt (LocalBackend's tiers).
+
 
 class UsageBackend(Backend, Protocol):
     """A backend that also reports what jobs use (``USED`` events). At the end of a run the

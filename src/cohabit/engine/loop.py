@@ -91,6 +91,7 @@ class Scheduler(LiveControl):
         self.cluster = cluster
         self.policy = policy
         self.backend = backend
+        self._backend_job_ended = getattr(backend, "job_ended", None)  # optional: told when a job ended
         self.strict = strict
         self.horizon = horizon
         if decision_period is not None and not 0 < decision_period < math.inf:
@@ -416,6 +417,8 @@ class Scheduler(LiveControl):
             self.running.pop(job.id, None)
         self.pending.pop(job.id, None)
         self.paused.pop(job.id, None)
+        if self._backend_job_ended is not None:
+            self._backend_job_ended(job.id, now)  # a backend holding the job's paused state lets go of it
         job._state = state
         job._reason = reason
         job._end_time = now

@@ -62,7 +62,7 @@ def epochs_done(job: JobView, now: float) -> float:
     return 0.0
 
 
-def view_cpu(job: JobView) -> float:
+def task_cpu(job: JobView) -> float:
     """CPU cores of one worker task of ``job``'s demand."""
     return float(job.spec.workers.demand.get("cpu", 0.0))
 
@@ -161,7 +161,7 @@ class EpochArbiter(BasePolicy):
     def can_share(self, job: JobView) -> bool:
         """Whether ``job`` may get extra cores (``extra_cores``): single-task query jobs, whose
         runtime changes DuckDB's ``threads`` at the next batch."""
-        return job.spec.kind == "query" and job.spec.num_ps == 0 and view_cpu(job) > 0
+        return job.spec.kind == "query" and job.spec.num_ps == 0 and task_cpu(job) > 0
 
     def deal_extra_cores(self, view: ClusterView, draft: Draft, granted: Sequence[JobView],
                          where: dict[str, Placement]) -> tuple[Plan, Plan]:
@@ -179,7 +179,7 @@ class EpochArbiter(BasePolicy):
             p = where[j.id]
             if len(p) == 1 and self.can_share(j):
                 by_node.setdefault(p[0], []).append(j)
-        cores = {j.id: view_cpu(j) for js in by_node.values() for j in js}
+        cores = {j.id: task_cpu(j) for js in by_node.values() for j in js}
         for node, js in by_node.items():
             spare = int(np.floor(float(free[node, col]) + 1e-9))
             while spare > 0:
@@ -193,7 +193,7 @@ class EpochArbiter(BasePolicy):
         for js in by_node.values():
             for j in js:
                 alloc = view.allocation_of(j.id) if j.state is JobState.RUNNING else None
-                now_cpu = float(alloc.total.get("cpu", 0.0)) if alloc is not None else view_cpu(j)
+                now_cpu = float(alloc.total.get("cpu", 0.0)) if alloc is not None else task_cpu(j)
                 want = cores[j.id]
                 if abs(want - now_cpu) > 1e-9:
                     (shrink if want < now_cpu else grow).append(SetShare(j.id, Resources(cpu=want)))

@@ -106,6 +106,14 @@ class TieredStateStore:
         self.log.append({"op": "restore", "job": job, "tier": "memory", "bytes": len(held.blob), "s": 0.0})
         return held.blob
 
+    def spill(self, job: str) -> None:
+        """Write ``job``'s state to disk if it is held in memory (its job ended: it will not be resumed
+        from memory, and its budget goes to the paused jobs)."""
+        held = self._mem.get(job)
+        if held is not None:
+            self._evict(job, held)
+        self._on_disk.discard(job)
+
     def flush(self) -> None:
         """Write every state held in memory to disk (before the process holding them ends)."""
         for job, held in list(self._mem.items()):

@@ -34,6 +34,7 @@ CHECKPOINT_POLICIES = {"interval": "fixed", "ratchet": "ratchet"}
 MAX_RESTARTS = 1000
 MAX_INTERVAL_S = 1e6
 MAX_BANDWIDTH_MBPS = 1e9
+MAX_PAUSED_MB = 1e7
 MAX_LOCAL_NODES = 4096
 
 
@@ -100,6 +101,7 @@ def run(
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
+    paused_memory_mb: Annotated[Optional[float], typer.Option(help="Ratchet's tiers: keep paused single-task jobs' states in memory up to this many MB (the rest written to the checkpoint store); default: every pause writes to the store.")] = None,
     checkpoint: Annotated[str, typer.Option(help="When running tasks checkpoint: 'interval' (every --checkpoint-interval seconds) or 'ratchet' (Ratchet's trigger: as often as CheckFreq's 3.5% overhead bound allows, from measured checkpoint costs; the first after --checkpoint-interval).")] = "interval",
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, allocated and used share per policy) here, as `cohabit simulate --plot`.")] = None,
@@ -118,6 +120,7 @@ def run(
         check.number("--max-restarts", max_restarts, lo=0, hi=MAX_RESTARTS),
         check.number("--checkpoint-interval", checkpoint_interval, lo=0, lo_open=True, hi=MAX_INTERVAL_S),
         check.number("--bandwidth-mbps", bandwidth_mbps, lo=0, hi=MAX_BANDWIDTH_MBPS),
+        check.number("--paused-memory-mb", paused_memory_mb, lo=0, hi=MAX_PAUSED_MB),
         check.number("--nodes", nodes, lo=1, hi=MAX_LOCAL_NODES),
         check.output_file("--json", json_out), check.output_dir("--workdir", workdir),
     )
@@ -164,7 +167,7 @@ def run(
         with _stop_on_signals():
             _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
                             {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
-                             "checkpoint_policy": CHECKPOINT_POLICIES[checkpoint],
+                             "checkpoint_policy": CHECKPOINT_POLICIES[checkpoint], "paused_memory_mb": paused_memory_mb,
                              "bandwidth_mbps": bandwidth_mbps, "resume": resume}, plot=plot, columns=columns)
     except KeyboardInterrupt:
         kept = f"; checkpoints kept in {workdir} (continue with --resume)" if workdir is not None else ""
@@ -316,13 +319,15 @@ def _prepare_query_data(specs: list[Any]) -> None:
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
                  max_restarts: int = 2, checkpoint_interval: float = 2.0, bandwidth_mbps: float | None = None,
                  backend_cls: Any = None, resume: bool = False,
-                 checkpoint_policy: str = "fixed") -> tuple[dict[str, Any], dict[str, Any]]:
+                 checkpoint_policy: str = "fixed",
+                 paused_memory_mb: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
     ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
     ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
     ``resume``: each job's first start continues from a checkpoint an earlier run left under ``workdir``.
     ``checkpoint_policy``: ``"fixed"`` (every ``checkpoint_interval`` s) or ``"ratchet"`` (Ratchet's trigger).
+    ``paused_memory_mb``: Ratchet's tiers for paused jobs' states (None: all on disk).
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
@@ -347,7 +352,7 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
                             checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps, resume=resume,
-                            checkpoint_policy=checkpoint_policy)
+                            checkpoint_policy=checkpoint_policy, paused_memory_mb=paused_memory_mb)
             board.refresh()
         if bar.disable:
             finished_line(err, pol.name, out.metrics.jobs_finished, len(specs), "jobs finished",

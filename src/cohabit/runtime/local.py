@@ -416,6 +416,12 @@ class LocalBackend:
                 pass  # died: advance() sees it; a restart reads run.alloc
         self.timings.append({"job": job, "kind": "share", "at": self.now(), "threads": msg["threads"], "mem_gb": mem})
 
+    def job_ended(self, job: str, now: float) -> None:
+        """The scheduler ended ``job`` (finished, stopped, cancelled): a final state Ratchet's tiers hold in
+        memory is written to the checkpoint store, where an ended job's state always is."""
+        if self.tiers is not None:
+            self.tiers.spill(job)
+
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         run = self._runs.pop(job, None)
         if run is None:
