@@ -122,3 +122,14 @@ def test_finished_job_reports_exactly_its_iterations() -> None:
     ])
     result = Scheduler(small_cluster(1, 1), FIFO(), backend, strict=True).run([trace_job("A", 1, 10).spec])
     assert result.jobs["A"].reported_iterations == pytest.approx(5.0)
+
+
+def test_srtf_pauses_a_spared_job_when_its_minimum_run_ends() -> None:
+    # one GPU, min_run_time 30: A(1000) starts at 0; B(10) arrives at 5, A is spared until t=30, when the
+    # policy decides again (next_decision_time) and pauses it: B runs 30-40, A resumes at 40 and ends at 1010.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 10, 5)]
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=30.0),
+                   config=NO_COST, oracle=True, strict=True)
+    paused = [e.time for e in out.result.record if e.kind == EventKind.PAUSED]
+    assert paused == pytest.approx([30.0])
+    assert jcts(out) == pytest.approx({"A": 1010, "B": 35})

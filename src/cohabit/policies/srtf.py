@@ -49,6 +49,7 @@ class SRTF(BasePolicy):
             raise ValueError(f"min_run_time must be >= 0 seconds, got {min_run_time!r}")
         self.min_run_time = min_run_time
         self._started: dict[str, float] = {}  # job -> when this policy last started or resumed it
+        self._wake: float | None = None  # see next_decision_time
         self.uses_oracle = use_oracle
         self.preempt_margin = preempt_margin
         self.preemptive = preemptive
@@ -111,9 +112,15 @@ class SRTF(BasePolicy):
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._waiting_rem.pop(job.id, None)
         self._running_rem.pop(job.id, None)
+        self._started.pop(job.id, None)
+
+    def next_decision_time(self) -> float | None:
+        """When a job spared by ``min_run_time`` for a waiting job with less work left may be paused."""
+        return self._wake
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        self._wake = None
         if not view.pending and not view.paused:
             return []
         n_history = len(view.history)
@@ -124,6 +131,7 @@ class SRTF(BasePolicy):
         draft = Draft(view)
         plan: Plan = []
         victims: list[tuple[float, JobView]] | None = None
+        spared: list[tuple[float, float, JobView]] = []  # (remaining, end of its minimum run, job)
         while keyed:
             mine, _, job = heapq.heappop(keyed)
             p = draft.place(job)
@@ -132,10 +140,20 @@ class SRTF(BasePolicy):
                     if self._running_bound(view, n_history) <= mine + self.preempt_margin:
                         victims = []  # nobody is worth pausing for this job, nor for any later one
                     else:
-                        victims = sorted(((self.remaining(r, view), r) for r in view.running.values()
-                                          if view.now - self._started.get(r.id, -math.inf) >= self.min_run_time),
-                                         key=lambda x: -x[0])
+                        victims = []
+                        for r in view.running.values():
+                            since = self._started.get(r.id, -math.inf)
+                            if view.now - since >= self.min_run_time - 1e-6:  # (a wake-up lands on it)
+                                victims.append((self.remaining(r, view), r))
+                            else:
+                                spared.append((self.remaining(r, view), since + self.min_run_time, r))
+                        victims.sort(key=lambda x: -x[0])
                 p = self._preempt_for(job, mine, draft, victims, plan)
+                if p is None and spared:
+                    # decide again when the first job worth pausing for this one has run its minimum
+                    due = min((t for rem, t, _ in spared if rem > mine + self.preempt_margin), default=None)
+                    if due is not None and (self._wake is None or due < self._wake):
+                        self._wake = due
             if p is None:
                 # Waiting jobs come in order of remaining time and victims only leave the list: once
                 # nobody is worth pausing for this job and no room is left, none of the later ones
@@ -147,9 +165,6 @@ class SRTF(BasePolicy):
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._started[job.id] = view.now
         return plan
-
-    def on_finish(self, job: JobView, view: ClusterView) -> None:
-        self._started.pop(job.id, None)
 
     def _preempt_for(self, job: JobView, mine: float, draft: Draft,
                      victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:
