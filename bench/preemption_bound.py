@@ -53,18 +53,20 @@ def workload(name: str) -> tuple[list[Any], Any, str, dict[str, float] | None]:
     raise SystemExit(f"unknown workload {name!r}: tiresias_480, trace1[@muri], gavel-v100x8, gavel-888")
 
 
-def run(policy: str, name: str) -> dict[str, Any]:
+def run(policy: str, name: str, limit: int | None = None) -> dict[str, Any]:
     from cohabit.policies import make_policy
     from cohabit.sim.physics import physics_config
     from cohabit.sim.runner import simulate
 
     jobs, cluster, physics, ref = workload(name)
+    if limit:
+        jobs, ref = sorted(jobs, key=lambda j: j.spec.submit_time)[:limit], None
     t0 = _cpu()
     out = simulate(jobs, cluster, make_policy(policy), config=physics_config(physics))
     cpu = _cpu() - t0
     m = out.metrics
     per = [j.preemptions for j in out.result.jobs.values()]
-    return {"policy": policy, "workload": name, "physics": physics, "jobs": len(jobs), "finished": m.jobs_finished,
+    return {"policy": policy, "workload": name + (f"[:{limit}]" if limit else ""), "physics": physics, "jobs": len(jobs), "finished": m.jobs_finished,
             "avg_jct": m.avg_jct, "makespan": m.makespan, "p95_jct": m.p95_jct, "preemptions": m.preemptions,
             "preemptions_per_job": m.preemptions / max(len(jobs), 1), "max_preemptions_of_a_job": max(per or [0]),
             "cpu_s": round(cpu, 2), "reference": ref}
@@ -74,6 +76,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--policies", required=True, help="comma-separated policy specs (';' also separates)")
     ap.add_argument("--workloads", default="tiresias_480")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N jobs (by submit time) of each")
     ap.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "preemption_bound.json")
     a = ap.parse_args()
     policies = [p for p in a.policies.replace(";", ",").split(",") if p]
@@ -82,7 +85,7 @@ def main() -> None:
     print("workload | policy | avg JCT | ref avg JCT | preempt | per job | max of a job | CPU s | load")
     for w in a.workloads.split(","):
         for p in policies:
-            r = run(p, w)
+            r = run(p, w, a.limit)
             rows.append(r)
             ref = r["reference"]
             print(f"{w} | {p} | {r['avg_jct']:,.0f} | {ref['avg_jct'] if ref else float('nan'):,.0f} | "

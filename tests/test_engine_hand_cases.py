@@ -33,7 +33,7 @@ def test_srtf_oracle_preempts_for_shorter_jobs_hand_computed() -> None:
     # t=0 A(100) starts. t=1 B(10) arrives: A has 99 left > 10 -> A paused, B runs 1-11.
     # t=2 C(50) arrives: B has 9 left < 50 -> C waits. t=11 B ends; C(50) < A(99) -> C 11-61; A 61-160.
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 10, 1), trace_job("C", 1, 50, 2)]
-    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0),
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=0.0),
                    config=NO_COST, oracle=True, strict=True)
     assert jcts(out) == pytest.approx({"A": 160, "B": 10, "C": 59})
     assert out.metrics.preemptions == 1
@@ -43,7 +43,7 @@ def test_srtf_without_oracle_uses_declared_iterations_and_measured_speed() -> No
     # Iterations are declared (a real user states them); iteration time is measured after
     # the first iteration, so the observed estimate matches the oracle here once measured.
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 10, 1), trace_job("C", 1, 50, 2)]
-    out = simulate(jobs, small_cluster(1, 1), SRTF(preempt_margin=0.0), config=NO_COST, strict=True)
+    out = simulate(jobs, small_cluster(1, 1), SRTF(preempt_margin=0.0, min_run_time=0.0), config=NO_COST, strict=True)
     # B and C have no measurement and no history at arrival: unknown length -> they wait behind A
     # until history exists; A finishes first at 100, then B (10) and C (50) by arrival order.
     assert jcts(out)["A"] == pytest.approx(100)
@@ -53,7 +53,7 @@ def test_srtf_without_oracle_uses_declared_iterations_and_measured_speed() -> No
 def test_checkpoint_cost_delays_a_preempted_job() -> None:
     cfg = SimConfig(checkpoint_s=5.0, restore_s=5.0)
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 10, 1)]
-    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0), config=cfg,
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=0.0), config=cfg,
                    oracle=True, strict=True)
     # A runs 0-1 (1 done), paused; B 1-11; A resumes at 11, pays 10 s, then 99 s -> ends at 120.
     assert jcts(out) == pytest.approx({"A": 120, "B": 10})
