@@ -133,3 +133,13 @@ def test_srtf_pauses_a_spared_job_when_its_minimum_run_ends() -> None:
     paused = [e.time for e in out.result.record if e.kind == EventKind.PAUSED]
     assert paused == pytest.approx([30.0])
     assert jcts(out) == pytest.approx({"A": 1010, "B": 35})
+
+
+def test_a_wake_up_between_decision_rounds_waits_for_the_round() -> None:
+    # 60 s rounds, min_run_time 90: A starts at the round of 60; B (shorter) arrives at 70; at 120 A has run
+    # 60 s: spared, wake-up asked for 150, between rounds. The loop goes on to the round of 180 (before the
+    # loop ignored past wake-ups it turned at 150 for ever), where A is paused.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 10, 70)]
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=90.0),
+                   config=NO_COST, oracle=True, strict=True, decision_period=60.0)
+    assert [e.time for e in out.result.record if e.kind == EventKind.PAUSED] == pytest.approx([180.0])

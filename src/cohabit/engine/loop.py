@@ -156,7 +156,9 @@ class Scheduler(LiveControl):
                 t = min(t_arr, next_tick, t_src, t_be if t_be is not None else math.inf,
                         self.criteria.next_time())
                 if self._hook_wake is not None and active:
-                    t = min(t, max(self._hook_wake() or math.inf, self.now))
+                    wake = self._hook_wake()
+                    if wake is not None and self.now < wake < t:  # (one already past is not a reason to turn)
+                        t = wake
                 if t == math.inf and not self.running:
                     break  # (a real backend with running jobs waits for their next event)
                 if t > self.horizon:
