@@ -187,7 +187,7 @@ class Themis(ObservingPolicy):
         width = min(int((snap.n_max - snap.n_min).max()) + 1, int(snap.fits_units(free).max()) + 1)
         held = np.concatenate([np.zeros((len(snap), 1), dtype=np.int64),
                                snap.n_min[:, None] + np.arange(max(width, 1))[None, :]], axis=1)
-        table, now_rho = self.rho_table(view, snap, held)
+        table, _ = self.rho_table(view, snap, held)
         before, after = table[:, :-1], table[:, 1:]
         valid = (held[:, 1:] <= snap.n_max[:, None]) & (after < before - 1e-12)
         valid[:, 0] = True  # a job with nothing always takes its minimum, if it fits
@@ -202,9 +202,9 @@ class Themis(ObservingPolicy):
         holding = snap.state == 1
         kept = holding[:, None] & (held[:, 1:] <= snap.cur[:, None])
         values = np.where(kept, values + credit, values)
-        now_rho = table[:, 0] + UNSERVED + np.where(holding, credit, 0.0)
+        rank_rho = table[:, 0] + np.where(holding, credit, 0.0)
         first = snap.bundle(snap.n_min)
-        rank = np.argsort(-now_rho, kind="stable")
+        rank = np.argsort(-rank_rho, kind="stable")
         n_first = max(1, math.ceil((1.0 - self.fairness) * len(snap)))
         counts = np.zeros(len(snap), dtype=np.int64)
         for group in (rank[:n_first], rank[n_first:]):
