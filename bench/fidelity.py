@@ -51,9 +51,9 @@ class Side:
 #: (simulator, reference policy) -> cohabit's matched setting. The notes say what each option matches.
 MATCHED: dict[tuple[str, str], Side] = {
     ("muri", "shortest"): Side(
-        "srtf", True, "muri",
+        "srtf:min_run_time=0", True, "muri",
         "Muri's SRTF reads each job's true remaining time (remaining_iteration x iteration_time): "
-        "cohabit's srtf with --oracle; physics muri"),
+        "cohabit's srtf with --oracle; it preempts at every event (no minimum run); physics muri"),
     ("muri", "dlas-gpu"): Side(
         "tiresias:starve_limit=null:consolidate_unknown=false:skew_threshold=1:min_run_time=0", False, "muri",
         "Muri runs dlas_sim_jobs(gputime=True, solve_starvation=0): 2D-LAS, thresholds (3250, 7200) GPU-s, "

@@ -72,6 +72,8 @@ POLICIES: dict[str, str] = {
     "optimus": "optimus",
     "pollux": "pollux",
 }
+#: Further cohabit policies compared with a reference policy: the artifact's own reading of it.
+VARIANTS: dict[str, list[str]] = {"tiresias": ["tiresias-pollux"]}
 #: cohabit's simulator settings: (SimConfig, decision period in seconds).
 SETTINGS: dict[str, tuple[SimConfig | None, float | None]] = {
     "default": (None, None),
@@ -96,10 +98,12 @@ def workload_jobs(name: str, ref: dict[str, Any] | None = None) -> list[TraceJob
 
 
 def run_cohabit(jobs: list[TraceJob], policy: str, setting: str) -> dict[str, float]:
-    """cohabit's metrics for the artifact's ``policy`` under ``setting`` (same definitions as the reference)."""
+    """cohabit's metrics for the artifact's ``policy`` (or a cohabit spec of :data:`VARIANTS`) under
+    ``setting`` (same definitions as the reference)."""
     cfg, period = SETTINGS[setting]
     t0 = time.process_time()
-    out = simulate(jobs, preset("pollux"), make_policy(POLICIES[policy]), config=cfg, decision_period=period)
+    out = simulate(jobs, preset("pollux"), make_policy(POLICIES.get(policy, policy)), config=cfg,
+                   decision_period=period)
     cpu = time.process_time() - t0
     done = [j for j in out.result.jobs.values() if j.end_time is not None and j.state.value == "finished"]
     jct = np.array([j.end_time - j.spec.submit_time for j in done])  # type: ignore[operator]
@@ -122,21 +126,22 @@ def rows(workloads: list[str] | None = None, policies: list[str] | None = None,
     out: list[dict[str, Any]] = []
     jobs_of: dict[str, list[TraceJob]] = {}
     for run in ref["runs"]:
-        wl, pol = run["workload"], run["policy"]
-        if (workloads and wl not in workloads) or (policies and pol not in policies):
-            continue
-        jobs = jobs_of.setdefault(wl, workload_jobs(wl, ref))
-        for setting in settings:
-            mine = run_cohabit(jobs, pol, setting)
-            for metric in METRICS:
-                theirs = run["metrics"].get(metric)
-                if theirs is None:
-                    continue
-                ratio = mine[metric] / theirs if theirs else float("nan")
-                out.append({"simulator": SIMULATOR, "workload": wl, "policy": pol, "metric": metric,
-                            "reference": theirs, "cohabit": mine[metric], "ratio": ratio, "setting": setting,
-                            "reference_source": run["source"], "cohabit_cpu_s": round(mine["cpu_s"], 2),
-                            "cohabit_unfinished": mine["unfinished"]})
+        wl, ref_pol = run["workload"], run["policy"]
+        for pol in (ref_pol, *VARIANTS.get(ref_pol, [])):
+            if (workloads and wl not in workloads) or (policies and pol not in policies):
+                continue
+            jobs = jobs_of.setdefault(wl, workload_jobs(wl, ref))
+            for setting in settings:
+                mine = run_cohabit(jobs, pol, setting)
+                for metric in METRICS:
+                    theirs = run["metrics"].get(metric)
+                    if theirs is None:
+                        continue
+                    out.append({"simulator": SIMULATOR, "workload": wl, "policy": pol, "reference_policy": ref_pol,
+                                "metric": metric, "reference": theirs, "cohabit": mine[metric],
+                                "ratio": mine[metric] / theirs if theirs else float("nan"), "setting": setting,
+                                "reference_source": run["source"], "cohabit_cpu_s": round(mine["cpu_s"], 2),
+                                "cohabit_unfinished": mine["unfinished"]})
     return out
 
 

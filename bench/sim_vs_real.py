@@ -204,7 +204,7 @@ def main() -> None:
     for r in range(args.repeats):  # alternate, so that a change in the machine's load hits both policies
         for label, make, outs, cpus in (("FIFO", FIFO, fifo_outs, fifo_cpu),
                                         (f"SRTF (preemption margin {args.margin:g} s)",
-                                         lambda: SRTF(preempt_margin=args.margin), srtf_outs, srtf_cpu)):
+                                         lambda: SRTF(preempt_margin=args.margin, min_run_time=0.0), srtf_outs, srtf_cpu)):
             console.rule(f"real run {r + 1}/{args.repeats}: {label}")
             c0 = children_cpu_s()
             out = run_local(specs, cl, make())
@@ -230,9 +230,9 @@ def main() -> None:
     runs = {
         # prediction: everything the simulator knows comes from the FIFO runs and the overhead runs
         "fifo": (fifo_outs, prof_fifo, FIFO()),
-        "srtf (predicted from FIFO profiles)": (srtf_outs, prof_fifo, SRTF(preempt_margin=args.margin)),
+        "srtf (predicted from FIFO profiles)": (srtf_outs, prof_fifo, SRTF(preempt_margin=args.margin, min_run_time=0.0)),
         # replay: job speeds from the SRTF runs themselves (isolates the scheduling model from machine noise)
-        "srtf (profiles from its own runs)": (srtf_outs, prof_srtf, SRTF(preempt_margin=args.margin)),
+        "srtf (profiles from its own runs)": (srtf_outs, prof_srtf, SRTF(preempt_margin=args.margin, min_run_time=0.0)),
     }
     table = Table(title=f"JCT (s): real (mean of {args.repeats} run(s)) vs simulated (1 logical node, 1 core)",
                   title_justify="left")

@@ -33,7 +33,7 @@ def test_srtf_oracle_preempts_for_shorter_jobs_hand_computed() -> None:
     # t=0 A(100) starts. t=1 B(10) arrives: A has 99 left > 10 -> A paused, B runs 1-11.
     # t=2 C(50) arrives: B has 9 left < 50 -> C waits. t=11 B ends; C(50) < A(99) -> C 11-61; A 61-160.
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 10, 1), trace_job("C", 1, 50, 2)]
-    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0),
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=0.0),
                    config=NO_COST, oracle=True, strict=True)
     assert jcts(out) == pytest.approx({"A": 160, "B": 10, "C": 59})
     assert out.metrics.preemptions == 1
@@ -43,7 +43,7 @@ def test_srtf_without_oracle_uses_declared_iterations_and_measured_speed() -> No
     # Iterations are declared (a real user states them); iteration time is measured after
     # the first iteration, so the observed estimate matches the oracle here once measured.
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 10, 1), trace_job("C", 1, 50, 2)]
-    out = simulate(jobs, small_cluster(1, 1), SRTF(preempt_margin=0.0), config=NO_COST, strict=True)
+    out = simulate(jobs, small_cluster(1, 1), SRTF(preempt_margin=0.0, min_run_time=0.0), config=NO_COST, strict=True)
     # B and C have no measurement and no history at arrival: unknown length -> they wait behind A
     # until history exists; A finishes first at 100, then B (10) and C (50) by arrival order.
     assert jcts(out)["A"] == pytest.approx(100)
@@ -53,7 +53,7 @@ def test_srtf_without_oracle_uses_declared_iterations_and_measured_speed() -> No
 def test_checkpoint_cost_delays_a_preempted_job() -> None:
     cfg = SimConfig(checkpoint_s=5.0, restore_s=5.0)
     jobs = [trace_job("A", 1, 100, 0), trace_job("B", 1, 10, 1)]
-    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0), config=cfg,
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=0.0), config=cfg,
                    oracle=True, strict=True)
     # A runs 0-1 (1 done), paused; B 1-11; A resumes at 11, pays 10 s, then 99 s -> ends at 120.
     assert jcts(out) == pytest.approx({"A": 120, "B": 10})
@@ -122,3 +122,24 @@ def test_finished_job_reports_exactly_its_iterations() -> None:
     ])
     result = Scheduler(small_cluster(1, 1), FIFO(), backend, strict=True).run([trace_job("A", 1, 10).spec])
     assert result.jobs["A"].reported_iterations == pytest.approx(5.0)
+
+
+def test_srtf_pauses_a_spared_job_when_its_minimum_run_ends() -> None:
+    # one GPU, min_run_time 30: A(1000) starts at 0; B(10) arrives at 5, A is spared until t=30, when the
+    # policy decides again (next_decision_time) and pauses it: B runs 30-40, A resumes at 40 and ends at 1010.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 10, 5)]
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=30.0),
+                   config=NO_COST, oracle=True, strict=True)
+    paused = [e.time for e in out.result.record if e.kind == EventKind.PAUSED]
+    assert paused == pytest.approx([30.0])
+    assert jcts(out) == pytest.approx({"A": 1010, "B": 35})
+
+
+def test_a_wake_up_between_decision_rounds_waits_for_the_round() -> None:
+    # 60 s rounds, min_run_time 90: A starts at the round of 60; B (shorter) arrives at 70; at 120 A has run
+    # 60 s: spared, wake-up asked for 150, between rounds. The loop goes on to the round of 180 (before the
+    # loop ignored past wake-ups it turned at 150 for ever), where A is paused.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 10, 70)]
+    out = simulate(jobs, small_cluster(1, 1), SRTF(use_oracle=True, preempt_margin=0.0, min_run_time=90.0),
+                   config=NO_COST, oracle=True, strict=True, decision_period=60.0)
+    assert [e.time for e in out.result.record if e.kind == EventKind.PAUSED] == pytest.approx([180.0])

@@ -89,9 +89,9 @@ def test_a_preemption_that_cannot_make_room_pauses_nothing_and_frees_nothing() -
 
 def test_a_job_is_not_paused_before_it_ran_min_run_time() -> None:
     """min_run_time 60 s: L starts at 0; J (shorter) arrives at 10 and waits: L is spared until it has run
-    60 s, and paused at the next scheduling event after that (K's arrival at 70). With min_run_time 0
-    L is paused at 10."""
+    60 s, and paused then (the policy asks to decide again at 60; K arrives only at 70). With
+    min_run_time 0 L is paused at 10."""
     jobs = [trace_job("L", 1, 1000, 0), trace_job("J", 1, 10, 10), trace_job("K", 1, 5000, 70)]
-    assert _paused(_run(jobs, gpus=1, min_run_time=60.0))[0] == (pytest.approx(70), "L")
+    assert _paused(_run(jobs, gpus=1, min_run_time=60.0))[0] == (pytest.approx(60), "L")
     assert _paused(_run(jobs, gpus=1))[0] == (pytest.approx(10), "L")
-    assert SRTF().min_run_time == 0.0  # textbook SRTF by default (see the module doc)
+    assert SRTF().min_run_time == 60.0  # bounded by default (see the module doc)

@@ -53,6 +53,22 @@ def test_at_lease_expiry_a_job_holding_nothing_is_worse_off_than_any_running_one
     assert jct["A"] == pytest.approx(1200.0)
 
 
+def test_a_lease_is_renewed_unless_the_fairness_gain_pays_for_the_restart() -> None:
+    # As above, but the policy charges a restart 10 s (lease 100: credit 1 x 10 / 100 = 0.1). At t=100, if
+    # B lost the GPU it would wait a lease and restore: rho (100 + 100 + 10 + 100 / 0.5) / 400 = 1.025;
+    # A's rho if it waits is 1.1. A is worse off by 0.075, less than the 0.1 a restart wastes of a lease:
+    # B's lease is renewed and B finishes at 200 unpaused. Without the credit (restart_gain=0) A takes it.
+    jobs = [trace_job("A", 1, 1000, 0), trace_job("B", 1, 200, 0)]
+
+    def paused(gain: float) -> list[tuple[int, str]]:
+        pol = Themis(lease=100.0, restart_cost=10.0, tick=1.0, restart_gain=gain)
+        out = simulate(jobs, small_cluster(1, 1), pol, config=NO_COST, strict=True)
+        return [(round(e.time), e.job) for e in out.result.record if e.kind == EventKind.PAUSED]
+
+    assert paused(1.0) == []
+    assert paused(0.0)[0] == (100, "B")
+
+
 def test_running_jobs_keep_their_lease_until_it_expires() -> None:
     # C arrives at t=10 while A holds the only GPU with a lease until 100: C waits for the expiry.
     jobs = [trace_job("A", 1, 500, 0), trace_job("C", 1, 50, 10)]
@@ -75,7 +91,8 @@ def test_contention_is_the_time_average_of_active_jobs() -> None:
 
 @pytest.mark.parametrize("kw,word", [({"lease": 0}, "lease"), ({"fairness": 1.0}, "fairness"),
                                      ({"fairness": -0.1}, "fairness"), ({"report_interval": 0.0}, "report_interval"),
-                                     ({"restart_cost": -3}, "restart_cost"), ({"tick": -1.0}, "tick")])
+                                     ({"restart_cost": -3}, "restart_cost"), ({"tick": -1.0}, "tick"),
+                                     ({"restart_gain": -1.0}, "restart_gain")])
 def test_constructor_rejects_bad_values(kw: dict, word: str) -> None:
     with pytest.raises(ValueError, match=word) as err:
         Themis(**kw)

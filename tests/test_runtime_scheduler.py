@@ -52,7 +52,7 @@ def test_scheduler_srtf_preempts_a_real_job_and_it_resumes_from_its_checkpoint(t
             model="long", submit=0.1),
         job("short", {"name": "mlr"}, 400, model="mlr", submit=1.5),
     ]
-    out = run_local(specs, cl, SRTF(preempt_margin=0.5), root=tmp_path, strict=True, report_interval=0.1)
+    out = run_local(specs, cl, SRTF(preempt_margin=0.5, min_run_time=0.0), root=tmp_path, strict=True, report_interval=0.1)
     kinds = [(e.kind, e.job) for e in out.result.record if e.kind not in (EventKind.PROGRESS, EventKind.USED) and e.job]
     assert (EventKind.PAUSED, "long") in kinds and (EventKind.RESUMED, "long") in kinds
     assert kinds.index((EventKind.PAUSED, "long")) < kinds.index((EventKind.STARTED, "short")) \

@@ -361,7 +361,7 @@ def demo(
                   f"use `cohabit simulate --policy ...`)")
 
 
-DEMO_REAL_POLICIES = ["fifo", "srtf:preempt_margin=1"]  # jobs of seconds: a 1 s margin, not the 60 s default
+DEMO_REAL_POLICIES = ["fifo", "srtf:preempt_margin=1:min_run_time=0"]  # jobs of seconds: not the 60 s defaults
 
 
 def _demo_real(out: Path) -> None:

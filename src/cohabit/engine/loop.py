@@ -128,6 +128,7 @@ class Scheduler(LiveControl):
         self._hook_finish = getattr(policy, "on_finish", None)
         self._hook_progress = getattr(policy, "on_progress", None)
         self._tick = getattr(policy, "tick_interval", None)
+        self._hook_wake = getattr(policy, "next_decision_time", None)  # a one-off re-decision the policy asks for
         # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
         self._period = self._period_arg or getattr(policy, "decision_period", None)
         # decisions with nothing running and nothing to arrive before the loop gives up (a policy that
@@ -168,6 +169,10 @@ class Scheduler(LiveControl):
                     next_tick = math.inf
                 t = min(t_arr, next_tick, t_src, t_be if t_be is not None else math.inf,
                         self.criteria.next_time())
+                if self._hook_wake is not None and active:
+                    wake = self._hook_wake()
+                    if wake is not None and self.now < wake < t:  # (one already past is not a reason to turn)
+                        t = wake
                 if t == math.inf and not self.running:
                     break  # (a real backend with running jobs waits for their next event)
                 if t > self.horizon:

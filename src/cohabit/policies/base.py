@@ -7,6 +7,9 @@ Hooks the scheduler calls when a policy defines them:
 * ``on_finish(job, view)`` — a job ended (finished, stopped, failed, cancelled);
 * ``tick_interval`` (seconds or None) — also call ``decide`` this often while
   jobs are active (time slicing, periodic re-evaluation);
+* ``next_decision_time()`` (seconds or None) — call ``decide`` again at that time
+  (asked again after every decision; e.g. when a job spared from preemption
+  reaches its minimum run time);
 * ``cluster_problem(cluster) -> str | None`` — why the policy cannot run on this
   cluster (e.g. learned weights trained for another size), checked by the
   commands before any work starts; None: it can;

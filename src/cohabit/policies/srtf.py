@@ -14,13 +14,16 @@ explicitly grants the oracle (``--oracle``):
 
 Preemption: a waiting job that does not fit may pause running jobs whose
 remaining time exceeds its own by more than the checkpoint/restore margin,
-longest first. With ``min_run_time`` > 0 a job that (re)started less than that
-many seconds ago is not paused (``srtf:min_run_time=60`` bounds preemptions to
-one per restart cost; by default SRTF preempts at once, as the textbook rule
-does, and a burst of shorter arrivals can pause a job a second after it
-resumed). SRTF has no tick: a spared job is preempted at the next scheduling
-event after its minimum run, which costs average JCT: on the Muri artifact's
-trace1, 1,495,896 s with 0, 1,636,434 s with 60, 1,688,510 s with 30 (issue 19).
+longest first. A job that (re)started less than ``min_run_time`` seconds ago
+(default 60: twice cohabit's default checkpoint + restore) is not paused: if it
+is one the textbook rule would pause, nothing is paused now and the policy
+decides again when its minimum run ends (``next_decision_time``), so the
+victims are the textbook ones, at most ``min_run_time`` late. Without it
+(``srtf:min_run_time=0``, the textbook rule and the Muri artifact's) a burst of
+shorter arrivals pauses a job a second after it resumed. Measured (issue 19,
+``bench/preemption_bound.py``, cohabit physics): on the Muri artifact's trace1
+avg JCT 1,495,896 s with 0 and 1,495,945 s with 60, preemptions 6,035 and
+5,046; on tiresias_480 1,194 s and 1,175 s, preemptions 1,019 and 488.
 Jobs are started consolidated-first.
 """
 
@@ -42,13 +45,14 @@ from .params import build
 
 class SRTF(BasePolicy):
     def __init__(self, use_oracle: bool = False, preempt_margin: float = 60.0, preemptive: bool = True,
-                 min_run_time: float = 0.0) -> None:
+                 min_run_time: float = 60.0) -> None:
         if preempt_margin < 0:
             raise ValueError(f"preempt_margin must be >= 0 seconds, got {preempt_margin!r}")
         if not min_run_time >= 0:
             raise ValueError(f"min_run_time must be >= 0 seconds, got {min_run_time!r}")
         self.min_run_time = min_run_time
         self._started: dict[str, float] = {}  # job -> when this policy last started or resumed it
+        self._wake: float | None = None  # see next_decision_time
         self.uses_oracle = use_oracle
         self.preempt_margin = preempt_margin
         self.preemptive = preemptive
@@ -108,8 +112,13 @@ class SRTF(BasePolicy):
                 best = hit[1]
         return best
 
+    def next_decision_time(self) -> float | None:
+        """When a job spared by ``min_run_time`` for a waiting job with less work left may be paused."""
+        return self._wake
+
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        self._wake = None
         if not view.pending and not view.paused:
             return []
         n_history = len(view.history)
@@ -119,7 +128,7 @@ class SRTF(BasePolicy):
         heapq.heapify(keyed)
         draft = Draft(view)
         plan: Plan = []
-        victims: list[tuple[float, JobView]] | None = None
+        victims: list[tuple[float, float, JobView]] | None = None  # (remaining, end of its minimum run, job)
         while keyed:
             mine, _, job = heapq.heappop(keyed)
             p = draft.place(job)
@@ -128,10 +137,10 @@ class SRTF(BasePolicy):
                     if self._running_bound(view, n_history) <= mine + self.preempt_margin:
                         victims = []  # nobody is worth pausing for this job, nor for any later one
                     else:
-                        victims = sorted(((self.remaining(r, view), r) for r in view.running.values()
-                                          if view.now - self._started.get(r.id, -math.inf) >= self.min_run_time),
-                                         key=lambda x: -x[0])
-                p = self._preempt_for(job, mine, draft, victims, plan)
+                        victims = sorted(((self.remaining(r, view),
+                                           self._started.get(r.id, -math.inf) + self.min_run_time, r)
+                                          for r in view.running.values()), key=lambda x: -x[0])
+                p = self._preempt_for(job, mine, draft, victims, plan, view.now)
             if p is None:
                 # Waiting jobs come in order of remaining time and victims only leave the list: once
                 # nobody is worth pausing for this job and no room is left, none of the later ones
@@ -152,22 +161,27 @@ class SRTF(BasePolicy):
         self._running_rem.pop(job.id, None)
 
     def _preempt_for(self, job: JobView, mine: float, draft: Draft,
-                     victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:
+                     victims: list[tuple[float, float, JobView]], plan: Plan, now: float) -> tuple[int, ...] | None:
         """Pause the longest-remaining running jobs until ``job`` (``mine`` seconds left) fits;
-        undo if it never does."""
+        undo if it never does. If one of those jobs has not run ``min_run_time`` since it (re)started,
+        nothing is paused now: the policy decides again when that job's minimum run ends (the
+        textbook choice of victims, delayed; pausing a shorter job in its place costs avg JCT)."""
         if not victims or victims[0][0] <= mine + self.preempt_margin:
             return None  # nobody has enough more work left to be worth pausing
         saved = draft.save()
         chosen: list[int] = []
-        for k, (rem, r) in enumerate(victims):
+        for k, (rem, free_at, r) in enumerate(victims):
             if rem <= mine + self.preempt_margin:
+                break
+            if free_at > now + 1e-6:  # spared: wait for it (1e-6: the wake-up lands on its time)
+                self._wake = free_at if self._wake is None else min(self._wake, free_at)
                 break
             draft.give_back(r)
             chosen.append(k)
             p = draft.place(job)
             if p is not None:
                 for idx in sorted(chosen, reverse=True):
-                    plan.append(Pause(victims[idx][1].id, reason=f"srtf: {job.id} has less work left"))
+                    plan.append(Pause(victims[idx][2].id, reason=f"srtf: {job.id} has less work left"))
                     del victims[idx]
                 return p
         draft.restore(saved)
