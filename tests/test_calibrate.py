@@ -122,7 +122,7 @@ def test_profiles_taken_from_a_run_record_recover_the_costs_it_ran_with(backgrou
     """Including the machine's other load (2.5 runnable threads per core: a job alone on its core
     gets 1/3.5 of it), measured from the CPU time the jobs got."""
     jobs, cluster = world()
-    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0), config=replace(LOCAL, host_background=background))
+    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=replace(LOCAL, host_background=background))
     assert run.metrics.preemptions >= 2  # resumes happened: restore latencies are observable
     cal = calibrate([tj.spec for tj in jobs], run.result.record, cluster, SimConfig(report_interval_s=0.5))
     assert cal.background == pytest.approx(background, abs=0.02)
@@ -142,22 +142,22 @@ def test_profiles_taken_from_a_run_record_recover_the_costs_it_ran_with(backgrou
 def test_replaying_extracted_profiles_reproduces_the_run_and_ignoring_restores_does_not() -> None:
     jobs, cluster = world()
     specs = [tj.spec for tj in jobs]
-    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0), config=replace(LOCAL, host_background=1.0))
+    run = simulate(jobs, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=replace(LOCAL, host_background=1.0))
     cal = calibrate(specs, run.result.record, cluster, SimConfig(report_interval_s=0.5))
     trace = cal.trace
-    again = simulate(trace, cluster, SRTF(preempt_margin=1.0), config=cal.config)
+    again = simulate(trace, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=cal.config)
     assert again.metrics.avg_jct == pytest.approx(run.metrics.avg_jct, rel=0.02)
     assert again.metrics.makespan == pytest.approx(run.metrics.makespan, rel=0.02)
     no_latency = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, start_s=0.0, restore_s=0.0)))
                   for tj in trace]
-    off = simulate(no_latency, cluster, SRTF(preempt_margin=1.0), config=cal.config)
+    off = simulate(no_latency, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=cal.config)
     assert abs(off.metrics.avg_jct / run.metrics.avg_jct - 1) > 0.05
-    no_sharing = simulate(trace, cluster, SRTF(preempt_margin=1.0), config=replace(cal.config, host_sharing=False))
+    no_sharing = simulate(trace, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=replace(cal.config, host_sharing=False))
     assert abs(no_sharing.metrics.avg_jct / run.metrics.avg_jct - 1) > 0.2
     # the background taken for 0: each job's cost includes it, but a job alone runs twice too fast
     quiet = calibrate(specs, run.result.record, cluster, SimConfig(report_interval_s=0.5))
     flat = trace_from_run(specs, run.result.record, cluster, background=0.0)
-    unloaded = simulate(flat, cluster, SRTF(preempt_margin=1.0), config=replace(quiet.config, host_background=0.0))
+    unloaded = simulate(flat, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=replace(quiet.config, host_background=0.0))
     assert abs(unloaded.metrics.makespan / run.metrics.makespan - 1) > 0.05
 
 
