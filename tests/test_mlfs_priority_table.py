@@ -102,3 +102,41 @@ def test_table_forgets_ended_jobs_and_compacts() -> None:
         assert prs2[i] == pytest.approx(before[j.id])
         assert keys2[i] == pytest.approx(before[j.id].max())
     assert math.isfinite(float(keys2.sum()))
+
+
+def reference_features(view: ClusterView, job: JobView, free: float, fallback: float) -> np.ndarray:
+    """MLF-RL's state of one job, feature by feature (the definitions in ``rl.py``)."""
+    now, spec, g = view.now, job.spec, job.spec.graph
+    total = spec.iterations or 0
+    done = job.iterations_done(now)
+    rem = (max(spec.iterations - done, 0.0) * (job.iter_time or fallback)) if spec.iterations is not None else math.inf
+    dl = spec.absolute_deadline
+    slack = (dl - now - (rem if math.isfinite(rem) else 0.0)) / 3600.0 if dl is not None else 48.0
+    return np.array([spec.urgency / 10.0, 1.0 / (done + 1.0), loss_reduction_share(job),
+                     math.log2(max(spec.num_gpus, 1.0)) / 5.0, np.tanh(slack / 12.0),
+                     math.log1p(rem / 3600.0) / 5.0 if math.isfinite(rem) else 1.0,
+                     math.log1p(job.waiting_time(now) / 3600.0) / 3.0, float(job.id in view.paused),
+                     done / total if total else 0.0, (g.num_partitions / 8.0) if g is not None else 0.125,
+                     ((g.activation_mb + g.exchange_mb) / 200.0) if g is not None else 0.0,
+                     float(spec.architecture == "ps"), free, 1.0])
+
+
+def test_queue_features_equal_the_per_job_definitions_over_a_run() -> None:
+    from cohabit.policies.mlfs.rl import MLFRL, queue_features
+
+    class CheckedRL(MLFRL):
+        checked = 0
+
+        def queue(self, view, jobs):  # type: ignore[no-untyped-def, override]
+            jobs = list(jobs)
+            live = [*view.running.values(), *jobs]
+            fb = self._fallbacks(view, live)
+            x = queue_features(self._table, view, live, fb, 0.5, self._static)
+            for i, job in enumerate(live):
+                assert x[i] == pytest.approx(reference_features(view, job, 0.5, fb[job.spec.model]), rel=1e-9), job.id
+                self.checked += 1
+            return super().queue(view, jobs)
+
+    pol = CheckedRL()
+    simulate(generate(24, seed=4, compress=100), preset("mlfs"), pol)
+    assert pol.checked > 300

@@ -23,6 +23,7 @@ from ...engine.job import JobView
 
 _HOUR = 3600.0
 _MIN_LEFT_H = 1.0 / 60.0
+_NDYN = 6
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ class PriorityTable:
         self._model: list[int] = []
         # per slot, dynamic (refreshed when the signature changes)
         self._sig: list[tuple] = []
-        self._dyn = np.zeros((64, 4))  # per slot: ml scalar, iterations left, time run, iteration time
+        self._dyn = np.zeros((64, _NDYN))  # per slot: see _refresh
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -181,7 +182,7 @@ class PriorityTable:
         if self._dead * 2 > len(self._shapes) + 16:
             keep = sorted(self._slot.items(), key=lambda e: e[1])
             old = (self._shapes, self._submit, self._dl, self._model, self._sig)
-            self._dyn = np.concatenate([self._dyn[[i for _, i in keep]], np.zeros((64, 4))])
+            self._dyn = np.concatenate([self._dyn[[i for _, i in keep]], np.zeros((64, _NDYN))])
             self._slot, self._shapes, self._start, self._ntasks, self._dead = {}, [], [], 0, 0
             self._submit, self._dl, self._model, self._sig = [], [], [], []
             for jid, i in keep:
@@ -216,14 +217,15 @@ class PriorityTable:
         return self._flat
 
     def _refresh(self, k: int, job: JobView, now: float, sig: tuple) -> None:
-        """Recompute the job's per-job terms (it reported or ran since they were taken)."""
-        p = self.params
-        it = job.iterations_done(now) + 1.0
-        urgency = job.spec.urgency if p.use_urgency else 1.0
+        """Recompute the job's per-job terms (it reported or ran since they were taken): urgency
+        factor, iterations done, loss-reduction share, iterations left (inf: no total), time run,
+        measured iteration time (nan: none yet)."""
+        urgency = job.spec.urgency if self.params.use_urgency else 1.0
+        done = job.iterations_done(now)
         total = job.spec.iterations
-        left = math.inf if total is None else max(total - (it - 1.0), 0.0)
+        left = math.inf if total is None else max(total - done, 0.0)
         self._sig[k] = sig
-        self._dyn[k] = (urgency / it * loss_reduction_share(job), left, job.executed_time(now),
+        self._dyn[k] = (urgency, done, loss_reduction_share(job), left, job.executed_time(now),
                         job.iter_time if job.iter_time else math.nan)
 
     def _refresh_all(self, jobs: list[JobView], now: float) -> list[int]:
@@ -240,6 +242,31 @@ class PriorityTable:
             out.append(k)
         return out
 
+    def _terms(self, now: float, fallback: dict[str, float], model: np.ndarray, submit: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(per-slot terms, remaining hours r, waiting hours w) of every slot."""
+        dyn = self._dyn[: len(self._sig)]
+        fb = np.array([fallback.get(m, 1.0) for m in self._models], dtype=float)
+        itime = np.where(np.isnan(dyn[:, 5]), fb[model], dyn[:, 5])
+        with np.errstate(invalid="ignore"):
+            rem_h = dyn[:, 3] * itime / _HOUR
+        rem_h = np.where(np.isfinite(rem_h), rem_h, self.max_deadline / _HOUR)
+        w_h = np.maximum(now - submit - dyn[:, 4], 0.0) / _HOUR
+        return dyn, rem_h, w_h
+
+    def observed(self, jobs: list[JobView], now: float, fallback: dict[str, float]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(iterations done, loss-reduction share, remaining seconds (inf: no total), waiting
+        seconds) of each of ``jobs``, from the same per-job terms as the priorities."""
+        for job in jobs:
+            if job.id not in self._slot:
+                self.add(job)
+        ks = np.asarray(self._refresh_all(jobs, now), dtype=np.int64)
+        flat = self._build()
+        dyn, rem_h, w_h = self._terms(now, fallback, flat[11], flat[9])
+        rem_s = np.where(np.isinf(dyn[ks, 3]), np.inf, rem_h[ks] * _HOUR)
+        return dyn[ks, 1], dyn[ks, 2], rem_s, w_h[ks] * _HOUR
+
     def compute(self, jobs: list[JobView], now: float, fallback: dict[str, float]
                 ) -> tuple[np.ndarray, Slices]:
         """(highest task priority of each job, its task priorities: workers then servers).
@@ -255,17 +282,10 @@ class PriorityTable:
         share, hfrac, is_ps, owner, parent, child, bounds, starts, sizes, submit, dl, model = self._build()
         p = self.params
         ks = np.asarray(slots, dtype=np.int64)
-        dyn = self._dyn[: len(self._sig)]
-        fb = np.array([fallback.get(m, 1.0) for m in self._models], dtype=float)
-        itime = dyn[:, 3]
-        itime = np.where(np.isnan(itime), fb[model], itime)
-        with np.errstate(invalid="ignore"):
-            rem_h = dyn[:, 1] * itime / _HOUR
-        rem_h = np.where(np.isfinite(rem_h), rem_h, self.max_deadline / _HOUR)
+        dyn, rem_h, w_h = self._terms(now, fallback, model, submit)
         now_h = now / _HOUR
-        w_h = np.maximum(now - submit - dyn[:, 2], 0.0) / _HOUR
         # per task (all registered tasks; only the active jobs' results are read)
-        ml_base = dyn[owner, 0] * share  # Eq. 2
+        ml_base = (dyn[:, 0] / (dyn[:, 1] + 1.0) * dyn[:, 2])[owner] * share  # Eq. 2: L x 1/I x δl share x S_k
         d_task = dl[owner] / _HOUR - rem_h[owner] * hfrac
         left = np.maximum(d_task - now_h, _MIN_LEFT_H)
         r_task = np.maximum(rem_h[owner] * share, 1.0 / _HOUR)
