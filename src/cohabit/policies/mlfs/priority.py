@@ -24,6 +24,7 @@ from ...engine.job import JobView
 _HOUR = 3600.0
 _MIN_LEFT_H = 1.0 / 60.0
 _NDYN = 6
+_FLUSH = 128  # arrivals merged into the flat arrays at once
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ class PriorityTable:
         self._start: list[int] = []  # first flat task index of each slot
         self._ntasks = 0
         self._dead = 0
-        self._flat: tuple[np.ndarray, ...] | None = None
+        self._flat: tuple | None = None
+        self._flat_n = 0  # slots in the flat arrays
         self._models: dict[str, int] = {}
         # per slot, static
         self._submit: list[float] = []
@@ -170,7 +172,10 @@ class PriorityTable:
         self._sig.append(())
         if len(self._sig) > len(self._dyn):
             self._dyn = np.concatenate([self._dyn, np.zeros_like(self._dyn)])
-        self._flat = None
+        t = job.report_time  # its terms as they stand (a queued job's stay so until it runs)
+        self._refresh(len(self._sig) - 1, job, t, (t, job.executed_time(t), job.iter_time))
+        if len(self._shapes) - self._flat_n >= _FLUSH:
+            self._build()
 
     def remove(self, job_id: str) -> None:
         """Forget a job that ended (its slot stays, unread, until half the slots are dead; then
@@ -194,26 +199,39 @@ class PriorityTable:
                 self._ntasks += shape.n
                 for dst, src in zip((self._submit, self._dl, self._model, self._sig), old[1:]):
                     dst.append(src[i])
-            self._flat = None
+            self._flat, self._flat_n = None, 0
 
-    def _build(self) -> tuple[np.ndarray, ...]:
+    def _build(self) -> tuple:
+        """The flat per-task arrays of every slot: the slots added since the last call are
+        appended (``add`` calls this every ``_FLUSH`` arrivals, so a decision merges few)."""
+        n_slots = len(self._shapes)
+        if self._flat is not None and self._flat_n == n_slots:
+            return self._flat
+        new = self._shapes[self._flat_n:]
+        cat = np.concatenate
+        starts_new = np.asarray(self._start[self._flat_n:], dtype=np.int64)
+        sizes_new = np.array([s.n for s in new], dtype=np.int64)
+        parts = [cat([s.share for s in new]), cat([s.hfrac for s in new]), cat([s.is_ps for s in new]),
+                 np.repeat(np.arange(self._flat_n, n_slots), sizes_new), starts_new, sizes_new]
+        ne = np.array([len(s.parent) for s in new], dtype=np.int64)
+        eoff = np.repeat(starts_new, ne)
+        e = [np.zeros(0, np.int64)]
+        parent = cat([s.parent for s in new] + e) + eoff
+        child = cat([s.child for s in new] + e) + eoff
+        level = cat([s.level for s in new] + e)
         if self._flat is None:
-            shapes = [s for s in self._shapes if s is not None]
-            starts = np.asarray(self._start, dtype=np.int64)
-            ne = np.array([len(s.parent) for s in shapes], dtype=np.int64)
-            eoff = np.repeat(starts, ne)
-            cat = np.concatenate
-            parent = cat([s.parent for s in shapes] + [np.zeros(0, np.int64)]) + eoff
-            child = cat([s.child for s in shapes] + [np.zeros(0, np.int64)]) + eoff
-            level = cat([s.level for s in shapes] + [np.zeros(0, np.int64)])
-            order = np.argsort(level, kind="stable")
-            parent, child, level = parent[order], child[order], level[order]
-            bounds = np.searchsorted(level, np.arange(1, int(level.max(initial=0)) + 2))
-            sizes = np.array([s.n for s in shapes], dtype=np.int64)
-            self._flat = (cat([s.share for s in shapes]), cat([s.hfrac for s in shapes]),
-                          cat([s.is_ps for s in shapes]), np.repeat(np.arange(len(shapes)), sizes),
-                          parent, child, bounds, starts, sizes, np.asarray(self._submit, dtype=float),
-                          np.asarray(self._dl, dtype=float), np.asarray(self._model, dtype=np.int64))
+            old = [np.zeros(0, a.dtype) for a in parts]
+            edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        else:
+            old, edges = list(self._flat[:6]), dict(self._flat[6])
+        merged = [cat([a, b]) for a, b in zip(old, parts)]
+        for lv in np.unique(level).tolist():
+            m = level == lv
+            po, co = edges.get(lv, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            edges[lv] = (cat([po, parent[m]]), cat([co, child[m]]))
+        self._flat = (*merged, dict(sorted(edges.items())), np.asarray(self._submit, dtype=float),
+                      np.asarray(self._dl, dtype=float), np.asarray(self._model, dtype=np.int64))
+        self._flat_n = n_slots
         return self._flat
 
     def _refresh(self, k: int, job: JobView, now: float, sig: tuple) -> None:
@@ -263,7 +281,7 @@ class PriorityTable:
                 self.add(job)
         ks = np.asarray(self._refresh_all(jobs, now), dtype=np.int64)
         flat = self._build()
-        dyn, rem_h, w_h = self._terms(now, fallback, flat[11], flat[9])
+        dyn, rem_h, w_h = self._terms(now, fallback, flat[9], flat[7])
         rem_s = np.where(np.isinf(dyn[ks, 3]), np.inf, rem_h[ks] * _HOUR)
         return dyn[ks, 1], dyn[ks, 2], rem_s, w_h[ks] * _HOUR
 
@@ -279,7 +297,7 @@ class PriorityTable:
         if not jobs:
             return np.zeros(0), Slices(np.zeros(0), [], np.zeros(0, np.int64), np.zeros(0, np.int64))
         slots = self._refresh_all(jobs, now)
-        share, hfrac, is_ps, owner, parent, child, bounds, starts, sizes, submit, dl, model = self._build()
+        share, hfrac, is_ps, owner, starts, sizes, edges, submit, dl, model = self._build()
         p = self.params
         ks = np.asarray(slots, dtype=np.int64)
         dyn, rem_h, w_h = self._terms(now, fallback, model, submit)
@@ -294,11 +312,8 @@ class PriorityTable:
             c_base += p.gamma_d / left
         base = p.alpha * ml_base + (1.0 - p.alpha) * c_base  # Eq. 6 (the propagation is linear)
         out = base.copy()
-        lo = 0
-        for hi in bounds:  # Eq. 3 / Eq. 5, one level of parents at a time
-            if hi > lo:
-                out += p.gamma * np.bincount(parent[lo:hi], weights=out[child[lo:hi]], minlength=len(out))
-            lo = int(hi)
+        for parent, child in edges.values():  # Eq. 3 / Eq. 5, one level of parents at a time, lowest first
+            out += p.gamma * np.bincount(parent, weights=out[child], minlength=len(out))
         # a parameter server: the job's largest worker priority + γ x the sum over its workers
         wmax = np.where(is_ps, -np.inf, out)
         wsum = np.where(is_ps, 0.0, out)
