@@ -33,10 +33,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ...engine.actions import Migrate, Pause, Plan, Resume, Start
+from ...engine.actions import Migrate, Pause, Plan
 from ...engine.job import JobView
 from ...engine.view import ClusterView
-from ..base import BasePolicy
+from ..base import BasePolicy, launch, waiting_jobs
 from ..params import build
 from ...spec.graph import cross_node_mb
 from .placement import Scratch, task_peers, task_vectors
@@ -146,7 +146,7 @@ class MLFH(BasePolicy):
         moved: set[str] = set()
         if self.migrate and view.running:
             plan += self._handle_overload(view, scratch, moved)
-        waiting = [*view.paused.values(), *view.pending.values()]
+        waiting = waiting_jobs(view)
         if waiting and self._room(scratch):
             plan += self._place_queue(view, scratch, self.queue(view, waiting))
         return plan
@@ -174,7 +174,7 @@ class MLFH(BasePolicy):
             if where is None:
                 continue
             placement = tuple(where[t] for t in range(len(pr)))
-            plan.append(Resume(job.id, placement) if job.id in view.paused else Start(job.id, placement))
+            plan.append(launch(view, job, placement))
             free_gpus -= need
             if not self._room(scratch):
                 break
