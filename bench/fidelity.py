@@ -45,6 +45,7 @@ class Side:
     oracle: bool
     physics: str
     note: str
+    native: str | None = None  # cohabit's own nearest policy, for ``--setting default`` (None: ``policy``)
 
 
 #: (simulator, reference policy) -> cohabit's matched setting. The notes say what each option matches.
@@ -59,20 +60,26 @@ MATCHED: dict[tuple[str, str], Side] = {
         "no starvation promotion, placed by GPU count (no consolidation), rescheduled at every event "
         "(no minimum run time); physics muri"),
     ("muri", "themis"): Side("themis", False, "muri", "physics muri"),
-    ("gavel", "fifo"): Side("fifo", False, "gavel", "physics gavel"),
+    ("gavel", "fifo"): Side(
+        "gavel-fifo:pick=gavel-code", False, "gavel",
+        "Gavel's FIFO allocation (whole GPU types to the oldest jobs; the type its code picks: the last "
+        "listed with room) on its round mechanism (policies/gavel); physics gavel: 360 s rounds from t=0, "
+        "no restart cost", native="fifo"),
     ("gavel", "max_min_fairness"): Side(
-        "tiresias", False, "gavel",
-        "NEAREST, not the same policy: Gavel's LAS time-slices every job in 6-minute rounds by max-min "
-        "fair throughput; cohabit has no such policy, tiresias (discretized 2D-LAS) is the closest"),
-    ("gavel", "gandiva"): Side("gandiva", False, "gavel", "physics gavel"),
-    ("gavel", "finish_time_fairness"): Side("themis", False, "gavel",
-                                            "Gavel's finish-time fairness is Themis's rho; physics gavel"),
+        "gavel-las", False, "gavel",
+        "Gavel's LAS: max-min fair time fractions (LP optimum, water-filling point) on its round mechanism; "
+        "physics gavel", native="tiresias"),
+    ("gavel", "gandiva"): Side("gandiva", False, "gavel", "cohabit's Gandiva; physics gavel (rounds)"),
+    ("gavel", "finish_time_fairness"): Side(
+        "gavel-ftf", True, "gavel",
+        "Gavel's finish-time fairness (min max rho) on its round mechanism; Gavel's simulator reads its "
+        "measured throughputs, hence --oracle; physics gavel", native="themis"),
 }
 
 
 def _default(side: Side) -> Side:
     """The same policy with cohabit's own defaults: no oracle, default parameters and physics."""
-    return Side(side.policy.split(":")[0], False, "cohabit", "cohabit defaults")
+    return Side(side.native or side.policy.split(":")[0], False, "cohabit", "cohabit defaults")
 
 
 def _sha256(path: Path) -> str:
@@ -99,7 +106,7 @@ def _cpu() -> float:
 def run_one(sim: str, ref: dict[str, Any], run: dict[str, Any], side: Side) -> dict[str, Any]:
     """Simulate one reference run in cohabit; its metrics and CPU seconds."""
     from cohabit.policies import make_policy
-    from cohabit.sim.physics import physics_config
+    from cohabit.sim.physics import PHYSICS_DECISION_PERIOD, PHYSICS_FIRST_ROUND, physics_config
     from cohabit.sim.runner import simulate
     from cohabit.sim.traces import load_trace
 
@@ -111,7 +118,9 @@ def run_one(sim: str, ref: dict[str, Any], run: dict[str, Any], side: Side) -> d
     jobs = load_trace(path, inp["format"]).jobs
     policy = make_policy(side.policy, oracle=side.oracle)
     t0 = _cpu()
-    out = simulate(jobs, _cluster(sim, run), policy, config=physics_config(side.physics), oracle=side.oracle)
+    out = simulate(jobs, _cluster(sim, run), policy, config=physics_config(side.physics), oracle=side.oracle,
+                   decision_period=PHYSICS_DECISION_PERIOD.get(side.physics),
+                   first_round=PHYSICS_FIRST_ROUND.get(side.physics))
     m = out.metrics
     return {"avg_jct": m.avg_jct, "makespan": m.makespan, "p95_jct": m.p95_jct, "preemptions": m.preemptions,
             "finished": m.jobs_finished, "cpu_s": _cpu() - t0}
@@ -167,7 +176,8 @@ def _fmt(x: Any) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f}")
-    head = ("simulator", "workload", "policy", "setting", "metric", "reference", "cohabit", "ratio", "cpu_s")
+    head = ("simulator", "workload", "policy", "cohabit_policy", "setting", "metric", "reference", "cohabit", "ratio",
+            "cpu_s")
     print(" | ".join(head))
     for r in rows:
         print(" | ".join(_fmt(r.get(k)) if k in ("reference", "cohabit", "ratio", "cpu_s") else str(r.get(k, ""))

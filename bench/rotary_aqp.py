@@ -51,7 +51,7 @@ from cohabit.sim.physics import SimConfig  # noqa: E402
 from cohabit.sim.runner import simulate  # noqa: E402
 from cohabit.spec import ClusterSpec, Resources  # noqa: E402
 
-POLICIES = ["rotary-aqp", "rotary-aqp:switch_cost_s=1", "edf", "rr", "lcaf", "relaqs"]
+POLICIES = ["rotary-aqp", "rotary-aqp:extra_cores=false", "rotary-aqp:switch_cost_s=1", "edf", "rr", "lcaf", "relaqs"]
 #: The simulator's model of this machine's real runtime: a query process starts and loads its
 #: tables in ~1 s (STARTUP_S, and RESTORE_S on a resume); a checkpoint of its state is ~KB (CKPT_S).
 STARTUP_S, RESTORE_S, CKPT_S = 1.0, 1.0, 0.05
@@ -63,18 +63,23 @@ def load() -> str:
     return "load average %.1f %.1f %.1f" % os.getloadavg()
 
 
-def cluster() -> ClusterSpec:
-    return ClusterSpec.homogeneous("local", 2, Resources(cpu=1, mem_gb=8))
+def cluster(shape: str = "2x1") -> ClusterSpec:
+    """``NODESxCORES`` one-core-per-query nodes of 8 GB (the default: this machine's 2 cores)."""
+    try:
+        nodes, cores = (int(x) for x in shape.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"--cluster must be NODESxCORES such as 2x1 or 1x4, got {shape!r}") from None
+    return ClusterSpec.homogeneous("local", nodes, Resources(cpu=cores, mem_gb=8))
 
 
-def sim_table(profile: dict, seeds: list[int], time_scale: float) -> dict:
+def sim_table(profile: dict, seeds: list[int], time_scale: float, shape: str = "2x1") -> dict:
     out: dict = {}
     for p in POLICIES:
         rows = []
         for seed in seeds:
             jobs = table31_jobs(seed=seed, scale=SF, batches=BATCHES, epochs=EPOCHS, time_scale=time_scale)
             c0 = time.process_time()
-            res = simulate(simulated(jobs, profile, startup_s=STARTUP_S), cluster(), make_policy(p), strict=True,
+            res = simulate(simulated(jobs, profile, startup_s=STARTUP_S), cluster(shape), make_policy(p), strict=True,
                            config=SimConfig(checkpoint_s=CKPT_S, restore_s=RESTORE_S))
             a = res.metrics.attainment
             rows.append({"seed": seed, "attained": a.attained, "false_attained": a.false_attained,
@@ -84,8 +89,9 @@ def sim_table(profile: dict, seeds: list[int], time_scale: float) -> dict:
     return out
 
 
-def real_table(seed: int, time_scale: float, policies: list[str], tmp: Path) -> dict:
-    jobs = table31_jobs(seed=seed, scale=SF, batches=BATCHES, epochs=EPOCHS, time_scale=time_scale, heldout=True)
+def real_table(seed: int, time_scale: float, policies: list[str], tmp: Path, sf: float = SF,
+               nodes: int | None = None) -> dict:
+    jobs = table31_jobs(seed=seed, scale=sf, batches=BATCHES, epochs=EPOCHS, time_scale=time_scale, heldout=True)
     path = tmp / "aqp_jobs.yaml"
     path.write_text(to_yaml(jobs))
     out = {}
@@ -93,8 +99,9 @@ def real_table(seed: int, time_scale: float, policies: list[str], tmp: Path) -> 
         js = tmp / f"{p}.json"
         c0 = os.times()
         w0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "cohabit.cli", "run", str(path), "--policy", p, "--json", str(js)],
-                              capture_output=True, text=True, timeout=900)
+        cmd = [sys.executable, "-m", "cohabit.cli", "run", str(path), "--policy", p, "--json", str(js)]
+        proc = subprocess.run(cmd + (["--nodes", str(nodes)] if nodes else []),
+                              capture_output=True, text=True, timeout=3600)
         c1 = os.times()
         if not js.exists():
             raise SystemExit(f"cohabit run --policy {p} failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -168,15 +175,32 @@ def window_table(data: Path, windows: list[int]) -> dict:
     return out
 
 
+def est_table(profile: dict, data: Path, result: dict) -> None:
+    print(f"\n3. estimators: TEE one epoch ({BATCHES // EPOCHS} batches) ahead; EXPLAIN memory   [{load()}]")
+    est = estimator_errors(profile, data)
+    print(f"{'query':6} {'MAE cold':>9} {'MAE hist':>9} {'plan MB':>8} {'measured MB':>12}")
+    for q, r in est.items():
+        print(f"{q:6} {r['mae_cold']:>9.3f} {r['mae_with_history']:>9.3f} {r['plan_mb']:>8.2f} {r['measured_mb']:>12.2f}")
+    print(f"  mean MAE: cold {np.mean([r['mae_cold'] for r in est.values()]):.3f}, "
+          f"with history {np.mean([r['mae_with_history'] for r in est.values()]):.3f}")
+    result["estimators"] = est
+    result["estimators_load"] = load()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1], help="seed of the real run's workload")
     ap.add_argument("--seeds-sim", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--time-scale", type=float, default=0.004)
+    ap.add_argument("--cluster", default="2x1", help="simulated cluster NODESxCORES (1x4: Alg. 4's extra cores can act)")
     ap.add_argument("--real", action="store_true", help="also run the workload for real (minutes)")
     ap.add_argument("--real-time-scale", type=float, default=0.01,
                     help="time scale of the real run (examples/aqp_jobs.yaml's): a real query process takes ~1 s to start")
     ap.add_argument("--real-policies", default="rotary-aqp,edf,rr,lcaf,relaqs")
+    ap.add_argument("--sf", type=float, default=SF, help="TPC-H scale factor of the real run (the simulator uses the SF 0.1 profile)")
+    ap.add_argument("--real-nodes", type=int, default=None,
+                    help="cohabit run --nodes for the real run (1: one node of all cores, where Alg. 4's extra cores act)")
+    ap.add_argument("--no-estimators", action="store_true", help="skip the estimator table")
     ap.add_argument("--profile", action="store_true", help="re-measure the packaged profile first")
     ap.add_argument("--windows", type=int, nargs="*", default=[2, 3, 5, 8],
                     help="envelope windows to compare for false attainment (none: skip)")
@@ -194,11 +218,11 @@ def main() -> None:
     profile = json.loads(files("cohabit.data").joinpath(PROFILE).read_text())
     result: dict = {"scale_factor": SF, "batches": BATCHES, "epochs": EPOCHS, "time_scale": a.time_scale,
                     "real_time_scale": a.real_time_scale,
-                    "cluster": "2 nodes x 1 core, 8 GB"}
+                    "cluster": f"simulated {a.cluster} (nodes x cores), 8 GB per node; real: 2 nodes x 1 core"}
 
-    print(f"\n1. simulator: Table 3.1 workload (30 queries), SF {SF} profiles, time scale {a.time_scale}, "
+    print(f"\n1. simulator: Table 3.1 workload (30 queries), SF {SF} profiles, cluster {a.cluster}, time scale {a.time_scale}, "
           f"start/restore {STARTUP_S}/{RESTORE_S} s; attained/30 (false attained)   [{load()}]")
-    sim = sim_table(profile, a.seeds_sim, a.time_scale)
+    sim = sim_table(profile, a.seeds_sim, a.time_scale, a.cluster)
     print(f"{'policy':27} " + " ".join(f"{'seed ' + str(s):>13}" for s in a.seeds_sim) + f" {'total':>9} {'false':>6} {'decide ms':>10}")
     for p, rows in sim.items():
         cells = " ".join(f"{r['attained']:>3}/{r['jobs']} ({r['false_attained']:>2}f)" for r in rows)
@@ -210,24 +234,23 @@ def main() -> None:
     result["simulator_load"] = load()
 
     if a.real:
-        print(f"\n2. real: cohabit run, DuckDB processes, seed {a.seeds[0]}, time scale {a.real_time_scale}   [{load()}]")
+        ensure_tpch(a.sf)  # generated before the timed runs
+        print(f"\n2. real: cohabit run, DuckDB processes, SF {a.sf:g}, seed {a.seeds[0]}, time scale {a.real_time_scale}, "
+              f"nodes {a.real_nodes or 'default'}   [{load()}]")
         with tempfile.TemporaryDirectory(prefix="cohabit-aqp-bench-") as d:
-            real = real_table(a.seeds[0], a.real_time_scale, a.real_policies.split(","), Path(d))
+            real = real_table(a.seeds[0], a.real_time_scale, a.real_policies.split(","), Path(d), a.sf, a.real_nodes)
         print(f"{'policy':11} {'attained':>9} {'false':>6} {'preempt':>8} {'wall s':>7} {'cpu s':>7}  load")
         for p, r in real.items():
             print(f"{p:11} {r['attained']:>5}/{r['jobs']} {r['false_attained']:>6} {r['preemptions']:>8} "
                   f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f}  {r['load']}")
         result["real"] = real
+        result["real_setup"] = {"scale_factor": a.sf, "nodes": a.real_nodes, "time_scale": a.real_time_scale,
+                                "seed": a.seeds[0]}
 
-    print(f"\n3. estimators: TEE one epoch ({BATCHES // EPOCHS} batches) ahead; EXPLAIN memory   [{load()}]")
-    est = estimator_errors(profile, data)
-    print(f"{'query':6} {'MAE cold':>9} {'MAE hist':>9} {'plan MB':>8} {'measured MB':>12}")
-    for q, r in est.items():
-        print(f"{q:6} {r['mae_cold']:>9.3f} {r['mae_with_history']:>9.3f} {r['plan_mb']:>8.2f} {r['measured_mb']:>12.2f}")
-    print(f"  mean MAE: cold {np.mean([r['mae_cold'] for r in est.values()]):.3f}, "
-          f"with history {np.mean([r['mae_with_history'] for r in est.values()]):.3f}")
-    result["estimators"] = est
-    result["estimators_load"] = load()
+    if a.no_estimators:
+        a.windows = []
+    else:
+        est_table(profile, data, result)
     if a.windows:
         print(f"\n4. envelope window vs false attainment (22 queries x 9 thresholds, seed 0)   [{load()}]")
         win = window_table(data, a.windows)

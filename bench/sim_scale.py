@@ -10,6 +10,8 @@ the 82k run for every baseline, and the 10k and 82k rates within 20%.
 
     python bench/sim_scale.py [--cluster philly-512] [--sizes 10000,all] [--policies fifo,srtf,...]
         [--label after] [--cpu-limit 180] [--pin | --check] [--json bench/results/sim_scale.json]
+    python bench/sim_scale.py --trace bench/reference/inputs/muri_trace1.csv --format muri \
+        --cluster muri-n8g8 --sizes all      # the Muri artifact's trace1 (bench/reference/muri.md)
 
 ``--cpu-limit`` stops a child past that many CPU seconds (reported, not an error: a slow
 policy's 82k run is skipped). ``--pin`` stores each run's fingerprint (average JCT, makespan,
@@ -35,7 +37,8 @@ BASELINES = ("fifo,fifo-backfill,srtf,tiresias,tiresias-gittins,gandiva,optimus,
              "lb,binpack,static,naive")
 
 
-def one(size: int | None, policy: str, cluster_arg: str) -> dict[str, object]:
+def one(size: int | None, policy: str, cluster_arg: str, trace: str = "philly_82k",
+        fmt: str = "philly") -> dict[str, object]:
     from cohabit.policies import make_policy
     from cohabit.report.fingerprint import fingerprint
     from cohabit.sim.runner import simulate
@@ -43,7 +46,7 @@ def one(size: int | None, policy: str, cluster_arg: str) -> dict[str, object]:
     from cohabit.spec import cluster_from_arg
 
     t0 = time.perf_counter()
-    load = load_trace("philly_82k", "philly", limit=size)
+    load = load_trace(trace, fmt, limit=size)
     t_load = time.perf_counter() - t0
     cluster = cluster_from_arg(cluster_arg)
     t1, c1 = time.perf_counter(), time.process_time()
@@ -64,7 +67,8 @@ def one(size: int | None, policy: str, cluster_arg: str) -> dict[str, object]:
     }
 
 
-def _child(size: str, policy: str, cluster: str, cpu_limit: float) -> dict[str, object] | str:
+def _child(size: str, policy: str, cluster: str, cpu_limit: float, trace: str,
+           fmt: str) -> dict[str, object] | str:
     def limit() -> None:
         if cpu_limit > 0:
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_limit), int(cpu_limit) + 5))
@@ -72,7 +76,8 @@ def _child(size: str, policy: str, cluster: str, cpu_limit: float) -> dict[str, 
     # a fixed hash seed: gandiva's count of `reallocated` events depends on the order of a set of job
     # ids (found here: 1,926 or 1,927 on 10k jobs), and a pin must not depend on the process
     env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
-    res = subprocess.run([sys.executable, __file__, "--child", size, policy, "--cluster", cluster],
+    res = subprocess.run([sys.executable, __file__, "--child", size, policy, "--cluster", cluster,
+                          "--trace", trace, "--format", fmt],
                          capture_output=True, text=True, preexec_fn=limit, env=env)
     if res.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return f"over the {cpu_limit:g} s CPU limit"
@@ -86,6 +91,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cluster", default="philly-512", help="preset name or cluster YAML")
     ap.add_argument("--sizes", default="10000,all")
+    ap.add_argument("--trace", default="philly_82k", help="embedded trace name or trace file")
+    ap.add_argument("--format", default="philly", help="trace format (muri for bench/reference/inputs/muri_trace1.csv)")
     ap.add_argument("--policies", default=BASELINES)
     ap.add_argument("--label", default="after", help="row list to (re)write in the JSON")
     ap.add_argument("--cpu-limit", type=float, default=180.0, help="CPU seconds per run, 0 = none")
@@ -97,19 +104,19 @@ def main() -> None:
     args = ap.parse_args()
     if args.child:
         size = None if args.child[0] == "all" else int(args.child[0])
-        print(json.dumps(one(size, args.child[1], args.cluster)))
+        print(json.dumps(one(size, args.child[1], args.cluster, args.trace, args.format)))
         return
     from cohabit.report.fingerprint import differences
 
     pin_path = Path(args.json).parent / f"sim_pins_{Path(args.cluster).stem}.json"
     pins = json.loads(pin_path.read_text()) if pin_path.exists() else {}
     rows, failed = [], []
-    print(f"cluster {args.cluster}, label {args.label}; load average {os.getloadavg()[0]:.1f} at start")
+    print(f"trace {args.trace}, cluster {args.cluster}, label {args.label}; load average {os.getloadavg()[0]:.1f} at start")
     print(f"{'policy':17} {'jobs':>6} {'cpu s':>8} {'jobs/cpu-s':>10} {'jobs/s':>8} {'peak MB':>8} "
           f"{'events':>9} {'preempt':>8} {'load':>5}  pin")
     for policy in args.policies.split(","):
         for size in args.sizes.split(","):
-            row = _child(size, policy, args.cluster, args.cpu_limit)
+            row = _child(size, policy, args.cluster, args.cpu_limit, args.trace, args.format)
             if isinstance(row, str):
                 print(f"{policy:17} {size:>6} {row}", flush=True)
                 rows.append({"policy": policy, "size": size, "skipped": row})
@@ -136,7 +143,8 @@ def main() -> None:
     doc = json.loads(path.read_text()) if path.exists() else {}
     if doc.get("benchmark") != "sim_scale" or "runs" not in doc:
         doc = {"benchmark": "sim_scale", "runs": {}}
-    doc["runs"].setdefault(args.cluster, {})[args.label] = rows
+    run_key = args.cluster if args.trace == "philly_82k" else f"{Path(args.trace).stem}@{args.cluster}"
+    doc["runs"].setdefault(run_key, {})[args.label] = rows
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {path}")
     if args.pin:

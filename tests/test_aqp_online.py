@@ -160,3 +160,20 @@ def test_aqp_explain_memory_estimate(tpch_dir):
     assert MemoryEstimator.estimate(q9, []) == q9
     assert MemoryEstimator.estimate(q9, [q9 * 3]) == pytest.approx(3.3 * q9)
     assert MemoryEstimator.estimate(q9, [q9 / 10]) == q9
+
+
+@pytest.mark.parametrize("name", ["q1", "q9", "q18"])
+def test_aqp_threads_changed_between_batches_keep_the_exact_answer(tpch_dir, name):
+    whole = _run(name, tpch_dir, 6, seed=2)
+    pq = ProgressiveQuery(QUERIES[name], tpch_dir, batches=6, seed=2, scale_factor=SF)
+    seen = []
+    for k in range(6):
+        if k == 2:
+            pq.set_resources(threads=2, memory_mb=256)
+        if k == 4:
+            pq.set_resources(threads=1)
+        seen.append(pq.threads())
+        pq.step()
+    assert seen == [1, 1, 2, 2, 1, 1]
+    assert pq.answer().rows == whole.rows
+    pq.close()

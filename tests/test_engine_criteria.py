@@ -9,7 +9,7 @@ from cohabit.engine.record import EventKind
 from cohabit.policies import FIFO
 from cohabit.report.metrics import compute_metrics
 from cohabit.report.table import comparison_table
-from cohabit.runtime.local import _split_heldout
+from cohabit.runtime.status import split_heldout
 from cohabit.sim.runner import simulate
 from cohabit.sim.traces import native
 from cohabit.sim.traces import TraceRowError, load_trace
@@ -142,9 +142,9 @@ def test_book_keeps_heldout_values_out_of_the_tracker() -> None:
 
 
 def test_local_backend_moves_heldout_metrics_out_of_what_policies_see() -> None:
-    got = _split_heldout({"accuracy": 0.8, "heldout_accuracy": 0.7, "loss": 0.3})
+    got = split_heldout({"accuracy": 0.8, "heldout_accuracy": 0.7, "loss": 0.3})
     assert got == {"metrics": {"accuracy": 0.8, "loss": 0.3}, "heldout": {"accuracy": 0.7}}
-    assert _split_heldout({"loss": 1.0}) == {"metrics": {"loss": 1.0}}
+    assert split_heldout({"loss": 1.0}) == {"metrics": {"loss": 1.0}}
 
 
 def test_native_trace_reads_and_writes_accuracy_curves(tmp_path) -> None:

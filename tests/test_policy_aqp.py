@@ -88,3 +88,66 @@ def test_ratchet_switch_cost_keeps_a_nearly_done_query_running():
     kept = simulate([long, other], cores(1), make_policy("edf:switch_cost_s=5"), strict=True).result.jobs["long"]
     assert plain.preemptions >= 1  # round robin pauses it 2.5 s before its end
     assert kept.preemptions == 0 and kept.end_time == pytest.approx(20.0, abs=0.5)
+
+
+def node(cores_n: int, mem_gb: float = 8.0) -> ClusterSpec:
+    return ClusterSpec.homogeneous("cpu", 1, Resources(cpu=cores_n, mem_gb=mem_gb))
+
+
+def test_rotary_aqp_deals_spare_cores_as_extra_cores_and_queries_finish_sooner():
+    # Alg. 4: one query on a 4-core node gets 1 core, then the 3 spare ones as extra cores
+    jobs = [qjob("a", "q9", criteria="accuracy >= 0.999 within 900s")]
+    fast = run("rotary-aqp", jobs, node(4))
+    slow = run("rotary-aqp:extra_cores=false", jobs, node(4))
+    shares = [e.data["alloc"]["cpu"] for e in fast.result.record
+              if e.kind == "reallocated" and e.job == "a"]
+    assert shares and shares[0] == 4
+    assert not [e for e in slow.result.record if e.kind == "reallocated"]
+    assert fast.result.jobs["a"].end_time < 0.5 * slow.result.jobs["a"].end_time  # Amdahl 0.9 on 4 cores: 3.1x
+
+
+def test_rotary_aqp_takes_extra_cores_back_for_a_new_query_and_deals_them_round_the_queue():
+    jobs = [qjob("a", "q9", criteria="accuracy >= 0.999 within 900s"),
+            qjob("b", "q9", criteria="accuracy >= 0.999 within 900s", submit=0.05)]
+    out = run("rotary-aqp", jobs, node(3))
+    cpu = {}
+    seen = []
+    for e in out.result.record:
+        if e.kind in ("started", "resumed", "reallocated") and e.job in ("a", "b"):
+            cpu[e.job] = e.data["alloc"]["cpu"]
+        elif e.kind in ("paused", "finished", "stopped") and e.job in cpu:
+            cpu.pop(e.job)
+        assert sum(cpu.values()) <= 3  # never more cores than the node has
+        seen.append(dict(cpu))
+    assert {"a": 3.0} in seen  # alone: all three cores
+    assert any(s.get("b") and s.get("a") and s["a"] + s["b"] == 3 for s in seen)  # shared: 2 + 1
+
+
+def test_set_share_that_does_not_fit_is_rejected_and_changes_nothing():
+    from cohabit.engine.actions import SetShare, Start
+
+    class Greedy:
+        name = "greedy"
+
+        def decide(self, view):
+            plan = [Start(j.id, (0,)) for j in view.pending.values()]
+            return plan + [SetShare("a", Resources(cpu=9))] if "a" in view.pending else plan
+
+    out = simulate(simulated([qjob("a", "q6")], PROFILE), node(4), Greedy())
+    rej = [e for e in out.result.record if e.kind == "action_rejected"]
+    assert rej and "cpu" in rej[0].data["reason"]
+    assert out.result.jobs["a"].state is JobState.FINISHED
+
+
+def test_rotary_aqp_judges_an_unmeasured_query_infeasible_by_its_querys_past_speed():
+    # "a" teaches the policy q9's seconds per batch; "b" (q9) then cannot reach 0.99 in 0.3 s, so the
+    # core goes to "c" although "b"'s deadline is the earliest
+    jobs = [qjob("a", "q9", criteria="accuracy >= 0.999 within 900s"),
+            qjob("b", "q9", submit=100.0, criteria="accuracy >= 0.99 within 0.3s"),
+            qjob("c", "q6", submit=100.0, criteria="accuracy >= 0.99 within 600s")]
+    pol = make_policy("rotary-aqp")
+    out = simulate(simulated(jobs, PROFILE, startup_s=0.2), cores(1), pol, strict=True)
+    assert pol.batch_s(out.result.jobs["b"]) is not None
+    assert out.result.jobs["c"].first_start == pytest.approx(100.0)
+    b, c = out.result.jobs["b"], out.result.jobs["c"]
+    assert b.first_start is None or b.first_start >= c.end_time - 1e-9

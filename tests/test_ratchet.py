@@ -85,3 +85,62 @@ def test_ratchet_drives_a_real_workers_periodic_checkpoints(tmp_path):
         events = wait_for(be, ended("mlr"), 120.0)
     assert final_event(events, "mlr").kind is K.FINISHED
     assert any(c is not None and 0 < c < 150_000 for c in seen), seen
+
+
+def test_ratchet_trigger_pays_back_an_expensive_first_checkpoint_within_the_bound():
+    t = CheckpointTrigger(bound=0.035, first_after_s=2.0)
+    assert t.due(2.0, None, elapsed_s=2.0)  # cost unknown: the fixed interval
+    t.record_cost(0.2)  # 0.2 s after 2 s of work: 9% so far
+    assert t.interval_s() == pytest.approx(0.2 / 0.035)
+    # the interval alone would allow the next one 5.7 s later (at 7.9 s); the budget waits until
+    # 0.4 s of checkpoints fit 3.5% of the run: elapsed >= 0.4 / 0.035 - 0.2 = 11.2 s
+    assert t.due(5.8, None) and not t.due(5.8, None, elapsed_s=8.0)
+    assert not t.due(9.0, None, elapsed_s=11.1) and t.due(9.1, None, elapsed_s=11.3)
+    # simulated run: work in 0.01 s steps, each checkpoint costs 0.2 s; overhead from the 2nd on <= bound
+    t = CheckpointTrigger(bound=0.035, first_after_s=2.0)
+    clock, last, spent = 0.0, 0.0, 0.0
+    for _ in range(20_000):
+        clock += 0.01
+        if t.due(clock - last, None, elapsed_s=clock):
+            clock += 0.2
+            spent += 0.2
+            t.record_cost(0.2)
+            last = clock
+            if len(t._costs) > 1:
+                assert spent / clock <= 0.035 + 1e-9
+    assert spent / clock <= 0.035 and len(t._costs) > 5
+
+
+def test_cohabit_run_checkpoint_option_picks_ratchets_trigger(tmp_path, monkeypatch):
+    """``cohabit run --checkpoint ratchet`` hands the backend Ratchet's trigger (``interval``: the fixed
+    one); an unknown choice is refused with the option's name before anything runs."""
+    import textwrap
+
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+    from cohabit.runtime import local
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(textwrap.dedent("""
+        jobs:
+          - id: m
+            workers: {count: 1, demand: {cpu: 1, mem_gb: 0.2}}
+            iterations: 300
+            workload: {name: mlr, data: synthetic, n_samples: 500, n_features: 10, seed: 1}
+    """))
+    runner = CliRunner()
+    bad = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", "often"])
+    assert bad.exit_code != 0 and "--checkpoint" in bad.output and "ratchet" in bad.output
+    seen: list[str] = []
+    original = local.LocalBackend.__init__
+
+    def spy(self, *args, **kw):
+        seen.append(kw.get("checkpoint_policy"))
+        original(self, *args, **kw)
+
+    monkeypatch.setattr(local.LocalBackend, "__init__", spy)
+    for choice in ("ratchet", "interval"):
+        res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo", "--nodes", "1", "--checkpoint", choice])
+        assert res.exit_code == 0, res.output
+    assert seen == ["ratchet", "fixed"]

@@ -238,8 +238,8 @@ def test_torch_job_on_a_gpu_slot_sees_its_gpu_and_falls_back_to_cpu_with_a_note(
         vec = led.vector(first.workers.demand)
         be.launch(first, led.allocate("first", [1], [vec]), 0.0, from_checkpoint=False)  # a fresh process
         wait_for(be, ended("first"))
-        assert be._spares.get("torch"), "a warm torch spare was started after the first launch"
-        spare_pid = be._spares["torch"][0].proc.pid
+        assert be._spares.has("torch"), "a warm torch spare was started after the first launch"
+        spare_pid = be._spares.pids("torch")[0]
         led.release("first")
         # the spare was spawned before this job was known: its CUDA_VISIBLE_DEVICES comes with the config
         a2 = led.allocate("second", [0], [vec])
@@ -403,7 +403,7 @@ def test_backend_passes_device_memory_and_the_device_on_to_the_scheduler(tmp_pat
 
     from cohabit.engine.backend import BackendEventKind as K
     from cohabit.runtime.channel import Channel
-    from cohabit.runtime.local import _Run, _Task
+    from cohabit.runtime.procs import Run, Task
     from cohabit.runtime.workloads import parse_config
 
     cl = gpu_cluster(monkeypatch)
@@ -414,8 +414,8 @@ def test_backend_passes_device_memory_and_the_device_on_to_the_scheduler(tmp_pat
     task_end = Channel(theirs)
     with LocalBackend(cl, root=tmp_path, prewarm=False) as be:
         be.begin_launch(spec, alloc)
-        run = _Run(spec, alloc, parse_config("g", spec.workload))
-        run.tasks = [_Task(0, 0, _Alive(), Channel(mine), tmp_path / "g.log")]  # type: ignore[arg-type]
+        run = Run(spec, alloc, parse_config("g", spec.workload))
+        run.tasks = [Task(0, 0, _Alive(), Channel(mine), tmp_path / "g.log")]  # type: ignore[arg-type]
         be._runs["g"] = run
         task_end.send({"type": "ready", "rank": 0, "iteration": 0, "total": 100, "device": "cuda:0",
                        "cuda_visible_devices": "6", "device_note": None})

@@ -54,10 +54,11 @@ def run_comparison(
     label: str,
     config: object = None,
     decision_period: float | None = None,
+    first_round: float | None = None,
 ) -> dict[str, object]:
     """Simulate each policy on one loaded trace with a progress bar; returns name -> SimOutcome.
     ``config``: the simulator's ``SimConfig`` (None: the default physics); ``decision_period``: seconds
-    between scheduling rounds (None: at every event)."""
+    between scheduling rounds (None: at every event), the first at ``first_round`` (None: one period)."""
     from .policies import make_policy
     from .report.progress import finished_line, progress_bar
     from .sim.runner import simulate
@@ -82,7 +83,8 @@ def run_comparison(
 
             started = time.perf_counter()
             out = simulate(jobs, cluster, policy, oracle=oracle, horizon=horizon, on_progress=tick,  # type: ignore[arg-type]
-                           config=config, decision_period=decision_period)  # type: ignore[arg-type]
+                           config=config, decision_period=decision_period,  # type: ignore[arg-type]
+                           first_round=first_round)
             bar.update(task, completed=len(jobs))
             if bar.disable:
                 finished_line(err, f"{label} · {policy.name}", len(jobs), len(jobs), "jobs simulated",
@@ -149,7 +151,7 @@ def simulate(
     )
     if problem:
         _fail(problem)
-    from .sim.physics import PHYSICS, PHYSICS_DECISION_PERIOD, physics_config
+    from .sim.physics import PHYSICS, PHYSICS_DECISION_PERIOD, PHYSICS_FIRST_ROUND, physics_config
     if physics not in PHYSICS:
         _fail(f"--physics: unknown physics {physics!r}; known: {', '.join(PHYSICS)}")
     random.seed(seed)
@@ -199,7 +201,8 @@ def simulate(
         console.print(escape(f"physics: {physics} ({PHYSICS[physics]})"))
     outcomes = run_comparison(load, cl, names, oracle=oracle, horizon=horizon, label=name,
                               config=physics_config(physics),
-                              decision_period=PHYSICS_DECISION_PERIOD.get(physics))
+                              decision_period=PHYSICS_DECISION_PERIOD.get(physics),
+                              first_round=PHYSICS_FIRST_ROUND.get(physics))
     results = {n: o.metrics for n, o in outcomes.items()}  # type: ignore[attr-defined]
     print_comparison(results, console=console, title=escape(f"{name} on {cl.name}"),
                      columns=select_columns(columns, results))

@@ -184,6 +184,19 @@ class ProgressiveQuery:
         got = self.con.execute("SELECT coalesce(sum(memory_usage_bytes), 0) FROM duckdb_memory()").fetchone()
         return float(got[0]) / 2**20 if got else 0.0
 
+    def set_resources(self, *, threads: int | None = None, memory_mb: int | None = None) -> None:
+        """Change DuckDB's ``threads`` / ``memory_limit`` for the next batches (Rotary-AQP's extra cores,
+        Alg. 4). Called between batches only, so no batch runs under two settings; the answers do
+        not depend on the thread count (exact DECIMAL / integer merges)."""
+        if threads is not None:
+            self.con.execute(f"SET threads = {max(1, int(threads))}")
+        if memory_mb is not None:
+            self.con.execute(f"SET memory_limit = '{max(16, int(memory_mb))}MB'")
+
+    def threads(self) -> int:
+        """DuckDB's ``threads`` setting now."""
+        return int(self.con.execute("SELECT current_setting('threads')").fetchone()[0])  # type: ignore[index]
+
     def state_rows(self) -> int:
         """Rows of the merged partial state (what a checkpoint holds)."""
         if not self._has_state:

@@ -90,14 +90,21 @@ def to_yaml(jobs: list[JobSpec], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def simulated(jobs: list[JobSpec], profiles: Mapping[str, Any], *, startup_s: float = 0.0) -> list[Any]:
+#: Parallel fraction of a query's work (Amdahl) in the simulator: DuckDB parallelises scans, joins
+#: and aggregates over morsels; an assumption (the profiles are measured on one thread), not a measurement.
+PARALLEL_FRACTION = 0.9
+
+
+def simulated(jobs: list[JobSpec], profiles: Mapping[str, Any], *, startup_s: float = 0.0,
+              parallel_fraction: float | None = PARALLEL_FRACTION) -> list[Any]:
     """The same jobs for the simulator, their costs from measured per-batch profiles
     (:func:`cohabit.aqp.profile.profile_all`'s output).
 
     Each job's truth: ``duration`` = its query's measured CPU seconds over all batches (plus
     ``startup_s`` and the profile's start-up), the accuracy it reports after each batch = the
     measured envelope estimate, the held-out accuracy = the measured true accuracy. The profile
-    must have been measured with the jobs' batch count.
+    must have been measured with the jobs' batch count. A job given more cores than its demand
+    (``SetShare``, Rotary-AQP's extra cores) runs faster by Amdahl's law with ``parallel_fraction``.
     """
     from ..sim.truth import JobTruth, TraceJob
 
@@ -112,6 +119,6 @@ def simulated(jobs: list[JobSpec], profiles: Mapping[str, Any], *, startup_s: fl
                              f"{prof['batches']}; profile with the same batch count")
         duration = startup_s + float(prof["startup_cpu_s"]) + float(sum(prof["batch_cpu_s"]))
         truth = JobTruth(iterations=int(spec.iterations), duration=duration, accuracy=tuple(prof["estimate"]),
-                         heldout_accuracy=tuple(prof["true_accuracy"]))
+                         heldout_accuracy=tuple(prof["true_accuracy"]), parallel_fraction=parallel_fraction)
         out.append(TraceJob(spec, truth))
     return out

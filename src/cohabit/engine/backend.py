@@ -87,3 +87,12 @@ class PackingBackend(Backend, Protocol):
         forms it; ``from_checkpoint[i]`` restores member ``i`` from its own checkpoint. A member
         leaves through ``halt`` or by finishing (FINISHED for that member only; misaligned step
         counts, §2.2.3)."""
+
+
+class SharingBackend(Backend, Protocol):
+    """A backend that can also change a running job's share in place (the optional ``set_share``,
+    for the ``SetShare`` action); for any other backend the scheduler rejects it as ``Unsupported``."""
+
+    def set_share(self, job: str, alloc: Allocation, now: float) -> None:
+        """``job`` keeps running on its node with ``alloc`` (new CPU cores / memory) from ``now``;
+        a real backend applies it at the job's next batch or iteration boundary."""

@@ -61,6 +61,9 @@ class Scheduler(LiveControl):
     ``oracle`` is handed to the policy only if the policy declares
     ``uses_oracle``; a policy that declares it without an oracle is refused.
     ``record``: the record to append to (a service passes one that also persists each event).
+    ``decision_period``: rounds; the policy decides only at ``first_round + k x decision_period``
+    (``first_round`` defaults to one period: Pollux's artifact; Gavel's rounds start at 0), and
+    launches and stops happen only there.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Scheduler(LiveControl):
         on_progress: Callable[[int, int, float], None] | None = None,
         record: Record | None = None,
         decision_period: float | None = None,
+        first_round: float | None = None,
     ) -> None:
         name = getattr(policy, "name", type(policy).__name__)
         if getattr(policy, "uses_oracle", False):
@@ -91,7 +95,10 @@ class Scheduler(LiveControl):
         self.horizon = horizon
         if decision_period is not None and not 0 < decision_period < math.inf:
             raise ValueError(f"decision_period must be a finite number of seconds > 0, got {decision_period!r}")
+        if first_round is not None and not 0 <= first_round < math.inf:
+            raise ValueError(f"first_round must be a finite number of seconds >= 0, got {first_round!r}")
         self._period_arg = decision_period
+        self._first_round = first_round
         self.record = record if record is not None else Record()
         self.ledger = Ledger(cluster)
         self.history = History()
@@ -112,7 +119,7 @@ class Scheduler(LiveControl):
         self._handlers: dict[type, Callable[[object], None]] = {
             A.Start: self._start, A.Pause: self._pause, A.Resume: self._resume,
             A.Migrate: self._migrate, A.Resize: self._resize, A.Stop: self._stop,
-            A.Colocate: self._colocate, A.Pack: self._pack,
+            A.Colocate: self._colocate, A.Pack: self._pack, A.SetShare: self._set_share,
         }
 
     def _bind_hooks(self, policy: object) -> None:
@@ -122,6 +129,10 @@ class Scheduler(LiveControl):
         self._tick = getattr(policy, "tick_interval", None)
         # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
         self._period = self._period_arg or getattr(policy, "decision_period", None)
+        # decisions with nothing running and nothing to arrive before the loop gives up (a policy that
+        # holds jobs back for a while, Gavel's allocation resets, says how many it may need)
+        self._idle_limit = int(getattr(policy, "idle_decisions", 3))
+        self._first = self._first_round if self._first_round is not None else getattr(policy, "first_round", None)
 
     # ------------------------------------------------------------------ run
     def run(self, specs: Iterable[JobSpec], source: JobSource | None = None) -> RunResult:
@@ -136,7 +147,9 @@ class Scheduler(LiveControl):
         total = len(arrivals)
         i = 0
         next_tick = math.inf
-        last_round = 0.0  # rounds (decision_period): the policy decides at k x period, k >= 1, once each
+        # rounds (decision_period P): the policy decides at first + k x P, k >= 0, once each (first: P by
+        # default, so k x P with k >= 1; Gavel's rounds start at 0)
+        last_round = -math.inf
         idle_turns = 0
         idle_ticks = 0
         rec = self.record
@@ -175,11 +188,13 @@ class Scheduler(LiveControl):
                     continue
                 period = self._period
                 if period:  # between rounds events are folded in and the policy waits for the next round
-                    k = math.floor(self.now / period + 1e-9)
-                    if k < 1 or self.now - k * period > 1e-6 or k * period <= last_round:
-                        next_tick = (k + 1) * period
+                    first = period if self._first is None else self._first
+                    k = math.floor((self.now - first) / period + 1e-9)
+                    at = first + k * period
+                    if k < 0 or self.now - at > 1e-6 or at <= last_round:
+                        next_tick = first + max(k + 1, 0) * period
                         continue
-                    last_round = k * period
+                    last_round = at
                 t0 = time.perf_counter()
                 plan = self.policy.decide(self.view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
@@ -197,7 +212,7 @@ class Scheduler(LiveControl):
                     idle_turns = 0
                 else:
                     idle_turns += 1  # nothing runs and nothing will arrive: only ticks remain
-                    if idle_turns > 3 and source is None:
+                    if idle_turns > self._idle_limit and source is None:
                         break
         finally:
             if gc_was_enabled:
@@ -701,6 +716,49 @@ class Scheduler(LiveControl):
         job = self._job(a.job, JobState.RUNNING)
         self._move(job, a.placement, EventKind.RESIZED)
         job._resizes += 1
+
+    def _set_share(self, a: A.SetShare) -> None:
+        """Change a running single-task job's share in place (Rotary-AQP's extra cores, Alg. 4).
+
+        ``a.share`` names the resources to change and their new amounts for the task (the others
+        keep the job's demand); the job stays on its node and keeps running (no checkpoint). Only
+        jobs holding no GPU, outside groups and packs; the backend must support it (``set_share``).
+        The share lasts until the job is paused, moved or ends: a resumed job gets its demand again.
+        """
+        job = self._job(a.job, JobState.RUNNING)
+        set_share = getattr(self.backend, "set_share", None)
+        if set_share is None:
+            raise Unsupported(f"backend {type(self.backend).__name__} cannot change a running job's share "
+                              f"(no set_share)")
+        alloc_now = self.ledger.allocations[job.id]
+        if len(alloc_now.slots) != 1 or alloc_now.group is not None or alloc_now.pack is not None:
+            raise ActionError(f"SetShare changes the share of a single-task job running alone; job {job.id!r} "
+                              f"has {len(alloc_now.slots)} tasks" + (" in a group or pack" if len(alloc_now.slots) == 1 else ""))
+        if alloc_now.devices or "gpu" in a.share:
+            raise ActionError(f"SetShare does not change GPUs; job {job.id!r} holds or names GPUs")
+        if not a.share:
+            raise ActionError("SetShare needs at least one resource")
+        base = dict(job.spec.workers.demand.items())
+        for name, amount in a.share.items():
+            if not amount > 0:
+                raise ActionError(f"SetShare {name}={amount!r} for job {job.id!r}: amounts must be > 0")
+            base[name] = float(amount)
+        vec = self.ledger.vector(Resources(base))
+        if vec is None:
+            raise ActionError(f"SetShare for job {job.id!r} names a resource no node has: {sorted(a.share)}")
+        placement = job._placement
+        trial = self.ledger.draft()  # all-or-nothing: a share that does not fit changes nothing
+        trial.release(job.id)
+        trial.allocate(job.id, placement, [vec])
+        job._settle(self.now)
+        self.ledger.release(job.id)
+        alloc = self.ledger.allocate(job.id, placement, [vec])
+        job._alloc = alloc.total
+        job._iter_time = None  # a new share runs at a new speed: measured anew
+        job._report_time = self.now
+        set_share(job.id, alloc, self.now)
+        self.record.append(self.now, EventKind.REALLOCATED, job.id, alloc=alloc.total.as_dict(),
+                           reason="share set by the policy")
 
     def _stop(self, a: A.Stop) -> None:
         job = self._job(a.job, JobState.PENDING, JobState.RUNNING, JobState.PAUSED)

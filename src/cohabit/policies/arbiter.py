@@ -19,6 +19,11 @@ Two optional refinements, used by Rotary-AQP (``policies/rotary_aqp.py``) and it
 adaptive running epoch), and ``switch_cost_s`` applies Ratchet's triggering rule
 (:meth:`cohabit.ratchet.CheckpointTrigger.worth_preempting`): a job whose remaining work, by its
 measured speed, is no longer than a pause costs (checkpoint, restart, restore) is not preempted.
+With ``extra_cores`` (Rotary-AQP), the cores a node has left after every granted job got its one
+are dealt one at a time round the granted query jobs there, in priority order (Alg. 4's "allocate
+extra 1 core", :meth:`EpochArbiter.deal_extra_cores`), as ``SetShare`` actions; they are dealt anew
+every round, so a job holds its base core for its running epoch but its extra cores only until the
+next decision.
 
 Jobs end on their completion criteria through the engine (``engine/criteria.py``), not here.
 A job's epochs are those its criterion tracker counted, else its reported ``epoch`` metric,
@@ -29,11 +34,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engine.actions import Pause, Placement, Plan, Resume, Start
+import numpy as np
+
+from ..engine.actions import Pause, Placement, Plan, Resume, SetShare, Start
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..ratchet.trigger import CheckpointTrigger
+from ..spec.resources import Resources
 from .base import BasePolicy
 from .placement import Draft
 
@@ -54,6 +62,11 @@ def epochs_done(job: JobView, now: float) -> float:
     return 0.0
 
 
+def view_cpu(job: JobView) -> float:
+    """CPU cores of one worker task of ``job``'s demand."""
+    return float(job.spec.workers.demand.get("cpu", 0.0))
+
+
 def remaining_s(job: JobView, now: float) -> float | None:
     """Seconds of work ``job`` has left by its measured speed (None before it was measured or
     without a declared length)."""
@@ -69,6 +82,8 @@ class EpochArbiter(BasePolicy):
 
     #: Ratchet's preemption rule: seconds a pause costs (None: off, every epoch end may preempt).
     switch_cost_s: float | None = None
+    #: Alg. 4's extra cores: spare cores of a node go to the granted jobs there (``SetShare``).
+    extra_cores: bool = False
 
     def __init__(self) -> None:
         self._placed_at: dict[str, float] = {}  # job -> epochs done when it was last placed
@@ -116,6 +131,8 @@ class EpochArbiter(BasePolicy):
         for j in running:
             if j.id not in locked:
                 draft.give_back(j)
+            elif self.extra_cores:
+                draft.give_back_extra(j)  # a locked job keeps its core; its extra cores are dealt anew
         chosen: list[tuple[JobView, Placement]] = []
         keep: set[str] = set(locked)
         for job in ranked:
@@ -130,11 +147,57 @@ class EpochArbiter(BasePolicy):
                 chosen.append((job, p))
         plan: Plan = [Pause(j.id, reason="arbitration: not granted the next epoch")
                       for j in running if j.id not in keep]
+        placing: Plan = []
         for job, p in chosen:
             self._placed_at[job.id] = epochs_done(job, now)
             self._last_ran[job.id] = now
-            plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
-        return plan
+            placing.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
+        if not self.extra_cores:
+            return plan + placing
+        where = {j.id: j.placement for j in running if j.id in keep} | {j.id: p for j, p in chosen}
+        shrink, grow = self.deal_extra_cores(view, draft, [j for j in ranked if j.id in where], where)
+        return plan + shrink + placing + grow  # cores taken back before anyone is placed on them
+
+    def can_share(self, job: JobView) -> bool:
+        """Whether ``job`` may get extra cores (``extra_cores``): single-task query jobs, whose
+        runtime changes DuckDB's ``threads`` at the next batch."""
+        return job.spec.kind == "query" and job.spec.num_ps == 0 and view_cpu(job) > 0
+
+    def deal_extra_cores(self, view: ClusterView, draft: Draft, granted: Sequence[JobView],
+                         where: dict[str, Placement]) -> tuple[Plan, Plan]:
+        """Alg. 4's second loop of RESOURCEARBITRATION: "while D != 0: for job j_k in PQ: allocate
+        extra 1 core to j_k". ``granted``: the jobs granted a core this round, in priority order;
+        ``where``: their nodes. The spare cores of each node (``draft`` after every grant) go one at a
+        time round the granted jobs on that node, in priority order. Returns the ``SetShare``
+        actions lowering a share (to be applied before anything is placed) and those raising one."""
+        col = view.resource_index("cpu")
+        if col is None:
+            return [], []
+        free = draft.free
+        by_node: dict[int, list[JobView]] = {}
+        for j in granted:
+            p = where[j.id]
+            if len(p) == 1 and self.can_share(j):
+                by_node.setdefault(p[0], []).append(j)
+        cores = {j.id: view_cpu(j) for js in by_node.values() for j in js}
+        for node, js in by_node.items():
+            spare = int(np.floor(float(free[node, col]) + 1e-9))
+            while spare > 0:
+                for j in js:
+                    if spare == 0:
+                        break
+                    cores[j.id] += 1.0
+                    spare -= 1
+        shrink: Plan = []
+        grow: Plan = []
+        for js in by_node.values():
+            for j in js:
+                alloc = view.allocation_of(j.id) if j.state is JobState.RUNNING else None
+                now_cpu = float(alloc.total.get("cpu", 0.0)) if alloc is not None else view_cpu(j)
+                want = cores[j.id]
+                if abs(want - now_cpu) > 1e-9:
+                    (shrink if want < now_cpu else grow).append(SetShare(j.id, Resources(cpu=want)))
+        return shrink, grow
 
     def _place(self, view: ClusterView, draft: Draft, job: JobView) -> Placement | None:
         """A placement for ``job`` that fits and is admissible, reserved in ``draft``; None if none."""

@@ -79,11 +79,34 @@ class Draft:
         self._total -= np.sum(vecs, axis=0)
         return True
 
+    def extra_held(self, job: JobView) -> np.ndarray | None:
+        """What a running single-task ``job`` holds beyond its demand (a share raised by ``SetShare``),
+        as a row over the view's resources; None for other jobs."""
+        alloc = self.view.allocation_of(job.id)
+        if alloc is None or len(alloc.slots) != 1:
+            return None
+        held = np.array([float(alloc.total.get(n, 0.0)) for n in self.view.resource_names])
+        return np.maximum(held - self.view.demand_vector(job), 0.0)
+
+    def give_back_extra(self, job: JobView) -> None:
+        """Return what a running ``job`` holds beyond its demand; it keeps its demand (Alg. 4 re-deals
+        the extra cores every round)."""
+        extra = self.extra_held(job)
+        alloc = self.view.allocation_of(job.id)
+        if extra is None or alloc is None or not extra.any():
+            return
+        free, _ = self._arrays()
+        free[alloc.slots[0].node] += extra
+        self._total = free.sum(axis=0)
+        self._no_room.clear()
+
     def give_back(self, job: JobView) -> None:
-        """Return the room a running ``job`` holds (it is to be paused or moved in this plan)."""
+        """Return the room a running ``job`` holds (it is to be paused or moved in this plan),
+        including any share it holds beyond its demand."""
         alloc = self.view.allocation_of(job.id)
         if alloc is None:
             return
+        self.give_back_extra(job)
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)
         for slot, d in zip(alloc.slots, vecs):

@@ -17,7 +17,11 @@ The epochs, preemption and checkpoint mechanics are :class:`~cohabit.policies.ar
   neither, the prior ``phi = fraction of batches read``;
 * **RESOURCEARBITRATION**: jobs in priority order get one core each (their one task) while
   ``m-hat <= M``, M being the node's memory less the ``m-hat`` of the jobs running or granted
-  there (:meth:`RotaryAQP.admissible`); a job that does not fit is passed over this round.
+  there (:meth:`RotaryAQP.admissible`); a job that does not fit is passed over this round;
+  then "while D != 0: allocate extra 1 core" to the granted jobs in priority order
+  (:meth:`~cohabit.policies.arbiter.EpochArbiter.deal_extra_cores`: ``SetShare`` actions, which
+  the simulator turns into a faster job by Amdahl's law and ``LocalBackend`` into more DuckDB
+  threads at the query's next batch). ``rotary-aqp:extra_cores=false`` leaves spare cores idle.
 
 Priority ("place j_i in PQ due to phi-hat"): the share of its remaining gap to its accuracy target
 the next epoch is estimated to close, ``(min(phi-hat, target) - phi) / (target - phi)``: a job
@@ -25,10 +29,6 @@ estimated to attain within its epoch comes first; ties go to the earlier deadlin
 objective is the number of attained jobs (§3.1.4), so a job the same fitted curve says cannot
 reach its target before its deadline (batches still needed x its measured seconds per batch)
 goes after every job that still can.
-
-Not built: Alg. 4's "allocate extra 1 core" loop. A query task's DuckDB threads are fixed when it
-starts (its ``cpu`` demand) and the engine has no action that changes a running task's share
-(``SetShare`` is rejected by every backend), so spare cores stay idle rather than being faked.
 
 On finish, the job's observed per-batch accuracy curve joins the history (kept by this policy
 object for the run, as :class:`~cohabit.repository.store.JobRecord` s).
@@ -44,6 +44,7 @@ from ..aqp.data import default_root, is_complete
 from ..aqp.estimators import MemoryEstimator
 from ..aqp.queries import WEIGHT_CLASSES, query_spec
 from ..engine.job import JobView
+from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..models.similar import JobTraits
 from ..models.tee import TEE, AccuracyCurve
@@ -78,15 +79,17 @@ def data_dir_of(job: JobView) -> Path | None:
 
 
 class RotaryAQP(EpochArbiter):
-    def __init__(self, k: int = 3, switch_cost_s: float = 0.0) -> None:
+    def __init__(self, k: int = 3, switch_cost_s: float = 0.0, extra_cores: bool = True) -> None:
         super().__init__()
         self.name = "rotary-aqp"
         self.switch_cost_s = switch_cost_s or None
+        self.extra_cores = extra_cores
         self.progress = TEE([], k=k)
         self.memory = MemoryEstimator()
         self._m_hat: dict[str, float] = {}
         self._mem_left: dict[int, float] = {}
         self._fits: dict[str, AccuracyCurve | None] = {}  # this round's fitted curve per job
+        self._batch_s: dict[str, list[float]] = {}  # query -> measured seconds per batch of its finished jobs
 
     # --------------------------------------------------------------- estimates
     def memory_mb(self, job: JobView) -> float:
@@ -129,13 +132,26 @@ class RotaryAQP(EpochArbiter):
         curve = self.curve(job)
         return nxt / total if curve is None else min(1.0, max(0.0, curve.predict(nxt)))
 
+    def batch_s(self, job: JobView) -> float | None:
+        """Seconds per batch: measured on the job itself, else the mean of the finished jobs of its
+        query (the job repository's history), else None."""
+        if job.iter_time:
+            return job.iter_time
+        past = self._batch_s.get(query_of(job) or job.spec.model)
+        return sum(past) / len(past) if past else None
+
     def feasible(self, job: JobView, now: float) -> bool:
-        """False only when the fitted curve and the measured speed say the target comes after the deadline."""
+        """False only when the fitted curve and the speed (measured, or of its query's past runs for a
+        job not yet measured) say the target comes after the deadline; a paused job also pays
+        ``switch_cost_s`` (its restore) first."""
         curve = self.curve(job)
-        if curve is None or not job.iter_time:
+        per_batch = self.batch_s(job)
+        if curve is None or not per_batch:
             return True
         need = curve.epochs_to_reach(target_accuracy(job), limit=int(job.spec.iterations or 1))
-        left = max(0.0, need - job.iterations_done(now)) * job.iter_time
+        left = max(0.0, need - job.iterations_done(now)) * per_batch
+        if job.state is JobState.PAUSED:
+            left += self.switch_cost_s or 0.0
         return now + left <= absolute_deadline(job)
 
     # -------------------------------------------------------------- arbitration
@@ -150,10 +166,18 @@ class RotaryAQP(EpochArbiter):
             for n in set(j.placement):
                 self._mem_left[n] -= self._m_hat.get(j.id, 0.0)
 
+        known = [t for ts in self._batch_s.values() for t in ts]
+        fleet = sum(known) / len(known) if known else None
+
         def key(j: JobView) -> tuple[int, float, float, int]:
             phi, target = latest_accuracy(j), target_accuracy(j)
             gap = target - phi
             gain = 1.0 if gap <= 0 else (min(self.phi_hat(j, view.now), target) - phi) / gap
+            if self.switch_cost_s:  # the cost model: gain per second of the next epoch, a start or restore included
+                per_batch = self.batch_s(j) or fleet
+                if per_batch:
+                    span = self.epoch_span(j) * batches_per_epoch(j) * per_batch
+                    gain /= span + (0.0 if j.state is JobState.RUNNING else self.switch_cost_s)
             return (0 if self.feasible(j, view.now) else 1, -gain, absolute_deadline(j), j.seq)
 
         return sorted(jobs, key=key)
@@ -167,6 +191,8 @@ class RotaryAQP(EpochArbiter):
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         super().on_finish(job, view)
+        if job.iter_time:
+            self._batch_s.setdefault(query_of(job) or job.spec.model, []).append(float(job.iter_time))
         curve = [acc for _, acc in self.realtime_curve(job)]
         if curve:
             t = self.traits(job)

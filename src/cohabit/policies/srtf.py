@@ -108,10 +108,6 @@ class SRTF(BasePolicy):
                 best = hit[1]
         return best
 
-    def on_finish(self, job: JobView, view: ClusterView) -> None:
-        self._waiting_rem.pop(job.id, None)
-        self._running_rem.pop(job.id, None)
-
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending and not view.paused:
@@ -149,7 +145,11 @@ class SRTF(BasePolicy):
         return plan
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
+        """Forget an ended job (one ``on_finish``: a second definition used to replace this one, and
+        the estimate caches kept every finished job)."""
         self._started.pop(job.id, None)
+        self._waiting_rem.pop(job.id, None)
+        self._running_rem.pop(job.id, None)
 
     def _preempt_for(self, job: JobView, mine: float, draft: Draft,
                      victims: list[tuple[float, JobView]], plan: Plan) -> tuple[int, ...] | None:

@@ -82,13 +82,34 @@ class TieredStateStore:
         """Hold a paused job's ``state``; returns the tier it went to (others may move to disk)."""
         t0 = time.perf_counter()
         blob = safestate.dumps(state)
-        ser = time.perf_counter() - t0
-        self._mem[job] = _Held(blob, iteration, float(resume_weight))
+        return self.put_blob(job, blob, iteration=iteration, resume_weight=resume_weight,
+                             seconds=time.perf_counter() - t0)
+
+    def put_blob(self, job: str, blob: bytes, *, iteration: int, resume_weight: float = 1.0,
+                 seconds: float = 0.0) -> Tier:
+        """:meth:`put` for a state already serialised (:func:`cohabit.runtime.safestate.dumps`) elsewhere,
+        e.g. by the paused task itself; ``seconds``: what serialising it cost."""
+        self._mem[job] = _Held(bytes(blob), iteration, float(resume_weight))
         self._on_disk.discard(job)
-        self.costs.add("memory", ser, len(blob))
-        self.log.append({"op": "save", "job": job, "tier": "memory", "bytes": len(blob), "s": ser})
+        self.costs.add("memory", seconds, len(blob))
+        self.log.append({"op": "save", "job": job, "tier": "memory", "bytes": len(blob), "s": seconds})
         self._rebalance()
         return "memory" if job in self._mem else "disk"
+
+    def take_blob(self, job: str) -> bytes | None:
+        """A paused job's serialised state if it is held in memory (removed from the store); None if it
+        was spilled to disk (then the newest checkpoint of ``job`` in the disk store is it) or never held."""
+        self._on_disk.discard(job)
+        held = self._mem.pop(job, None)
+        if held is None:
+            return None
+        self.log.append({"op": "restore", "job": job, "tier": "memory", "bytes": len(held.blob), "s": 0.0})
+        return held.blob
+
+    def flush(self) -> None:
+        """Write every state held in memory to disk (before the process holding them ends)."""
+        for job, held in list(self._mem.items()):
+            self._evict(job, held)
 
     def _rebalance(self) -> None:
         """Keep the highest-value states in memory within the budget; write the rest to disk."""

@@ -13,7 +13,10 @@ is not worthwhile when it only adds overhead. The rule here, for one job:
 3. **remaining cost** — no periodic checkpoint when the job's remaining work is shorter than one
    interval: it ends first and writes its final state anyway;
 4. **cost learning** — the first checkpoint comes after ``first_after_s`` (the fixed interval it
-   replaces) and measures ``C``; later ones use the running mean of the measured costs.
+   replaces) and measures ``C``; later ones use the running mean of the measured costs;
+5. **overhead budget** — given the run's elapsed time, a checkpoint waits until the checkpoints so
+   far plus this one fit the bound of the whole run (:meth:`CheckpointTrigger.due`), which pays back
+   a first checkpoint that cost more than the fixed interval allowed.
 
 For preemption (:meth:`worth_preempting`): pausing a job costs a checkpoint, a restart and a
 restore; a job whose remaining work is no longer than that is left to finish instead.
@@ -55,10 +58,25 @@ class CheckpointTrigger:
         c = self.cost_s
         return self.first_after_s if c is None else c / self.bound
 
-    def due(self, since_last_s: float, remaining_s: float | None) -> bool:
-        """At an operator boundary: checkpoint now? ``remaining_s``: the job's remaining work (None: unknown)."""
+    @property
+    def spent_s(self) -> float:
+        """Seconds spent checkpointing so far."""
+        return sum(self._costs)
+
+    def due(self, since_last_s: float, remaining_s: float | None, elapsed_s: float | None = None) -> bool:
+        """At an operator boundary: checkpoint now? ``remaining_s``: the job's remaining work (None: unknown).
+
+        ``elapsed_s`` (seconds since the job's run began, checkpoints included) turns on rule 5, the
+        **overhead budget**: once the cost C is known, a checkpoint is due only if every checkpoint so
+        far plus this one stays within the bound of the run's time,
+        ``(spent + C) / (elapsed + C) <= bound``. The first checkpoint, taken before C is known, may
+        overshoot; the next ones wait until the run has paid it back, so over the run the overhead
+        stays within the bound from the second checkpoint on."""
         interval = self.interval_s()
         if since_last_s < interval:
+            return False
+        c = self.cost_s
+        if elapsed_s is not None and c is not None and self.spent_s + c > self.bound * (elapsed_s + c):
             return False
         return remaining_s is None or remaining_s > interval
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .checkpoint import CheckpointStore
-    from .local import JobStatus, LocalBackend
+    from .local import LocalBackend
+    from .status import JobStatus
 
 __all__ = ["CheckpointStore", "JobStatus", "LocalBackend"]
 
@@ -27,8 +28,12 @@ def __getattr__(name: str) -> Any:
         from .checkpoint import CheckpointStore
 
         return CheckpointStore
-    if name in ("LocalBackend", "JobStatus"):
-        from . import local
+    if name == "LocalBackend":
+        from .local import LocalBackend
 
-        return getattr(local, name)
+        return LocalBackend
+    if name == "JobStatus":
+        from .status import JobStatus
+
+        return JobStatus
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,6 +28,8 @@ from ..cli_common import err, escape, fail, finish
 console = Console() if Console().is_terminal else Console(width=160)
 
 BACKENDS = ("local", "ray")
+#: --checkpoint choices and the backend's checkpoint_policy each names (ratchet/trigger.py).
+CHECKPOINT_POLICIES = {"interval": "fixed", "ratchet": "ratchet"}
 #: Bounds of the numeric options (far above any sensible value, far below overflow or a hang).
 MAX_RESTARTS = 1000
 MAX_INTERVAL_S = 1e6
@@ -98,6 +100,7 @@ def run(
     workdir: Annotated[Optional[Path], typer.Option(help="Keep checkpoints and task logs here (default: a temporary directory, removed after the run).")] = None,
     max_restarts: Annotated[int, typer.Option(help="Restarts from checkpoint allowed per job after a task dies.")] = 2,
     checkpoint_interval: Annotated[float, typer.Option(help="Seconds between periodic checkpoints of a running task.")] = 2.0,
+    checkpoint: Annotated[str, typer.Option(help="When running tasks checkpoint: 'interval' (every --checkpoint-interval seconds) or 'ratchet' (Ratchet's trigger: as often as CheckFreq's 3.5% overhead bound allows, from measured checkpoint costs; the first after --checkpoint-interval).")] = "interval",
     bandwidth_mbps: Annotated[Optional[float], typer.Option(help="Per-node budget (Mbit/s) shared by all parameter-server traffic entering or leaving a logical node (default: unlimited).")] = None,
     plot: Annotated[Optional[Path], typer.Option(help="Write the comparison plot (JCT CDF, allocated and used share per policy) here, as `cohabit simulate --plot`.")] = None,
     columns: Annotated[Optional[str], typer.Option(help="Table columns, comma-separated (e.g. avg-jct,alloc-cpu), or 'all'; default: the standard set.")] = None,
@@ -120,6 +123,8 @@ def run(
     )
     if problem:
         _fail(problem)
+    if checkpoint not in CHECKPOINT_POLICIES:
+        _fail(f"--checkpoint: expected one of {', '.join(CHECKPOINT_POLICIES)}, got {checkpoint!r}")
     if backend not in BACKENDS:
         _fail(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     if ray_address is not None and backend != "ray":
@@ -159,6 +164,7 @@ def run(
         with _stop_on_signals():
             _run_and_report(specs, cluster, names, backend, backend_cls, jobs_yaml, workdir, json_out,
                             {"max_restarts": max_restarts, "checkpoint_interval": checkpoint_interval,
+                             "checkpoint_policy": CHECKPOINT_POLICIES[checkpoint],
                              "bandwidth_mbps": bandwidth_mbps, "resume": resume}, plot=plot, columns=columns)
     except KeyboardInterrupt:
         kept = f"; checkpoints kept in {workdir} (continue with --resume)" if workdir is not None else ""
@@ -309,12 +315,14 @@ def _prepare_query_data(specs: list[Any]) -> None:
 
 def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: Path | None = None,
                  max_restarts: int = 2, checkpoint_interval: float = 2.0, bandwidth_mbps: float | None = None,
-                 backend_cls: Any = None, resume: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+                 backend_cls: Any = None, resume: bool = False,
+                 checkpoint_policy: str = "fixed") -> tuple[dict[str, Any], dict[str, Any]]:
     """Run ``specs`` for real under each policy in turn, with live progress bars and a per-job table.
 
     ``bandwidth_mbps``: per-node budget of parameter-server traffic (None: unlimited).
     ``backend_cls``: LocalBackend (default) or RayBackend (Ray already connected).
     ``resume``: each job's first start continues from a checkpoint an earlier run left under ``workdir``.
+    ``checkpoint_policy``: ``"fixed"`` (every ``checkpoint_interval`` s) or ``"ratchet"`` (Ratchet's trigger).
 
     Returns (metrics by policy name, run outcome by policy name). Used by ``cohabit run`` and by the real
     part of ``cohabit demo``.
@@ -338,7 +346,8 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
             board = LiveBoard(bar, specs, pol.name)
             out = run_local(specs, cluster, pol, root=root, listener=board.on_message, on_scheduler=board.bind,
                             backend_cls=backend_cls or LocalBackend, max_restarts=max_restarts,
-                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps, resume=resume)
+                            checkpoint_interval=checkpoint_interval, bandwidth_mbps=bandwidth_mbps, resume=resume,
+                            checkpoint_policy=checkpoint_policy)
             board.refresh()
         if bar.disable:
             finished_line(err, pol.name, out.metrics.jobs_finished, len(specs), "jobs finished",

@@ -65,11 +65,11 @@ how long starts, restores, checkpoints and halts took (pause overhead).
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -77,12 +77,12 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
+from ..ratchet.tiering import TieredStateStore
 from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
@@ -90,16 +90,18 @@ from .checkpoint import CheckpointStore
 from .devices import ENV as DEVICES_ENV
 from .devices import DeviceMap
 from .harmony.hook import HarmonyHook
+from .procs import (Run, Spare, SparePool, Task, describe_exit, free_port, kill_tasks, log_tail, safe_name,
+                    spawn_worker, thread_env)
 from .packed import PackHost, launch_members, release_host, stop_warm_host
 from .ps.launch import PSLaunch, node_bandwidth, ps_job_problem
 from .ps.parts import checkpoint_iteration, clear_parts
 from .ps.spilling import SPILL_REPORT_KEYS
+from .status import JobStatus, split_heldout, update_status
 from .usage import UsageMeter
 from .worker import worker_config
 from .workloads import BUILTINS, WorkloadConfig, WorkloadError, parse_config
 
 Listener = Callable[[str, dict[str, Any]], None]
-_LOG_TAIL = 6
 
 
 def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tuple[int, ...]]:
@@ -120,92 +122,20 @@ def node_cores(cluster: ClusterSpec, cores: list[int] | None = None) -> list[tup
     return out
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _describe_exit(rc: int | None) -> str:
-    if rc is None:
-        return "stopped responding"
-    if rc < 0:
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
-
-
-@dataclass
-class JobStatus:
-    """What the backend knows about one job's real execution (for progress displays)."""
-
-    job: str
-    state: str = "starting"  # starting | running | halted | restarting | finished | failed
-    iterations: int = 0
-    total: int | None = None
-    iter_time: float | None = None
-    compute_s: float | None = None
-    comm_s: float | None = None
-    mem_mb: float | None = None
-    device: str | None = None  # where rank 0 trains ("cuda:0", "cpu"), as it reported
-    cuda_visible_devices: str | None = None  # rank 0's physical GPU ids ("" none)
-    device_note: str | None = None  # why it trains on the CPU although given GPUs
-    device_mem_mb: float | None = None  # peak device memory (torch.cuda.max_memory_allocated), on CUDA
-    metrics: dict[str, float] = field(default_factory=dict)
-    checkpoint_iteration: int | None = None
-    restarts: int = 0
-    nodes: tuple[int, ...] = ()
-    pids: tuple[int, ...] = ()
-    reason: str = ""
-    #: restores that fell back past corrupt checkpoints or started over from iteration 0
-    checkpoint_events: list[str] = field(default_factory=list)
-
-
 _OPEN: weakref.WeakSet[LocalBackend] = weakref.WeakSet()
+
+
+def share_threads(alloc: Allocation, spec: JobSpec) -> int:
+    """Threads of each task: its CPU cores rounded up (at least 1); a single-task job's from its
+    allocation (which ``SetShare`` may have raised), others' from their demand."""
+    cpu = float(alloc.total.get("cpu", 0.0)) if len(alloc.slots) == 1 else float(spec.workers.demand["cpu"])
+    return max(1, math.ceil(cpu - 1e-9)) if cpu > 0 else 1
 
 
 def request_shutdown_all() -> None:
     """Every open backend of this process checkpoints its running jobs when it closes (signal handlers)."""
     for backend in list(_OPEN):
         backend.request_shutdown()
-
-
-@dataclass
-class _Task:
-    rank: int
-    node: int
-    proc: subprocess.Popen[bytes]
-    chan: Channel
-    log_path: Path
-    done: bool = False  # sent "finished" or "halted"
-    error: str | None = None
-    fatal: bool = False
-
-
-@dataclass
-class _Spare:
-    kind: str  # "numpy" | "torch": what it has imported already
-    proc: subprocess.Popen[bytes]
-    sock: socket.socket
-    log_path: Path
-
-
-@dataclass
-class _Run:
-    spec: JobSpec
-    alloc: Allocation
-    config: WorkloadConfig
-    tasks: list[_Task] = field(default_factory=list)
-    launched: float = 0.0
-    restart_at: float | None = None
-    last_iter_time: float | None = None
-    first_progress: bool = False
-
-    @property
-    def is_ps(self) -> bool:
-        return self.spec.architecture == "ps"
 
 
 class LocalBackend:
@@ -247,6 +177,7 @@ class LocalBackend:
         subtask_gate: dict[str, Any] | Callable[[JobSpec], dict[str, Any] | None] | None = None,
         gpu_ids: Mapping[int | str, Any] | None = None,
         resume: bool = False,
+        paused_memory_mb: float | None = None,
     ) -> None:
         for name, v in (("max_restarts", max_restarts), ("restart_backoff", restart_backoff),
                         ("checkpoint_interval", checkpoint_interval)):
@@ -270,6 +201,12 @@ class LocalBackend:
         if checkpoint_policy not in ("fixed", "ratchet"):
             raise ValueError(f"checkpoint_policy must be 'fixed' or 'ratchet', got {checkpoint_policy!r}")
         self.checkpoint_policy = checkpoint_policy
+        if paused_memory_mb is not None and not paused_memory_mb >= 0:
+            raise ValueError(f"paused_memory_mb must be >= 0 MB, got {paused_memory_mb!r}")
+        #: Ratchet's tiers (ch. 4, resource-aware checkpointing): the states of paused single-task jobs
+        #: are kept in this process up to the budget, the rest spilled to the checkpoint store (None: every
+        #: pause writes to the store, the default)
+        self.tiers = None if paused_memory_mb is None else TieredStateStore(self.store, int(paused_memory_mb * 2**20))
         self.halt_timeout = halt_timeout
         self.fsync = fsync
         self.prewarm = prewarm
@@ -278,17 +215,17 @@ class LocalBackend:
         self.net_rates = node_bandwidth(cluster, bandwidth_mbps)
         self.subtask_gate = subtask_gate
         self.devices = DeviceMap.build(cluster, gpu_ids)  # ledger device -> physical GPU id (CUDA_VISIBLE_DEVICES)
-        self.harmony = HarmonyHook(len(cluster.nodes), env=self._env(1))  # pipelined groups' node queues
+        self.harmony = HarmonyHook(len(cluster.nodes), env=thread_env(1))  # pipelined groups' node queues
         self.cores = node_cores(cluster) if pin_cpus and hasattr(os, "sched_setaffinity") else None
         self.status: dict[str, JobStatus] = {}
         self.timings: list[dict[str, Any]] = []
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, Run] = {}
         self._restarts: dict[str, int] = {}
         self._pending: list[BackendEvent] = []
         self.usage = UsageMeter()  # what jobs' processes use (USED events; metrics only)
         self._used: list[BackendEvent] = []  # USED events not yet returned by advance
         self._all_procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._spares: dict[str, list[_Spare]] = {}
+        self._spares = SparePool()
         self._pack_hosts: dict[tuple[int, int], PackHost] = {}  # device -> its pack process (runtime.packed)
         self._warm_pack_host: PackHost | None = None  # an idle pack host for the next device (prewarm)
         self._n_spawned = 0
@@ -331,7 +268,9 @@ class LocalBackend:
         if not from_checkpoint:
             self.store.clear(spec.id)
             clear_parts(self.store.root, spec.id)
-        run = _Run(spec, alloc, config)
+            if self.tiers is not None:
+                self.tiers.take_blob(spec.id)  # a state an earlier run of the job left paused is not this one's
+        run = Run(spec, alloc, config)
         self._runs[spec.id] = run
         self._start_tasks(run, from_checkpoint=from_checkpoint)
 
@@ -365,57 +304,30 @@ class LocalBackend:
         self.status[job].state, self.status[job].reason = "failed", reason
         self._pending.append(BackendEvent(self.now(), BackendEventKind.FAILED, job, {"reason": reason}))
 
-    def _env(self, threads: int) -> dict[str, str]:
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS"):
-            env[var] = str(threads)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return env
-
     def _spawn(self, env: dict[str, str], log_path: Path, header: str, *args: str) -> tuple[
             subprocess.Popen[bytes], socket.socket]:
-        mine, theirs = socket.socketpair()
-        with open(log_path, "ab") as log:
-            log.write(f"--- {header}\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                [self.python, "-m", "cohabit.runtime.worker", "--fd", str(theirs.fileno()), *args],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True,
-            )
-        theirs.close()
         self._n_spawned += 1
-        return proc, mine
-
-    def _take_spare(self, kind: str) -> _Spare | None:
-        pool = self._spares.get(kind, [])
-        while pool:
-            sp = pool.pop()
-            if sp.proc.poll() is None:
-                return sp
-            sp.sock.close()
-        return None
+        return spawn_worker(self.python, env, log_path, header, *args)
 
     def _replenish(self, kind: str) -> None:
         """Keep one warm spare of ``kind`` (started now, importing in the background)."""
-        pool = self._spares.setdefault(kind, [])
-        if self._closed or pool:
+        if self._closed or self._spares.has(kind):
             return
         log_path = self.log_dir / f"spare-{kind}-{self._n_spawned}.log"
-        proc, sock = self._spawn(self._env(1), log_path, f"spare ({kind}) at t={self.now():.3f}", "--preload", kind)
-        pool.append(_Spare(kind, proc, sock, log_path))
+        proc, sock = self._spawn(thread_env(1), log_path, f"spare ({kind}) at t={self.now():.3f}", "--preload", kind)
+        self._spares.add(Spare(kind, proc, sock, log_path))
 
-    def _start_tasks(self, run: _Run, *, from_checkpoint: bool) -> None:
+    def _start_tasks(self, run: Run, *, from_checkpoint: bool) -> None:
         spec = run.spec
         ps = PSLaunch.plan(spec, run.alloc, net_dir=self.root / "net", rates=self.net_rates) if run.is_ps else None
         harmony_gate = self.harmony.gate_for(run.alloc, ps.n_workers) if ps is not None else None
         n = ps.n_tasks if ps is not None else len(run.alloc.slots) - spec.num_ps
-        threads = max(1, math.ceil(spec.workers.demand["cpu"] - 1e-9)) if spec.workers.demand["cpu"] > 0 else 1
-        port = _free_port() if n > 1 and ps is None else None
+        threads = share_threads(run.alloc, spec)
+        port = free_port() if n > 1 and ps is None else None
         kind = "torch" if run.config.uses_torch or (n > 1 and ps is None) else "numpy"
         # warm spares run built-in workloads with one thread (their environment is fixed at spawn)
         warm = self.prewarm and threads == 1 and run.config.label in BUILTINS
-        env = self._env(threads)
+        env = thread_env(threads)
         run.launched = self.now()
         run.restart_at = None
         run.first_progress = False
@@ -430,7 +342,7 @@ class LocalBackend:
             proc, sock, log_path = self._spawn_task(spec.id, rank, node, task_env, header, warm=warm, kind=kind,
                                                     threads=threads, gpus=sum(share for _, share in slot.devices))
             self._all_procs[proc.pid] = proc
-            task = _Task(rank, node, proc, Channel(sock), log_path)
+            task = Task(rank, node, proc, Channel(sock), log_path)
             run.tasks.append(task)
             cfg = worker_config(
                 job=spec.id, rank=rank, world_size=n if ps is None else ps.n_workers, workload=run.config, iterations=spec.iterations,
@@ -443,6 +355,10 @@ class LocalBackend:
             if ps is not None:
                 gate = harmony_gate or (self.subtask_gate(spec) if callable(self.subtask_gate) else self.subtask_gate)
                 cfg.update(ps=ps.section(rank), subtask_gate=gate)
+            if from_checkpoint and self.tiers is not None and n == 1:
+                blob = self.tiers.take_blob(spec.id)  # held in memory: sent along; spilled: the store has it
+                if blob is not None:
+                    cfg["state_b64"] = base64.b64encode(blob).decode("ascii")
             try:
                 task.chan.send(cfg)
             except ChannelClosed:
@@ -468,13 +384,13 @@ class LocalBackend:
         ``terminate`` / ``kill``: the RayBackend's actors), the backend's end of its
         control socket, and its log file. Subclasses override this to run tasks elsewhere.
         """
-        spare = self._take_spare(kind) if warm else None
+        spare = self._spares.take(kind) if warm else None
         if spare is not None:
             proc, sock, log_path = spare.proc, spare.sock, spare.log_path
             with open(log_path, "ab") as log:
                 log.write(f"--- {header} (warm spare)\n".encode())
         else:
-            log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
+            log_path = self.log_dir / f"{safe_name(job)}.{rank}.log"
             proc, sock = self._spawn(env, log_path, header, "--job", job, "--launched-at", repr(time.time()))
         if self.cores is not None:
             try:
@@ -482,6 +398,23 @@ class LocalBackend:
             except OSError:
                 pass  # the process may already be gone; its exit is handled by advance()
         return proc, sock, log_path
+
+    def set_share(self, job: str, alloc: Allocation, now: float) -> None:
+        """``SetShare``: the running single-task ``job`` gets ``alloc``'s CPU cores and memory; its worker
+        applies them before its next step (a query: DuckDB's ``threads`` / ``memory_limit`` at the
+        next batch boundary). A task restarted later starts with them."""
+        run = self._runs.get(job)
+        if run is None:
+            raise ValueError(f"LocalBackend: job {job!r} is not running")
+        run.alloc = alloc
+        mem = float(alloc.total.get("mem_gb", 0.0))
+        msg = {"type": "share", "threads": share_threads(alloc, run.spec), "mem_gb": mem or None}
+        for t in run.tasks:
+            try:
+                t.chan.send(msg)
+            except ChannelClosed:
+                pass  # died: advance() sees it; a restart reads run.alloc
+        self.timings.append({"job": job, "kind": "share", "at": self.now(), "threads": msg["threads"], "mem_gb": mem})
 
     def halt(self, job: str, now: float, *, checkpoint: bool) -> None:
         run = self._runs.pop(job, None)
@@ -491,13 +424,15 @@ class LocalBackend:
         t0 = time.perf_counter()
         live = [t for t in run.tasks if t.proc.poll() is None]
         if checkpoint:
+            to_tiers = self.tiers is not None and len(run.tasks) == 1 and not run.is_ps
             for t in live:
                 try:
-                    t.chan.send({"type": "halt", "checkpoint": True})
+                    t.chan.send({"type": "halt", "checkpoint": True, "state_to_backend": to_tiers})
                 except ChannelClosed:
                     pass
             deadline = time.monotonic() + self.halt_timeout
-            save_s = None
+            save_s = tier = None
+            held_at: int | None = None
             while any(t.proc.poll() is None for t in live) and time.monotonic() < deadline:
                 for t in live:
                     for msg in t.chan.recv_ready():
@@ -505,8 +440,12 @@ class LocalBackend:
                         self.usage.read(job, t.proc.pid, self.now())
                         if msg.get("type") == "halted" and "save_s" in msg:
                             save_s = msg["save_s"]
+                        if msg.get("type") == "halted" and msg.get("state_b64") and self.tiers is not None:
+                            held_at = int(msg["iteration"])
+                            tier = self.tiers.put_blob(job, base64.b64decode(msg["state_b64"]), iteration=held_at,
+                                                       seconds=float(save_s or 0.0))
                         elif msg.get("type") == "progress":
-                            _update_status(st, msg)
+                            update_status(st, msg)
                 chans = [t.chan for t in live if not t.chan.closed]
                 if chans:
                     select.select(chans, [], [], 0.05)
@@ -514,9 +453,9 @@ class LocalBackend:
                     time.sleep(0.01)
             timed_out = any(t.proc.poll() is None for t in live)
             self._kill(run.tasks)
-            st.checkpoint_iteration = self._checkpoint_iteration(run)
+            st.checkpoint_iteration = held_at if held_at is not None else self._checkpoint_iteration(run)
             self.timings.append({"job": job, "kind": "halt", "at": self.now(), "seconds": time.perf_counter() - t0,
-                                 "save_s": save_s, "timed_out": timed_out,
+                                 "save_s": save_s, "timed_out": timed_out, "tier": tier or "disk",
                                  "checkpoint_iteration": st.checkpoint_iteration})
             if timed_out:
                 st.reason = (f"halt timed out after {self.halt_timeout:g} s; killed; resumes from checkpoint "
@@ -604,7 +543,7 @@ class LocalBackend:
         st.checkpoint_events.append(note)
         self.timings.append({"job": job, "kind": kind, "at": self.now(), "note": note, "errors": bad})
 
-    def _poll_run(self, job: str, run: _Run) -> BackendEvent | None:
+    def _poll_run(self, job: str, run: Run) -> BackendEvent | None:
         """Read one run's messages; return its event, if any (progress, finished, failed)."""
         st = self.status[job]
         progress: dict[str, Any] | None = None
@@ -644,7 +583,7 @@ class LocalBackend:
                     task.error, task.fatal = str(msg.get("reason")), bool(msg.get("fatal"))
         if progress is not None:
             self._sample_use(job)
-            _update_status(st, progress)
+            update_status(st, progress)
             run.last_iter_time = float(progress["iter_time"])
             if not run.first_progress:
                 run.first_progress = True
@@ -667,27 +606,27 @@ class LocalBackend:
             self._kill(run.tasks)
             st.state, st.pids = "finished", ()
             return BackendEvent(self.now(), BackendEventKind.FINISHED, job, {"iterations": float(st.iterations),
-                                                                              **_split_heldout(st.metrics)})
+                                                                              **split_heldout(st.metrics)})
         if progress is not None:
             data = {"iterations": float(progress["iterations"]), "iter_time": float(progress["iter_time"])}
             for k in ("compute_s", "comm_s", "mem_mb", "device_mem_mb", "net_bytes_s", *SPILL_REPORT_KEYS):
                 if progress.get(k) is not None:
                     data[k] = float(progress[k])
-            data.update(_split_heldout(progress.get("metrics")))
+            data.update(split_heldout(progress.get("metrics")))
             return BackendEvent(self.now(), BackendEventKind.PROGRESS, job, data)
         return None
 
-    def _on_task_death(self, job: str, run: _Run, task: _Task) -> BackendEvent | None:
+    def _on_task_death(self, job: str, run: Run, task: Task) -> BackendEvent | None:
         try:
             rc = task.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             rc = None
         self._kill(run.tasks)
         st = self.status[job]
-        what = task.error or f"task {task.rank} (pid {task.proc.pid}) on node {task.node} {_describe_exit(rc)}"
+        what = task.error or f"task {task.rank} (pid {task.proc.pid}) on node {task.node} {describe_exit(rc)}"
         if task.error:
             what = f"task {task.rank} (pid {task.proc.pid}) on node {task.node}: {task.error}"
-        tail = _tail(task.log_path)
+        tail = log_tail(task.log_path)
         used = self._restarts.get(job, 0)
         self._sample_use(job, end=True)
         if task.fatal or used >= self.max_restarts:
@@ -716,7 +655,7 @@ class LocalBackend:
                                  "restarting": True})
         return None
 
-    def _checkpoint_iteration(self, run: _Run) -> int | None:
+    def _checkpoint_iteration(self, run: Run) -> int | None:
         """Iteration of the job's newest checkpoint (a PS job's newest complete set of parts)."""
         if run.is_ps:
             return checkpoint_iteration(self.store.root, run.spec.id)
@@ -724,25 +663,10 @@ class LocalBackend:
         return ck.iteration if ck is not None else None
 
     # -------------------------------------------------------------- cleanup
-    def _kill(self, tasks: list[_Task], grace: float = 2.0) -> None:
-        """Make sure every process of ``tasks`` is gone (SIGTERM, then SIGKILL after ``grace``)."""
+    def _kill(self, tasks: list[Task], grace: float = 2.0) -> None:
+        """Make sure every process of ``tasks`` is gone (:func:`.procs.kill_tasks`) and forget them."""
+        kill_tasks(tasks, grace)
         for t in tasks:
-            if t.proc.poll() is None:
-                try:
-                    t.proc.terminate()
-                except OSError:
-                    pass
-        deadline = time.monotonic() + grace
-        for t in tasks:
-            try:
-                t.proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-            except subprocess.TimeoutExpired:
-                try:
-                    t.proc.kill()
-                    t.proc.wait(timeout=5.0)
-                except (OSError, subprocess.TimeoutExpired):
-                    pass
-            t.chan.close()
             self._all_procs.pop(t.proc.pid, None)
 
     def pids(self) -> list[int]:
@@ -775,19 +699,9 @@ class LocalBackend:
                 except (OSError, subprocess.TimeoutExpired):
                     pass
         self._all_procs.clear()
-        for pool in self._spares.values():
-            for sp in pool:
-                sp.sock.close()  # a spare exits when its socket closes; make sure
-                if sp.proc.poll() is None:
-                    try:
-                        sp.proc.kill()
-                    except OSError:
-                        pass
-                try:
-                    sp.proc.wait(timeout=5.0)
-                except subprocess.TimeoutExpired:
-                    pass
-        self._spares.clear()
+        self._spares.close()
+        if self.tiers is not None and not self._own_root:
+            self.tiers.flush()  # paused states held in memory go to the kept checkpoint store (--resume)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -808,53 +722,3 @@ class LocalBackend:
         except Exception:  # noqa: BLE001
             pass
 
-
-def _update_status(st: JobStatus, msg: dict[str, Any]) -> None:
-    st.state = "running"
-    st.iterations = int(msg["iterations"])
-    st.total = msg.get("total", st.total)
-    st.iter_time = msg.get("iter_time")
-    st.compute_s = msg.get("compute_s")
-    st.comm_s = msg.get("comm_s")
-    st.mem_mb = msg.get("mem_mb")
-    if msg.get("device_mem_mb") is not None:
-        st.device_mem_mb = float(msg["device_mem_mb"])
-    st.metrics.update(msg.get("metrics") or {})
-    if msg.get("checkpoint_iteration") is not None:
-        st.checkpoint_iteration = int(msg["checkpoint_iteration"])
-
-
-def _finite(metrics: dict[str, Any] | None) -> dict[str, float]:
-    """Metrics as floats, leaving out non-numbers (a NaN loss arrives as null)."""
-    out = {}
-    for k, v in (metrics or {}).items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-            out[k] = float(v)
-    return out
-
-
-def _split_heldout(metrics: dict[str, Any] | None) -> dict[str, dict[str, float]]:
-    """``{"metrics": ..., "heldout": ...}``: a workload's ``heldout_<name>`` metrics (measured on data the
-    scheduler must not see, for false-attainment accounting: engine/criteria.py) go under ``heldout``
-    as ``<name>``, out of the metrics the policies see."""
-    shown: dict[str, float] = {}
-    held: dict[str, float] = {}
-    for k, v in _finite(metrics).items():
-        if k.startswith("heldout_"):
-            held[k[len("heldout_"):]] = v
-        else:
-            shown[k] = v
-    return {"metrics": shown, "heldout": held} if held else {"metrics": shown}
-
-
-def _safe(job: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in job)[:80] or "job"
-
-
-def _tail(path: Path, n: int = _LOG_TAIL) -> str:
-    try:
-        lines = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    lines = [ln for ln in lines if not ln.startswith("--- ")]
-    return " | ".join(lines[-n:])

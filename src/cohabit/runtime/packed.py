@@ -7,8 +7,8 @@ control channel. Each member job gets its own socketpair, whose worker end is
 passed to the host over the control channel (``SCM_RIGHTS``); on it the member
 speaks the ordinary worker protocol (``config`` in; ``ready``, ``progress``,
 ``halted``, ``finished``, ``error`` out; ``halt`` in). So the backend keeps one
-``_Run`` per member, as for any job, and its polling, halting and restart logic
-stays as it is: the member's ``_Task.proc`` is a :class:`MemberProc`, which looks
+``Run`` per member, as for any job, and its polling, halting and restart logic
+stays as it is: the member's ``Task.proc`` is a :class:`MemberProc`, which looks
 like a process that ends when the member leaves the pack.
 
 In the host (:func:`serve`), every member is its own built-in workload
@@ -66,6 +66,7 @@ from ..spec.job import JobSpec
 from .channel import Channel, ChannelClosed
 from .checkpoint import CheckpointStore
 from .devices import ENV, DeviceChoice, device_telemetry, select_device, set_visible
+from .procs import Run, Task, thread_env
 from .workloads import WorkloadConfig, WorkloadContext, WorkloadError, build
 
 if TYPE_CHECKING:
@@ -207,7 +208,7 @@ def _spawn_host(backend: LocalBackend, device: tuple[int, int] | None, threads: 
         f"pack-warm-{backend._n_spawned}"
     log_path = backend.log_dir / f"{tag}.log"
     where = f"on {list(device)}" if device is not None else "(warm, idle)"
-    env = backend._env(threads)
+    env = thread_env(threads)
     if device is not None:  # a warm host learns its device from its first member's configuration
         env[ENV] = backend.devices.of_pack(device)
     proc, ctrl = backend._spawn(env, log_path, f"pack host {where} at t={backend.now():.3f}",
@@ -253,7 +254,6 @@ def stop_warm_host(backend: LocalBackend) -> None:
 def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequence[JobSpec],
                    allocs: Sequence[Allocation], *, from_checkpoint: Sequence[bool]) -> None:
     """Load ``specs`` into the pack host of ``device`` (spawning it if there is none)."""
-    from .local import _Run, _Task
     from .worker import worker_config
 
     host = backend._pack_hosts.get(device)
@@ -275,7 +275,7 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
             restore = True  # ``resume``: the first start continues from the earlier run's checkpoint
         if not restore:
             backend.store.clear(spec.id)
-        run = _Run(spec, alloc, config)
+        run = Run(spec, alloc, config)
         run.launched = backend.now()
         backend._runs[spec.id] = run
         try:
@@ -285,7 +285,7 @@ def launch_members(backend: LocalBackend, device: tuple[int, int], specs: Sequen
             backend._fail_now(spec.id, f"pack host on {list(device)} is gone: {exc}")
             continue
         host.members.add(spec.id)
-        run.tasks = [_Task(0, device[0], MemberProc(backend, host, spec.id, chan), chan,  # type: ignore[arg-type]
+        run.tasks = [Task(0, device[0], MemberProc(backend, host, spec.id, chan), chan,  # type: ignore[arg-type]
                            host.log_path)]
         cfg = worker_config(
             job=spec.id, rank=0, world_size=1, workload=config, iterations=spec.iterations, epochs=spec.epochs,

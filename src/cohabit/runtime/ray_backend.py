@@ -76,7 +76,8 @@ from typing import Any
 from ..engine.backend import BackendEvent, BackendEventKind
 from ..spec.cluster import ClusterSpec, NodeSpec
 from ..spec.resources import Resources
-from .local import LocalBackend, _Run, _Task
+from .local import LocalBackend
+from .procs import Run, Task, safe_name, thread_env
 from .relay import Relay
 
 NODE_RESOURCE = "cohabit_node_{}"
@@ -404,7 +405,6 @@ class RayBackend(LocalBackend):
 
     def _spawn_task(self, job: str, rank: int, node: int, env: dict[str, str], header: str, *, warm: bool,
                     kind: str, threads: int, gpus: float = 0.0) -> tuple[Any, socket.socket, Path]:
-        from .local import _safe
 
         ray_node = self.node_map[node]
         num_gpus = gpus if self._ray_gpus(node) > 0 else 0.0  # the ledger's share, reserved in Ray too
@@ -414,7 +414,7 @@ class RayBackend(LocalBackend):
             with open(log_path, "ab") as log:
                 log.write(f"--- {header} ray node {ray_node[:12]} (warm actor)\n".encode())
         else:
-            log_path = self.log_dir / f"{_safe(job)}.{rank}.log"
+            log_path = self.log_dir / f"{safe_name(job)}.{rank}.log"
             with open(log_path, "ab") as log:
                 log.write(f"--- {header} ray node {ray_node[:12]}\n".encode())
             actor, info_ref = self._new_actor(ray_node, env, log_path, num_gpus=num_gpus)
@@ -459,7 +459,7 @@ class RayBackend(LocalBackend):
         """
         if self._closed or self.warm_actors <= 0:
             return
-        env = self._env(1)  # warm actors run one BLAS/torch thread, like LocalBackend's spares
+        env = thread_env(1)  # warm actors run one BLAS/torch thread, like LocalBackend's spares
         for ray_node in dict.fromkeys(self.node_map):
             if ray_node not in self._alive:
                 continue
@@ -509,7 +509,7 @@ class RayBackend(LocalBackend):
                 self.status[job].pids = pids
         return events
 
-    def _on_task_death(self, job: str, run: _Run, task: _Task) -> BackendEvent | None:
+    def _on_task_death(self, job: str, run: Run, task: Task) -> BackendEvent | None:
         try:
             alive = self._refresh_nodes()
         except Exception as exc:  # noqa: BLE001 - see _poll
@@ -526,7 +526,7 @@ class RayBackend(LocalBackend):
             task.error = task.proc.died
         return super()._on_task_death(job, run, task)
 
-    def _evict(self, job: str, run: _Run, lost: list[_Task]) -> BackendEvent:
+    def _evict(self, job: str, run: Run, lost: list[Task]) -> BackendEvent:
         """Stop ``job`` (its node is gone) and report it for the scheduler to place again."""
         del self._runs[job]
         self._kill(run.tasks)
@@ -581,5 +581,5 @@ class RayBackend(LocalBackend):
             self._ray.shutdown()
 
 
-def _lost_tasks(run: _Run, alive: set[str]) -> list[_Task]:
+def _lost_tasks(run: Run, alive: set[str]) -> list[Task]:
     return [t for t in run.tasks if isinstance(t.proc, ActorProcess) and t.proc.ray_node not in alive]

@@ -19,7 +19,8 @@ from ..report.metrics import Metrics, compute_metrics
 from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
 from ..spec.resources import Resources
-from .local import JobStatus, Listener, LocalBackend
+from .local import Listener, LocalBackend
+from .status import JobStatus
 from .ps.launch import ps_job_problem
 from .workloads import WorkloadError, parse_config
 

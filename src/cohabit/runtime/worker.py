@@ -45,6 +45,7 @@ import time
 _T_MODULE = time.time()  # before the heavy imports below: splits start-up into interpreter and imports
 
 import argparse
+import base64
 import hashlib
 import os
 import socket
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from .channel import Channel, ChannelClosed
+from . import safestate
 from .checkpoint import CheckpointStore
 from .devices import ENV, DeviceChoice, device_telemetry, select_device, set_visible
 from .workloads import BUILTINS, Trainable, WorkloadConfig, WorkloadContext, WorkloadError, build
@@ -177,6 +179,7 @@ class Worker:
         self.comm: GlooComm | None = None
         self.last_ckpt_iter: int | None = None
         self.halt_req: dict[str, Any] | None = None
+        self.share_req: dict[str, Any] | None = None  # the newest SetShare not yet applied
         self.warmup_s: float | None = None
         self.startup: dict[str, Any] = {}  # interpreter_s, imports_s (set by main); accelerator_ids (Ray)
         self.device: str = "cpu"  # where the workload trains (select_device)
@@ -212,7 +215,13 @@ class Worker:
             self.comm = GlooComm(rendezvous_path(cfg["store_root"], self.job, int(cfg["dist_port"])), self.rank,
                                  self.world)
             workload.comm = self.comm  # type: ignore[attr-defined]
-        if cfg["from_checkpoint"]:
+        if cfg["from_checkpoint"] and cfg.get("state_b64"):  # a paused state the backend held in memory
+            t0 = time.perf_counter()
+            state = safestate.loads(base64.b64decode(cfg["state_b64"]))
+            workload.load_state_dict(state["workload"])
+            info.update(restored_iteration=workload.iteration, restored_from="memory",
+                        restore_s=time.perf_counter() - t0)
+        elif cfg["from_checkpoint"]:
             t0 = time.perf_counter()
             got = self.store.load(self.job)
             info["skipped_corrupt"] = list(self.store.last_errors)  # reported by the backend, never silent
@@ -226,6 +235,24 @@ class Worker:
             info["restore_s"] = time.perf_counter() - t0
         return workload, info
 
+    def _apply_share(self, workload: Trainable, msg: dict[str, Any]) -> None:
+        """A new share from the scheduler (``SetShare``): the workload's ``set_share(threads, mem_gb)``
+        if it has one (a progressive query: DuckDB's threads and memory limit); a workload without
+        it keeps the threads it started with."""
+        threads = max(1, int(msg.get("threads") or 1))
+        mem_gb = msg.get("mem_gb")
+        set_share = getattr(workload, "set_share", None)
+        if callable(set_share):
+            set_share(threads=threads, mem_gb=float(mem_gb) if mem_gb else None)
+
+    @staticmethod
+    def _state_blob(workload: Trainable) -> tuple[str, float]:
+        """The checkpoint the store would write (``{"workload": state}``), serialised and base64-encoded
+        for the channel, and the seconds it took (a pause whose state the backend keeps: Ratchet's tiers)."""
+        t0 = time.perf_counter()
+        blob = base64.b64encode(safestate.dumps({"workload": workload.state_dict()})).decode("ascii")
+        return blob, time.perf_counter() - t0
+
     def _save(self, workload: Trainable) -> tuple[int, float]:
         t0 = time.perf_counter()
         info = self.store.save(self.job, {"workload": workload.state_dict()}, iteration=workload.iteration,
@@ -237,6 +264,8 @@ class Worker:
         for msg in self.chan.recv_ready():
             if msg.get("type") == "halt":
                 self.halt_req = msg
+            elif msg.get("type") == "share":
+                self.share_req = msg  # applied before the next step (a batch boundary)
         if self.chan.closed and self.halt_req is None:
             self.halt_req = {"type": "halt", "checkpoint": False, "why": "scheduler went away"}
         if self.halt_req is None:
@@ -274,7 +303,7 @@ class Worker:
         win_start, win_steps, win_compute, win_comm = now, 0, 0.0, 0.0
         losses: list[float] = []
         latest: dict[str, float] = {}
-        last_ckpt = now
+        last_ckpt = run_start = now
         warm = True  # the first iteration (allocations, lazy init) is timed apart: it is not typical
         first_report = True
         each = bool(getattr(workload, "report_each_step", False))  # progressive queries: every batch counts
@@ -293,13 +322,18 @@ class Worker:
                 flag = self.comm.agree(flag)
             if flag:
                 msg: dict[str, Any] = {"type": "halted", "iteration": workload.iteration}
-                if flag == _STOP_CKPT and self.rank == 0:
+                if flag == _STOP_CKPT and self.rank == 0 and self.halt_req and self.halt_req.get("state_to_backend"):
+                    msg["state_b64"], msg["save_s"] = self._state_blob(workload)  # Ratchet's tiers keep it
+                elif flag == _STOP_CKPT and self.rank == 0:
                     msg["checkpoint_seq"], msg["save_s"] = self._save(workload)
                 self._send(msg)
                 self._close()
                 return EXIT_OK
             if workload.done:
                 break
+            if self.share_req is not None:
+                self._apply_share(workload, self.share_req)
+                self.share_req = None
             t0 = time.perf_counter()
             metrics = workload.step()
             t1 = time.perf_counter()
@@ -312,7 +346,8 @@ class Worker:
             latest.update({k: float(v) for k, v in metrics.items() if k != "loss"})
             step_s += ((t1 - t0) - step_s) / min(workload.iteration, 20) if workload.iteration else 0.0
             if trigger is not None:
-                due = trigger.due(t1 - last_ckpt, (workload.total_iterations - workload.iteration) * step_s)
+                due = trigger.due(t1 - last_ckpt, (workload.total_iterations - workload.iteration) * step_s,
+                                  elapsed_s=t1 - run_start)
             else:
                 due = ckpt_every > 0 and t1 - last_ckpt >= ckpt_every
             if self.rank == 0 and due and not workload.done:

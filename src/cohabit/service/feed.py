@@ -57,11 +57,10 @@ class StoreRecord(Record):
 
     def drain(self) -> list[tuple[float, str, str | None, dict[str, Any]]]:
         """Events not yet flushed, as (service time, kind, job, data)."""
-        evs = self._events
-        new = evs[1:] if self._tail_sent else evs
+        new = self._iter_from(1 if self._tail_sent else 0)
         out = [(self.offset + e.time, str(e.kind), e.job, e.data) for e in new]
         if out:
-            self._events = [evs[-1]]
+            self._keep_last()
             self._tail_sent = True
         return out
 

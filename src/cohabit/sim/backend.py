@@ -217,6 +217,20 @@ class SimBackend:
                         del self._node_jobs[node]
         self._reschedule(touched, now)
 
+    def set_share(self, job: str, alloc: Allocation, now: float) -> None:
+        """``job`` continues on ``alloc`` (its new CPU share, ``SetShare``) at the speed that share gives
+        (``physics.cores_factor``); no restart, no checkpoint."""
+        run = self._runs.get(job)
+        if run is None:
+            raise ValueError(f"SimBackend: job {job!r} is not running")
+        if run.speed is not None or run.pack is not None or run.goodput is not None:
+            raise ValueError(f"SimBackend: job {job!r} takes its speed from a profile; its share cannot change")
+        self._report_use(run, now)
+        self._fold(run, now)
+        run.alloc = alloc
+        run.solo = solo_rate(run.spec, run.truth, alloc, self.cfg)
+        self._reschedule({job}, now)
+
     def progress(self, job: str, now: float) -> float:
         """Ground-truth iterations done (for tests and the record-invariant checks only)."""
         run = self._runs.get(job)
@@ -265,14 +279,19 @@ class SimBackend:
                 r.speed = sp
 
     def _reschedule(self, jobs: set[str], now: float) -> None:
-        """Recompute speeds of ``jobs`` (their GPU sharing or group may have changed) and their next events."""
-        for jid in jobs:
+        """Recompute speeds of ``jobs`` (their GPU sharing or group may have changed) and their next events.
+
+        In job-id order: the order fixes the sequence numbers that break ties between events due at
+        the same time, and the order of the use reports; a set's own order depends on the process's
+        string-hash seed (``PYTHONHASHSEED``), and results must not."""
+        order = sorted(jobs)
+        for jid in order:
             run = self._runs.get(jid)
             if run is not None:
                 self._report_use(run, now)  # use up to now at the old level
                 self._fold(run, now)  # progress up to now at the old rate
         self._ps_speeds(jobs)
-        for jid in jobs:
+        for jid in order:
             run = self._runs.get(jid)
             if run is None:
                 continue

@@ -137,7 +137,23 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
         raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
     base = truth.iterations / truth.duration / cfg.slowdown
     scale = (n_workers / truth.ref_workers) ** cfg.scaling_exponent
-    return base * scale * consolidation_factor(spec, truth, alloc, cfg) * gpu_model_factor(spec, truth, alloc, cfg)
+    return (base * scale * consolidation_factor(spec, truth, alloc, cfg) * gpu_model_factor(spec, truth, alloc, cfg)
+            * cores_factor(spec, truth, alloc))
+
+
+def amdahl(parallel_fraction: float, ratio: float) -> float:
+    """Speed-up on ``ratio`` times the cores, by Amdahl's law: ``1 / ((1 - p) + p / ratio)``."""
+    return 1.0 / ((1.0 - parallel_fraction) + parallel_fraction / ratio)
+
+
+def cores_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation) -> float:
+    """Speed on the CPU cores of ``alloc`` relative to those of the job's demand (``truth.parallel_fraction``,
+    Amdahl's law); 1 without a parallel fraction or a CPU demand."""
+    p = truth.parallel_fraction
+    want = float(spec.workers.demand.get("cpu", 0.0)) * (len(alloc.slots) - spec.num_ps)
+    if p is None or want <= 0:
+        return 1.0
+    return amdahl(p, float(alloc.total.get("cpu", 0.0)) / want)
 
 
 def gpu_model_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
@@ -183,13 +199,16 @@ PHYSICS: dict[str, str] = {
     "muri": "the Muri artifact's Tiresias-format simulator: GPUs counted (no placement penalty), "
             "iterations 1.5% slower than traced, a per-(GPUs, model) overhead of 4-46 s at every (re)start",
     "gavel": "Gavel's simulator: every placement at the measured consolidated throughput, "
-             "per-GPU-type speeds, no restart cost",
+             "per-GPU-type speeds, no restart cost, 360 s rounds from t=0 (docs/fidelity.md)",
     "pollux-artifact": "the Pollux artifact's simulator: Pollux jobs progress at their goodput, 30 s start "
                        "delay, 60 s decision rounds (docs/pollux.md)",
 }
 
 #: Seconds between scheduling rounds a named physics imposes (others decide at every event).
-PHYSICS_DECISION_PERIOD: dict[str, float] = {"pollux-artifact": 60.0}
+PHYSICS_DECISION_PERIOD: dict[str, float] = {"pollux-artifact": 60.0, "gavel": 360.0}
+
+#: Time of the first round where it is not one period (Gavel's simulator starts its first round at 0).
+PHYSICS_FIRST_ROUND: dict[str, float] = {"gavel": 0.0}
 
 
 def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
@@ -200,7 +219,10 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
       each scheduling of a running job costs ``overhead_dict``'s seconds (:data:`MURI_OVERHEAD_S`).
     * ``pollux-artifact``: :data:`POLLUX_ARTIFACT` (with 60 s rounds, :data:`PHYSICS_DECISION_PERIOD`).
     * ``gavel``: ``scheduler.py`` uses the ``'null'`` (consolidated, alone) throughput for every
-      placement and charges nothing to preempt or resume a job between rounds.
+      placement and charges nothing to preempt or resume a job between rounds; its 360 s rounds
+      (``--time_per_iteration``) starting at 0 are :data:`PHYSICS_DECISION_PERIOD` and
+      :data:`PHYSICS_FIRST_ROUND`: jobs launch and stop only at round boundaries, and a job that
+      ends mid-round leaves its GPUs idle until the next one.
     """
     cfg = base or SimConfig()
     flat = SpreadModel(factors={}, default=1.0)

@@ -49,12 +49,14 @@ def simulate(
     strict: bool = False,
     on_progress: Callable[[int, int, float], None] | None = None,
     decision_period: float | None = None,
+    first_round: float | None = None,
 ) -> SimOutcome:
     """Simulate ``policy`` on ``jobs``. The oracle is built only when ``oracle`` is set.
 
     ``decision_period``: the policy decides only every so many seconds (the Pollux artifact's
     60 s scheduling interval; ``Scheduler``); None: on every event and its own ticks, unless the
-    policy sets ``decision_period`` itself. A policy with ``adapts_batch`` (Pollux) makes the
+    policy sets ``decision_period`` itself; ``first_round``: the first round's time (default: one period;
+    Gavel's rounds start at 0, ``sim.physics.PHYSICS_FIRST_ROUND``). A policy with ``adapts_batch`` (Pollux) makes the
     jobs choose their batch size per allocation (``SimConfig.adaptive_batch``)."""
     cfg = config_for(cluster, config)
     wanted = getattr(policy, "report_interval", None)
@@ -66,6 +68,7 @@ def simulate(
     sched = Scheduler(
         cluster, policy, backend, oracle=backend.oracle() if oracle else None,
         strict=strict, horizon=horizon, on_progress=on_progress, decision_period=decision_period,
+        first_round=first_round,
     )
     result = sched.run([tj.spec for tj in jobs])
     return SimOutcome(result, compute_metrics(result.record, cluster.capacity))

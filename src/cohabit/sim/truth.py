@@ -91,6 +91,10 @@ class JobTruth:
     * ``gpu_speed``: GPU model (a node's ``gpu_model`` label, lower case) -> speed there relative to
       the GPU ``duration`` was measured on (Gavel's traces: throughput relative to a V100); 0 where
       the job cannot run on that model (it does not fit its memory). ``None``: the same on every GPU.
+    * ``parallel_fraction``: a CPU job's speed depends on the cores it is given (a progressive
+      query's DuckDB threads, changed by ``SetShare``): Amdahl's law with this parallel fraction,
+      relative to the cores of its demand, which ``duration`` was measured with. ``None``: the
+      cores given do not change its speed.
     """
 
     iterations: int
@@ -104,6 +108,7 @@ class JobTruth:
     heldout_accuracy: tuple[float, ...] | None = None
     compute_s: float | None = None
     gpu_speed: Mapping[str, float] | None = None
+    parallel_fraction: float | None = None
 
     @property
     def iters_per_epoch(self) -> float | None:
@@ -137,6 +142,8 @@ class JobTruth:
             raise ValueError(f"iterations must be <= {MAX_ITERATIONS}, got {self.iterations}")
         if self.ref_workers < 1:
             raise ValueError(f"ref_workers must be >= 1, got {self.ref_workers}")
+        if self.parallel_fraction is not None and not 0 <= self.parallel_fraction <= 1:
+            raise ValueError(f"parallel_fraction must be in [0, 1], got {self.parallel_fraction}")
         for name, frac in (self.used or {}).items():
             if not isinstance(name, str) or not name or not (isinstance(frac, int | float) and math.isfinite(frac)
                                                              and frac >= 0):

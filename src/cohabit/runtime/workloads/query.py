@@ -8,7 +8,9 @@ One *step* reads one batch (:class:`cohabit.aqp.online.ProgressiveQuery`); the j
   completion criterion ``accuracy >= 0.95 within 600s`` is checked against;
 * ``batches`` — batches read; ``rows_scanned`` — rows of the sampled fact table read so far;
 * ``state_rows`` — rows of the merged partial state (what a checkpoint holds);
-* ``query_mem_mb`` — memory DuckDB holds after the batch.
+* ``query_mem_mb`` — memory DuckDB holds after the batch;
+* ``threads`` — DuckDB's thread count for that batch (raised or lowered by ``SetShare`` between
+  batches: Rotary-AQP's extra cores).
 
 Each batch is one evaluation of the completion criterion; the job's *running epoch* is
 ``iterations / epochs`` batches of its spec (no ``epoch`` is reported: the criteria tracker counts
@@ -101,10 +103,16 @@ class TPCHQuery:
         rep = self.query.step()
         out = {"accuracy": rep.estimate, "batches": float(rep.index),
                "rows_scanned": float(self.query.rows_scanned), "batch_rows": float(rep.rows),
-               "state_rows": float(self.query.state_rows()), "query_mem_mb": self.query.memory_mb()}
+               "state_rows": float(self.query.state_rows()), "query_mem_mb": self.query.memory_mb(),
+               "threads": float(self.query.threads())}
         if self.final is not None:
             out["heldout_accuracy"] = accuracy(self.query.answer(), self.final, self.query.spec)
         return out
+
+    def set_share(self, *, threads: int, mem_gb: float | None = None) -> None:
+        """A new share (``SetShare``, Rotary-AQP's extra cores): DuckDB's ``threads`` and, if given,
+        ``memory_limit`` from the next batch on (the worker calls it between batches)."""
+        self.query.set_resources(threads=threads, memory_mb=int(mem_gb * 1024) if mem_gb else None)
 
     def evaluate(self) -> dict[str, float]:
         return {"accuracy": self.query.estimate(), "batches": float(self.query.done)}
