@@ -140,7 +140,7 @@ ABLATIONS = ("mlfs-h,mlfs-h:use_urgency=false,mlfs-h:use_deadline=false,mlfs-h:b
 def print_table(runs: list[dict], header: bool = True) -> None:
     if header:
         print(f"{'policy':28} {'ended':>5} {'early':>5} {'avgJCT h':>8} {'mkspan h':>8} {'ddl %':>6} {'wait h':>7} "
-          f"{'acc@ddl':>7} {'acc %':>6} {'bw TB':>8} {'dec ms':>7} {'round ms':>8} {'migr':>5} {'cpu s':>6}")
+              f"{'acc@ddl':>7} {'acc %':>6} {'bw TB':>8} {'dec ms':>7} {'round ms':>8} {'migr':>5} {'cpu s':>6}")
 
     def f(v, w, p=2):  # type: ignore[no-untyped-def]
         return f"{v:>{w}.{p}f}" if isinstance(v, float) else f"{'-':>{w}}"
@@ -164,7 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     names = [p for p in a.policies.split(",") if p]
     cluster = preset("mlfs")
-    results: dict = {"runs": [], "load_avg": os.getloadavg()}
+    results: dict = {"runs": [], "load_avg": os.getloadavg(), "argv": sys.argv[1:]}
+    a.json.parent.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after every run: a long bench keeps what it measured
+        results["load_avg_end"] = os.getloadavg()
+        a.json.write_text(json.dumps(results, indent=1) + "\n")
     scales = [float(s) for s in a.scales.split(",") if s]
     for x in scales:
         jobs = generate(int(round(620 * x)), seed=a.seed)
@@ -175,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             r = run_one(name, jobs, cluster)
             r["x"] = x
             runs.append(r)
+            results["runs"].append(r)
             print_table([r], header=len(runs) == 1)
-        results["runs"] += runs
+            save()
     if a.ablations and scales:
         jobs = generate(int(round(620 * scales[0])), seed=a.seed)
         print(f"\nablations (Fig. 6-9), {len(jobs)} jobs; load average {os.getloadavg()[0]:.1f}")
@@ -185,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_one(name, jobs, cluster)
             results["ablations"].append(r)
             print_table([r], header=len(results["ablations"]) == 1)
+            save()
     if a.large > 0:
         big = preset("philly")
         gpus = int(sum(n.capacity["gpu"] for n in big.nodes))
@@ -196,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_one(name, jobs, big)
             results["large"]["runs"].append(r)
             print_table([r], header=len(results["large"]["runs"]) == 1)
+            save()
     if a.decision_jobs > 0:
         dt = decision_time([n for n in names if n in ("mlfs", "mlfs-rl", "mlfs-h", "graphene", "tiresias")],
                            a.decision_jobs, a.seed)
@@ -208,9 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"later rounds: {d['later_rounds']:4} with >= {d['later_queue_min']} queued, median "
                   + (f"{lm:5.1f} ms, max {d['later_round_ms_cpu_max']:5.1f} ms" if lm is not None else "-")
                   + f"; run to t=0 incl. arrivals {d['run_cpu_ms_incl_arrivals']:6.1f} ms CPU")
-    results["load_avg_end"] = os.getloadavg()
-    a.json.parent.mkdir(parents=True, exist_ok=True)
-    a.json.write_text(json.dumps(results, indent=1) + "\n")
+    save()
     print(f"wrote {a.json}")
     return 0
 
