@@ -68,6 +68,7 @@ class Checked(MLFH):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.checked = 0
         self.reported = 0
+        self.single = 0
 
     def round(self, view: ClusterView):  # type: ignore[no-untyped-def, override]
         jobs = [*view.running.values(), *view.paused.values(), *view.pending.values()]
@@ -79,6 +80,9 @@ class Checked(MLFH):
             assert keys[i] == pytest.approx(want.max(), rel=1e-9)
             self.checked += 1
             self.reported += len(job.metrics.get("loss", ())) >= 2
+            if i < 3:  # one job alone: computed on its own tasks (the subset path)
+                assert self.priorities(view, job) == pytest.approx(want, rel=1e-9)
+                self.single += len(self._table._shapes) > 8  # 1 job of > 8 known: the subset path
         return super().round(view)
 
 
@@ -87,6 +91,7 @@ def test_table_equals_eq2_to_6_task_by_task_over_a_run(params: dict) -> None:
     pol = Checked(**params)
     simulate(generate(24, seed=4, compress=100), preset("mlfs"), pol)
     assert pol.checked > 500 and pol.reported > 50  # many rounds, with jobs mid-run and measured losses
+    assert pol.single > 100  # single-job calls on their own tasks, checked too
 
 
 def test_table_forgets_ended_jobs_and_compacts() -> None:
@@ -140,3 +145,41 @@ def test_queue_features_equal_the_per_job_definitions_over_a_run() -> None:
     pol = CheckedRL()
     simulate(generate(24, seed=4, compress=100), preset("mlfs"), pol)
     assert pol.checked > 300
+
+
+def test_queue_pruning_changes_no_placement() -> None:
+    """The no-host memo and the max_tasks bound only skip searches that would fail: every round
+    places exactly what a search of every queued job places."""
+    import copy
+
+    import numpy as np
+
+    from cohabit.policies.base import launch
+
+    class Compared(MLFH):
+        rounds = 0
+        skipped_any = 0
+
+        def _place_queue(self, view, scratch, queue):  # type: ignore[no-untyped-def, override]
+            ref = copy.copy(scratch)
+            ref.free, ref.dev, ref.net_util = scratch.free.copy(), scratch.dev.copy(), scratch.net_util.copy()
+            want, free = [], float(ref.free[:, ref.gpu].sum()) if ref.gpu is not None else math.inf
+            tried = 0
+            for _, job, pr in queue:  # every job searched, no pruning
+                if job.spec.num_gpus > free + 1e-9:
+                    continue
+                tried += 1
+                where = ref.place_tasks(job, [int(t) for t in np.argsort(-pr, kind="stable")])
+                if where is not None:
+                    want.append(launch(view, job, tuple(where[t] for t in range(len(pr)))))
+                    free -= job.spec.num_gpus
+                    if not self._room(ref):
+                        break
+            got = super()._place_queue(view, scratch, queue)
+            assert got == want
+            self.rounds += 1
+            return got
+
+    pol = Compared()
+    simulate(generate(60, seed=2, compress=200), preset("mlfs"), pol)
+    assert pol.rounds > 50

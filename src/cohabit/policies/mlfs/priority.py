@@ -25,6 +25,7 @@ _HOUR = 3600.0
 _MIN_LEFT_H = 1.0 / 60.0
 _NDYN = 6
 _FLUSH = 128  # arrivals merged into the flat arrays at once
+_SUBSET = 8  # fewer than 1/_SUBSET of the known jobs asked for: compute on their tasks alone
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,11 @@ class PriorityTable:
             return np.zeros(0), Slices(np.zeros(0), [], np.zeros(0, np.int64), np.zeros(0, np.int64))
         slots = self._refresh_all(jobs, now)
         share, hfrac, is_ps, owner, starts, sizes, edges, submit, dl, model = self._build()
+        seg = owner  # per task: its segment (job) in ``starts``
+        if len(slots) * _SUBSET < len(self._shapes):  # a few jobs (running ones): their tasks only
+            share, hfrac, is_ps, owner, starts, sizes, edges = self._subset(slots)
+            slots = list(range(len(slots)))
+            seg = np.repeat(np.arange(len(slots)), sizes)
         p = self.params
         ks = np.asarray(slots, dtype=np.int64)
         dyn, rem_h, w_h = self._terms(now, fallback, model, submit)
@@ -318,9 +324,26 @@ class PriorityTable:
         wmax = np.where(is_ps, -np.inf, out)
         wsum = np.where(is_ps, 0.0, out)
         top = np.maximum.reduceat(wmax, starts) + p.gamma * np.add.reduceat(wsum, starts)
-        out = np.where(is_ps, top[owner], out)
+        out = np.where(is_ps, top[seg], out)
         keys = np.maximum.reduceat(out, starts)[ks]
         return keys, Slices(out, slots, starts, sizes)
+
+    def _subset(self, slots: list[int]) -> tuple:
+        """The flat per-task arrays of ``slots`` alone (in that order; ``owner`` still names
+        the slot, so the per-slot terms index as in the full arrays)."""
+        shapes = [self._shapes[k] for k in slots]
+        cat = np.concatenate
+        sizes = np.array([s.n for s in shapes], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        ne = np.array([len(s.parent) for s in shapes], dtype=np.int64)
+        e = [np.zeros(0, np.int64)]
+        eoff = np.repeat(starts, ne)
+        parent = cat([s.parent for s in shapes] + e) + eoff
+        child = cat([s.child for s in shapes] + e) + eoff
+        level = cat([s.level for s in shapes] + e)
+        edges = {lv: (parent[level == lv], child[level == lv]) for lv in sorted(set(level.tolist()))}
+        return (cat([s.share for s in shapes]), cat([s.hfrac for s in shapes]), cat([s.is_ps for s in shapes]),
+                np.repeat(np.asarray(slots, dtype=np.int64), sizes), starts, sizes, edges)
 
 
 class Slices:
