@@ -27,7 +27,7 @@ import numpy as np
 from ..engine.loop import Scheduler
 from ..engine.state import JobState
 from ..policies.mlfs.heuristic import MLFH
-from ..policies.mlfs.rl import N_FEATURES, MLFRL, Net, job_features
+from ..policies.mlfs.rl import N_FEATURES, MLFRL, Net, queue_features
 from ..spec.cluster import preset
 from ..sim.backend import SimBackend
 from ..sim.mlfs_workload import generate
@@ -51,7 +51,7 @@ class _Recorder(MLFH):
         if len(jobs) > 1:
             gcol = view.gpu_col
             free = float(np.asarray(view.free)[:, gcol].sum() / max(np.asarray(view.capacity)[:, gcol].sum(), 1e-9))
-            x = np.stack([job_features(view, j, free) for j in jobs])
+            x = queue_features(self._table, view, jobs, self._fallbacks(view, jobs), free)
             self.samples.append((x, jobs.index(out[0][1])))
         return out
 

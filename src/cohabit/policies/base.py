@@ -20,9 +20,11 @@ Hooks the scheduler calls when a policy defines them:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
-from ..engine.actions import Plan
+from ..engine.actions import Placement, Plan, Resume, Start
+from ..engine.job import JobView
 from ..engine.view import ClusterView
 
 
@@ -42,3 +44,24 @@ class BasePolicy:
 
     def decide(self, view: ClusterView) -> Plan:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def waiting_jobs(view: ClusterView) -> list[JobView]:
+    """The jobs waiting for a place: the paused ones, then the pending ones (each in arrival order)."""
+    return [*view.paused.values(), *view.pending.values()]
+
+
+def launch(view: ClusterView, job: JobView, placement: Placement) -> Start | Resume:
+    """The action that runs a waiting job on ``placement``: Resume if it was paused, else Start."""
+    return Resume(job.id, placement) if job.id in view.paused else Start(job.id, placement)
+
+
+def place_in_order(view: ClusterView, jobs: Iterable[JobView], place: Callable[[JobView], Placement | None]) -> Plan:
+    """Start or resume, in the given order, every job that ``place`` finds a placement for
+    (``place`` reserves what it returns; a job it returns None for is skipped)."""
+    plan: Plan = []
+    for job in jobs:
+        p = place(job)
+        if p is not None:
+            plan.append(launch(view, job, p))
+    return plan

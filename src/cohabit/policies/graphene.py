@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine.actions import Plan, Resume, Start
+from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .base import BasePolicy
+from .base import BasePolicy, place_in_order, waiting_jobs
 from .params import build
 from .placement import Draft
 
@@ -42,7 +42,7 @@ class Graphene(BasePolicy):
         self.name = "graphene"
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = [*view.paused.values(), *view.pending.values()]
+        waiting = waiting_jobs(view)
         if not waiting:
             return []
         cap = np.asarray(view.capacity)
@@ -54,13 +54,7 @@ class Graphene(BasePolicy):
             work = left * (job.iter_time or view.history.mean_iter_time(job.spec.model) or sample)
             return (-troublesome(job, cap, view.demand_vector(job)) / max(work, 1e-9), job.seq)
 
-        draft = Draft(view)
-        plan: Plan = []
-        for job in sorted(waiting, key=key):
-            p = draft.place(job)
-            if p is not None:
-                plan.append(Resume(job.id, p) if job.id in view.paused else Start(job.id, p))
-        return plan
+        return place_in_order(view, sorted(waiting, key=key), Draft(view).place)
 
 
 def make(oracle: bool = False, **params: object) -> Graphene:

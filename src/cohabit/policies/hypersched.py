@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from ..engine.actions import Pause, Plan, Resume, Start
+from ..engine.actions import Pause, Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .base import BasePolicy
+from .base import BasePolicy, place_in_order, waiting_jobs
 from .params import build
 from .placement import Draft
 
@@ -42,16 +42,11 @@ class HyperSched(BasePolicy):
         return (a1 - a0) / hours if hours > 0 else math.inf
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = [*view.paused.values(), *view.pending.values()]
+        waiting = waiting_jobs(view)
         if not waiting:
             return []
-        draft = Draft(view)
-        plan: Plan = []
         queue = sorted(waiting, key=lambda j: (j.spec.absolute_deadline or math.inf, j.seq))
-        for job in queue:
-            p = draft.place(job)
-            if p is not None:
-                plan.append(Resume(job.id, p) if job.id in view.paused else Start(job.id, p))
+        plan = place_in_order(view, queue, Draft(view).place)
         if plan:
             return plan
         now = view.now

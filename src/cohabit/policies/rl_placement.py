@@ -16,10 +16,10 @@ import math
 
 import numpy as np
 
-from ..engine.actions import Plan, Resume, Start
+from ..engine.actions import Placement, Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .base import BasePolicy
+from .base import BasePolicy, place_in_order, waiting_jobs
 from .params import build
 from .placement import Draft, fill
 
@@ -73,19 +73,18 @@ class RLPlacement(BasePolicy):
         return placement if draft.reserve(job, placement) else None
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = [*view.paused.values(), *view.pending.values()]
+        waiting = waiting_jobs(view)
         if not waiting:
             return []
         draft = Draft(view)
-        plan: Plan = []
-        for job in waiting:
+
+        def place(job: JobView) -> Placement | None:
             a = self._choose(job.spec.model)
             p = self._place(draft, job, CHOICES[a])
-            if p is None:
-                continue
-            self.pending_reward[job.id] = (job.spec.model, a)
-            plan.append(Resume(job.id, p) if job.id in view.paused else Start(job.id, p))
-        return plan
+            if p is not None:
+                self.pending_reward[job.id] = (job.spec.model, a)
+            return p
+        return place_in_order(view, waiting, place)
 
 
 def make(oracle: bool = False, **params: object) -> RLPlacement:

@@ -9,9 +9,9 @@ tenant; each job starts where it fits (consolidated first) and nothing is preemp
 
 from __future__ import annotations
 
-from ..engine.actions import Plan, Resume, Start
+from ..engine.actions import Plan
 from ..engine.view import ClusterView
-from .base import BasePolicy
+from .base import BasePolicy, place_in_order, waiting_jobs
 from .params import build
 from .placement import Draft
 
@@ -21,22 +21,14 @@ class TFFair(BasePolicy):
         self.name = "tf-fair"
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = [*view.paused.values(), *view.pending.values()]
+        waiting = waiting_jobs(view)
         if not waiting:
             return []
         held: dict[str, float] = {}
         for job in view.running.values():
             held[job.spec.tenant] = held.get(job.spec.tenant, 0.0) + job.allocation["gpu"] / job.spec.weight
-        draft = Draft(view)
-        plan: Plan = []
-        queue = sorted(waiting, key=lambda j: (held.get(j.spec.tenant, 0.0), j.seq))
-        for job in queue:
-            p = draft.place(job)
-            if p is None:
-                continue
-            plan.append(Resume(job.id, p) if job.id in view.paused else Start(job.id, p))
-            held[job.spec.tenant] = held.get(job.spec.tenant, 0.0) + job.spec.num_gpus / job.spec.weight
-        return plan
+        queue = sorted(waiting, key=lambda j: (held.get(j.spec.tenant, 0.0), j.seq))  # least share held first
+        return place_in_order(view, queue, Draft(view).place)
 
 
 def make(oracle: bool = False, **params: object) -> TFFair:

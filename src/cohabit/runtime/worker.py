@@ -33,7 +33,11 @@ it runs :func:`cohabit.runtime.ps.task.run_task` instead of this loop.
 Data-parallel jobs (``world_size > 1``): every rank runs this loop; gradients
 are averaged with gloo all-reduce over 127.0.0.1 (:class:`GlooComm`); a halt
 request seen by any rank is agreed on by an all-reduce of a flag, so all
-ranks stop at the same iteration boundary; rank 0 writes the checkpoints.
+ranks stop at the same iteration boundary; rank 0 writes the checkpoints. A
+workload whose ranks hold different state (``per_rank_state``: the stages of a
+model-parallel ``torch-pipeline`` job) has every rank write its own
+(:func:`~.workloads.torch_pipeline.stage_key`), periodic ones at a boundary the
+ranks agree on, and restore its own.
 
 If the scheduler goes away (the socket closes), the task exits.
 """
@@ -59,6 +63,7 @@ from . import safestate
 from .checkpoint import CheckpointStore
 from .devices import ENV, DeviceChoice, device_telemetry, select_device, set_visible
 from .workloads import BUILTINS, Trainable, WorkloadConfig, WorkloadContext, WorkloadError, build
+from .workloads.torch_pipeline import stage_key
 
 EXIT_OK, EXIT_CONFIG, EXIT_NO_CONFIG = 0, 3, 4
 _STOP, _STOP_CKPT = 1, 2
@@ -183,6 +188,8 @@ class Worker:
         self.warmup_s: float | None = None
         self.startup: dict[str, Any] = {}  # interpreter_s, imports_s (set by main); accelerator_ids (Ray)
         self.device: str = "cpu"  # where the workload trains (select_device)
+        self.per_rank = False  # every rank saves its own state (model-parallel stages), not rank 0 alone
+        self.key = self.job  # this rank's checkpoint key
 
     # ------------------------------------------------------------ setup
     def _build(self) -> tuple[Trainable, dict[str, Any]]:
@@ -209,6 +216,10 @@ class Worker:
                               device=choice.device, mem_gb=cfg.get("mem_gb"))
         t_build = time.perf_counter()
         workload = build(wc, ctx)
+        if getattr(workload, "per_rank_state", False):
+            self.per_rank, self.key = True, stage_key(self.job, self.rank)
+            if not cfg["from_checkpoint"] and self.rank > 0:
+                self.store.clear(self.key)  # a fresh start: no stage restores an old run (the backend clears rank 0's)
         info: dict[str, Any] = {"torch_import_s": torch_s, "build_s": time.perf_counter() - t_build,
                                 "restored_iteration": None, **choice.report()}
         if self.world > 1:
@@ -223,7 +234,7 @@ class Worker:
                         restore_s=time.perf_counter() - t0)
         elif cfg["from_checkpoint"]:
             t0 = time.perf_counter()
-            got = self.store.load(self.job)
+            got = self.store.load(self.key)
             info["skipped_corrupt"] = list(self.store.last_errors)  # reported by the backend, never silent
             if got is not None:
                 state, ck = got
@@ -255,7 +266,7 @@ class Worker:
 
     def _save(self, workload: Trainable) -> tuple[int, float]:
         t0 = time.perf_counter()
-        info = self.store.save(self.job, {"workload": workload.state_dict()}, iteration=workload.iteration,
+        info = self.store.save(self.key, {"workload": workload.state_dict()}, iteration=workload.iteration,
                                workload=self.cfg["workload"]["label"])
         self.last_ckpt_iter = info.iteration
         return info.seq, time.perf_counter() - t0
@@ -324,7 +335,7 @@ class Worker:
                 msg: dict[str, Any] = {"type": "halted", "iteration": workload.iteration}
                 if flag == _STOP_CKPT and self.rank == 0 and self.halt_req and self.halt_req.get("state_to_backend"):
                     msg["state_b64"], msg["save_s"] = self._state_blob(workload)  # Ratchet's tiers keep it
-                elif flag == _STOP_CKPT and self.rank == 0:
+                elif flag == _STOP_CKPT and (self.rank == 0 or self.per_rank):
                     msg["checkpoint_seq"], msg["save_s"] = self._save(workload)
                 self._send(msg)
                 self._close()
@@ -350,7 +361,9 @@ class Worker:
                                   elapsed_s=t1 - run_start)
             else:
                 due = ckpt_every > 0 and t1 - last_ckpt >= ckpt_every
-            if self.rank == 0 and due and not workload.done:
+            if self.per_rank and self.comm is not None:  # every stage saves at the same boundary
+                due = bool(self.comm.agree(int(due)))
+            if (self.rank == 0 or self.per_rank) and due and not workload.done:
                 _, save_s = self._save(workload)
                 if trigger is not None:
                     trigger.record_cost(save_s)
@@ -385,7 +398,7 @@ class Worker:
                 losses = []
                 first_report = False
         seq = None
-        if self.rank == 0:
+        if self.rank == 0 or self.per_rank:
             seq, _ = self._save(workload)
         final = dict(latest)
         if losses:

@@ -33,10 +33,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ...engine.actions import Migrate, Pause, Plan, Resume, Start
+from ...engine.actions import Migrate, Pause, Plan
 from ...engine.job import JobView
 from ...engine.view import ClusterView
-from ..base import BasePolicy
+from ..base import BasePolicy, launch, waiting_jobs
 from ..params import build
 from ...spec.graph import cross_node_mb
 from .placement import Scratch, task_peers, task_vectors
@@ -146,7 +146,7 @@ class MLFH(BasePolicy):
         moved: set[str] = set()
         if self.migrate and view.running:
             plan += self._handle_overload(view, scratch, moved)
-        waiting = [*view.paused.values(), *view.pending.values()]
+        waiting = waiting_jobs(view)
         if waiting and self._room(scratch):
             plan += self._place_queue(view, scratch, self.queue(view, waiting))
         return plan
@@ -161,8 +161,17 @@ class MLFH(BasePolicy):
 
     def _place_queue(self, view: ClusterView, scratch: Scratch,
                      queue: list[tuple[float, JobView, np.ndarray]]) -> Plan:
+        """Place the queue's jobs in order, each whole or not at all.
+
+        No-host memo: a first task that finds no host fails for a demand alone (nothing of its
+        job is placed yet, so it has no peers to be near), and the room only shrinks during the
+        round, so a later job whose first task asks at least as much of every resource is
+        skipped without a search; so is a job with more tasks than :meth:`.Scratch.max_tasks`
+        says the cluster could take (an upper bound)."""
         plan: Plan = []
         free_gpus = float(scratch.free[:, scratch.gpu].sum()) if scratch.gpu is not None else math.inf
+        no_host: list[np.ndarray] = []
+        bounds: dict[bytes, int] = {}  # max_tasks per smallest-task demand, until the next placement
         for _, job, pr in queue:
             need = self._gpus.get(job.id)
             if need is None:
@@ -170,11 +179,25 @@ class MLFH(BasePolicy):
             if need > free_gpus + 1e-9:
                 continue
             order = [int(t) for t in np.argsort(-pr, kind="stable")]
+            vecs = task_vectors(view, job)
+            first = vecs[order[0]]
+            if any((first >= f - 1e-12).all() for f in no_host):
+                continue
+            d_min = np.min(vecs, axis=0)
+            key = d_min.tobytes()
+            bound = bounds.get(key)
+            if bound is None:
+                bound = bounds[key] = scratch.max_tasks(d_min)
+            if bound < len(vecs):  # cannot fit whole
+                continue
             where = scratch.place_tasks(job, order, bandwidth=self.bandwidth)
             if where is None:
+                if scratch.failed_at == 0:
+                    no_host.append(first)
                 continue
             placement = tuple(where[t] for t in range(len(pr)))
-            plan.append(Resume(job.id, placement) if job.id in view.paused else Start(job.id, placement))
+            plan.append(launch(view, job, placement))
+            bounds.clear()
             free_gpus -= need
             if not self._room(scratch):
                 break
@@ -193,7 +216,9 @@ class MLFH(BasePolicy):
             for t, node in enumerate(job.placement):
                 on_node.setdefault(node, []).append((job, t))
         chosen: dict[str, set[int]] = {}
-        prio: dict[str, np.ndarray] = {}
+        there = list({job.id: job for node in over for job, _ in on_node.get(int(node), [])}.values())
+        prs = self.priorities_of(view, there)[1]  # one pass for every job on an overloaded node
+        prio: dict[str, np.ndarray] = {job.id: prs[i] for i, job in enumerate(there)}
         for node in over:
             self._select(view, scratch, int(node), on_node.get(int(node), []), chosen, prio)
         plan: Plan = []

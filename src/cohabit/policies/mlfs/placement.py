@@ -99,6 +99,7 @@ class Scratch:
         if self.net is not None:
             self.shared[self.net] = False  # judged by measured traffic instead (net_util)
         self.net_util = np.zeros(len(self.cap))  # measured link utilisation per node
+        self.failed_at: int | None = None  # where the last failed place_tasks stopped
         self._measure_traffic()
 
     # Utilisation ------------------------------------------------------------
@@ -133,6 +134,17 @@ class Scratch:
         if self.net is not None:
             over |= self.net_util > self.h_r + EPS
         return over
+
+    def max_tasks(self, d: np.ndarray) -> int:
+        """An upper bound on how many tasks of demand at least ``d`` (per resource) the
+        underloaded nodes can take without passing ``h_r`` on a shared resource or their
+        capacity: a job with more tasks than this cannot be placed (nothing is searched)."""
+        fit = fit_counts(self.free, self.dev, d, self.gpu).astype(float)
+        sh = self.shared & (d > EPS)
+        if sh.any():
+            room = (self.h_r * self.cap[:, sh] - (self.cap[:, sh] - self.free[:, sh]) + EPS) / d[sh]
+            fit = np.minimum(fit, np.floor(room).min(axis=1).clip(min=0.0))
+        return int(fit[~self.overloaded()].sum())
 
     # Reservations -----------------------------------------------------------
     def take(self, node: int, d: np.ndarray) -> bool:
@@ -213,6 +225,7 @@ class Scratch:
                                  iter_time=job.iter_time if fixed else None)
             row_before = self.dev[node].copy() if node is not None else None
             if node is None or not self.take(node, vecs[t]):
+                self.failed_at = len(taken)  # the position in ``order`` that found no host
                 for n, d, dev_before in reversed(taken):
                     self.free[n] += d
                     self.dev[n] = dev_before

@@ -23,6 +23,9 @@ from ...engine.job import JobView
 
 _HOUR = 3600.0
 _MIN_LEFT_H = 1.0 / 60.0
+_NDYN = 6
+_FLUSH = 128  # arrivals merged into the flat arrays at once
+_SUBSET = 8  # fewer than 1/_SUBSET of the known jobs asked for: compute on their tasks alone
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ class PriorityTable:
         self._start: list[int] = []  # first flat task index of each slot
         self._ntasks = 0
         self._dead = 0
-        self._flat: tuple[np.ndarray, ...] | None = None
+        self._flat: tuple | None = None
+        self._flat_n = 0  # slots in the flat arrays
         self._models: dict[str, int] = {}
         # per slot, static
         self._submit: list[float] = []
@@ -147,7 +151,7 @@ class PriorityTable:
         self._model: list[int] = []
         # per slot, dynamic (refreshed when the signature changes)
         self._sig: list[tuple] = []
-        self._dyn = np.zeros((64, 4))  # per slot: ml scalar, iterations left, time run, iteration time
+        self._dyn = np.zeros((64, _NDYN))  # per slot: see _refresh
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -169,7 +173,10 @@ class PriorityTable:
         self._sig.append(())
         if len(self._sig) > len(self._dyn):
             self._dyn = np.concatenate([self._dyn, np.zeros_like(self._dyn)])
-        self._flat = None
+        t = job.report_time  # its terms as they stand (a queued job's stay so until it runs)
+        self._refresh(len(self._sig) - 1, job, t, (t, job.executed_time(t), job.iter_time))
+        if len(self._shapes) - self._flat_n >= _FLUSH:
+            self._build()
 
     def remove(self, job_id: str) -> None:
         """Forget a job that ended (its slot stays, unread, until half the slots are dead; then
@@ -181,7 +188,7 @@ class PriorityTable:
         if self._dead * 2 > len(self._shapes) + 16:
             keep = sorted(self._slot.items(), key=lambda e: e[1])
             old = (self._shapes, self._submit, self._dl, self._model, self._sig)
-            self._dyn = np.concatenate([self._dyn[[i for _, i in keep]], np.zeros((64, 4))])
+            self._dyn = np.concatenate([self._dyn[[i for _, i in keep]], np.zeros((64, _NDYN))])
             self._slot, self._shapes, self._start, self._ntasks, self._dead = {}, [], [], 0, 0
             self._submit, self._dl, self._model, self._sig = [], [], [], []
             for jid, i in keep:
@@ -193,37 +200,51 @@ class PriorityTable:
                 self._ntasks += shape.n
                 for dst, src in zip((self._submit, self._dl, self._model, self._sig), old[1:]):
                     dst.append(src[i])
-            self._flat = None
+            self._flat, self._flat_n = None, 0
 
-    def _build(self) -> tuple[np.ndarray, ...]:
+    def _build(self) -> tuple:
+        """The flat per-task arrays of every slot: the slots added since the last call are
+        appended (``add`` calls this every ``_FLUSH`` arrivals, so a decision merges few)."""
+        n_slots = len(self._shapes)
+        if self._flat is not None and self._flat_n == n_slots:
+            return self._flat
+        new = self._shapes[self._flat_n:]
+        cat = np.concatenate
+        starts_new = np.asarray(self._start[self._flat_n:], dtype=np.int64)
+        sizes_new = np.array([s.n for s in new], dtype=np.int64)
+        parts = [cat([s.share for s in new]), cat([s.hfrac for s in new]), cat([s.is_ps for s in new]),
+                 np.repeat(np.arange(self._flat_n, n_slots), sizes_new), starts_new, sizes_new]
+        ne = np.array([len(s.parent) for s in new], dtype=np.int64)
+        eoff = np.repeat(starts_new, ne)
+        e = [np.zeros(0, np.int64)]
+        parent = cat([s.parent for s in new] + e) + eoff
+        child = cat([s.child for s in new] + e) + eoff
+        level = cat([s.level for s in new] + e)
         if self._flat is None:
-            shapes = [s for s in self._shapes if s is not None]
-            starts = np.asarray(self._start, dtype=np.int64)
-            ne = np.array([len(s.parent) for s in shapes], dtype=np.int64)
-            eoff = np.repeat(starts, ne)
-            cat = np.concatenate
-            parent = cat([s.parent for s in shapes] + [np.zeros(0, np.int64)]) + eoff
-            child = cat([s.child for s in shapes] + [np.zeros(0, np.int64)]) + eoff
-            level = cat([s.level for s in shapes] + [np.zeros(0, np.int64)])
-            order = np.argsort(level, kind="stable")
-            parent, child, level = parent[order], child[order], level[order]
-            bounds = np.searchsorted(level, np.arange(1, int(level.max(initial=0)) + 2))
-            sizes = np.array([s.n for s in shapes], dtype=np.int64)
-            self._flat = (cat([s.share for s in shapes]), cat([s.hfrac for s in shapes]),
-                          cat([s.is_ps for s in shapes]), np.repeat(np.arange(len(shapes)), sizes),
-                          parent, child, bounds, starts, sizes, np.asarray(self._submit, dtype=float),
-                          np.asarray(self._dl, dtype=float), np.asarray(self._model, dtype=np.int64))
+            old = [np.zeros(0, a.dtype) for a in parts]
+            edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        else:
+            old, edges = list(self._flat[:6]), dict(self._flat[6])
+        merged = [cat([a, b]) for a, b in zip(old, parts)]
+        for lv in np.unique(level).tolist():
+            m = level == lv
+            po, co = edges.get(lv, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            edges[lv] = (cat([po, parent[m]]), cat([co, child[m]]))
+        self._flat = (*merged, dict(sorted(edges.items())), np.asarray(self._submit, dtype=float),
+                      np.asarray(self._dl, dtype=float), np.asarray(self._model, dtype=np.int64))
+        self._flat_n = n_slots
         return self._flat
 
     def _refresh(self, k: int, job: JobView, now: float, sig: tuple) -> None:
-        """Recompute the job's per-job terms (it reported or ran since they were taken)."""
-        p = self.params
-        it = job.iterations_done(now) + 1.0
-        urgency = job.spec.urgency if p.use_urgency else 1.0
+        """Recompute the job's per-job terms (it reported or ran since they were taken): urgency
+        factor, iterations done, loss-reduction share, iterations left (inf: no total), time run,
+        measured iteration time (nan: none yet)."""
+        urgency = job.spec.urgency if self.params.use_urgency else 1.0
+        done = job.iterations_done(now)
         total = job.spec.iterations
-        left = math.inf if total is None else max(total - (it - 1.0), 0.0)
+        left = math.inf if total is None else max(total - done, 0.0)
         self._sig[k] = sig
-        self._dyn[k] = (urgency / it * loss_reduction_share(job), left, job.executed_time(now),
+        self._dyn[k] = (urgency, done, loss_reduction_share(job), left, job.executed_time(now),
                         job.iter_time if job.iter_time else math.nan)
 
     def _refresh_all(self, jobs: list[JobView], now: float) -> list[int]:
@@ -240,6 +261,31 @@ class PriorityTable:
             out.append(k)
         return out
 
+    def _terms(self, now: float, fallback: dict[str, float], model: np.ndarray, submit: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(per-slot terms, remaining hours r, waiting hours w) of every slot."""
+        dyn = self._dyn[: len(self._sig)]
+        fb = np.array([fallback.get(m, 1.0) for m in self._models], dtype=float)
+        itime = np.where(np.isnan(dyn[:, 5]), fb[model], dyn[:, 5])
+        with np.errstate(invalid="ignore"):
+            rem_h = dyn[:, 3] * itime / _HOUR
+        rem_h = np.where(np.isfinite(rem_h), rem_h, self.max_deadline / _HOUR)
+        w_h = np.maximum(now - submit - dyn[:, 4], 0.0) / _HOUR
+        return dyn, rem_h, w_h
+
+    def observed(self, jobs: list[JobView], now: float, fallback: dict[str, float]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(iterations done, loss-reduction share, remaining seconds (inf: no total), waiting
+        seconds) of each of ``jobs``, from the same per-job terms as the priorities."""
+        for job in jobs:
+            if job.id not in self._slot:
+                self.add(job)
+        ks = np.asarray(self._refresh_all(jobs, now), dtype=np.int64)
+        flat = self._build()
+        dyn, rem_h, w_h = self._terms(now, fallback, flat[9], flat[7])
+        rem_s = np.where(np.isinf(dyn[ks, 3]), np.inf, rem_h[ks] * _HOUR)
+        return dyn[ks, 1], dyn[ks, 2], rem_s, w_h[ks] * _HOUR
+
     def compute(self, jobs: list[JobView], now: float, fallback: dict[str, float]
                 ) -> tuple[np.ndarray, Slices]:
         """(highest task priority of each job, its task priorities: workers then servers).
@@ -252,20 +298,18 @@ class PriorityTable:
         if not jobs:
             return np.zeros(0), Slices(np.zeros(0), [], np.zeros(0, np.int64), np.zeros(0, np.int64))
         slots = self._refresh_all(jobs, now)
-        share, hfrac, is_ps, owner, parent, child, bounds, starts, sizes, submit, dl, model = self._build()
+        share, hfrac, is_ps, owner, starts, sizes, edges, submit, dl, model = self._build()
+        seg = owner  # per task: its segment (job) in ``starts``
+        if len(slots) * _SUBSET < len(self._shapes):  # a few jobs (running ones): their tasks only
+            share, hfrac, is_ps, owner, starts, sizes, edges = self._subset(slots)
+            slots = list(range(len(slots)))
+            seg = np.repeat(np.arange(len(slots)), sizes)
         p = self.params
         ks = np.asarray(slots, dtype=np.int64)
-        dyn = self._dyn[: len(self._sig)]
-        fb = np.array([fallback.get(m, 1.0) for m in self._models], dtype=float)
-        itime = dyn[:, 3]
-        itime = np.where(np.isnan(itime), fb[model], itime)
-        with np.errstate(invalid="ignore"):
-            rem_h = dyn[:, 1] * itime / _HOUR
-        rem_h = np.where(np.isfinite(rem_h), rem_h, self.max_deadline / _HOUR)
+        dyn, rem_h, w_h = self._terms(now, fallback, model, submit)
         now_h = now / _HOUR
-        w_h = np.maximum(now - submit - dyn[:, 2], 0.0) / _HOUR
         # per task (all registered tasks; only the active jobs' results are read)
-        ml_base = dyn[owner, 0] * share  # Eq. 2
+        ml_base = (dyn[:, 0] / (dyn[:, 1] + 1.0) * dyn[:, 2])[owner] * share  # Eq. 2: L x 1/I x δl share x S_k
         d_task = dl[owner] / _HOUR - rem_h[owner] * hfrac
         left = np.maximum(d_task - now_h, _MIN_LEFT_H)
         r_task = np.maximum(rem_h[owner] * share, 1.0 / _HOUR)
@@ -274,18 +318,32 @@ class PriorityTable:
             c_base += p.gamma_d / left
         base = p.alpha * ml_base + (1.0 - p.alpha) * c_base  # Eq. 6 (the propagation is linear)
         out = base.copy()
-        lo = 0
-        for hi in bounds:  # Eq. 3 / Eq. 5, one level of parents at a time
-            if hi > lo:
-                out += p.gamma * np.bincount(parent[lo:hi], weights=out[child[lo:hi]], minlength=len(out))
-            lo = int(hi)
+        for parent, child in edges.values():  # Eq. 3 / Eq. 5, one level of parents at a time, lowest first
+            out += p.gamma * np.bincount(parent, weights=out[child], minlength=len(out))
         # a parameter server: the job's largest worker priority + γ x the sum over its workers
         wmax = np.where(is_ps, -np.inf, out)
         wsum = np.where(is_ps, 0.0, out)
         top = np.maximum.reduceat(wmax, starts) + p.gamma * np.add.reduceat(wsum, starts)
-        out = np.where(is_ps, top[owner], out)
+        out = np.where(is_ps, top[seg], out)
         keys = np.maximum.reduceat(out, starts)[ks]
         return keys, Slices(out, slots, starts, sizes)
+
+    def _subset(self, slots: list[int]) -> tuple:
+        """The flat per-task arrays of ``slots`` alone (in that order; ``owner`` still names
+        the slot, so the per-slot terms index as in the full arrays)."""
+        shapes = [self._shapes[k] for k in slots]
+        cat = np.concatenate
+        sizes = np.array([s.n for s in shapes], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        ne = np.array([len(s.parent) for s in shapes], dtype=np.int64)
+        e = [np.zeros(0, np.int64)]
+        eoff = np.repeat(starts, ne)
+        parent = cat([s.parent for s in shapes] + e) + eoff
+        child = cat([s.child for s in shapes] + e) + eoff
+        level = cat([s.level for s in shapes] + e)
+        edges = {lv: (parent[level == lv], child[level == lv]) for lv in sorted(set(level.tolist()))}
+        return (cat([s.share for s in shapes]), cat([s.hfrac for s in shapes]), cat([s.is_ps for s in shapes]),
+                np.repeat(np.asarray(slots, dtype=np.int64), sizes), starts, sizes, edges)
 
 
 class Slices:

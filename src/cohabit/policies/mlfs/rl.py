@@ -36,38 +36,65 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..params import build
 from .heuristic import MLFH, iter_time_fallback
-from .priority import loss_reduction_share, remaining_seconds
+from .priority import PriorityParams, PriorityTable
 
 N_FEATURES = 14
 ALGOS = ("alexnet", "resnet", "mlp", "lstm", "svm")
 
 
-def job_features(view: ClusterView, job: JobView, free_gpu_share: float) -> np.ndarray:
-    """The state of one waiting job as the network sees it (all observed; scaled to ~[0, 1])."""
-    now = view.now
+def static_features(job: JobView) -> np.ndarray:
+    """The job's features that never change: urgency, GPUs, total iterations, deadline (nan:
+    none), partitions, traffic per exchange, PS architecture."""
     spec = job.spec
     g = spec.graph
-    total = spec.iterations or 0
-    done = job.iterations_done(now)
-    rem = remaining_seconds(job, now, iter_time_fallback(view, spec.model))
     dl = spec.absolute_deadline
-    slack = (dl - now - (rem if math.isfinite(rem) else 0.0)) / 3600.0 if dl is not None else 48.0
-    f = np.zeros(N_FEATURES)
-    f[0] = spec.urgency / 10.0
-    f[1] = 1.0 / (done + 1.0)
-    f[2] = loss_reduction_share(job)
-    f[3] = math.log2(max(spec.num_gpus, 1.0)) / 5.0
-    f[4] = np.tanh(slack / 12.0)
-    f[5] = math.log1p(rem / 3600.0) / 5.0 if math.isfinite(rem) else 1.0
-    f[6] = math.log1p(job.waiting_time(now) / 3600.0) / 3.0
-    f[7] = 1.0 if job.id in view.paused else 0.0
-    f[8] = done / total if total else 0.0
-    f[9] = (g.num_partitions / 8.0) if g is not None else 0.125
-    f[10] = ((g.activation_mb + g.exchange_mb) / 200.0) if g is not None else 0.0
-    f[11] = 1.0 if spec.architecture == "ps" else 0.0
-    f[12] = free_gpu_share
-    f[13] = 1.0
+    return np.array([spec.urgency / 10.0, math.log2(max(spec.num_gpus, 1.0)) / 5.0, float(spec.iterations or 0),
+                     dl if dl is not None else math.nan, (g.num_partitions / 8.0) if g is not None else 0.125,
+                     ((g.activation_mb + g.exchange_mb) / 200.0) if g is not None else 0.0,
+                     1.0 if spec.architecture == "ps" else 0.0])
+
+
+def queue_features(table: PriorityTable, view: ClusterView, jobs: list[JobView], fallback: dict[str, float],
+                   free_gpu_share: float, static: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """The state of each waiting job as the network sees it (all observed; scaled to ~[0, 1]),
+    one row per job, computed for the whole queue at once; ``static`` caches
+    :func:`static_features` by job id."""
+    now = view.now
+    done, lrs, rem, wait = table.observed(jobs, now, fallback)
+    if static is None:
+        static = {}
+    rows = []
+    for j in jobs:
+        row = static.get(j.id)
+        if row is None:
+            row = static[j.id] = static_features(j)
+        rows.append(row)
+    st = np.array(rows).reshape(len(jobs), 7)
+    total, dl = st[:, 2], st[:, 3]
+    fin = np.isfinite(rem)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        slack = np.where(np.isnan(dl), 48.0, (dl - now - np.where(fin, rem, 0.0)) / 3600.0)
+        f = np.empty((len(jobs), N_FEATURES))
+        f[:, 0] = st[:, 0]
+        f[:, 1] = 1.0 / (done + 1.0)
+        f[:, 2] = lrs
+        f[:, 3] = st[:, 1]
+        f[:, 4] = np.tanh(slack / 12.0)
+        f[:, 5] = np.where(fin, np.log1p(np.where(fin, rem, 0.0) / 3600.0) / 5.0, 1.0)
+        f[:, 6] = np.log1p(wait / 3600.0) / 3.0
+        f[:, 7] = np.fromiter((j.id in view.paused for j in jobs), dtype=float, count=len(jobs))
+        f[:, 8] = np.where(total > 0, done / np.where(total > 0, total, 1.0), 0.0)
+        f[:, 9:12] = st[:, 4:7]
+    f[:, 12] = free_gpu_share
+    f[:, 13] = 1.0
     return f
+
+
+def job_features(view: ClusterView, job: JobView, free_gpu_share: float) -> np.ndarray:
+    """:func:`queue_features` of one job (the iteration time of a job not yet measured: the
+    sample running time of its model, :func:`.heuristic.iter_time_fallback`)."""
+    return queue_features(PriorityTable(PriorityParams()), view, [job],
+                          {job.spec.model: iter_time_fallback(view, job.spec.model)}, free_gpu_share)[0]
 
 
 class Net:
@@ -130,6 +157,15 @@ class MLFRL(MLFH):
         self.explore = explore
         self.rng = np.random.default_rng(seed)
         self.trajectory: list[tuple[np.ndarray, int, float]] = []  # (features, chosen index, time): training
+        self._static: dict[str, np.ndarray] = {}  # static_features by job id
+
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        super().on_arrival(job, view)
+        self._static[job.id] = static_features(job)
+
+    def on_finish(self, job: JobView, view: ClusterView) -> None:
+        super().on_finish(job, view)
+        self._static.pop(job.id, None)
 
     def queue(self, view: ClusterView, jobs):  # type: ignore[no-untyped-def, override]
         jobs = list(jobs)
@@ -138,7 +174,7 @@ class MLFRL(MLFH):
         gcol = view.gpu_col
         free = float(np.asarray(view.free)[:, gcol].sum() / max(np.asarray(view.capacity)[:, gcol].sum(), 1e-9)) \
             if gcol is not None else 1.0
-        x = np.stack([job_features(view, j, free) for j in jobs])
+        x = queue_features(self._table, view, jobs, self._fallbacks(view, jobs), free, self._static)
         s = self.net.scores(x)
         order = list(np.argsort(-s, kind="stable"))
         if self.explore and len(jobs) > 1:  # sample the first job from the softmax (training)

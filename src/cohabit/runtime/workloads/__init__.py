@@ -24,6 +24,7 @@ Built-ins:
 ``lasso``       numpy Lasso by proximal gradient (the authors' sample, or synthetic)
 ``torch-mlp``   PyTorch MLP on generated Gaussian-cluster data
 ``torch-cnn``   PyTorch small CNN on generated images
+``torch-pipeline``  a PyTorch MLP cut into pipeline stages, one process per task (model parallel)
 ``tpch-query``  a progressive TPC-H query on DuckDB (``kind: query``; one iteration = one batch)
 ``ps-mlr``      parameter-server MLR (``architecture: ps``; see :mod:`cohabit.runtime.ps`)
 ``ps-lasso``    parameter-server Lasso
@@ -53,6 +54,7 @@ BUILTINS: dict[str, str] = {
     "lasso": "cohabit.runtime.workloads.numpy_models:Lasso",
     "torch-mlp": "cohabit.runtime.workloads.torch_models:TorchMLP",
     "torch-cnn": "cohabit.runtime.workloads.torch_models:TorchCNN",
+    "torch-pipeline": "cohabit.runtime.workloads.torch_pipeline:TorchPipeline",  # model-parallel stages
     "tpch-query": "cohabit.runtime.workloads.query:TPCHQuery",  # a progressive TPC-H query (kind: query)
     # parameter-server workloads (cohabit.runtime.ps.launch.PS_WORKLOADS; architecture: ps)
     "ps-mlr": "cohabit.runtime.ps.models:PSMultinomialLogisticRegression",
@@ -74,7 +76,8 @@ class WorkloadConfig:
 
     @property
     def uses_torch(self) -> bool:
-        return self.target.startswith("cohabit.runtime.workloads.torch_models:")
+        return self.target.startswith(("cohabit.runtime.workloads.torch_models:",
+                                       "cohabit.runtime.workloads.torch_pipeline:"))
 
 
 def parse_config(job: str, workload: dict[str, Any] | None) -> WorkloadConfig:
