@@ -217,7 +217,7 @@ def evaluate(net: Any, m: int, seeds: list[int], intervals: int, arrival: str, r
     ``lif-quad``) in the environment (the simulator's physics unless ``reward`` is given)."""
     out: dict[str, list[float]] = {k: [] for k in rules}
     for s in seeds:
-        jobs = generate(intervals, arrival=arrival, seed=s)
+        jobs = generate(intervals, arrival=arrival, seed=s, n_servers=m)
         for name in rules:
             rule: str | Chooser | None = (None if name == "drl" else lif_teacher(name.split("-")[1])
                                           if name.startswith("lif-") else name)

@@ -68,7 +68,7 @@ def _worker(args: tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]) 
         reward.load_state_dict(reward_sd)
         reward.eval()
     rng = np.random.default_rng(cfg["seed"])
-    jobs = generate(cfg["intervals"], arrival=cfg["arrival"], seed=cfg["seed"])
+    jobs = generate(cfg["intervals"], arrival=cfg["arrival"], seed=cfg["seed"], n_servers=cfg["m"])
     rule = lif_teacher(cfg["rule"].split("-")[1]) if cfg.get("rule") else None
     res = run_episode(net, Speeds(reward, cfg["m"]), jobs, cfg["m"], cfg["intervals"], rng, cfg["epsilon"],
                       rule=rule, record=True)
