@@ -97,3 +97,23 @@ def test_training_stops_converged_when_evaluations_no_longer_improve_and_keeps_t
     assert [e["iteration"] for e in conv["evaluations"]] == [0, 1, 2]
     assert conv["best_avg_jct"] == pytest.approx(min(e["avg_jct"] for e in conv["evaluations"]))
     assert set(report["eval_reference"]) == {"bp", "lb", "lif-quad"}
+
+
+def test_online_reward_retraining_lowers_the_error_on_the_observed_jobs():
+    """drl:online=true retrains the reward model once per interval from the speeds the running jobs
+    report (over their profiled solo speed); after each update its error on them is lower."""
+    from cohabit.policies import make_policy
+    from cohabit.sim.runner import simulate
+    from cohabit.spec.cluster import preset
+
+    jobs = generate(5, arrival="uniform", seed=11)
+    pol = make_policy("drl:online=true")
+    out = simulate(jobs, preset("drl"), pol)
+    assert out.metrics.jobs_finished == len(jobs)
+    log = pol.online_reward.log
+    assert len(log) >= 3
+    assert all(e["jobs"] >= 1 for e in log)
+    assert all(e["after"] < e["before"] for e in log), log
+    # the observations are the jobs' reported speeds: never above their profiled solo speed here
+    labels = np.concatenate([o.label[np.isfinite(o.label)] for o in pol.online_reward.window])
+    assert labels.size and (labels > 0).all() and (labels <= 1.0 + 1e-6).all()

@@ -299,6 +299,8 @@ def train_drl(
     eps0: float = typer.Option(0.5, help="initial exploration probability (annealed to 0)"),
     eval_every: int = typer.Option(10, help="iterations between evaluations (convergence, best weights)"),
     patience: int = typer.Option(6, help="evaluations without a 1% gain before stopping (converged)"),
+    eval_seeds: int = typer.Option(3, help="fixed workloads each evaluation plays"),
+    eval_intervals: int = typer.Option(20, help="intervals of arrivals in each evaluation workload"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after this much wall time (0: no limit)"),
     reward: Path = typer.Option(DEFAULT_OUT / "reward.pt", help="reward model from 'cohabit train drl-reward'"),
     init: Path = typer.Option(None, help="start from these policy weights (continue a training)"),
@@ -312,8 +314,8 @@ def train_drl(
         raise typer.BadParameter(f"--arrival must be uniform, poisson or bursty, got {arrival!r}")
     if teacher not in ("lif-quad", "lif-line"):
         raise typer.BadParameter(f"--teacher must be lif-quad or lif-line, got {teacher!r}")
-    if servers < 1 or eval_every < 1 or patience < 1 or not lr > 0 or not 0 <= eps0 <= 1:
-        raise typer.BadParameter("--servers, --eval-every and --patience must be >= 1, --lr > 0, --eps0 in [0, 1]")
+    if min(servers, eval_every, patience, eval_seeds, eval_intervals) < 1 or not lr > 0 or not 0 <= eps0 <= 1:
+        raise typer.BadParameter("--servers, --eval-every, --patience, --eval-seeds and --eval-intervals must be >= 1, --lr > 0, --eps0 in [0, 1]")
     reward_path: Path | None = reward
     if iterations > 0:
         if not reward.is_file():
@@ -330,7 +332,8 @@ def train_drl(
                            use_value=not no_value, explore=not no_explore, replay=not no_replay,
                            reward_path=reward_path, time_budget_s=budget_s or None, init=init,
                            imitate_episodes=imitate_episodes, imitate_epochs=imitate_epochs, teacher=teacher,
-                           lr=lr, eps0=eps0, eval_every=eval_every, patience=patience,
+                           lr=lr, eps0=eps0, eval_every=eval_every, patience=patience, eval_seeds=eval_seeds,
+                           eval_intervals=eval_intervals,
                            log=lambda s: typer.echo(s, err=True))
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(policy.state_dict(), out)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.actions import Plan
 from ...engine.view import ClusterView
 from ...spec.cluster import ClusterSpec
 from ..params import build
@@ -56,7 +57,8 @@ SHIPPED: dict[int, str] = {6: "policy.pt", 30: "policy-30.pt"}
 class DRLPolicy(TaskwisePolicy):
     """Harmony-DRL: one policy-network inference per task of each new job."""
 
-    def __init__(self, weights: str = "", sample: bool = False, seed: int = 0) -> None:
+    def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
+                 reward: str = "") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -74,6 +76,9 @@ class DRLPolicy(TaskwisePolicy):
         self.rng = np.random.default_rng(seed)
         self.name = "drl"
         self.inferences = 0
+        self.online = online
+        self.reward_path = Path(reward) if reward else shipped("reward.pt")
+        self.online_reward: Any = None  # policies.drl.online.OnlineReward once the first decision needs it
 
     def _net_for(self, m: int) -> tuple[Any, dict[str, Any]] | None:
         """The weights for ``m`` servers: the given ones, or the shipped ones for that size."""
@@ -93,6 +98,32 @@ class DRLPolicy(TaskwisePolicy):
                     f"{n}; use the 'drl' or 'drl-30' preset or train weights for it with "
                     f"'cohabit train drl --servers {n}'")
         return None
+
+    def decide(self, view: ClusterView) -> Plan:
+        """``online=true``: first retrain the reward model on the speeds the running jobs reported
+        (once per interval, :mod:`.online`), then place the new jobs."""
+        if self.online:
+            if self.online_reward is None:
+                self.online_reward = self._online_reward(view.capacity.shape[0])
+            self.online_reward.step(view)
+        return super().decide(view)
+
+    def _online_reward(self, m: int) -> Any:
+        import torch
+
+        from .nets import RewardNet
+        from .online import OnlineReward, load_solo
+
+        meta = self.reward_path.with_suffix(".json")
+        servers = int(json.loads(meta.read_text(encoding="utf-8")).get("servers", 6)) if meta.is_file() else 6
+        if not self.reward_path.is_file() or servers != m:
+            raise ValueError(f"drl:online=true needs a reward model for {m} servers: {self.reward_path} "
+                             f"{'is missing' if not self.reward_path.is_file() else f'is for {servers}'} "
+                             f"(make one with 'cohabit train drl-reward')")
+        net = RewardNet(m)
+        net.load_state_dict(torch.load(self.reward_path, map_location="cpu", weights_only=True))
+        net.eval()
+        return OnlineReward(net, load_solo())
 
     def begin(self, state: PlacementState, view: ClusterView) -> None:
         got = self._net_for(state.m)
