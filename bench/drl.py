@@ -8,7 +8,10 @@ and training time. Writes ``bench/results/drl.json`` and prints tables.
 Workloads (``cohabit.sim.drl_workload``, 30 intervals of 20 minutes on the ``drl`` preset, 6
 servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform`` is the
 arrival pattern the shipped policy was trained on (on other seeds: training draws a fresh
-workload per episode); ``drl_poisson`` and ``drl_bursty`` are arrival patterns it never saw.
+workload per episode); ``drl_poisson`` and ``drl_bursty`` are arrival patterns it never saw;
+"unseen models" adds DSSM and Inception-BN jobs it never placed; "drl-30" is the 30-server preset
+with its own weights (``policy-30.pt``). Table II's ablations come from ``bench/drl_ablations.py``
+(its JSON is read when present).
 JCT is in intervals (seconds / 1200). Times are CPU seconds (``time.process_time``); the
 machine's load average is printed beside every table.
 
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from cohabit.policies import make_policy
-from cohabit.sim.drl_workload import generate
+from cohabit.sim.drl_workload import MODELS, UNSEEN_MODELS, generate
 from cohabit.sim.runner import simulate
 from cohabit.sim.traces import load_trace
 from cohabit.spec.cluster import preset
@@ -45,9 +48,9 @@ def load() -> str:
 
 
 def jct_table(workloads: dict[str, list]) -> dict[str, dict[str, float]]:
-    cluster = preset("drl")
     out: dict[str, dict[str, float]] = {}
     for wname, jobs in workloads.items():
+        cluster = preset("drl-30" if "drl-30" in wname else "drl")
         row: dict[str, float] = {}
         for p in POLICIES:
             pol = make_policy(p)
@@ -134,17 +137,27 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     workloads = {f"{n} (embedded)": load_trace(n).jobs for n in ("drl_uniform", "drl_poisson", "drl_bursty")}
+    # held out: DSSM and Inception-BN jobs too (models the policy never placed in training)
+    workloads["unseen models, uniform"] = generate(30, arrival="uniform", seed=201, models=MODELS + UNSEEN_MODELS)
+    workloads["drl-30 uniform seed 101"] = generate(30, arrival="uniform", seed=101, n_servers=30)
     if not args.quick:
         for arrival in ("uniform", "poisson", "bursty"):
             for seed in (101, 102):
                 workloads[f"{arrival} seed {seed}"] = generate(30, arrival=arrival, seed=seed)
     result = {"jct_intervals": jct_table(workloads), "prediction": reward_errors(), "latency": latency(),
-              "training": {k: json.loads((DATA / f"{k}.json").read_text()) for k in ("reward", "policy")},
+              "training": {k: json.loads((DATA / f"{k}.json").read_text()) for k in ("reward", "policy", "policy-30")},
               "load_average": os.getloadavg()}
     tr = result["training"]
     print(f"\nTraining: reward model {tr['reward']['cpu_s']:.0f} s CPU ({tr['reward']['params']} parameters); "
           f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall, {tr['policy'].get('iterations_done')} "
           f"iterations ({tr['policy']['params']} parameters)")
+    abl = OUT.parent / "drl_ablations.json"
+    if abl.is_file():  # written by bench/drl_ablations.py
+        result["ablations"] = json.loads(abl.read_text())
+        print(f"\nTable II ablations (bench/drl_ablations.py, {result['ablations']['iterations']} RL iterations each "
+              f"from the warm start; load average then {result['ablations']['load_average'][0]:.1f})")
+        for name, row in result["ablations"]["rows"].items():
+            print(f"  {name:11s} environment {row['env_avg_jct']:.3f}  simulator drl_uniform {row['sim_drl_uniform_avg_jct']:.2f}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUT}")

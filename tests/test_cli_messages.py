@@ -307,7 +307,7 @@ def test_top_level_help_says_what_the_commands_are() -> None:
 
 
 def test_a_policy_that_cannot_run_on_the_cluster_fails_before_any_work() -> None:
-    """drl's weights fit the 6-server drl preset: another cluster is a clear exit 2, not a traceback."""
+    """drl's weights fit the 6- and 30-server drl presets: another cluster is a clear exit 2, not a traceback."""
     res = runner.invoke(app, ["simulate", "--trace", "tiresias_480", "--policy", "fifo,drl"])
     assert res.exit_code == 2, res.output
-    assert "trained for 6 servers" in res.output and "Traceback" not in res.output
+    assert "trained for 6 or 30 servers" in res.output and "Traceback" not in res.output

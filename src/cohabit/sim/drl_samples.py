@@ -101,3 +101,17 @@ def lif_profiles(models: tuple[str, ...] = MODELS) -> dict[str, dict[str, float]
         c_w, c_p = task_cpu(model, False, 2, 2)
         out[model] = {"cpu_worker": float(c_w), "cpu_ps": float(c_p), "comm": float(comm_share(model))}
     return out
+
+
+def solo_profile(models: tuple[str, ...] = MODELS, max_tasks: int = 10) -> dict[str, dict[str, float]]:
+    """Per model, the speed (samples/s) of a job alone and consolidated, as a profiling run measures
+    it: keys ``"ps W P"`` (W workers, P parameter servers) and ``"allreduce W"``, 1 to ``max_tasks``.
+    The ``drl`` policy divides the speeds running jobs report by these to retrain its reward model
+    online (``policies.drl.online``)."""
+    out: dict[str, dict[str, float]] = {}
+    for model in models:
+        row = {f"allreduce {w}": float(base_speed(model, True, w, 0)) for w in range(1, max_tasks + 1)}
+        row.update({f"ps {w} {p}": float(base_speed(model, False, w, p))
+                    for w in range(1, max_tasks + 1) for p in range(1, max_tasks + 1)})
+        out[model] = row
+    return out

@@ -6,8 +6,9 @@ worker or parameter server, over the state of every concurrent job (:mod:`.state
 actions masked; the most probable action is taken (``sample=True`` draws from the
 distribution instead) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
-names the command, seed and workload) fix the number of servers ``M``: a cluster of another
-size is refused with that reason.
+names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
+are those for the 30-server ``drl-30`` preset. A cluster of another size is refused with that
+reason.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.actions import Plan
 from ...engine.view import ClusterView
 from ...spec.cluster import ClusterSpec
 from ..params import build
@@ -48,33 +50,87 @@ def load_policy_net(path: Path) -> tuple[Any, dict[str, Any]]:
     return net, meta
 
 
+#: shipped weights per number of servers (the ``drl`` and ``drl-30`` presets)
+SHIPPED: dict[int, str] = {6: "policy.pt", 30: "policy-30.pt"}
+
+
 class DRLPolicy(TaskwisePolicy):
     """Harmony-DRL: one policy-network inference per task of each new job."""
 
-    def __init__(self, weights: str = "", sample: bool = False, seed: int = 0) -> None:
+    def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
+                 reward: str = "") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
         # (measured here: 1.2 ms of CPU per inference on one thread, 66 ms on two under load)
         torch.set_num_threads(1)
-        self.net, self.meta = load_policy_net(Path(weights) if weights else shipped("policy.pt"))
+        self.weights = weights
+        self._nets: dict[int, tuple[Any, dict[str, Any]]] = {}
+        if weights:
+            net, meta = load_policy_net(Path(weights))
+            self._nets[net.m] = (net, meta)
+        else:  # the 6-server weights at once (a missing file shows now); others when a cluster needs them
+            self._net_for(6)
+        self.net, self.meta = next(iter(self._nets.values()))
         self.sample = sample
         self.rng = np.random.default_rng(seed)
         self.name = "drl"
         self.inferences = 0
+        self.online = online
+        self.reward_path = Path(reward) if reward else shipped("reward.pt")
+        self.online_reward: Any = None  # policies.drl.online.OnlineReward once the first decision needs it
+
+    def _net_for(self, m: int) -> tuple[Any, dict[str, Any]] | None:
+        """The weights for ``m`` servers: the given ones, or the shipped ones for that size."""
+        if m not in self._nets and not self.weights and m in SHIPPED:
+            self._nets[m] = load_policy_net(shipped(SHIPPED[m]))
+        return self._nets.get(m)
+
+    def _sizes(self) -> str:
+        sizes = sorted(self._nets) if self.weights else sorted(SHIPPED)
+        return " or ".join(str(m) for m in sizes)
 
     def cluster_problem(self, cluster: ClusterSpec) -> str | None:
-        """The shipped (or given) weights fit one cluster size only (Section IV: 2M actions)."""
-        if len(cluster.nodes) != self.net.m:
-            return (f"drl: the weights were trained for {self.net.m} servers, cluster {cluster.name!r} has "
-                    f"{len(cluster.nodes)}; use the 'drl' preset or train weights for it with "
-                    f"'cohabit train drl --servers {len(cluster.nodes)}'")
+        """The weights fit one cluster size each (Section IV: 2M actions)."""
+        n = len(cluster.nodes)
+        if self._net_for(n) is None:
+            return (f"drl: the weights were trained for {self._sizes()} servers, cluster {cluster.name!r} has "
+                    f"{n}; use the 'drl' or 'drl-30' preset or train weights for it with "
+                    f"'cohabit train drl --servers {n}'")
         return None
 
+    def decide(self, view: ClusterView) -> Plan:
+        """``online=true``: first retrain the reward model on the speeds the running jobs reported
+        (once per interval, :mod:`.online`), then place the new jobs."""
+        if self.online:
+            if self.online_reward is None:
+                self.online_reward = self._online_reward(view.capacity.shape[0])
+            self.online_reward.step(view)
+        return super().decide(view)
+
+    def _online_reward(self, m: int) -> Any:
+        import torch
+
+        from .nets import RewardNet
+        from .online import OnlineReward, load_solo
+
+        meta = self.reward_path.with_suffix(".json")
+        servers = int(json.loads(meta.read_text(encoding="utf-8")).get("servers", 6)) if meta.is_file() else 6
+        if not self.reward_path.is_file() or servers != m:
+            raise ValueError(f"drl:online=true needs a reward model for {m} servers: {self.reward_path} "
+                             f"{'is missing' if not self.reward_path.is_file() else f'is for {servers}'} "
+                             f"(make one with 'cohabit train drl-reward')")
+        net = RewardNet(m)
+        net.load_state_dict(torch.load(self.reward_path, map_location="cpu", weights_only=True))
+        net.eval()
+        return OnlineReward(net, load_solo())
+
     def begin(self, state: PlacementState, view: ClusterView) -> None:
-        if state.m != self.net.m:
-            raise ValueError(f"drl: the weights were trained for {self.net.m} servers, the cluster has {state.m}; "
-                             f"train weights for it with 'cohabit train drl --servers {state.m}'")
+        got = self._net_for(state.m)
+        if got is None:
+            raise ValueError(f"drl: the weights were trained for {self._sizes()} servers, the cluster has "
+                             f"{state.m}; train weights for it with 'cohabit train drl --servers {state.m}'")
+        self.net, self.meta = got
 
     def probabilities(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
         """The policy's distribution over the ``2M`` actions for ``job``'s next task (0 where masked)."""

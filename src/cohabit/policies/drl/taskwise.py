@@ -8,6 +8,8 @@ the state is updated, and so on until the job is whole (it starts) or no valid a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ...engine.actions import Plan, Start
@@ -58,6 +60,38 @@ def _entry(view: ClusterView, job: JobView, cols: list[int | None], scale: np.nd
                      _vector(view.ps_demand_vector(job), cols, scale), m, placed=placed, new=new)
 
 
+Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
+
+
+def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry], bool] = lambda e: True,
+              name: str = "policy") -> tuple[list[JobEntry], list[JobEntry]]:
+    """Place ``state``'s new jobs (``u_n = 1``) in their order, one ``choose`` per task, the state
+    updated between tasks (§V-A). Every new job is in the state from the first inference on (the
+    paper's state holds all concurrent jobs, the interval's new ones flagged); a job whose tasks
+    cannot all be placed, or that ``accept`` refuses, has its tasks taken back and leaves the
+    state. Returns (placed, waiting). The simulator's policies and the trainer's episodes both
+    place through here, so the states the network is trained on are the states it decides on."""
+    placed: list[JobEntry] = []
+    waiting: list[JobEntry] = []
+    for entry in [e for e in state.jobs if e.new]:
+        while not entry.complete:
+            mask = state.mask(entry)
+            if not mask.any():
+                break
+            action = choose(state, entry, mask)
+            if not mask[action]:
+                raise RuntimeError(f"{name}: chose masked action {action} for job {entry.key!r}")
+            state.apply(entry, action)
+        if entry.complete and accept(entry):
+            entry.new = False
+            placed.append(entry)
+        else:  # not enough room for the whole job: it waits, its tasks are taken back
+            state.undo(entry)
+            state.jobs.remove(entry)
+            waiting.append(entry)
+    return placed, waiting
+
+
 class TaskwisePolicy(BasePolicy):
     """Places each pending job task by task with :meth:`choose`; subclasses pick the action."""
 
@@ -82,21 +116,14 @@ class TaskwisePolicy(BasePolicy):
         draft = Draft(view)
         plan: Plan = []
         by_id = {j.id: j for j in pending}
-        for entry in [e for e in state.jobs if e.new]:
-            while not entry.complete:
-                mask = state.mask(entry)
-                if not mask.any():
-                    break
-                action = self.choose(state, entry, mask)
-                if not mask[action]:
-                    raise RuntimeError(f"{self.name}: chose masked action {action} for job {entry.key!r}")
-                state.apply(entry, action)
+
+        def accept(entry: JobEntry) -> bool:
             job = by_id[entry.key]
-            if entry.complete and draft.reserve(job, state.placement(entry)):
+            if draft.reserve(job, state.placement(entry)):
                 plan.append(Start(job.id, state.placement(entry)))
-                entry.new = False
-            else:  # not enough room for the whole job: it waits, its tasks are taken back
-                state.undo(entry)
-                state.jobs.remove(entry)
+                return True
+            return False
+
+        place_new(state, self.choose, accept, self.name)
         self._last_failed = key if not plan else None
         return plan
