@@ -138,6 +138,16 @@ class ClusterView:
         """How many tasks of ``demand`` fit on each node now."""
         return self._ledger.tasks_fit(demand)
 
+    def fit_now(self, demand: np.ndarray) -> np.ndarray:
+        """:meth:`tasks_fit` of a demand row from :meth:`demand_vector` / :meth:`ps_demand_vector`,
+        read-only and kept until the free capacity changes (the ledger's free-capacity index)."""
+        return self._ledger.fit_of(demand)
+
+    def no_room_now(self) -> set[tuple[int, int]]:
+        """Planning memo of ``placement.Draft``: shapes ``(id(demand row), workers)`` found not to fit
+        the free capacity as it is now; emptied by the scheduler whenever the free capacity changes."""
+        return self._ledger.no_room()
+
     def allocation_of(self, job_id: str) -> Allocation | None:
         """The slots (node, GPU devices) a running job holds."""
         return self._ledger.allocations.get(job_id)

@@ -541,7 +541,7 @@ class Tiresias(BasePolicy):
         g = view.gpu_col
         order = self._waiting_order(view)
         min_need = min(r.gpus for r in order)
-        free_gpus = float(draft.free[:, g].sum()) if g is not None else math.inf
+        free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = self._lower_gpus()  # lower[q]: GPUs held by running jobs of queues below q
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
