@@ -32,7 +32,7 @@ member inherits the device; when the last leaves, the device is free again.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -158,7 +158,7 @@ class Ledger:
         self.version = 0
         self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
         self._fit_version = 0
-        self._no_room: set[tuple[int, int]] = set()  # see no_room
+        self._no_room: set[Hashable] = set()  # see no_room
 
     @property
     def gpu_col(self) -> int | None:
@@ -214,8 +214,8 @@ class Ledger:
             hit = self._fit_memo[id(demand)] = (demand, fit)  # keeps the row alive: its id stays unique
         return hit[1]
 
-    def no_room(self) -> set[tuple[int, int]]:
-        """Shapes ``(id(worker demand row), workers)`` that were found not to fit the free capacity as
+    def no_room(self) -> set[Hashable]:
+        """Shapes (``(id(worker demand row), workers)``, or a policy's own key) that were found not to fit the free capacity as
         it is now (``policies.placement.Draft`` adds them while it plans on the unchanged ledger);
         emptied when the free capacity changes."""
         self._memo_valid()

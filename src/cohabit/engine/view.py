@@ -10,7 +10,7 @@ view costs nothing per decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -143,8 +143,8 @@ class ClusterView:
         read-only and kept until the free capacity changes (the ledger's free-capacity index)."""
         return self._ledger.fit_of(demand)
 
-    def no_room_now(self) -> set[tuple[int, int]]:
-        """Planning memo of ``placement.Draft``: shapes ``(id(demand row), workers)`` found not to fit
+    def no_room_now(self) -> set[Hashable]:
+        """Planning memo of ``placement.Draft``: shapes (e.g. ``(id(demand row), workers)``) found not to fit
         the free capacity as it is now; emptied by the scheduler whenever the free capacity changes."""
         return self._ledger.no_room()
 

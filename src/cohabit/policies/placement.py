@@ -18,6 +18,8 @@ for the shapes already tried.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 from ..engine.actions import Placement
@@ -34,7 +36,7 @@ class Draft:
         self._free: np.ndarray | None = None
         self._dev: np.ndarray | None = None
         self._total: np.ndarray | None = None  # column sums of _free, kept in step with it
-        self._no_room: set[tuple[int, int]] = set()  # (demand row id, workers) that failed since room last grew
+        self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
         self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -118,17 +120,25 @@ class Draft:
 
     def _could_fit(self, w: np.ndarray, n: int) -> bool:
         key = (id(w), n)
-        if key in self._no_room or (not self._dirty and key in self.view.no_room_now()):
+        if self.failed_before(key):
             return False
         assert self._total is not None
         if (self._total >= w * n - 1e-9).all():
             return True
-        self._failed(key)
+        self.note_failure(key)
         return False
 
-    def _failed(self, key: tuple[int, int]) -> None:
-        """Remember a shape that does not fit: room only shrinks until give_back/restore clear the
-        memo; on a pristine draft the ledger keeps it too, until its free capacity changes."""
+    def failed_before(self, key: Hashable) -> bool:
+        """True if a placement ``key`` (a shape: what the placement depends on, besides the free
+        capacity) was noted as failing in this draft since room last grew, or, on a pristine draft,
+        on the ledger's free capacity as it is now."""
+        return key in self._no_room or (not self._dirty and key in self.view.no_room_now())
+
+    def note_failure(self, key: Hashable) -> None:
+        """Remember that placement ``key`` does not fit (a placement that fails keeps failing while room
+        only shrinks): in this draft until give_back/restore, and while the draft is pristine in the
+        ledger's index too, until the free capacity changes. The draft must be as it was before the
+        failed attempt."""
         self._no_room.add(key)
         if not self._dirty:
             self.view.no_room_now().add(key)
@@ -155,7 +165,7 @@ class Draft:
         if job.spec.num_ps == 0:  # same-shape jobs cannot fit either until room grows
             if pristine:
                 self._dirty = False  # a failed reserve put back every row it touched
-            self._failed((id(w), n))
+            self.note_failure((id(w), n))
         return None
 
 
