@@ -32,7 +32,7 @@ member inherits the device; when the last leaves, the device is free again.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -153,6 +153,12 @@ class Ledger:
         self._pack_job_mem: dict[str, float] = {}
         self._gpu_mem_col = self.index.get("gpu_mem_gb")
         self._cpu_col = self.index.get("cpu")
+        # free-capacity index: bumped by every change of free/device_free (allocate*, release), so
+        # answers computed from the free capacity can be kept until it changes
+        self.version = 0
+        self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
+        self._fit_version = 0
+        self._no_room: set[Hashable] = set()  # see no_room
 
     @property
     def gpu_col(self) -> int | None:
@@ -191,6 +197,30 @@ class Ledger:
         """How many tasks of ``demand`` each node can take now (vector over nodes)."""
         return fit_counts(self.free, self.device_free, demand, self._gpu_col)
 
+    def _memo_valid(self) -> None:
+        if self._fit_version != self.version:
+            self._fit_memo.clear()
+            self._no_room.clear()
+            self._fit_version = self.version
+
+    def fit_of(self, demand: np.ndarray) -> np.ndarray:
+        """:meth:`tasks_fit` of a cached demand row (:meth:`vector`), kept until the free capacity
+        changes; read-only (a policy's scratch draft asks for the same shapes round after round)."""
+        self._memo_valid()
+        hit = self._fit_memo.get(id(demand))
+        if hit is None or hit[0] is not demand:
+            fit = fit_counts(self.free, self.device_free, demand, self._gpu_col)
+            fit.flags.writeable = False
+            hit = self._fit_memo[id(demand)] = (demand, fit)  # keeps the row alive: its id stays unique
+        return hit[1]
+
+    def no_room(self) -> set[Hashable]:
+        """Shapes (``(id(worker demand row), workers)``, or a policy's own key) that were found not to fit the free capacity as
+        it is now (``policies.placement.Draft`` adds them while it plans on the unchanged ledger);
+        emptied when the free capacity changes."""
+        self._memo_valid()
+        return self._no_room
+
     def ever_fits(self, demands: Sequence[np.ndarray]) -> str | None:
         """None if the tasks could run on the empty cluster, else the reason they never can."""
         key = b"".join(d.tobytes() for d in demands)
@@ -220,6 +250,7 @@ class Ledger:
         devices already in use, up to ``max_share`` jobs per device: such a
         task takes no GPU capacity, only its other resources.
         """
+        self.version += 1
         if job in self.allocations:
             raise AllocationError(f"job {job!r} already holds an allocation")
         if len(placement) != len(demands):
@@ -324,6 +355,7 @@ class Ledger:
                        mode: str, nodes: Sequence[int]) -> Allocation:
         """Place ``job`` in the group ``(mode, nodes)``: the first member takes the (wholly free)
         machines, later members join it owning nothing. All-or-nothing."""
+        self.version += 1
         if job in self.allocations:
             raise AllocationError(f"job {job!r} already holds an allocation")
         if len(placement) != len(demands):
@@ -446,6 +478,7 @@ class Ledger:
     def release(self, job: str) -> list[str]:
         """Free ``job``'s allocation. Returns the time-sharing guests that inherited one of its
         GPUs (their owned allocation grew)."""
+        self.version += 1
         inheritors: list[str] = []
         alloc = self.allocations.pop(job)
         per_node = self._per_node.pop(job)
@@ -510,6 +543,7 @@ class Ledger:
         d._node_jobs = {n: set(v) for n, v in self._node_jobs.items()}
         d.packs = {k: list(v) for k, v in self.packs.items()}
         d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
+        d._fit_memo, d._no_room = {}, set()
         return d
 
     # Packs -----------------------------------------------------------------
@@ -606,6 +640,7 @@ class Ledger:
 
     def allocate_pack(self, job: str, device: tuple[int, int], demand: np.ndarray) -> Allocation:
         """Add ``job`` (one task of ``demand``) to the pack on ``device``, forming it if new."""
+        self.version += 1
         reason = self.pack_blocked(device, [(job, demand)])
         if reason is not None:
             raise AllocationError(f"job {job!r}: {reason}")

@@ -10,7 +10,7 @@ view costs nothing per decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -137,6 +137,16 @@ class ClusterView:
     def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
         """How many tasks of ``demand`` fit on each node now."""
         return self._ledger.tasks_fit(demand)
+
+    def fit_now(self, demand: np.ndarray) -> np.ndarray:
+        """:meth:`tasks_fit` of a demand row from :meth:`demand_vector` / :meth:`ps_demand_vector`,
+        read-only and kept until the free capacity changes (the ledger's free-capacity index)."""
+        return self._ledger.fit_of(demand)
+
+    def no_room_now(self) -> set[Hashable]:
+        """Planning memo of ``placement.Draft``: shapes (e.g. ``(id(demand row), workers)``) found not to fit
+        the free capacity as it is now; emptied by the scheduler whenever the free capacity changes."""
+        return self._ledger.no_room()
 
     def allocation_of(self, job_id: str) -> Allocation | None:
         """The slots (node, GPU devices) a running job holds."""

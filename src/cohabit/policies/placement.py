@@ -6,9 +6,19 @@ capacity (made on first use) that placements reserve into, and that
 preemption plans can give room back to. It uses the ledger's own fit and
 device rules (``engine.ledger.fit_counts`` / ``take_devices``), so a
 placement the draft accepts is one the scheduler will accept.
+
+While a draft is still *pristine* (nothing reserved, given back, or written into
+:attr:`Draft.free`), it equals the ledger's free capacity, so it answers from the
+ledger's free-capacity index instead (``ClusterView.fit_now``: per-node fits per
+demand row, and ``ClusterView.no_room_now``: shapes that did not fit), which the
+ledger keeps until its free capacity changes. Rounds triggered by events that
+change no allocation (arrivals, progress reports) then cost no fit computation
+for the shapes already tried.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -19,14 +29,15 @@ from ..engine.view import ClusterView
 
 
 class Draft:
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room")
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
         self._free: np.ndarray | None = None
         self._dev: np.ndarray | None = None
         self._total: np.ndarray | None = None  # column sums of _free, kept in step with it
-        self._no_room: set[tuple[int, int]] = set()  # (demand row id, workers) that failed since room last grew
+        self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
+        self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
@@ -38,9 +49,14 @@ class Draft:
 
     @property
     def free(self) -> np.ndarray:
+        """The draft's free capacity per node, writable (a caller may plan into it directly)."""
+        self._dirty = True
         return self._arrays()[0]
 
     def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
+        """Tasks of ``demand`` each node of the draft can take (read-only while the draft is pristine)."""
+        if not self._dirty:
+            return self.view.fit_now(demand)
         free, dev = self._arrays()
         return fit_counts(free, dev, demand, self.view.gpu_col)
 
@@ -54,6 +70,7 @@ class Draft:
         return free.copy(), dev.copy()
 
     def restore(self, saved: tuple[np.ndarray, np.ndarray]) -> None:
+        self._dirty = True
         free, dev = self._arrays()
         free[:] = saved[0]
         dev[:] = saved[1]
@@ -62,6 +79,7 @@ class Draft:
 
     def reserve(self, job: JobView, placement: Placement) -> bool:
         """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit."""
+        self._dirty = True
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
         nodes = sorted(set(placement))
@@ -95,6 +113,7 @@ class Draft:
         alloc = self.view.allocation_of(job.id)
         if extra is None or alloc is None or not extra.any():
             return
+        self._dirty = True
         free, _ = self._arrays()
         free[alloc.slots[0].node] += extra
         self._total = free.sum(axis=0)
@@ -106,6 +125,7 @@ class Draft:
         alloc = self.view.allocation_of(job.id)
         if alloc is None:
             return
+        self._dirty = True
         self.give_back_extra(job)
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)
@@ -124,13 +144,28 @@ class Draft:
 
     def _could_fit(self, w: np.ndarray, n: int) -> bool:
         key = (id(w), n)
-        if key in self._no_room:
+        if self.failed_before(key):
             return False
         assert self._total is not None
         if (self._total >= w * n - 1e-9).all():
             return True
-        self._no_room.add(key)  # room only shrinks until give_back/restore clear the memo
+        self.note_failure(key)
         return False
+
+    def failed_before(self, key: Hashable) -> bool:
+        """True if a placement ``key`` (a shape: what the placement depends on, besides the free
+        capacity) was noted as failing in this draft since room last grew, or, on a pristine draft,
+        on the ledger's free capacity as it is now."""
+        return key in self._no_room or (not self._dirty and key in self.view.no_room_now())
+
+    def note_failure(self, key: Hashable) -> None:
+        """Remember that placement ``key`` does not fit (a placement that fails keeps failing while room
+        only shrinks): in this draft until give_back/restore, and while the draft is pristine in the
+        ledger's index too, until the free capacity changes. The draft must be as it was before the
+        failed attempt."""
+        self._no_room.add(key)
+        if not self._dirty:
+            self.view.no_room_now().add(key)
 
     def exhausted(self) -> bool:
         """True when the free total is below :attr:`ClusterView.task_floor` in some resource: then no
@@ -147,11 +182,14 @@ class Draft:
         self._arrays()
         if not self._could_fit(w, n):
             return None
+        pristine = not self._dirty
         p = consolidated_first(self, job, n)
         if p is not None and self.reserve(job, p):
             return p
         if job.spec.num_ps == 0:  # same-shape jobs cannot fit either until room grows
-            self._no_room.add((id(w), n))
+            if pristine:
+                self._dirty = False  # a failed reserve put back every row it touched
+            self.note_failure((id(w), n))
         return None
 
 
@@ -187,7 +225,7 @@ def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None)
     p = draft.view.ps_demand_vector(job)
     if p is None or job.spec.num_ps == 0:
         return tuple(workers)
-    free = draft.free.copy()
+    free = draft._arrays()[0].copy()
     for node in workers:
         free[node] -= w
     need = p > 1e-9

@@ -541,7 +541,7 @@ class Tiresias(BasePolicy):
         g = view.gpu_col
         order = self._waiting_order(view)
         min_need = min(r.gpus for r in order)
-        free_gpus = float(draft.free[:, g].sum()) if g is not None else math.inf
+        free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = self._lower_gpus()  # lower[q]: GPUs held by running jobs of queues below q
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
@@ -549,9 +549,13 @@ class Tiresias(BasePolicy):
             job = rec.job
             p = None
             if rec.shape not in failed and free_gpus + 1e-9 >= rec.gpus:
-                p = self.place(draft, job)
-                if p is None:
+                if draft.failed_before(("tiresias", rec.shape)):  # on the same free capacity as now
                     failed.add(rec.shape)
+                else:
+                    p = self.place(draft, job)
+                    if p is None:
+                        failed.add(rec.shape)
+                        draft.note_failure(("tiresias", rec.shape))
             if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
                 if victims is None:
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
