@@ -147,3 +147,23 @@ def test_convergence_criterion_is_a_settled_held_out_score() -> None:
     assert is_converged([5.0, 10.0, 10.1, 9.95, 10.05], window=3, tol=0.02)  # band 0.15 <= 2% of ~10
     assert not is_converged([5.0, 10.0, 10.4, 9.95, 10.05], window=3, tol=0.02)  # band 0.45 > 0.2
     assert not is_converged([10.0, 10.0, 10.0, 10.0, 5.0], window=3, tol=0.02)  # the last moved
+
+
+def test_mlfs_switches_only_to_a_converged_network_at_least_as_good_as_mlf_h(tmp_path: Path) -> None:
+    from cohabit.policies.mlfs import policy as mlfs_policy
+    from cohabit.policies.mlfs import rl
+    net, meta = load_weights()
+    (tmp_path / "w.json").write_text(json.dumps(net.to_json()))
+
+    def ready(**changes: object) -> bool:
+        (tmp_path / "w.meta.json").write_text(json.dumps({**meta, **changes}))
+        load_weights.cache_clear()
+        return rl.switch_ready(str(tmp_path / "w.json"))
+
+    assert not ready(converged=False, held_out_scores=[2.0], held_out_score_mlfh=1.0)
+    assert not ready(converged=True, held_out_scores=[5.0, 0.9], held_out_score_mlfh=1.0)  # worse than MLF-H
+    assert ready(converged=True, held_out_scores=[0.5, 1.0], held_out_score_mlfh=1.0)
+    load_weights.cache_clear()
+    # the shipped weights: mlfs runs whichever scheduler the rule picks for them
+    expected = rl.MLFRL if rl.switch_ready() else mlfs_policy.MLFH
+    assert type(make_policy("mlfs").inner) is expected

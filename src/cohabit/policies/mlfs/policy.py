@@ -3,7 +3,8 @@ MLF-H before) plus MLF-C's load control.
 
 The switch (§3.4: "only after the RL model is well trained (i.e., converged), MLFS switches
 from MLF-H to MLF-RL"): MLF-RL is used when the shipped weights' metadata says
-``converged: true`` (:func:`cohabit.policies.mlfs.rl.converged`, criterion in ``docs/mlfs.md``);
+``converged: true`` (criterion in ``docs/mlfs.md``) and the converged network scored at least
+MLF-H's on the trainer's held-out workloads (:func:`cohabit.policies.mlfs.rl.switch_ready`);
 otherwise MLFS runs MLF-H. ``scheduler=h`` or ``scheduler=rl`` forces either.
 """
 
@@ -27,8 +28,8 @@ class MLFS(BasePolicy):
         if scheduler not in ("auto", "h", "rl"):
             raise ValueError(f"scheduler must be 'auto', 'h' or 'rl', got {scheduler!r}")
         if scheduler == "auto":
-            from .rl import converged
-            scheduler = "rl" if converged() else "h"
+            from .rl import switch_ready
+            scheduler = "rl" if switch_ready() else "h"
         if scheduler == "rl":
             from .rl import MLFRL
             self.inner: BasePolicy = MLFRL(interval=interval)

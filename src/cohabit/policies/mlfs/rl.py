@@ -18,7 +18,8 @@ inference runs in numpy (no torch at decision time).
 Switch criterion (§3.4, "only after the RL model is well trained (i.e., converged)"): the
 trainer marks the weights ``converged`` when the mean episode reward of the last
 ``window`` policy-gradient epochs changed by less than ``tol`` (relative) from the window
-before; :func:`converged` reads that flag and ``mlfs`` switches to MLF-RL only then.
+before; :func:`converged` reads that flag, and ``mlfs`` switches to MLF-RL only when, besides, the
+converged network scores at least MLF-H's on the trainer's held-out workloads (:func:`switch_ready`).
 """
 
 from __future__ import annotations
@@ -139,11 +140,26 @@ def load_weights(path: str | None = None) -> tuple[Net, dict[str, Any]]:
 
 
 def converged(path: str | None = None) -> bool:
-    """Whether the (shipped) weights' training converged (the switch criterion, module docstring)."""
+    """Whether the (shipped) weights' training converged (the criterion in the module docstring)."""
     try:
         return bool(load_weights(path)[1].get("converged", False))
     except (OSError, ValueError):
         return False
+
+
+def switch_ready(path: str | None = None) -> bool:
+    """Whether ``mlfs`` switches to these weights: their training converged AND the converged policy
+    scores at least MLF-H's mean Eq. 7 reward on the trainer's held-out workloads (the last of
+    ``held_out_scores`` against ``held_out_score_mlfh``). The paper switches once MLF-RL is "well
+    trained"; a converged network that is worse than the heuristic it learned from is not, so MLFS
+    keeps MLF-H then. Weights without held-out scores switch on convergence alone."""
+    if not converged(path):
+        return False
+    meta = load_weights(path)[1]
+    scores, heuristic = meta.get("held_out_scores"), meta.get("held_out_score_mlfh")
+    if not scores or heuristic is None:
+        return True
+    return float(scores[-1]) >= float(heuristic)
 
 
 class MLFRL(MLFH):
