@@ -169,9 +169,9 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
     torch job is long enough to still be running at each of them, on a quiet machine or a
     loaded one (a finish close to an arrival would make a replay's decisions flip). The
     simulation of the same jobs from the run's record alone agrees with the real run within
-    20% on average JCT and makespan (0-5% seen here at load 15-20); with the measured latencies
-    ignored it is off by more than that (a resume of the torch job costs more than a short
-    job's work)."""
+    20% on average JCT and makespan (0-5% seen here at load 15-20 and quiet); with the measured
+    latencies ignored it is off by more than twice as much and over 8% (a resume of the torch job
+    costs more than a short job's work)."""
     from cohabit.policies.tiresias import Tiresias
     from cohabit.runtime.runner import run_local
 
@@ -179,7 +179,9 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
         return JobSpec(id=id, submit_time=submit, model=wl["name"], iterations=iterations, workload=wl,
                        workers=TaskGroup(count=1, demand=Resources(cpu=1, gpu=1, mem_gb=0.3)))
 
-    specs = [job("long", {"name": "torch-mlp"}, 40000, 0.0)]
+    # 160,000 iterations: about 30 s of running on a quiet machine (40,000 ended before the first
+    # short job arrived there), longer under load
+    specs = [job("long", {"name": "torch-mlp"}, 160_000, 0.0)]
     specs += [job(f"short-{k}", {"name": "mlr"}, 4000, 8.0 + 10.0 * k) for k in range(3)]
     # one logical GPU (Tiresias counts GPU-seconds and preempts for GPUs; with no GPU on this machine
     # the tasks train on the CPU), one core
@@ -198,4 +200,7 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
     no_latency = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, start_s=0.0, restore_s=0.0)))
                   for tj in trace]
     off = simulate(no_latency, cluster, policy(), config=cal.config)
-    assert abs(off.metrics.avg_jct / real.metrics.avg_jct - 1) > 0.2
+    off_err = abs(off.metrics.avg_jct / real.metrics.avg_jct - 1)
+    # ignoring the measured start/restore latencies is clearly worse than the calibrated replay
+    # (off by 12-80% here, quiet or loaded; the replay 0-5%)
+    assert off_err > 0.08 and off_err > 2 * abs(err["avg_jct"]), (off_err, err)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
@@ -216,29 +217,11 @@ class SimBackend:
             touched |= members
             if not members:
                 del self._packs[run.pack]
-        for dev in run.devices:
-            occ = self._device_jobs.get(dev)
-            if occ is not None:
-                occ.discard(job)
-                touched |= occ
-                if not occ:
-                    del self._device_jobs[dev]
+        _leave(self._device_jobs, run.devices, job, touched)
         if run.host is not None:
-            for node in set(run.alloc.nodes):
-                occ = self._host_jobs.get(node)
-                if occ is not None:
-                    occ.discard(job)
-                    touched |= occ
-                    if not occ:
-                        del self._host_jobs[node]
+            _leave(self._host_jobs, set(run.alloc.nodes), job, touched)
         if run.placed is not None:
-            for node in set(run.alloc.nodes):
-                occ = self._node_jobs.get(node)
-                if occ is not None:
-                    occ.discard(job)
-                    touched |= occ
-                    if not occ:
-                        del self._node_jobs[node]
+            _leave(self._node_jobs, set(run.alloc.nodes), job, touched)
         self._reschedule(touched, now)
 
     def set_share(self, job: str, alloc: Allocation, now: float) -> None:
@@ -546,3 +529,15 @@ class SimBackend:
 
     def close(self) -> None:
         pass
+
+
+def _leave(occupancy: dict[Any, set[str]], keys: Iterable[Any], job: str, touched: set[str]) -> None:
+    """Take ``job`` out of each key's set of co-located jobs (devices or nodes), dropping emptied keys;
+    the jobs it leaves behind join ``touched`` (their speed is re-evaluated)."""
+    for key in keys:
+        occ = occupancy.get(key)
+        if occ is not None:
+            occ.discard(job)
+            touched |= occ
+            if not occ:
+                del occupancy[key]
