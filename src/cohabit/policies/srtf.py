@@ -65,7 +65,7 @@ class SRTF(BasePolicy):
         # waiting jobs whose estimate is `mean finished run time - run time` (no declared length, no
         # oracle), kept ordered across rounds; the others are estimated each round (see _ordered)
         self._mean_queue = MeanQueue()
-        self._other: dict[str, None] = {}
+        self._other: dict[str, JobView] = {}  # the engine keeps one JobView per job
         self.name = "srtf[oracle]" if use_oracle else "srtf"
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -180,7 +180,7 @@ class SRTF(BasePolicy):
             if self._oracle is None and job.spec.iterations is None:
                 self._mean_queue.add(job_id, job.executed_time(view.now), job.seq)
             else:
-                self._other[job_id] = None
+                self._other[job_id] = job
 
     def _ordered(self, view: ClusterView, n_history: int) -> Iterator[tuple[float, int, JobView]]:
         """The waiting jobs as ``(remaining, seq, job)`` in ascending order, lazily: the same order
@@ -194,7 +194,7 @@ class SRTF(BasePolicy):
             return pending.get(job_id) or paused[job_id]
 
         rem = self._waiting_remaining
-        keyed = [(rem(j, view, n_history), j.seq, j) for j in map(job_of, self._other)]
+        keyed = [(rem(j, view, n_history), j.seq, j) for j in self._other.values()]
         mean_stream = ((r, seq, job_of(job_id)) for r, seq, job_id in
                        self._mean_queue.ordered(view.history.mean_run_time()))
         if not keyed:
