@@ -103,18 +103,29 @@ class SRTF(BasePolicy):
         return rem
 
     def _running_bound(self, view: ClusterView, n_history: int) -> float:
-        """An upper bound of :meth:`remaining` over the running jobs. A running job's estimate only
-        falls as time passes while the history and its last report stay the same (it extrapolates
-        its progress, or its run time, forward), so the estimate made at its last change bounds it."""
+        """An upper bound of :meth:`remaining` over the running jobs (only a pruning test: any upper
+        bound gives the same decisions). A running job's estimate only falls as time passes while the
+        history and its last report stay the same (it extrapolates its progress, or its run time,
+        forward), so the estimate made at its last change bounds it; a job without a declared length
+        (no oracle) is bounded by the mean finished run time (``max(mean - run time, 0)``, run
+        time >= 0), which needs no per-job work."""
         best = -math.inf
         cache = self._running_rem
+        mean_bounded = False
+        no_oracle = self._oracle is None
         for r in view.running.values():
+            if no_oracle and r.spec.iterations is None:
+                mean_bounded = True
+                continue
             inputs = (n_history, r.report_time, r.iter_time, r.preemptions, r.reported_iterations)
             hit = cache.get(r.id)
             if hit is None or hit[0] != inputs:
                 hit = cache[r.id] = (inputs, self.remaining(r, view))
             if hit[1] > best:
                 best = hit[1]
+        if mean_bounded:
+            mean = view.history.mean_run_time()
+            best = max(best, math.inf if mean is None else max(mean, 0.0))
         return best
 
     def next_decision_time(self) -> float | None:
