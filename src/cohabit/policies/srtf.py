@@ -25,6 +25,9 @@ shorter arrivals pauses a job a second after it resumed. Measured (issue 19,
 avg JCT 1,495,896 s with 0 and 1,495,945 s with 60, preemptions 6,035 and
 5,046; on tiresias_480 1,194 s and 1,175 s, preemptions 1,019 and 488.
 Jobs are started consolidated-first.
+
+Waiting jobs without a declared length stay ordered across rounds (``srtf_queue.MeanQueue``):
+the same order and estimates as re-estimating and sorting them every round, without the work.
 """
 
 from __future__ import annotations
