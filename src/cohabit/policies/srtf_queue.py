@@ -1,0 +1,67 @@
+"""SRTF's waiting jobs without a declared length, kept ordered across decision rounds.
+
+Such a job's estimate is ``max(mean - run_time, 0)`` (``mean``: the mean finished run time,
+which moves at every finish; ``inf`` before the first finish), and its run time is fixed while it
+waits. Subtracting from a fixed ``mean`` is monotone in floating point, so the order by descending
+run time is the order by estimate for every ``mean``; only estimates that round (or clamp) to the
+same value tie, and those ties are contiguous in that order and broken by arrival ``seq`` here.
+So a round reads the queue in estimate order without re-estimating or re-sorting all of it.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator, KeysView
+
+
+class MeanQueue:
+    """Job ids ordered by ``(-run_time, seq)``, read as ``(estimate, seq, id)`` in estimate order."""
+
+    def __init__(self) -> None:
+        self._key: dict[str, tuple[float, int, str]] = {}
+        self._sorted: list[tuple[float, int, str]] = []
+
+    @property
+    def ids(self) -> KeysView[str]:
+        """The ids held (a set-like view)."""
+        return self._key.keys()
+
+    def add(self, job_id: str, run_time: float, seq: int) -> None:
+        """Hold ``job_id`` with its (fixed while waiting) run time; replaces an earlier entry."""
+        self.discard(job_id)
+        key = (-run_time, seq, job_id)
+        self._key[job_id] = key
+        insort(self._sorted, key)
+
+    def discard(self, job_id: str) -> None:
+        """Drop ``job_id`` if held."""
+        key = self._key.pop(job_id, None)
+        if key is not None:
+            del self._sorted[bisect_left(self._sorted, key)]
+
+    def ordered(self, mean: float | None) -> Iterator[tuple[float, int, str]]:
+        """``(max(mean - run_time, 0.0), seq, id)`` ascending by (estimate, seq), lazily; ``inf``
+        estimates in ``seq`` order when ``mean`` is None. Do not add or discard while iterating."""
+        if mean is None:
+            for _, seq, job_id in sorted(self._sorted, key=lambda k: k[1]):
+                yield math.inf, seq, job_id
+            return
+        items = self._sorted
+        n = len(items)
+
+        def estimate(key: tuple[float, int, str]) -> float:
+            return max(mean - (-key[0]), 0.0)
+
+        i = 0
+        while i < n:
+            r = estimate(items[i])
+            j = bisect_right(items, r, lo=i, key=estimate)  # estimates only grow along the list
+            if items[i][0] == items[j - 1][0]:  # one run time: already in seq order
+                for k in range(i, j):
+                    _, seq, job_id = items[k]
+                    yield r, seq, job_id
+            else:  # run times that round (or clamp) to one estimate: by seq across them
+                for _, seq, job_id in sorted(items[i:j], key=lambda key: key[1]):
+                    yield r, seq, job_id
+            i = j
