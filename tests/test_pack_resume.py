@@ -66,7 +66,9 @@ def test_resume_continues_pack_members_from_their_own_checkpoints(tmp_path: Path
     assert {j: store.latest(j).iteration for j in LRS} == kept  # type: ignore[union-attr]
 
     # 3. resume (as `cohabit run --resume` does): each member starts at its own checkpoint iteration
-    total = {j: kept[j] + 150 for j in LRS}
+    # 3,000 more iterations: with 150 a member once finished on a quiet machine before its first progress
+    # report (every 0.05 s)
+    total = {j: kept[j] + 3000 for j in LRS}
     specs = load_jobs(_jobs_yaml(tmp_path / "rest.yaml", total))
     first: dict[str, dict[str, dict[str, Any]]] = {j: {} for j in LRS}  # each job's first message of each type
     packed_with: dict[str, set[str]] = {j: set() for j in LRS}
