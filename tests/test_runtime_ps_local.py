@@ -43,7 +43,7 @@ def resized(spec: JobSpec, workers: int, servers: int) -> JobSpec:
 
 
 @pytest.mark.parametrize("workload, iterations", [
-    ({"name": "ps-mlr"}, 300), ({"name": "ps-lasso"}, 300), ({"name": "ps-nmf"}, 120), (LDA_SMALL, 50),
+    ({"name": "ps-mlr"}, 300), ({"name": "ps-lasso"}, 1500), ({"name": "ps-nmf"}, 1500), (LDA_SMALL, 50),
 ])
 def test_ps_job_trains_to_lower_loss(tmp_path, workload, iterations) -> None:
     cl = cluster(2)

@@ -76,6 +76,22 @@ def test_meter_splits_a_shared_process_and_reports_network() -> None:
     assert b.data["used"]["net_gbps"] == pytest.approx(2 * 1.5e8 * 8e-9)  # each byte: two node links
 
 
+def test_a_shared_process_is_read_once_per_instant(monkeypatch) -> None:
+    """Sharers of one process split ONE reading per instant: readings a clock tick apart (the
+    process ran between them) would give the sharers different CPU (a CI failure, 0.474 vs 0.499)."""
+    import cohabit.runtime.usage as usage
+    clock = iter(range(0, 1000, 7))  # every read of /proc sees 7 more CPU seconds
+    monkeypatch.setattr(usage, "read_proc", lambda pid: (float(next(clock)), 0.5))
+    meter = UsageMeter()
+    for j in ("a", "b"):
+        meter.start(j, [42], 0.0)
+    for j in ("a", "b"):
+        meter.read(j, 42, 10.0)
+    a, b = meter.sample("a", 10.0), meter.sample("b", 10.0)
+    assert a is not None and b is not None
+    assert a.data["used"]["cpu"] == b.data["used"]["cpu"] == pytest.approx(7 / 2 / 10)
+
+
 IDLE = textwrap.dedent("""
     import time
 

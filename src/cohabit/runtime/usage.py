@@ -73,6 +73,9 @@ class UsageMeter:
     def __init__(self) -> None:
         self._jobs: dict[str, _Job] = {}
         self._sharing: dict[int, set[str]] = {}  # pid -> jobs whose tasks run in it
+        # pid -> (time, reading): a process shared by several jobs is read once per instant, so
+        # that its sharers split one reading rather than readings a clock tick apart
+        self._latest: dict[int, tuple[float, tuple[float, float] | None]] = {}
 
     def start(self, job: str, pids: list[int], now: float) -> None:
         """A (re)launch of ``job`` on processes ``pids``: forget its old processes, baseline these."""
@@ -86,7 +89,12 @@ class UsageMeter:
         acc = self._jobs.get(job)
         if acc is None:
             acc = self._jobs[job] = _Job(since=now)
-        got = read_proc(pid)
+        cached = self._latest.get(pid)
+        if cached is not None and cached[0] == now:
+            got = cached[1]
+        else:
+            got = read_proc(pid)
+            self._latest[pid] = (now, got)
         if got is None:
             return
         cpu, rss = got
@@ -139,3 +147,4 @@ class UsageMeter:
                 users.discard(job)
                 if not users:
                     del self._sharing[pid]
+                    self._latest.pop(pid, None)
