@@ -9,7 +9,7 @@ import pytest
 
 from cohabit.policies import FIFO, SRTF
 from cohabit.sim import host_physics
-from cohabit.sim.calibrate import calibrate, host_costs, trace_from_run
+from cohabit.sim.calibrate import WINDOW_S, calibrate, host_costs, trace_from_run
 from cohabit.sim.physics import SimConfig, physics_config
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import HostTruth, JobTruth, TraceJob
@@ -159,6 +159,40 @@ def test_replaying_extracted_profiles_reproduces_the_run_and_ignoring_restores_d
     flat = trace_from_run(specs, run.result.record, cluster, background=0.0)
     unloaded = simulate(flat, cluster, SRTF(preempt_margin=1.0, min_run_time=0.0), config=replace(quiet.config, host_background=0.0))
     assert abs(unloaded.metrics.makespan / run.metrics.makespan - 1) > 0.05
+
+
+def test_the_machine_load_can_change_through_a_run() -> None:
+    """``host_background_series``: a job alone on a core at full speed for 10 s (background 0), then
+    beside one other thread per core (half speed): 100 iterations of 0.1 s, then 100 at 0.2 s."""
+    job = [hosted(spec("a", 200), HostTruth(cpu_s=0.1))]
+    cfg = replace(LOCAL, host_background_series=((0.0, 0.0), (10.0, 1.0)))
+    assert simulate(job, cpu_cluster(1), FIFO(), config=cfg).metrics.avg_jct == pytest.approx(30.0, rel=1e-6)
+    assert simulate(job, cpu_cluster(1), FIFO(), config=LOCAL).metrics.avg_jct == pytest.approx(20.0, rel=1e-6)
+    with pytest.raises(ValueError, match="host_background_series"):
+        replace(LOCAL, host_background_series=((10.0, 1.0), (0.0, 0.0)))
+
+
+def test_a_changing_background_is_measured_through_the_run_and_taken_out_of_each_report() -> None:
+    """The machine's load changes twice (windows of :data:`WINDOW_S`): the calibration finds each
+    level, recovers the costs, and its replay reproduces the run; one value for the whole run
+    (``window=None``) leaves some job's cost off by more than 5%."""
+    jobs, cluster = world()
+    specs = [tj.spec for tj in jobs]
+    truth = ((0.0, 0.5), (WINDOW_S, 3.0), (4 * WINDOW_S, 1.0))
+    policy = lambda: SRTF(preempt_margin=1.0, min_run_time=0.0)  # noqa: E731
+    run = simulate(jobs, cluster, policy(), config=replace(LOCAL, host_background_series=truth))
+    cal = calibrate(specs, run.result.record, cluster, SimConfig(report_interval_s=0.5))
+    for t, b in truth:
+        assert host_physics.background_at(cal.series, -1.0, t + WINDOW_S / 2) == pytest.approx(b, abs=0.05), t
+    assert cal.config.host_background_series == cal.series
+    costs = {tj.spec.id: tj.truth.host for tj in cal.trace}
+    for tj in jobs:
+        assert costs[tj.spec.id].cpu_s == pytest.approx(tj.truth.host.cpu_s, rel=0.02), tj.spec.id
+    again = simulate(cal.trace, cluster, policy(), config=cal.config)
+    assert again.metrics.avg_jct == pytest.approx(run.metrics.avg_jct, rel=0.02)
+    assert again.metrics.makespan == pytest.approx(run.metrics.makespan, rel=0.02)
+    flat = {tj.spec.id: tj.truth.host for tj in calibrate(specs, run.result.record, cluster, window=None).trace}
+    assert max(abs(flat[tj.spec.id].cpu_s / tj.truth.host.cpu_s - 1) for tj in jobs) > 0.05
 
 
 # ------------------------------------------------------------------- real run

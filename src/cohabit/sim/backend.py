@@ -43,7 +43,7 @@ from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
 
-_FINISH, _PROGRESS, _EPOCH, _RATE = 0, 1, 2, 3
+_FINISH, _PROGRESS, _EPOCH, _RATE, _BACKGROUND = 0, 1, 2, 3, 4
 _EPS = 1e-9
 
 
@@ -309,7 +309,7 @@ class SimBackend:
             elif run.placed is not None:
                 run.rate = self._interference_rate(run)
             elif run.host is not None:
-                run.rate = self._host_rate(run)
+                run.rate = self._host_rate(run, now)
             else:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
@@ -329,6 +329,10 @@ class SimBackend:
                 if epoch_end < finish - _EPS:
                     self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
             self._push_epoch(run, finish)
+            if run.host is not None and self.cfg.host_background_series:
+                change = host_physics.next_change(self.cfg.host_background_series, now)
+                if change is not None and change < finish - _EPS:
+                    self._push(change, _BACKGROUND, jid, run.version)  # the machine's load changes: a new speed
         self._levels(jobs)
 
     # ------------------------------------------------------------ usage
@@ -399,13 +403,15 @@ class SimBackend:
         assert world is not None
         return drl_physics.speeds(placed, {s: world.cores(s) for s in servers}, world)[0]  # type: ignore[arg-type]
 
-    def _host_rate(self, run: _Run) -> float:
-        """Iterations/s of a job in LocalBackend's world next to every job on its nodes (``host_physics``)."""
+    def _host_rate(self, run: _Run, now: float) -> float:
+        """Iterations/s of a job in LocalBackend's world next to every job on its nodes and the machine's
+        background load at ``now`` (``host_physics``)."""
         assert run.host is not None
         others = sorted({o for node in set(run.alloc.nodes) for o in self._host_jobs.get(node, ()) if o != run.spec.id})
         jobs = [run.host] + [self._runs[o].host for o in others]
         cores = dict(enumerate(self.cfg.node_cores))
-        f_cpu, f_link = host_physics.factors(jobs, cores, self.cfg.host_background)[0]  # type: ignore[arg-type]
+        background = host_physics.background_at(self.cfg.host_background_series, self.cfg.host_background, now)
+        f_cpu, f_link = host_physics.factors(jobs, cores, background)[0]  # type: ignore[arg-type]
         cost = run.host.cost
         run.split = (cost.cpu_s / f_cpu, cost.link_s / f_link if cost.link_s > 0 else 0.0)
         return 1.0 / sum(run.split)
@@ -485,6 +491,8 @@ class SimBackend:
                 self._report_use(run, t)
                 self._fold(run, t)
                 run.done = min(max(run.done, run.epoch_end), float(run.truth.iterations))
+                self._reschedule({jid}, t)
+            elif kind == _BACKGROUND:
                 self._reschedule({jid}, t)
             elif kind == _FINISH:
                 total = float(run.truth.iterations)

@@ -39,6 +39,7 @@ Per job, a :class:`~.truth.HostTruth`:
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,10 @@ from .truth import HostTruth, JobTruth, TraceJob
 
 #: Rounds of taking the sharing out of the reports (each uses the costs of the round before).
 PASSES = 3
+#: Seconds per step of the background series (the machine's load measured through a run).
+WINDOW_S = 20.0
+#: A background of one value (the run's median) or a series ``((t0, b0), (t1, b1), ...)``.
+Background = float | tuple[tuple[float, float], ...]
 
 
 @dataclass
@@ -155,12 +160,13 @@ def _raw(o: Observed, r: _Report, f_cpu: float, f_link: float) -> tuple[float, f
     return r.iter_time * f_cpu, 0.0
 
 
-def background_load(obs: dict[str, Observed], events: Sequence[Event], cluster: ClusterSpec) -> float:
-    """Other processes' runnable threads per core, from the CPU time the run's jobs got (``used``
-    events): a one-worker job that computes all its iterations, sharing node ``n`` (``cores``)
-    with ``D`` threads of its own and the other jobs', got ``f`` of a core per thread, and
-    :func:`.host_physics.cpu_share` says ``f = cores / (D + b x cores)``; ``b`` is the median over
-    samples of at least 0.3 s (0 if none: the record has no CPU measurements)."""
+def background_samples(obs: dict[str, Observed], events: Sequence[Event],
+                       cluster: ClusterSpec) -> list[tuple[float, float, float]]:
+    """``(since, until, b)``: the other processes' runnable threads per core on the machine, from each CPU
+    measurement of the run's jobs (``used`` events) of at least 0.3 s: a one-worker job that computes
+    all its iterations, sharing node ``n`` (``cores``) with ``D`` threads of its own and the other
+    jobs', got ``f`` of a core per thread, and :func:`.host_physics.cpu_share` says
+    ``f = cores / (D + b x cores)`` (the jobs beside it: those running at the middle of the measurement)."""
     cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
     samples = []
     for e in events:
@@ -182,20 +188,49 @@ def background_load(obs: dict[str, Observed], events: Sequence[Event], cluster: 
         f = float(e.data["used"]["cpu"]) / mine
         if f > 0:
             c = cores.get(node, 1.0)
-            samples.append(max((c / f - mine - others) / c, 0.0))
-    return statistics.median(samples) if samples else 0.0
+            samples.append((since, until, max((c / f - mine - others) / c, 0.0)))
+    return samples
+
+
+def background_load(obs: dict[str, Observed], events: Sequence[Event], cluster: ClusterSpec) -> float:
+    """The run's background load: the median of :func:`background_samples` (0 if none: the record has
+    no CPU measurements)."""
+    samples = background_samples(obs, events, cluster)
+    return statistics.median(b for _, _, b in samples) if samples else 0.0
+
+
+def background_series(samples: Sequence[tuple[float, float, float]],
+                      window: float = WINDOW_S) -> tuple[tuple[float, float], ...]:
+    """The background as it changed through the run: in each ``window`` seconds from 0, the median of
+    the ``samples`` that overlap it, as ``SimConfig.host_background_series`` takes it (a window without
+    samples keeps the value before it; empty without samples)."""
+    if not window > 0:
+        raise ValueError(f"window must be > 0 seconds, got {window!r}")
+    bins: dict[int, list[float]] = {}
+    for since, until, b in samples:
+        for k in range(max(int(since // window), 0), max(int(math.ceil(until / window)), 1)):
+            bins.setdefault(k, []).append(b)
+    out: list[tuple[float, float]] = []
+    for k in sorted(bins):
+        b = statistics.median(bins[k])
+        if not out or b != out[-1][1]:
+            out.append((k * window, b))
+    return tuple(out)
 
 
 def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
-               background: float | None = None) -> dict[str, HostTruth]:
+               background: Background | None = None) -> dict[str, HostTruth]:
     """Each job's :class:`HostTruth` measured from a real run's record (see the module docstring),
-    with ``background`` load (default: :func:`background_load` of the record).
+    with ``background`` load, one value or a series (default: :func:`background_series` of the record),
+    taken at each report's time.
 
     A job with no progress report and no reporting twin in the record is left out."""
     events = list(events)
     obs = observe(specs, events)
     if background is None:
-        background = background_load(obs, events, cluster)
+        background = background_series(background_samples(obs, events, cluster))
+    series = () if isinstance(background, (int, float)) else tuple(background)
+    constant = float(background) if isinstance(background, (int, float)) else 0.0
     cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
     spec_of = {s.id: s for s in specs}
     costs: dict[str, HostTruth] = {}
@@ -216,7 +251,8 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
                 running.setdefault(j, o.intervals[-1].nodes)
                 order = [j, *sorted(x for x in running if x != j)]
                 placed = [host_physics.placed(spec_of[x], running[x], costs[x]) for x in order]
-                f_cpu, f_link = host_physics.factors(placed, cores, background)[0]
+                b = host_physics.background_at(series, constant, r.time)
+                f_cpu, f_link = host_physics.factors(placed, cores, b)[0]
                 vals.append(_raw(o, r, f_cpu, f_link))
             cpu, link = zip(*vals)
             new[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
@@ -253,24 +289,37 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
 @dataclass
 class Calibration:
     """A real run as the simulator replays it: the jobs with their measured costs, and the ``local``
-    physics with the machine's measured background load."""
+    physics with the machine's measured background load (its median ``background`` and, unless
+    calibrated with ``window=None``, its ``series`` through the run)."""
 
     trace: list[TraceJob]
     config: SimConfig
     background: float
+    series: tuple[tuple[float, float], ...] = ()
+
+    def in_environment(self, other: Calibration) -> Calibration:
+        """These jobs' costs and latencies on the machine as ``other``'s run found it (its background
+        load and series): predicting another run from this one's profiles, with only the machine's load
+        (other processes' CPU use, not the jobs') taken from that run."""
+        cfg = replace(self.config, host_background=other.background, host_background_series=other.series)
+        return Calibration(self.trace, cfg, other.background, other.series)
 
 
 def calibrate(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
-              base: SimConfig | None = None) -> Calibration:
-    """:func:`trace_from_run` and physics ``local`` (on ``base``) with :func:`background_load`."""
+              base: SimConfig | None = None, window: float | None = WINDOW_S) -> Calibration:
+    """:func:`trace_from_run` and physics ``local`` (on ``base``) with the background of the record:
+    its :func:`background_series` in ``window`` seconds, or with ``window=None`` one value through the
+    run (:func:`background_load`)."""
     events = list(events)
-    b = background_load(observe(specs, events), events, cluster)
-    cfg = physics_config("local", replace(base or SimConfig(), host_background=b))
-    return Calibration(trace_from_run(specs, events, cluster, background=b), cfg, b)
+    samples = background_samples(observe(specs, events), events, cluster)
+    b = statistics.median(v for _, _, v in samples) if samples else 0.0
+    series = background_series(samples, window) if window is not None else ()
+    cfg = physics_config("local", replace(base or SimConfig(), host_background=b, host_background_series=series))
+    return Calibration(trace_from_run(specs, events, cluster, background=series or b), cfg, b, series)
 
 
 def trace_from_run(specs: Sequence[JobSpec], events: Iterable[Event], cluster: ClusterSpec,
-                   background: float | None = None) -> list[TraceJob]:
+                   background: Background | None = None) -> list[TraceJob]:
     """The jobs of a real run as a simulator trace: each spec with a truth of its measured
     :func:`host_costs` (``duration`` = iterations x seconds per iteration on cores of its own).
     Jobs without a report in the record are left out (they would have no cost to replay)."""

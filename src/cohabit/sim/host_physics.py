@@ -29,6 +29,8 @@ The model (first order, no queueing beyond fair shares):
 
 from __future__ import annotations
 
+import bisect
+
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -98,6 +100,21 @@ def cpu_share(cores: float, runnable: float, background: float = 0.0) -> float:
     """Share of a core each of ``runnable`` threads gets on ``cores`` cores beside ``background``
     other runnable threads per core (fair sharing, at most a whole core)."""
     return min(1.0, cores / (runnable + background * cores)) if runnable > 0 else 1.0
+
+
+def background_at(series: Sequence[tuple[float, float]], default: float, t: float) -> float:
+    """The background load at time ``t`` of a piecewise-constant ``series`` ``((t0, b0), (t1, b1), ...)``
+    (``b_k`` from ``t_k`` on, ``b0`` before ``t0``); ``default`` when the series is empty."""
+    if not series:
+        return default
+    k = bisect.bisect_right([s for s, _ in series], t) - 1
+    return series[max(k, 0)][1]
+
+
+def next_change(series: Sequence[tuple[float, float]], t: float) -> float | None:
+    """The first time after ``t`` at which ``series`` changes, or None."""
+    k = bisect.bisect_right([s for s, _ in series], t)
+    return series[k][0] if k < len(series) else None
 
 
 def iter_time(cost: HostTruth, f_cpu: float, f_link: float) -> float:
