@@ -50,7 +50,7 @@ _EPS = 1e-9
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
                  "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
-                 "host", "split")
+                 "host", "split", "host_factors")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -75,6 +75,7 @@ class _Run:
         self.placed: drl_physics.Placed | None = None  # set when server-level interference applies
         self.host: host_physics.Placed | None = None  # set when LocalBackend's sharing applies (physics local)
         self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
+        self.host_factors: tuple[float, float] | None = None  # physics local: (f_cpu, f_link) now
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -356,9 +357,10 @@ class SimBackend:
                     r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
                 r.busy = r.consolidation * r.rate / r.solo
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
-            if r.host is not None and r.split is not None:  # cores its processes use (LocalBackend measures it)
-                r.level["cpu"] = host_physics.cpu_used(r.host, r.host.cost.cpu_s / r.split[0],
-                                                      r.host.cost.link_s / r.split[1] if r.split[1] > 0 else 1.0)
+            if r.host is not None and r.host_factors is not None:  # cores and links it uses (LocalBackend measures them)
+                r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
+                if r.host.link_nodes():
+                    r.level["net_gbps"] = host_physics.net_used(r.host, *r.host_factors, self.cfg.link_gbps)
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
                 r.level["gpu"] *= min(device_factor([self._device_share(o) for o in self._device_jobs[d]])
@@ -413,7 +415,8 @@ class SimBackend:
         background = host_physics.background_at(self.cfg.host_background_series, self.cfg.host_background, now)
         f_cpu, f_link = host_physics.factors(jobs, cores, background)[0]  # type: ignore[arg-type]
         cost = run.host.cost
-        run.split = (cost.cpu_s / f_cpu, cost.link_s / f_link if cost.link_s > 0 else 0.0)
+        run.split = (cost.cpu_s / f_cpu, host_physics.link_time(cost, f_link))
+        run.host_factors = (f_cpu, f_link)
         return 1.0 / sum(run.split)
 
     def _pack_rate(self, device: tuple[int, int]) -> float:

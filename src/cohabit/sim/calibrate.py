@@ -15,7 +15,8 @@ Per job, a :class:`~.truth.HostTruth`:
   :func:`.host_physics.factors` gives the share of a core and of the links the job had; solo
   cost = reported cost x share (a PS job: ``compute_s x f_cpu`` and ``comm_s x f_link``; any
   other job computes all its iteration). The median over the job's reports is its cost. The
-  shares depend on the other jobs' costs, so this is repeated (:data:`PASSES` times) starting
+  shares depend on the other jobs' costs, so this is repeated (until no cost moves by more than
+  :data:`TOLERANCE`, at most :data:`PASSES` times) starting
   from the raw medians.
 * ``start_s``: from its first placement to the first report, minus the iterations that report
   counts times their reported time; ``restore_s``: the same after each resume (from the
@@ -52,7 +53,9 @@ from .physics import SimConfig, physics_config
 from .truth import HostTruth, JobTruth, TraceJob
 
 #: Rounds of taking the sharing out of the reports (each uses the costs of the round before).
-PASSES = 3
+PASSES = 20
+#: Relative change of every cost below which the rounds stop.
+TOLERANCE = 1e-4
 #: Seconds per step of the background series (the machine's load measured through a run).
 WINDOW_S = 20.0
 #: A background of one value (the run's median) or a series ``((t0, b0), (t1, b1), ...)``.
@@ -153,11 +156,43 @@ def _running_at(obs: dict[str, Observed], t: float) -> dict[str, tuple[int, ...]
     return {j: iv.nodes for j, o in obs.items() for iv in o.intervals if iv.start <= t <= iv.end}
 
 
-def _raw(o: Observed, r: _Report, f_cpu: float, f_link: float) -> tuple[float, float]:
-    """A report's (cpu_s, link_s) with the sharing it ran under taken out."""
+def _raw(o: Observed, r: _Report, f_cpu: float, f_link: float, wire: float | None = None) -> tuple[float, float]:
+    """A report's (cpu_s, link_s) with the sharing it ran under taken out (of the link time, the
+    ``wire`` seconds its bytes held the budgets were stretched by ``1 / f_link``; None: all of it)."""
     if o.spec.architecture == "ps" and r.compute_s is not None and r.comm_s is not None:
-        return r.compute_s * f_cpu, r.comm_s * f_link
+        if wire is None:
+            return r.compute_s * f_cpu, r.comm_s * f_link
+        return r.compute_s * f_cpu, max(r.comm_s - wire / f_link + wire, wire)
     return r.iter_time * f_cpu, 0.0
+
+
+def wire_seconds(o: Observed, events: Sequence[Event], cluster: ClusterSpec) -> float | None:
+    """Seconds per iteration a parameter-server job's bytes hold a node's bandwidth budget: from each
+    ``used`` measurement of its traffic (``net_gbps``, counted out of one node and into another) and
+    the seconds per iteration its reports in that interval give, ``net_gbps / 2 x iter_time`` bits
+    per iteration, over the smallest budget (``net_gbps`` capacity) of the nodes it runs on; the
+    median. None when the record has no traffic measurement or its nodes no budget."""
+    budgets = [float(n.capacity["net_gbps"]) for n in cluster.nodes]
+    nodes = {n for iv in o.intervals for n in iv.nodes}
+    rate = min((budgets[n] for n in nodes if n < len(budgets) and budgets[n] > 0), default=0.0)
+    if rate <= 0 or o.spec.architecture != "ps":
+        return None
+    samples = []
+    for e in events:
+        if e.kind is not EventKind.USED or e.job != o.spec.id:
+            continue
+        gbps = float((e.data.get("used") or {}).get("net_gbps", 0.0))
+        since, until = float(e.data["since"]), float(e.data["until"])
+        its = [r.iter_time for r in o.reports if since < r.time <= until + 1e-9]
+        if gbps > 0 and its:
+            samples.append(gbps / 2 * statistics.median(its) / rate)
+    return statistics.median(samples) if samples else None
+
+
+def _cost(cpu: Sequence[float], link: Sequence[float], wire: float | None) -> HostTruth:
+    """Medians of a job's per-report costs (its ``wire`` at most its link time)."""
+    link_s = statistics.median(link)
+    return HostTruth(max(statistics.median(cpu), 1e-9), link_s, wire_s=None if wire is None else min(wire, link_s))
 
 
 def background_samples(obs: dict[str, Observed], events: Sequence[Event],
@@ -233,11 +268,12 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
     constant = float(background) if isinstance(background, (int, float)) else 0.0
     cores = {i: float(n.capacity["cpu"]) for i, n in enumerate(cluster.nodes)}
     spec_of = {s.id: s for s in specs}
+    wires = {j: wire_seconds(o, events, cluster) for j, o in obs.items()}
     costs: dict[str, HostTruth] = {}
     for j, o in obs.items():  # pass 0: the reports as they are
         if o.reports:
             cpu, link = zip(*(_raw(o, r, 1.0, 1.0) for r in o.reports))
-            costs[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
+            costs[j] = _cost(cpu, link, wires[j])
     # the running set changes only at allocation events: group the reports by it
     at = {(j, k): _running_at(obs, r.time) for j, o in obs.items() for k, r in enumerate(o.reports)}
     for _ in range(PASSES):
@@ -253,15 +289,20 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
                 placed = [host_physics.placed(spec_of[x], running[x], costs[x]) for x in order]
                 b = host_physics.background_at(series, constant, r.time)
                 f_cpu, f_link = host_physics.factors(placed, cores, b)[0]
-                vals.append(_raw(o, r, f_cpu, f_link))
+                vals.append(_raw(o, r, f_cpu, f_link, wires[j]))
             cpu, link = zip(*vals)
-            new[j] = HostTruth(max(statistics.median(cpu), 1e-9), statistics.median(link))
+            new[j] = _cost(cpu, link, wires[j])
+        moved = max((abs(new[j].iter_s / costs[j].iter_s - 1) for j in new), default=0.0)
         costs = new
+        if moved < TOLERANCE:
+            break
     for j, o in obs.items():  # never reported (placed and done or paused before a report): a twin's cost
         twins = [costs[x] for x, t in obs.items() if x in costs and t.spec.model == o.spec.model
                  and t.spec.workload == o.spec.workload and t.spec.architecture == o.spec.architecture]
         if j not in costs and twins:
-            costs[j] = HostTruth(statistics.median(c.cpu_s for c in twins), statistics.median(c.link_s for c in twins))
+            wire = [c.wire_s for c in twins if c.wire_s is not None]
+            costs[j] = _cost([c.cpu_s for c in twins], [c.link_s for c in twins],
+                             statistics.median(wire) if wire else None)
     delays = {j: _launch_delays(o) for j, o in obs.items()}
     all_resumes = [d for _, rs in delays.values() for d in rs]
     out: dict[str, HostTruth] = {}
@@ -282,7 +323,7 @@ def host_costs(specs: Sequence[JobSpec], events: Iterable[Event], cluster: Clust
             restore = statistics.median(resumes or model_resumes)
         else:
             restore = statistics.median(all_resumes) if all_resumes else start
-        out[j] = HostTruth(c.cpu_s, c.link_s, start, restore)
+        out[j] = replace(c, start_s=start, restore_s=restore)
     return out
 
 
