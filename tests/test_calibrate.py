@@ -181,6 +181,21 @@ def test_the_bytes_on_the_wire_are_measured_from_the_traffic_the_scheduler_saw()
     assert whole["b"].wire_s is None and whole["b"].link_s < 0.065
 
 
+def test_a_run_without_preemptions_takes_restores_from_warm_launches_of_the_same_model() -> None:
+    """FIFO measures no resume. A job's restore is then a later first start of a one-task job of its
+    model (LocalBackend had a warm spare for it), not its own cold start; a job of several tasks
+    (some always start cold) keeps its start."""
+    cold, warm = HostTruth(0.01, start_s=3.0, restore_s=0.2), HostTruth(0.01, start_s=0.2, restore_s=0.2)
+    jobs = [hosted(spec("a", 500, 0.0, cpu=1.0, model="cnn"), cold), hosted(spec("dp", 300, 0.0, workers=2, model="mlp"), cold),
+            hosted(spec("b", 200, 1.0, cpu=1.0, model="cnn"), warm)]
+    run = simulate(jobs, cpu_cluster(2), FIFO(), config=LOCAL)
+    assert run.metrics.preemptions == 0
+    got = {tj.spec.id: tj.truth.host for tj in calibrate([tj.spec for tj in jobs], run.result.record, cpu_cluster(2)).trace}
+    assert got["a"].start_s == pytest.approx(3.0, abs=0.05) and got["a"].restore_s == pytest.approx(0.2, abs=0.05)
+    assert got["b"].restore_s == pytest.approx(0.2, abs=0.05)
+    assert got["dp"].restore_s == pytest.approx(got["dp"].start_s) and got["dp"].start_s == pytest.approx(3.0, abs=0.05)
+
+
 def test_replaying_extracted_profiles_reproduces_the_run_and_ignoring_restores_does_not() -> None:
     jobs, cluster = world()
     specs = [tj.spec for tj in jobs]
