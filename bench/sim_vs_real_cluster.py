@@ -251,10 +251,10 @@ def main() -> None:
             console.print(f"[red]{name}: no progress report of {', '.join(missing)}: left out of the simulation")
         settings: dict[str, tuple[list[TraceJob], SimConfig]] = {
             "local (full)": (trace, local),
-            "local, background 0": (flat, replace(local, host_background=0.0)),
+            "local, background 0": (flat, replace(local, host_background=0.0, host_background_series=())),
             "local, latencies zero": (with_costs(trace, lambda h: replace(h, start_s=0.0, restore_s=0.0)), local),
             "sharing off": (flat, replace(local, host_sharing=False, checkpoint_s=0.0, restore_s=0.0)),
-            "raw step times": (raw_trace(specs, rec, cluster), replace(local, host_background=0.0)),
+            "raw step times": (raw_trace(specs, rec, cluster), replace(local, host_background=0.0, host_background_series=())),
             "cohabit default": (flat, SimConfig(report_interval_s=0.5)),
         }
         if fifo_cal is not None and name != "fifo":
