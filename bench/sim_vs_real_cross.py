@@ -15,7 +15,10 @@ each ``--runs`` directory. Columns:
   machine's state that no calibration on another run can know.
 
 Then which profile terms differ between the runs (the target's own calibration / the FIFO one):
-per-job CPU cost, link cost, start and restore latency, and the background (median).
+per-job CPU cost, link cost, start and restore latency, and the background (median); and, for each
+FIFO run predicting its own invocation's SRTF and Tiresias runs with their load, what each part of
+the calibration is worth: the background as one value per run instead of a series, the whole link
+time shared instead of the bytes on the wire (``wire_s``), restores taken as the job's own start.
 
     python bench/sim_vs_real_cross.py --fifo bench/results/sim_vs_real_cluster_records/run1 \\
         --runs bench/results/sim_vs_real_cluster_records/run1,bench/results/sim_vs_real_cluster_records/run2
@@ -34,7 +37,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dataclasses import replace
+
+from cohabit.engine.record import Event
 from cohabit.sim.calibrate import Calibration, calibrate
+from cohabit.sim.truth import TraceJob
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
 from sim_vs_real_cluster import bench_cluster, policies, read_record, summary, workload
@@ -60,6 +67,40 @@ def terms(source: Calibration, target: Calibration) -> dict[str, Any]:
             continue
         out["jobs"][tj.spec.id] = {"cpu_s": h.cpu_s / s.cpu_s, "link_s": h.link_s / s.link_s if s.link_s else None,
                                    "start_s": [s.start_s, h.start_s], "restore_s": [s.restore_s, h.restore_s]}
+    return out
+
+
+def no_traffic(events: list[Event]) -> list[Event]:
+    """The record without its traffic measurements (``net_gbps``): ``wire_s`` unknown, all link time shared."""
+    out = []
+    for e in events:
+        used = e.data.get("used") if isinstance(e.data, dict) else None
+        if used and "net_gbps" in used:
+            e = Event(e.time, e.kind, e.job, {**e.data, "used": {k: v for k, v in used.items() if k != "net_gbps"}})
+        out.append(e)
+    return out
+
+
+def ablations(d: str, specs: Any, cluster: Any, base: SimConfig) -> dict[str, dict[str, Any]]:
+    """The FIFO run of ``d`` predicting that directory's SRTF and Tiresias runs with their load, whole and
+    with one part of the calibration undone."""
+    recs = {p: list(read_record(Path(d) / f"{p}.jsonl.gz")) for p in ("fifo", *TARGETS)}
+    out: dict[str, dict[str, Any]] = {}
+    for policy in TARGETS:
+        real = summary(recs[policy])
+        full = calibrate(specs, recs["fifo"], cluster, base)
+        env = calibrate(specs, recs[policy], cluster, base)
+        one = calibrate(specs, recs["fifo"], cluster, base, window=None)
+        flat = calibrate(specs, no_traffic(recs["fifo"]), cluster, base)
+        own_start = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, restore_s=tj.truth.host.start_s)))
+                     for tj in full.trace]
+        variants = {
+            "all": full.in_environment(env),
+            "background one value": one.in_environment(calibrate(specs, recs[policy], cluster, base, window=None)),
+            "all link time shared": flat.in_environment(env),
+            "restore = own start": Calibration(own_start, full.config, full.background, full.series).in_environment(env),
+        }
+        out[policy] = {k: predict(c, policy, real) for k, c in variants.items()}
     return out
 
 
@@ -125,8 +166,22 @@ def main() -> None:
                    f"{statistics.median(link):.2f}" if link else "-",
                    f"{statistics.median(a for a, _ in one):.2f} / {statistics.median(b for _, b in one):.2f}")
     console.print(t2)
+    t3 = Table(title="each FIFO run predicting its own invocation's runs with their load, sim / real (avg JCT, makespan): "
+                     "what each part is worth", title_justify="left")
+    abl: dict[str, Any] = {}
+    for d in sources:
+        if d not in targets:
+            continue
+        abl[d] = ablations(d, specs, cluster, base)
+        if not t3.columns:
+            for col in ("run", "policy", *next(iter(abl[d].values()))):
+                t3.add_column(col)
+        for policy, res in abl[d].items():
+            t3.add_row(Path(d).name, policy, *(f"{v['avg_jct_ratio']:.3f} / {v['makespan_ratio']:.3f}" for v in res.values()))
+    console.print(t3)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rows": rows, "within_10pct": within, "cpu_s": time.process_time() - c0}, indent=1))
+    args.json.write_text(json.dumps({"rows": rows, "within_10pct": within, "ablations": abl,
+                                     "cpu_s": time.process_time() - c0}, indent=1))
     console.print(f"wrote {args.json}")
 
 
