@@ -252,6 +252,26 @@ def test_a_changing_background_is_measured_through_the_run_and_taken_out_of_each
     assert max(abs(flat[tj.spec.id].cpu_s / tj.truth.host.cpu_s - 1) for tj in jobs) > 0.05
 
 
+def test_profiles_from_a_fifo_run_predict_an_srtf_run_on_the_machine_as_that_run_found_it() -> None:
+    """Calibrate once (FIFO, the machine at one load), predict another policy's run made while the
+    machine's load was different: with that run's measured load (``in_environment``) the prediction
+    is within 3%; with the FIFO run's own load it is not."""
+    jobs, cluster = world()
+    specs = [tj.spec for tj in jobs]
+    srtf = lambda: SRTF(preempt_margin=1.0, min_run_time=0.0)  # noqa: E731
+    fifo_run = simulate(jobs, cluster, FIFO(), config=replace(LOCAL, host_background_series=((0.0, 3.0), (60.0, 2.0))))
+    other = replace(LOCAL, host_background_series=((0.0, 0.5), (WINDOW_S, 1.5)))
+    srtf_run = simulate(jobs, cluster, srtf(), config=other)
+    fifo = calibrate(specs, fifo_run.result.record, cluster, SimConfig(report_interval_s=0.5))
+    there = fifo.in_environment(calibrate(specs, srtf_run.result.record, cluster, SimConfig(report_interval_s=0.5)))
+    assert there.trace is fifo.trace and there.series != fifo.series
+    predicted = simulate(there.trace, cluster, srtf(), config=there.config)
+    assert predicted.metrics.avg_jct == pytest.approx(srtf_run.metrics.avg_jct, rel=0.03)
+    assert predicted.metrics.makespan == pytest.approx(srtf_run.metrics.makespan, rel=0.03)
+    blind = simulate(fifo.trace, cluster, srtf(), config=fifo.config)
+    assert abs(blind.metrics.avg_jct / srtf_run.metrics.avg_jct - 1) > 0.2
+
+
 # ------------------------------------------------------------------- real run
 @pytest.mark.timeout(180)
 def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observed(tmp_path) -> None:
