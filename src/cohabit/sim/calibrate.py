@@ -4,24 +4,29 @@ Input: the jobs' specs, the :class:`~cohabit.engine.record.Record` of a real run
 and its cluster. Used from the record: when each job was placed, on which nodes, and when it
 was paused or ended (allocation and release events: which jobs ran beside each report), the
 progress reports (iterations, seconds per iteration, the PS workers' compute / communication
-split) and the CPU time the jobs' processes got (``used`` events). Never used as a cost: a
+split) and the CPU time and PS traffic the jobs' processes got (``used`` events). Never used as a cost: a
 job's finish time, its JCT, the makespan: the simulation that replays these profiles must
 predict those.
 
 Per job, a :class:`~.truth.HostTruth`:
 
 * ``cpu_s`` / ``link_s``: the reported seconds per iteration with the sharing taken out
-  (including the machine's ``background`` load, below). For each report, the jobs running at that moment and their nodes are known from the record, so
+  (including the machine's ``background`` load at that moment, below). For each report, the jobs
+  running at that moment and their nodes are known from the record, so
   :func:`.host_physics.factors` gives the share of a core and of the links the job had; solo
-  cost = reported cost x share (a PS job: ``compute_s x f_cpu`` and ``comm_s x f_link``; any
-  other job computes all its iteration). The median over the job's reports is its cost. The
+  cost = reported cost x share (a PS job: ``compute_s x f_cpu``, and of ``comm_s`` only its bytes'
+  time on the wire is stretched by the sharing: ``wire_s`` (:func:`wire_seconds`, from its
+  measured traffic) is taken out as ``wire_s / f_link`` and put back as ``wire_s``; any other job
+  computes all its iteration). The median over the job's reports is its cost. The
   shares depend on the other jobs' costs, so this is repeated (until no cost moves by more than
   :data:`TOLERANCE`, at most :data:`PASSES` times) starting
   from the raw medians.
 * ``start_s``: from its first placement to the first report, minus the iterations that report
   counts times their reported time; ``restore_s``: the same after each resume (from the
   iteration it was paused at, estimated from its last report before the pause), median. A job
-  with no measured resume takes its model's (else the run's, else its ``start_s``); a job whose
+  with no measured resume takes its model's; a one-task job in a run without resumes of its model
+  (FIFO), the warm starts of its model (:func:`warm_starts`); else the run's resumes, else its
+  ``start_s``. A job whose
   first start was not measured, its model's starts, else its own or its model's resumes, else
   the run's starts or resumes.
   A placement recorded at the moment a job still starting was paused is not measured: the
@@ -30,8 +35,10 @@ Per job, a :class:`~.truth.HostTruth`:
 * A job with no report at all (placed, then done or paused before its first one) takes the
   median cost of the jobs with its model, workload and architecture that reported; without
   such a twin it is left out.
-* ``background`` (:func:`background_load`): the other processes' load on the machine, in
-  runnable threads per core, from the CPU time the jobs' processes got (``used`` events). On a
+* ``background`` (:func:`background_samples`): the other processes' load on the machine, in
+  runnable threads per core, from the CPU time the jobs' processes got (``used`` events), as a
+  series of :data:`WINDOW_S` windows through the run (:func:`background_series`; the run's
+  median: :func:`background_load`): within one run of minutes it moves by a factor of two. On a
   shared machine a job alone on its core gets only ``1 / (1 + b)`` of it, and a second job on
   that core slows it by ``(1 + b) / (2 + b)``, not by half: without it the costs taken out of
   shared reports are too small and a job alone in the simulation is too fast (the makespan
