@@ -16,7 +16,9 @@ the table compares average JCT, makespan and preemptions. Ablations show what ea
 physics is worth: the same profiles with sharing off (each job at its solo speed), with the
 measured latencies replaced by zero, the raw reported step times (sharing not taken out), and
 cohabit's default physics (10 s checkpoint + 20 s restore). Profiles from the FIFO run also
-predict the SRTF and Tiresias runs (``fifo-profiles``): nothing of those runs feeds that column.
+predict the SRTF and Tiresias runs (``fifo-profiles``: nothing of those runs feeds that row; ``fifo-profiles,
+run's load``: with the machine's background load measured in that run; ``bench/sim_vs_real_cross.py``
+does this across runs).
 
 The machine is shared: the load average is sampled through every real run and printed, and
 each run's CPU share (CPU seconds our processes got / (makespan x cores)).
@@ -249,15 +251,17 @@ def main() -> None:
             console.print(f"[red]{name}: no progress report of {', '.join(missing)}: left out of the simulation")
         settings: dict[str, tuple[list[TraceJob], SimConfig]] = {
             "local (full)": (trace, local),
-            "local, background 0": (flat, replace(local, host_background=0.0)),
+            "local, background 0": (flat, replace(local, host_background=0.0, host_background_series=())),
             "local, latencies zero": (with_costs(trace, lambda h: replace(h, start_s=0.0, restore_s=0.0)), local),
             "sharing off": (flat, replace(local, host_sharing=False, checkpoint_s=0.0, restore_s=0.0)),
-            "raw step times": (raw_trace(specs, rec, cluster), replace(local, host_background=0.0)),
+            "raw step times": (raw_trace(specs, rec, cluster), replace(local, host_background=0.0, host_background_series=())),
             "cohabit default": (flat, SimConfig(report_interval_s=0.5)),
         }
         if fifo_cal is not None and name != "fifo":
             settings["local, fifo-profiles"] = (fifo_cal.trace, fifo_cal.config)
-        per: dict[str, Any] = {"real": real, "background": cal.background,
+            moved = fifo_cal.in_environment(cal)  # the FIFO run's jobs on the machine as this run found it
+            settings["local, fifo-profiles, run's load"] = (moved.trace, moved.config)
+        per: dict[str, Any] = {"real": real, "background": cal.background, "background_series": cal.series,
                                "profiles": {tj.spec.id: vars_of(tj.truth.host) for tj in trace},
                                "sim": {}}
         for label, (tr, cfg) in settings.items():
@@ -309,8 +313,8 @@ def read_record(path: Path) -> Record:
         return Record.read_jsonl(plain)
 
 
-def vars_of(h: HostTruth | None) -> dict[str, float] | None:
-    return None if h is None else {"cpu_s": h.cpu_s, "link_s": h.link_s, "start_s": h.start_s,
+def vars_of(h: HostTruth | None) -> dict[str, float | None] | None:
+    return None if h is None else {"cpu_s": h.cpu_s, "link_s": h.link_s, "wire_s": h.wire_s, "start_s": h.start_s,
                                    "restore_s": h.restore_s}
 
 

@@ -43,14 +43,14 @@ from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
 
-_FINISH, _PROGRESS, _EPOCH, _RATE = 0, 1, 2, 3
+_FINISH, _PROGRESS, _EPOCH, _RATE, _BACKGROUND = 0, 1, 2, 3, 4
 _EPS = 1e-9
 
 
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
                  "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
-                 "host", "split")
+                 "host", "split", "host_factors")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -75,6 +75,7 @@ class _Run:
         self.placed: drl_physics.Placed | None = None  # set when server-level interference applies
         self.host: host_physics.Placed | None = None  # set when LocalBackend's sharing applies (physics local)
         self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
+        self.host_factors: tuple[float, float] | None = None  # physics local: (f_cpu, f_link) now
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -309,7 +310,7 @@ class SimBackend:
             elif run.placed is not None:
                 run.rate = self._interference_rate(run)
             elif run.host is not None:
-                run.rate = self._host_rate(run)
+                run.rate = self._host_rate(run, now)
             else:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
@@ -329,6 +330,10 @@ class SimBackend:
                 if epoch_end < finish - _EPS:
                     self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
             self._push_epoch(run, finish)
+            if run.host is not None and self.cfg.host_background_series:
+                change = host_physics.next_change(self.cfg.host_background_series, now)
+                if change is not None and change < finish - _EPS:
+                    self._push(change, _BACKGROUND, jid, run.version)  # the machine's load changes: a new speed
         self._levels(jobs)
 
     # ------------------------------------------------------------ usage
@@ -352,9 +357,10 @@ class SimBackend:
                     r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
                 r.busy = r.consolidation * r.rate / r.solo
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
-            if r.host is not None and r.split is not None:  # cores its processes use (LocalBackend measures it)
-                r.level["cpu"] = host_physics.cpu_used(r.host, r.host.cost.cpu_s / r.split[0],
-                                                      r.host.cost.link_s / r.split[1] if r.split[1] > 0 else 1.0)
+            if r.host is not None and r.host_factors is not None:  # cores and links it uses (LocalBackend measures them)
+                r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
+                if r.host.link_nodes():
+                    r.level["net_gbps"] = host_physics.net_used(r.host, *r.host_factors, self.cfg.link_gbps)
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
                 r.level["gpu"] *= min(device_factor([self._device_share(o) for o in self._device_jobs[d]])
@@ -399,15 +405,18 @@ class SimBackend:
         assert world is not None
         return drl_physics.speeds(placed, {s: world.cores(s) for s in servers}, world)[0]  # type: ignore[arg-type]
 
-    def _host_rate(self, run: _Run) -> float:
-        """Iterations/s of a job in LocalBackend's world next to every job on its nodes (``host_physics``)."""
+    def _host_rate(self, run: _Run, now: float) -> float:
+        """Iterations/s of a job in LocalBackend's world next to every job on its nodes and the machine's
+        background load at ``now`` (``host_physics``)."""
         assert run.host is not None
         others = sorted({o for node in set(run.alloc.nodes) for o in self._host_jobs.get(node, ()) if o != run.spec.id})
         jobs = [run.host] + [self._runs[o].host for o in others]
         cores = dict(enumerate(self.cfg.node_cores))
-        f_cpu, f_link = host_physics.factors(jobs, cores, self.cfg.host_background)[0]  # type: ignore[arg-type]
+        background = host_physics.background_at(self.cfg.host_background_series, self.cfg.host_background, now)
+        f_cpu, f_link = host_physics.factors(jobs, cores, background)[0]  # type: ignore[arg-type]
         cost = run.host.cost
-        run.split = (cost.cpu_s / f_cpu, cost.link_s / f_link if cost.link_s > 0 else 0.0)
+        run.split = (cost.cpu_s / f_cpu, host_physics.link_time(cost, f_link))
+        run.host_factors = (f_cpu, f_link)
         return 1.0 / sum(run.split)
 
     def _pack_rate(self, device: tuple[int, int]) -> float:
@@ -485,6 +494,8 @@ class SimBackend:
                 self._report_use(run, t)
                 self._fold(run, t)
                 run.done = min(max(run.done, run.epoch_end), float(run.truth.iterations))
+                self._reschedule({jid}, t)
+            elif kind == _BACKGROUND:
                 self._reschedule({jid}, t)
             elif kind == _FINISH:
                 total = float(run.truth.iterations)

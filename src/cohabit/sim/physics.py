@@ -87,6 +87,9 @@ class SimConfig:
     #: host_sharing: other processes' runnable threads per core, competing with the jobs (``sim.calibrate``
     #: measures it from the CPU time a real run's jobs got; 0: the machine is the jobs' own)
     host_background: float = 0.0
+    #: host_sharing: the background as it changed through a real run, ``((t0, b0), (t1, b1), ...)``: ``b_k``
+    #: from ``t_k`` on (``b0`` before ``t0``); empty: ``host_background`` throughout (``sim.calibrate``)
+    host_background_series: tuple[tuple[float, float], ...] = ()
     #: halts block the scheduler, as LocalBackend's do (physics ``local``): a job halted before it made
     #: progress first finishes starting (its process must be up to checkpoint and exit), and jobs
     #: launched at that moment or during the wait start only after it
@@ -106,6 +109,10 @@ class SimConfig:
             raise ValueError(f"link_gbps must be > 0, got {self.link_gbps!r}")
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node must be >= 1, got {self.gpus_per_node!r}")
+        times = [t for t, _ in self.host_background_series]
+        if times != sorted(times) or any(not (math.isfinite(b) and b >= 0) for _, b in self.host_background_series):
+            raise ValueError("host_background_series must be (time, load >= 0) pairs in increasing time, got "
+                             f"{self.host_background_series!r}")
 
 
 #: The physics of the Pollux artifact's simulator (petuum/adaptdl, osdi21-artifact, ``simulator/``):

@@ -67,6 +67,9 @@ class HostTruth:
       core to itself (its threads never wait for another job's);
     * ``link_s``: seconds of one iteration spent moving parameter-server traffic through the node
       links when the job has its nodes' bandwidth budgets to itself (0: no cross-node traffic);
+      ``wire_s`` of it its bytes hold a node's budget (bytes per iteration / the budget's rate),
+      the rest (sending, waiting for replies, framing) does not compete with other jobs' bytes
+      (None: all of ``link_s``);
     * ``start_s``: seconds from its first launch to progress (process start, imports, data, the
       first iteration's extra cost); ``restore_s``: the same for a relaunch from a checkpoint
       (checkpoint of the job it replaced included: the scheduler waits for that halt).
@@ -76,16 +79,26 @@ class HostTruth:
     link_s: float = 0.0
     start_s: float = 0.0
     restore_s: float = 0.0
+    wire_s: float | None = None
 
     @property
     def iter_s(self) -> float:
         return self.cpu_s + self.link_s
 
+    @property
+    def wire(self) -> float:
+        """Seconds per iteration its bytes hold a node's bandwidth budget (``wire_s``, else ``link_s``)."""
+        return self.link_s if self.wire_s is None else self.wire_s
+
     def __post_init__(self) -> None:
-        for name in ("cpu_s", "link_s", "start_s", "restore_s"):
+        for name in ("cpu_s", "link_s", "start_s", "restore_s", "wire_s"):
             v = getattr(self, name)
+            if v is None and name == "wire_s":
+                continue
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"HostTruth.{name} must be a finite number of seconds >= 0, got {v!r}")
+        if self.wire_s is not None and self.wire_s > self.link_s + 1e-12:
+            raise ValueError(f"HostTruth.wire_s ({self.wire_s!r}) must be at most link_s ({self.link_s!r})")
         if not self.cpu_s + self.link_s > 0:
             raise ValueError("HostTruth needs cpu_s + link_s > 0")
 
