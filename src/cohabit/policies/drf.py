@@ -193,7 +193,7 @@ class DRF(BasePolicy):
         self._book.see(job, view)
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = waiting_in_order(view)
+        waiting = list(waiting_in_order(view))
         if not waiting:
             return []
         queues: dict[str, list[JobView]] = {}

@@ -23,7 +23,7 @@ are shared by the other baseline modules (DRF, Tetris, static, naive).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import chain
 
 import numpy as np
@@ -182,11 +182,12 @@ class NoFitMemo:
         self._failed.clear()
 
 
-def waiting_in_order(view: ClusterView) -> list[JobView]:
-    """Pending and paused jobs in arrival order."""
+def waiting_in_order(view: ClusterView) -> Iterator[JobView]:
+    """Pending and paused jobs in arrival order, lazily: a round that stops at a blocked head of the
+    queue costs nothing per waiting job (the queue of a contended cluster holds thousands)."""
     if not view.paused:
-        return list(view.pending.values())
-    return sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: j.seq)
+        return iter(view.pending.values())
+    return iter(sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: j.seq))
 
 
 def start_or_resume(job: JobView, placement: Placement) -> Start | Resume:

@@ -142,7 +142,7 @@ class StaticPartition(BasePolicy):
 
     # ----------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        waiting = waiting_in_order(view)
+        waiting = list(waiting_in_order(view))
         if not waiting:
             return []
         if self.by == "job":
