@@ -33,6 +33,7 @@ from .oracle import Oracle
 from .record import EventKind, Record
 from .state import JobState, check_transition
 from .view import ClusterView
+from .waiting import Waiting
 
 __all__ = ["IDLE_TICKS", "ActionError", "RunResult", "Scheduler"]
 
@@ -104,9 +105,9 @@ class Scheduler(ActionHandlers, LiveControl):
         self.history = History()
         self.criteria = CriteriaBook()  # completion criteria: evaluations, verdicts, budget timers
         self.jobs: dict[str, JobView] = {}
-        self.pending: dict[str, JobView] = {}
+        self.pending = Waiting()  # a dict by id that also keeps the jobs per tenant (engine/waiting.py)
         self.running: dict[str, JobView] = {}
-        self.paused: dict[str, JobView] = {}
+        self.paused = Waiting()
         self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs

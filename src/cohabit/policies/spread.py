@@ -190,6 +190,22 @@ def waiting_in_order(view: ClusterView) -> Iterator[JobView]:
     return iter(sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: j.seq))
 
 
+def waiting_by_tenant(view: ClusterView) -> dict[str, Iterator[tuple[int, JobView]]]:
+    """Per tenant with waiting jobs: its jobs in the order of :func:`waiting_in_order`, lazily, each
+    with its rank key in that order (comparable across tenants, so tenants' queues can be merged).
+
+    Without paused jobs this reads the engine's per-tenant index (``view.pending_by_tenant``): no
+    work per job a round does not reach. With paused jobs the order is by arrival over both sets,
+    grouped here (O(queue), as :func:`waiting_in_order`)."""
+    if not view.paused:
+        pos = view.pending_position
+        return {t: ((pos(jid), j) for jid, j in q.items()) for t, q in view.pending_by_tenant.items()}
+    groups: dict[str, list[tuple[int, JobView]]] = {}
+    for j in chain(view.pending.values(), view.paused.values()):
+        groups.setdefault(j.spec.tenant, []).append((j.seq, j))
+    return {t: iter(sorted(g, key=lambda e: e[0])) for t, g in groups.items()}
+
+
 def start_or_resume(job: JobView, placement: Placement) -> Start | Resume:
     return Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement)
 
