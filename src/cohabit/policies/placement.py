@@ -53,6 +53,22 @@ class Draft:
         self._dirty = True
         return self._arrays()[0]
 
+    @property
+    def free_now(self) -> np.ndarray:
+        """The draft's free capacity per node, to read only (the draft stays pristine if it was)."""
+        return self._free if self._free is not None else self.view.free
+
+    @property
+    def pristine(self) -> bool:
+        """True while the draft equals the ledger's free capacity (nothing reserved or given back)."""
+        return not self._dirty
+
+    def undo_failed_reserve(self, pristine: bool) -> None:
+        """After a :meth:`reserve` that returned False (it put back every row it touched): the draft is
+        pristine again if it was before."""
+        if pristine:
+            self._dirty = False
+
     def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
         """Tasks of ``demand`` each node of the draft can take (read-only while the draft is pristine)."""
         if not self._dirty:
@@ -187,8 +203,7 @@ class Draft:
         if p is not None and self.reserve(job, p):
             return p
         if job.spec.num_ps == 0:  # same-shape jobs cannot fit either until room grows
-            if pristine:
-                self._dirty = False  # a failed reserve put back every row it touched
+            self.undo_failed_reserve(pristine)
             self.note_failure((id(w), n))
         return None
 

@@ -23,7 +23,7 @@ are shared by the other baseline modules (DRF, Tetris, static, naive).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from itertools import chain
 
 import numpy as np
@@ -120,22 +120,38 @@ def most_room_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, d
 
 
 def place_with(draft: Draft, job: JobView, chooser: Chooser, *, n_workers: int | None = None,
-               mask: np.ndarray | None = None, reserve: bool = True) -> Placement | None:
+               mask: np.ndarray | None = None, mask_key: Hashable | None = None,
+               reserve: bool = True) -> Placement | None:
     """Choose nodes for ``job``'s workers (then parameter servers) with ``chooser``, only on
-    nodes where ``mask`` is true, and reserve them in ``draft``. None if it does not fit."""
+    nodes where ``mask`` is true, and reserve them in ``draft``. None if it does not fit.
+
+    A job without parameter servers that does not fit is noted in the draft's memo
+    (``Draft.note_failure``; kept in the ledger's free-capacity index while the draft is
+    pristine), keyed by everything the attempt depends on besides the free capacity: the chooser,
+    the demand row, the worker count and the mask (``mask_key`` names it; a masked call without
+    one is not memoised). A later attempt with the same key fails at once while room has not
+    grown: rounds that an arrival or a progress report triggers skip every blocked head."""
     view = draft.view
     n = view.target_workers(job) if n_workers is None else n_workers
     w = view.demand_vector(job)
+    p = view.ps_demand_vector(job)
+    has_ps = p is not None and job.spec.num_ps > 0
+    key = None if has_ps or (mask is not None and mask_key is None) else ("place_with", chooser, id(w), n, mask_key)
+    if key is not None and draft.failed_before(key):
+        return None
+    pristine = draft.pristine
     fit = draft.tasks_fit(w)
     if mask is not None:
         fit = np.where(mask, fit, 0)
-    free, cap = draft.free, view.capacity
+    free, cap = draft.free_now, view.capacity
     workers = chooser(fit, free, cap, w, n)
     if workers is None:
+        if key is not None:
+            draft.note_failure(key)
         return None
     placement: Placement = tuple(workers)
-    p = view.ps_demand_vector(job)
-    if p is not None and job.spec.num_ps > 0:
+    if has_ps:
+        assert p is not None
         after = free.copy()
         np.subtract.at(after, list(workers), w)
         need = p > 1e-12
@@ -148,6 +164,9 @@ def place_with(draft: Draft, job: JobView, chooser: Chooser, *, n_workers: int |
             return None
         placement += tuple(ps)
     if reserve and not draft.reserve(job, placement):
+        if key is not None:
+            draft.undo_failed_reserve(pristine)
+            draft.note_failure(key)
         return None
     return placement
 

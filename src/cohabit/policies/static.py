@@ -160,7 +160,7 @@ class StaticPartition(BasePolicy):
         draft = Draft(view)
         memo = NoFitMemo()
         blocked: set[str] = set()
-        masks: dict[str, np.ndarray] = {}
+        masks: dict[str, tuple[np.ndarray, tuple[str, bytes]]] = {}
         plan: Plan = []
         # the tenants' queues merged in waiting order; a tenant whose slice is blocked drops out
         queues = waiting_by_tenant(view)
@@ -175,13 +175,15 @@ class StaticPartition(BasePolicy):
                 continue
             if name in blocked:
                 continue  # (and the tenant's later jobs: they are in the same slice)
-            mask = masks.get(name)
-            if mask is None:
-                mask = masks[name] = (self._owner == self._index[name]) & usable
+            hit = masks.get(name)
+            if hit is None:
+                m = (self._owner == self._index[name]) & usable
+                hit = masks[name] = (m, (name, m.tobytes()))  # (the nodes themselves key placement memos)
+            mask, mask_key = hit
             n = view.target_workers(job)
             p = None
             if not memo.known_to_fail(view, job, n, scope=name):
-                p = place_with(draft, job, most_room_chooser, n_workers=n, mask=mask)
+                p = place_with(draft, job, most_room_chooser, n_workers=n, mask=mask, mask_key=mask_key)
             if p is None:
                 memo.failed(view, job, n, scope=name)
                 if not self.backfill:
