@@ -182,11 +182,13 @@ class StaticPartition(BasePolicy):
             mask, mask_key = hit
             n = view.target_workers(job)
             p = None
-            if not memo.known_to_fail(view, job, n, scope=name):
+            # (without backfill a failure blocks the slice: the memo would never be asked again)
+            if not (self.backfill and memo.known_to_fail(view, job, n, scope=name)):
                 p = place_with(draft, job, most_room_chooser, n_workers=n, mask=mask, mask_key=mask_key)
             if p is None:
-                memo.failed(view, job, n, scope=name)
-                if not self.backfill:
+                if self.backfill:
+                    memo.failed(view, job, n, scope=name)
+                else:
                     blocked.add(name)
                     if len(blocked) == len(self._names):
                         break
