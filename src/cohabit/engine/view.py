@@ -148,6 +148,12 @@ class ClusterView:
         read-only and kept until the free capacity changes (the ledger's free-capacity index)."""
         return self._ledger.fit_of(demand)
 
+    @property
+    def allocation_version(self) -> int:
+        """A number that changes whenever any allocation changes (every start, resume, pause, move and
+        end allocates or releases): while it stays, the running set and the free capacity stay too."""
+        return self._ledger.version
+
     def no_room_now(self) -> set[Hashable]:
         """Planning memo of ``placement.Draft``: shapes (e.g. ``(id(demand row), workers)``) found not to fit
         the free capacity as it is now; emptied by the scheduler whenever the free capacity changes."""

@@ -117,6 +117,8 @@ class TenantBook:
         self._running: dict[str, tuple[str, np.ndarray]] = {}
         self._inv = np.zeros(0)
         self._syncs = 0
+        self._synced_at: int | None = None  # the view's allocation_version at the last sync
+        self._expected = False  # expect() ran since the last sync
 
     def see(self, job: JobView, view: ClusterView) -> None:
         if view is not self._view:
@@ -141,13 +143,18 @@ class TenantBook:
         self._usage = {}
         self._running = {}
         self._syncs = 0
+        self._synced_at = None
 
     def sync(self, view: ClusterView) -> None:
         if view is not self._view:
             self._reset(view)
         self._syncs += 1
+        version = view.allocation_version
         if self._syncs % self.RESYNC == 0:
             self._resync(view)
+        elif version == self._synced_at and not self._expected:
+            return  # no allocation changed since the last sync: neither did the running set
+        self._synced_at, self._expected = version, False
         running = view.running
         for jid in self._running.keys() - running.keys():
             tenant, u = self._running.pop(jid)
@@ -164,6 +171,7 @@ class TenantBook:
         """Count a job this decision starts as running from now (the next :meth:`sync` drops it
         again if the scheduler refused the start)."""
         if job.id not in self._running:
+            self._expected = True
             t = job.spec.tenant
             self._running[job.id] = (t, usage)
             self._usage[t] = self._usage[t] + usage if t in self._usage else usage.copy()

@@ -179,26 +179,50 @@ class NoFitMemo:
     skipping it keeps a decision over a long queue cheap. Call :meth:`clear`
     after room is given back (preemption)."""
 
-    __slots__ = ("_failed",)
+    __slots__ = ("_failed", "_last")
 
     def __init__(self) -> None:
         self._failed: dict[tuple[object, ...], int] = {}
+        self._last: tuple[object, object, tuple[object, ...]] | None = None  # (job, scope, key)
 
     @staticmethod
     def key(view: ClusterView, job: JobView, scope: object = None) -> tuple[object, ...]:
         p = view.ps_demand_vector(job)
-        return (view.demand_vector(job).tobytes(), None if p is None else p.tobytes(), job.spec.num_ps, scope)
+        return (_row_bytes(view.demand_vector(job)), None if p is None else _row_bytes(p), job.spec.num_ps, scope)
+
+    def _key(self, view: ClusterView, job: JobView, scope: object) -> tuple[object, ...]:
+        last = self._last  # failed() right after known_to_fail() for the same job: one key
+        if last is not None and last[0] is job and last[1] == scope:
+            return last[2]
+        k = self.key(view, job, scope)
+        self._last = (job, scope, k)
+        return k
 
     def known_to_fail(self, view: ClusterView, job: JobView, n: int, scope: object = None) -> bool:
-        m = self._failed.get(self.key(view, job, scope))
+        m = self._failed.get(self._key(view, job, scope))
         return m is not None and n >= m
 
     def failed(self, view: ClusterView, job: JobView, n: int, scope: object = None) -> None:
-        k = self.key(view, job, scope)
+        k = self._key(view, job, scope)
         self._failed[k] = min(n, self._failed.get(k, n))
 
     def clear(self) -> None:
         self._failed.clear()
+
+
+#: id(demand row) -> (row, its bytes): the view's rows are cached and read-only, so their bytes are too
+_BYTES: dict[int, tuple[np.ndarray, bytes]] = {}
+
+
+def _row_bytes(row: np.ndarray) -> bytes:
+    hit = _BYTES.get(id(row))
+    if hit is None or hit[0] is not row:
+        if row.flags.writeable:  # not a cached row: its contents may change
+            return row.tobytes()
+        if len(_BYTES) > 4096:
+            _BYTES.clear()
+        hit = _BYTES[id(row)] = (row, row.tobytes())  # keeps the row alive: its id stays unique
+    return hit[1]
 
 
 def waiting_in_order(view: ClusterView) -> Iterator[JobView]:
