@@ -165,7 +165,8 @@ class ClusterView:
 
     def ledger_draft(self) -> Ledger:
         """A scratch copy of the allocation ledger (packs, device memory) for planning: actions it
-        accepts are actions the scheduler accepts, if planned in the same order."""
+        accepts are actions the scheduler accepts, if planned in the same order. Policies plan on
+        ``policies.placement.Draft``, whose ``ledger()`` builds on this (one scratch mechanism)."""
         return self._ledger.draft()
 
     @property

@@ -19,6 +19,7 @@ for the shapes already tried.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,9 +28,17 @@ from ..engine.job import JobView
 from ..engine.ledger import fit_counts, take_devices
 from ..engine.view import ClusterView
 
+if TYPE_CHECKING:
+    from ..engine.ledger import Ledger
+
 
 class Draft:
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty")
+    """A policy's scratch plan over the free capacity (see the module docstring): the one planning
+    scratch for every policy. :meth:`ledger` hands out the same draft as a scratch
+    :class:`~cohabit.engine.ledger.Ledger` for plans that need the ledger's bookkeeping (packs and
+    their device memory, groups); both share this draft's free-capacity arrays."""
+
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -38,14 +47,30 @@ class Draft:
         self._total: np.ndarray | None = None  # column sums of _free, kept in step with it
         self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
         self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
+        self._ledger: Ledger | None = None  # the scratch ledger handed out by ledger(), if any
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
             self._free = self.view.free.copy()
             self._dev = self.view.device_free.copy()
             self._total = self._free.sum(axis=0)
+        elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
+            self._total = self._free.sum(axis=0)
+            self._ledger.version += 1  # and this draft may have: the ledger's own memos go stale
         assert self._dev is not None
         return self._free, self._dev
+
+    def ledger(self) -> Ledger:
+        """This draft as a scratch ledger: the scheduler's bookkeeping (allocations, device shares,
+        packs and their memory, groups) copied once, on its free capacity, which it shares with this
+        draft. Actions it accepts, planned in the same order, are actions the scheduler accepts."""
+        if self._ledger is None:
+            free, dev = self._arrays()
+            led = self.view.ledger_draft()
+            led.free, led.device_free = free, dev  # one free capacity: the draft's
+            self._ledger = led
+        self._dirty = True
+        return self._ledger
 
     @property
     def free(self) -> np.ndarray:
