@@ -1,6 +1,8 @@
-"""Write the pinned fingerprints of every deterministic baseline on the 480-job Tiresias trace.
+"""Write the pinned fingerprints of every deterministic baseline on the 480-job Tiresias trace,
+and of the per-tenant policies on a contended multi-tenant Philly run.
 
     python bench/sim_pins.py            # rewrite tests/data/sim_pins_tiresias_480.json
+                                        # and tests/data/sim_pins_philly_tenants.json
 
 ``tests/test_sim_pins.py`` runs the same simulations and compares them with this file, so a
 speed-up that changes a result fails there. Re-pin only for a deliberate change of behaviour,
@@ -17,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sim_pins_helpers import PIN_FILE, PINNED_POLICIES, run_pinned  # noqa: E402
+from sim_pins_helpers import (PIN_FILE, PINNED_POLICIES, TENANT_PIN_FILE, TENANT_POLICIES,  # noqa: E402
+                              run_pinned, run_tenant_pinned)
 
 
 def main() -> None:
@@ -26,6 +29,10 @@ def main() -> None:
     for p, f in pins.items():
         print(f"{p:18} avg JCT {f['avg_jct']:>10} makespan {f['makespan']:>10} preemptions {f['preemptions']:>5}")
     print(f"wrote {PIN_FILE}")
+    pins = {p: run_tenant_pinned(p) for p in TENANT_POLICIES}
+    TENANT_PIN_FILE.write_text(json.dumps({"trace": "philly_82k[:600]", "cluster": "muri-n8g8", "pins": pins},
+                                          indent=1) + "\n")
+    print(f"wrote {TENANT_PIN_FILE}")
 
 
 if __name__ == "__main__":

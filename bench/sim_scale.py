@@ -17,7 +17,10 @@ the 82k run for every baseline, and the 10k and 82k rates within 20%.
 policy's 82k run is skipped). ``--pin`` stores each run's fingerprint (average JCT, makespan,
 every event kind's count, preemptions, a digest of the jobs' start and end times; see
 ``cohabit.report.fingerprint``) in ``bench/results/sim_pins_<cluster>.json``; ``--check``
-compares every run with its pin and exits 1 on any difference. The JSON keeps one row list
+compares every run with its pin and exits 1 on any difference. ``--before SRC`` runs every case on
+another checkout's code first (``SRC`` = its ``src`` directory, e.g. ``git archive main | tar -x -C
+/tmp/before``), side by side at the same load: speed-up in CPU time and whether the results are the
+same (exit 1 if not); its rows go to ``<label>-before`` in the JSON. The JSON keeps one row list
 per ``--label`` (``before``, ``after``), so a before/after pair lives in one file.
 """
 
@@ -68,7 +71,7 @@ def one(size: int | None, policy: str, cluster_arg: str, trace: str = "philly_82
 
 
 def _child(size: str, policy: str, cluster: str, cpu_limit: float, trace: str,
-           fmt: str) -> dict[str, object] | str:
+           fmt: str, src: str | None = None) -> dict[str, object] | str:
     def limit() -> None:
         if cpu_limit > 0:
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_limit), int(cpu_limit) + 5))
@@ -76,6 +79,8 @@ def _child(size: str, policy: str, cluster: str, cpu_limit: float, trace: str,
     # a fixed hash seed: gandiva's count of `reallocated` events depends on the order of a set of job
     # ids (found here: 1,926 or 1,927 on 10k jobs), and a pin must not depend on the process
     env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
+    if src is not None:  # another checkout's code (``--before``): its package directory comes first
+        env["PYTHONPATH"] = src
     res = subprocess.run([sys.executable, __file__, "--child", size, policy, "--cluster", cluster,
                           "--trace", trace, "--format", fmt],
                          capture_output=True, text=True, preexec_fn=limit, env=env)
@@ -100,6 +105,8 @@ def main() -> None:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--pin", action="store_true", help="store each run's fingerprint as its pin")
     mode.add_argument("--check", action="store_true", help="compare each run with its pin; exit 1 if any differs")
+    ap.add_argument("--before", metavar="SRC", help="also run each case on the code in SRC (the src/ directory "
+                    "of another checkout, e.g. a `git archive` of main) just before it, and compare results")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -114,8 +121,21 @@ def main() -> None:
     print(f"trace {args.trace}, cluster {args.cluster}, label {args.label}; load average {os.getloadavg()[0]:.1f} at start")
     print(f"{'policy':17} {'jobs':>6} {'cpu s':>8} {'jobs/cpu-s':>10} {'jobs/s':>8} {'peak MB':>8} "
           f"{'events':>9} {'preempt':>8} {'load':>5}  pin")
+    before_rows: list[dict[str, object]] = []
     for policy in args.policies.split(","):
         for size in args.sizes.split(","):
+            ref = None
+            if args.before:
+                ref = _child(size, policy, args.cluster, args.cpu_limit, args.trace, args.format, args.before)
+                if isinstance(ref, str):
+                    print(f"{'(before) ' + policy:17} {size:>6} {ref}", flush=True)
+                    before_rows.append({"policy": policy, "size": size, "skipped": ref})
+                    ref = None
+                else:
+                    before_rows.append(ref)
+                    print(f"{'(before) ' + policy:17} {ref['jobs']:>6} {ref['cpu_s']:>8.2f} "
+                          f"{ref['jobs_per_cpu_s']:>10.0f} {ref['jobs_per_s']:>8.0f} {ref['peak_rss_mb']:>8.0f} "
+                          f"{ref['events']:>9} {ref['preemptions']:>8} {ref['loadavg_1m']:>5.1f}", flush=True)
             row = _child(size, policy, args.cluster, args.cpu_limit, args.trace, args.format)
             if isinstance(row, str):
                 print(f"{policy:17} {size:>6} {row}", flush=True)
@@ -123,15 +143,22 @@ def main() -> None:
                 continue
             key = f"{policy}@{row['jobs']}"
             verdict = ""
+            if ref is not None:
+                diff = differences(ref["fingerprint"], row["fingerprint"])  # type: ignore[arg-type]
+                row["vs_before"] = "same" if not diff else "DIFFERS: " + "; ".join(diff)
+                row["speedup"] = round(float(ref["cpu_s"]) / float(row["cpu_s"]), 2)  # type: ignore[arg-type]
+                verdict = f"{row['speedup']}x, vs before {row['vs_before']}; "
+                if diff:
+                    failed.append(key + " (vs before)")
             if args.pin:
                 pins[key] = row["fingerprint"]
-                verdict = "pinned"
+                verdict += "pinned"
             elif args.check:
                 if key not in pins:
-                    verdict = "no pin"
+                    verdict += "no pin"
                 else:
                     diff = differences(pins[key], row["fingerprint"])  # type: ignore[arg-type]
-                    verdict = "same" if not diff else "CHANGED: " + "; ".join(diff)
+                    verdict += "pin same" if not diff else "pin CHANGED: " + "; ".join(diff)
                     if diff:
                         failed.append(key)
             rows.append(row)
@@ -145,6 +172,8 @@ def main() -> None:
         doc = {"benchmark": "sim_scale", "runs": {}}
     run_key = args.cluster if args.trace == "philly_82k" else f"{Path(args.trace).stem}@{args.cluster}"
     doc["runs"].setdefault(run_key, {})[args.label] = rows
+    if args.before:
+        doc["runs"][run_key][args.label + "-before"] = before_rows
     path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {path}")
     if args.pin:

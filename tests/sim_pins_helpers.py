@@ -32,3 +32,31 @@ def run_pinned(policy: str) -> dict[str, Any]:
     jobs, cluster = _trace()
     out = simulate(jobs, cluster, make_policy(policy))
     return fingerprint(out.result.record, out.metrics)
+
+
+TENANT_PIN_FILE = Path(__file__).parent / "data" / "sim_pins_philly_tenants.json"
+
+#: Policies whose rounds walk per-tenant queues, pinned on a contended multi-tenant run (the
+#: 480-job Tiresias trace has one tenant): the first 600 Philly jobs (11 tenants) on 8 x 8 GPUs.
+TENANT_POLICIES = (
+    "drf", "drf:backfill=true", "drf:preemptive=true", "static", "static:backfill=true", "tetris:fairness=0.5",
+)
+
+
+@cache
+def _tenant_trace() -> tuple[Any, Any]:
+    from cohabit.sim.traces import load_trace
+    from cohabit.spec import cluster_from_arg
+
+    return load_trace("philly_82k", "philly", limit=600).jobs, cluster_from_arg("muri-n8g8")
+
+
+def run_tenant_pinned(policy: str) -> dict[str, Any]:
+    """Fingerprint of ``policy`` on the first 600 jobs of ``philly_82k`` on ``muri-n8g8``."""
+    from cohabit.policies import make_policy
+    from cohabit.report.fingerprint import fingerprint
+    from cohabit.sim.runner import simulate
+
+    jobs, cluster = _tenant_trace()
+    out = simulate(jobs, cluster, make_policy(policy))
+    return fingerprint(out.result.record, out.metrics)

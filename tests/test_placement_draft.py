@@ -59,3 +59,20 @@ def test_a_shape_refused_on_the_free_total_fits_again_after_room_is_given_back()
     assert d.place(c) is None  # remembered as no room
     d.restore(saved)  # room grew: the memo is cleared
     assert d.place(c) is not None
+
+
+def test_the_draft_and_its_scratch_ledger_are_one_free_capacity() -> None:
+    # one planning scratch (issue 18): room the draft reserves is gone in its ledger(), room the
+    # ledger allocates is gone in the draft, and the scheduler's own ledger is untouched
+    view = _view([trace_job("a", 4, 10), trace_job("b", 4, 10), trace_job("c", 4, 10)])
+    a, b, c = view.pending.values()
+    draft = Draft(view)
+    p = draft.place(a)
+    assert p is not None
+    led = draft.ledger()
+    g = view.gpu_col
+    assert led.free[:, g].sum() == 4.0  # 8 GPUs, a took 4
+    led.allocate(b.id, [1] * 4 if p[0] == 0 else [0] * 4, [view.demand_vector(b)] * 4)
+    assert draft.free_now[:, g].sum() == 0.0 and draft.exhausted()
+    assert draft.place(c) is None
+    assert view.free[:, g].sum() == 8.0 and not view.running

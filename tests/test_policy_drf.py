@@ -148,3 +148,23 @@ def test_never_over_allocates_and_every_job_ends(jobs, preemptive, backfill) -> 
                    config=SimConfig(checkpoint_s=2.0, restore_s=3.0), strict=True)
     assert out.result.unfinished == {}
     assert all(j.state in (JobState.FINISHED, JobState.REJECTED) for j in out.result.jobs.values())
+
+
+class Refused(Checked):
+    """Counts a waiting job as started (``expect``) without planning it: a start the scheduler refused."""
+
+    def decide(self, view):  # type: ignore[override]
+        plan = super().decide(view)
+        for j in view.pending.values():
+            self._book.expect(j, job_usage(view, j))
+        return plan
+
+
+def test_a_refused_start_leaves_the_usage_even_when_no_allocation_changed() -> None:
+    # t=0 A0 takes the node; B0 (t=1) and C0 (t=2) wait: their rounds change no allocation, so
+    # the book may skip its running-set sync, but not after expect() counted a start that never came
+    cluster = ClusterSpec.homogeneous("r", 1, Resources(gpu=4, cpu=32, mem_gb=128))
+    d = Resources(gpu=4, cpu=4, mem_gb=16)
+    jobs = [job("A0", "A", d, duration=100), job("B0", "B", d, submit=1.0), job("C0", "C", d, submit=2.0)]
+    out = simulate(jobs, cluster, Refused(), config=NO_COST, strict=True)
+    assert out.result.unfinished == {}

@@ -13,9 +13,11 @@ import json
 import pytest
 
 from cohabit.report.fingerprint import differences
-from sim_pins_helpers import PIN_FILE, PINNED_POLICIES, run_pinned
+from sim_pins_helpers import (PIN_FILE, PINNED_POLICIES, TENANT_PIN_FILE, TENANT_POLICIES, run_pinned,
+                              run_tenant_pinned)
 
 PINS = json.loads(PIN_FILE.read_text())["pins"]
+TENANT_PINS = json.loads(TENANT_PIN_FILE.read_text())["pins"]
 
 
 def test_every_pinned_policy_has_a_pin():
@@ -27,6 +29,15 @@ def test_result_unchanged(policy):
     now = run_pinned(policy)
     diff = differences(PINS[policy], now)
     assert not diff, f"{policy} on tiresias_480 changed: " + "; ".join(diff)
+
+
+@pytest.mark.parametrize("policy", TENANT_POLICIES)
+def test_tenant_result_unchanged(policy):
+    """Per-tenant queues (DRF, static slices, Tetris' fairness knob) on 11 tenants, contended."""
+    assert sorted(TENANT_PINS) == sorted(TENANT_POLICIES)
+    now = run_tenant_pinned(policy)
+    diff = differences(TENANT_PINS[policy], now)
+    assert not diff, f"{policy} on philly_82k[:600] changed: " + "; ".join(diff)
 
 
 def test_differences_names_what_moved():

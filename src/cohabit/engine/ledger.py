@@ -7,117 +7,28 @@ devices a node does not have) so that fractional requests (Alibaba's
 share a device. Whole-GPU requests take fully free devices; fractional ones
 take the best-fitting device (smallest free fraction that still fits).
 
-Pipelined groups (Harmony, ``Colocate(mode="pipelined")``; the uncoordinated
-``"naive"`` mode uses the same mechanism): a group *holds whole machines*. Its
-key is ``(mode, sorted node indices)``; node sets of groups are disjoint. The
-first member to arrive takes every node of the group out of ``free`` (it owns
-them); later members join owning nothing (their tasks time-share the group's
-machines, which is the point of co-location). When the owner leaves, the next
-member inherits the machines (like a GPU guest inheriting a device); when the
-last member leaves, the machines are free again. Nothing outside the group
-can be placed on a held node, so the group never over-allocates.
-
-Packs (Liu, Pack, ``Pack`` action): several single-task jobs trained jointly as one
-packed model on one device ``(node, gpu)``. The pack holds the whole device
-(``device_free = 0``; on a node without GPUs the device is the node's CPU and
-nothing is held besides resources). It runs in one process, so its CPU demand is
-the largest member's, not the sum: the first member (the owner) holds the device
-and that CPU; every member holds its other resources (``mem_gb``, ``gpu_mem_gb``,
-...). The members' device memory — declared ``gpu_mem_gb``, or ``gpu`` share x
-device memory when undeclared — must fit the device's memory
-(``gpu_mem_gb`` capacity / GPUs of the node). When the owner leaves, the next
-member inherits the device; when the last leaves, the device is free again.
+Pipelined groups (``Colocate(mode="pipelined")`` and ``"naive"``: a group holds whole machines) are
+in :mod:`.ledger_groups`, packs (Liu's Pack: jobs trained jointly on one device) in
+:mod:`.ledger_packs`; the allocation types and the fit arithmetic in :mod:`.alloc`.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from ..spec.resources import Resources
+from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, take_devices
+from .ledger_groups import GroupLedger
+from .ledger_packs import PackLedger
 
-EPS = 1e-9
-
-
-def fit_counts(free: np.ndarray, device_free: np.ndarray, demand: np.ndarray, gpu_col: int | None) -> np.ndarray:
-    """How many tasks of ``demand`` each node can take, given ``free`` and per-device ``device_free``."""
-    need = demand > EPS
-    if not need.any():
-        return np.full(free.shape[0], np.iinfo(np.int64).max // 4)
-    per = np.floor((free[:, need] + EPS) / demand[need]).min(axis=1)
-    fit = per.astype(np.int64)
-    g = demand[gpu_col] if gpu_col is not None else 0.0
-    if g > EPS:
-        if g < 1.0 - EPS:
-            dev = (device_free >= g - EPS).sum(axis=1)
-        else:
-            dev = (device_free >= 1.0 - EPS).sum(axis=1) // int(round(g))
-        fit = np.minimum(fit, dev)
-    return np.maximum(fit, 0)
+__all__ = ["EPS", "Allocation", "AllocationError", "Ledger", "TaskSlot", "fit_counts", "take_devices"]
 
 
-def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | None:
-    """Reserve GPU share ``g`` on one node's device row (mutated); None if it does not fit.
-
-    Whole GPUs take fully free devices (lowest index first); a fraction takes
-    the best-fitting device (least free space that still fits).
-    """
-    if g <= EPS:
-        return ()
-    vals = row.tolist()  # a node has few GPUs: plain Python beats numpy calls here
-    if g < 1.0 - EPS:
-        best, room = -1, 2.0
-        for i, x in enumerate(vals):
-            if g - EPS <= x < room:
-                best, room = i, x
-        if best < 0:
-            return None
-        row[best] -= g
-        return ((best, g),)
-    k = int(round(g))
-    whole = [i for i, x in enumerate(vals) if x >= 1.0 - EPS][:k]
-    if len(whole) < k:
-        return None
-    row[whole] = 0.0
-    return tuple((i, 1.0) for i in whole)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSlot:
-    """Where one task runs: its node and the GPU devices (index, share) it holds."""
-
-    node: int
-    devices: tuple[tuple[int, float], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """All of one job's task slots, in task order."""
-
-    job: str
-    slots: tuple[TaskSlot, ...]
-    total: Resources
-    group: tuple[str, tuple[int, ...]] | None = None  # (mode, nodes) of a pipelined/naive group
-    pack: tuple[int, int] | None = None  # (node, gpu) of the pack the job trains in
-
-    @property
-    def nodes(self) -> tuple[int, ...]:
-        return tuple(s.node for s in self.slots)
-
-    @property
-    def devices(self) -> frozenset[tuple[int, int]]:
-        return frozenset((s.node, d) for s in self.slots for d, _ in s.devices)
-
-
-class AllocationError(ValueError):
-    pass
-
-
-class Ledger:
+class Ledger(GroupLedger, PackLedger):
     """Free capacity of every node; ``allocate`` refuses anything that would over-allocate."""
 
     def __init__(self, cluster: ClusterSpec, max_share: int = 4) -> None:
@@ -318,95 +229,6 @@ class Ledger:
         self._per_node[job] = per_node
         return alloc
 
-    # Pipelined groups ------------------------------------------------------
-    @staticmethod
-    def group_key(mode: str, nodes: Sequence[int]) -> tuple[str, tuple[int, ...]]:
-        return (mode, tuple(sorted(int(n) for n in nodes)))
-
-    def group_blocked(self, nodes: Sequence[int], key: tuple[str, tuple[int, ...]],
-                      leaving: set[str] | frozenset[str] = frozenset()) -> str | None:
-        """Why a group ``key`` cannot hold ``nodes`` once the jobs in ``leaving`` have been released
-        (None if it can): each node must be held by group ``key`` already, or be left with no job."""
-        for n in nodes:
-            if not 0 <= n < self.n_nodes:
-                return f"node index {n} out of range 0..{self.n_nodes - 1}"
-            g = self.group_of_node.get(n)
-            if g == key:
-                continue
-            others = sorted(j for j in self._node_jobs.get(n, ()) if j not in leaving)
-            if others:
-                where = f"the {g[0]} group on nodes {list(g[1])}" if g is not None else "jobs"
-                return f"node {n} is held by {where} {others}; pause or move them first"
-        return None
-
-    def group_task_fits(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> str | None:
-        """Each task of a group member must fit its machine alone, and use no GPU (None if so)."""
-        for node, d in zip(placement, demands):
-            if self._gpu_col is not None and d[self._gpu_col] > EPS:
-                return f"job {job!r}: pipelined groups hold CPU machines; GPU tasks cannot join one"
-            short = d > self.capacity[node] + EPS
-            if short.any():
-                i = int(np.argmax(short))
-                return (f"job {job!r}: a task needs {self.names[i]}={d[i]:g} but node {node} "
-                        f"has {self.capacity[node, i]:g}")
-        return None
-
-    def allocate_group(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray], *,
-                       mode: str, nodes: Sequence[int]) -> Allocation:
-        """Place ``job`` in the group ``(mode, nodes)``: the first member takes the (wholly free)
-        machines, later members join it owning nothing. All-or-nothing."""
-        self.version += 1
-        if job in self.allocations:
-            raise AllocationError(f"job {job!r} already holds an allocation")
-        if len(placement) != len(demands):
-            raise AllocationError(f"job {job!r}: placement has {len(placement)} nodes for {len(demands)} tasks")
-        key = self.group_key(mode, nodes)
-        if not set(placement) <= set(key[1]):
-            raise AllocationError(f"job {job!r}: placement {list(placement)} leaves the group's nodes {list(key[1])}")
-        reason = self.group_blocked(key[1], key) or self.group_task_fits(job, placement, demands)
-        if reason is not None:
-            raise AllocationError(reason)
-        slots = [TaskSlot(int(n), ()) for n in placement]
-        members = self.groups.get(key)
-        if members is None:  # a new group: it takes the machines whole
-            per_node = {n: self.capacity[n].copy() for n in key[1]}
-            for n in key[1]:
-                self.free[n] = 0.0
-                self.device_free[n][self.device_free[n] >= 0] = 0.0
-                self.group_of_node[n] = key
-            self.groups[key] = members = []
-            owned = self._as_resources(sum(per_node.values()))
-        else:
-            per_node = {}
-            owned = Resources()
-        members.append(job)
-        return self._commit(job, slots, demands, per_node, owned_total=owned, group=key)
-
-    def group_members(self, key: tuple[str, tuple[int, ...]]) -> tuple[str, ...]:
-        return tuple(self.groups.get(key, ()))
-
-    def _release_group(self, job: str, alloc: Allocation, per_node: dict[int, np.ndarray]) -> list[str]:
-        key = alloc.group
-        assert key is not None
-        members = self.groups[key]
-        members.remove(job)
-        if not members:  # the last member: the machines are free again
-            for n, d in per_node.items():
-                self.free[n] += d
-                self.device_free[n][self.device_free[n] >= 0] = 1.0
-            for n in key[1]:
-                del self.group_of_node[n]
-            del self.groups[key]
-            np.minimum(self.free, self.capacity, out=self.free)
-            return []
-        if not per_node:
-            return []
-        heir = members[0]  # the owner left: the next member inherits the machines
-        self._per_node[heir] = per_node
-        old = self.allocations[heir]
-        self.allocations[heir] = Allocation(heir, old.slots, self._as_resources(sum(per_node.values())), key)
-        return [heir]
-
     def _allocate_shared(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray],
                          per_node: dict[int, np.ndarray]) -> Allocation:
         """Colocate: GPUs may be time-shared; every other resource must be free."""
@@ -545,164 +367,6 @@ class Ledger:
         d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
         d._fit_memo, d._no_room = {}, set()
         return d
-
-    # Packs -----------------------------------------------------------------
-    def device_memory(self, device: tuple[int, int]) -> float:
-        """Memory (GB) of ``device``: its GPU's share of the node's ``gpu_mem_gb``, or on a node
-        without GPUs the node's ``mem_gb`` (the CPU device trains in host memory); inf if unknown."""
-        node, gpu = device
-        n_gpus = int((self.device_free[node] >= 0).sum()) if self._gpu_col is not None and \
-            self.capacity[node, self._gpu_col] > EPS else 0
-        if n_gpus:
-            if self._gpu_mem_col is None or self.capacity[node, self._gpu_mem_col] <= EPS:
-                return float("inf")
-            return float(self.capacity[node, self._gpu_mem_col]) / n_gpus
-        col = self.index.get("mem_gb")
-        return float(self.capacity[node, col]) if col is not None else float("inf")
-
-    def pack_member_memory(self, device: tuple[int, int], demand: np.ndarray) -> float:
-        """Device memory one member needs: its declared ``gpu_mem_gb``; undeclared, its ``gpu``
-        share of the whole device (a 1-GPU job is assumed to fill it). On a CPU device: ``mem_gb``."""
-        node = device[0]
-        if self._has_gpus(node):
-            if self._gpu_mem_col is not None and demand[self._gpu_mem_col] > EPS:
-                return float(demand[self._gpu_mem_col])
-            g = float(demand[self._gpu_col]) if self._gpu_col is not None else 0.0
-            return min(g, 1.0) * self.device_memory(device)
-        col = self.index.get("mem_gb")
-        return float(demand[col]) if col is not None else 0.0
-
-    def _has_gpus(self, node: int) -> bool:
-        return self._gpu_col is not None and self.capacity[node, self._gpu_col] > EPS
-
-    def _pack_vectors(self, device: tuple[int, int], demands: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(extra the owner takes, one owned row per member) for ``demands`` joining ``device``'s pack:
-        members own their non-CPU, non-GPU resources; the owner takes the device and raises the pack's
-        CPU to the largest member's demand."""
-        node = device[0]
-        extra = np.zeros(len(self.names))
-        rows = []
-        for d in demands:
-            row = np.array(d, dtype=np.float64)
-            for col in (self._gpu_col, self._cpu_col):
-                if col is not None:
-                    row[col] = 0.0
-            rows.append(row)
-        if self._cpu_col is not None:
-            held = self._pack_cpu(device)
-            want = max((float(d[self._cpu_col]) for d in demands), default=0.0)
-            extra[self._cpu_col] = max(want - held, 0.0)
-        if device not in self.packs and self._has_gpus(node):
-            extra[self._gpu_col] = 1.0  # type: ignore[index]
-        return extra, rows
-
-    def _pack_cpu(self, device: tuple[int, int]) -> float:
-        members = self.packs.get(device)
-        if not members or self._cpu_col is None:
-            return 0.0
-        return float(sum(self._per_node[members[0]].values())[self._cpu_col])
-
-    def pack_blocked(self, device: tuple[int, int], joining: Sequence[tuple[str, np.ndarray]]) -> str | None:
-        """Why ``joining`` (job, task demand) cannot join the pack on ``device`` (None if they can):
-        the device must exist and be wholly free or hold a pack; the node must have the resources;
-        the pack's memory must fit the device's."""
-        node, gpu = device
-        if not 0 <= node < self.n_nodes:
-            return f"node index {node} out of range 0..{self.n_nodes - 1}"
-        if node in self.group_of_node:
-            return f"node {node} is held by the {self.group_of_node[node][0]} group"
-        if self._has_gpus(node):
-            n_dev = int((self.device_free[node] >= 0).sum())
-            if not 0 <= gpu < n_dev:
-                return f"node {node} has GPUs 0..{n_dev - 1}, not {gpu}"
-            if device not in self.packs and self.device_free[node, gpu] < 1.0 - EPS:
-                return f"GPU {device} is in use by {sorted(self.dev_shares.get(device, {}))}; a pack needs a whole free GPU"
-        elif gpu != 0:
-            return f"node {node} has no GPU: its only device is the CPU, index 0, not {gpu}"
-        for job, _ in joining:
-            if job in self.allocations:
-                return f"job {job!r} already holds an allocation"
-        extra, rows = self._pack_vectors(device, [d for _, d in joining])
-        need = extra + np.sum(rows, axis=0) if rows else extra
-        short = need > self.free[node] + EPS
-        if short.any():
-            i = int(np.argmax(short))
-            return f"pack on {device}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {need[i]:g}"
-        mems = {job: self.pack_member_memory(device, d) for job, d in joining}
-        used = self.pack_mem.get(device, 0.0)
-        cap = self.device_memory(device)
-        if used + sum(mems.values()) > cap + EPS:
-            members = {j: round(self._pack_job_mem[j], 3) for j in self.packs.get(device, ())}
-            members.update({j: round(m, 3) for j, m in mems.items()})
-            return (f"pack on {device} needs {used + sum(mems.values()):g} GB of device memory "
-                    f"(members: {members}) but the device has {cap:g} GB")
-        return None
-
-    def allocate_pack(self, job: str, device: tuple[int, int], demand: np.ndarray) -> Allocation:
-        """Add ``job`` (one task of ``demand``) to the pack on ``device``, forming it if new."""
-        self.version += 1
-        reason = self.pack_blocked(device, [(job, demand)])
-        if reason is not None:
-            raise AllocationError(f"job {job!r}: {reason}")
-        node, gpu = device
-        extra, (row,) = self._pack_vectors(device, [demand])
-        members = self.packs.get(device)
-        new = members is None
-        if new:
-            members = self.packs[device] = []
-            if self._has_gpus(node):
-                self.device_free[node, gpu] = 0.0
-            owner_row = row + extra
-        else:
-            owner = members[0]
-            if extra.any():  # a hungrier member raises the pack's CPU: the owner holds it
-                self.free[node] -= extra
-                self._per_node[owner][node] = self._per_node[owner][node] + extra
-                self.allocations[owner] = replace(self.allocations[owner], total=self.owned(owner))
-            owner_row = row
-        self.free[node] -= owner_row
-        mem = self.pack_member_memory(device, demand)
-        self.pack_mem[device] = self.pack_mem.get(device, 0.0) + mem
-        self._pack_job_mem[job] = mem
-        members.append(job)
-        share = 1.0 if new and self._has_gpus(node) else 0.0
-        slot = TaskSlot(node, ((gpu, share),) if self._has_gpus(node) else ())
-        self._node_jobs.setdefault(node, set()).add(job)
-        alloc = Allocation(job, (slot,), self._as_resources(owner_row), pack=device)
-        self.allocations[job] = alloc
-        self._per_node[job] = {node: owner_row}
-        return alloc
-
-    def _release_pack(self, job: str, alloc: Allocation, per_node: dict[int, np.ndarray]) -> list[str]:
-        device = alloc.pack
-        assert device is not None
-        node = device[0]
-        members = self.packs[device]
-        owner = members[0] == job
-        members.remove(job)
-        self.pack_mem[device] -= self._pack_job_mem.pop(job)
-        if not members:
-            del self.packs[device]
-            del self.pack_mem[device]
-            if self._has_gpus(node):
-                self.device_free[device] = 1.0
-            self.free[node] += per_node[node]
-            np.minimum(self.free, self.capacity, out=self.free)
-            return []
-        if not owner:
-            self.free[node] += per_node[node]
-            return []
-        heir = members[0]  # the owner left: the next member inherits the device and the pack's CPU
-        own_row = per_node[node].copy()
-        keep = np.zeros(len(self.names))
-        for col in (self._gpu_col, self._cpu_col):
-            if col is not None:
-                keep[col] = own_row[col]
-        self.free[node] += own_row - keep
-        self._per_node[heir][node] = self._per_node[heir][node] + keep
-        slot = TaskSlot(node, ((device[1], 1.0),) if self._has_gpus(node) else ())
-        self.allocations[heir] = Allocation(heir, (slot,), self.owned(heir), pack=device)
-        return [heir]
 
     def check(self) -> None:
         """Assert the ledger's invariant: 0 <= free <= capacity everywhere (used by tests)."""

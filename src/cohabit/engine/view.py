@@ -21,8 +21,9 @@ from .job import JobView
 from .ledger import fit_counts
 
 if TYPE_CHECKING:
-    from .ledger import Allocation, Ledger
     from .history import History
+    from .ledger import Allocation, Ledger
+    from .waiting import Waiting
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -32,7 +33,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 
 class ClusterView:
-    __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs", "history",
+    __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
+                 "_pending_by_tenant", "_paused_by_tenant", "_position", "history",
                  "_free_ro", "_cap_ro", "_dev_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
 
     def __init__(
@@ -40,9 +42,9 @@ class ClusterView:
         cluster: ClusterSpec,
         ledger: Ledger,
         jobs: dict[str, JobView],
-        pending: dict[str, JobView],
+        pending: Waiting,
         running: dict[str, JobView],
-        paused: dict[str, JobView],
+        paused: Waiting,
         history: History,
     ) -> None:
         self._cluster = cluster
@@ -51,6 +53,9 @@ class ClusterView:
         self._pending = MappingProxyType(pending)
         self._running = MappingProxyType(running)
         self._paused = MappingProxyType(paused)
+        self._pending_by_tenant = pending.by_tenant
+        self._paused_by_tenant = paused.by_tenant
+        self._position = pending.position
         self._clock_now = 0.0
         self.history = history
         self._free_ro = _readonly(ledger.free)
@@ -143,6 +148,12 @@ class ClusterView:
         read-only and kept until the free capacity changes (the ledger's free-capacity index)."""
         return self._ledger.fit_of(demand)
 
+    @property
+    def allocation_version(self) -> int:
+        """A number that changes whenever any allocation changes (every start, resume, pause, move and
+        end allocates or releases): while it stays, the running set and the free capacity stay too."""
+        return self._ledger.version
+
     def no_room_now(self) -> set[Hashable]:
         """Planning memo of ``placement.Draft``: shapes (e.g. ``(id(demand row), workers)``) found not to fit
         the free capacity as it is now; emptied by the scheduler whenever the free capacity changes."""
@@ -154,7 +165,8 @@ class ClusterView:
 
     def ledger_draft(self) -> Ledger:
         """A scratch copy of the allocation ledger (packs, device memory) for planning: actions it
-        accepts are actions the scheduler accepts, if planned in the same order."""
+        accepts are actions the scheduler accepts, if planned in the same order. Policies plan on
+        ``policies.placement.Draft``, whose ``ledger()`` builds on this (one scratch mechanism)."""
         return self._ledger.draft()
 
     @property
@@ -184,3 +196,18 @@ class ClusterView:
     def paused(self) -> Mapping[str, JobView]:
         """Preempted jobs waiting to resume, in the order they were paused."""
         return self._paused
+
+    @property
+    def pending_by_tenant(self) -> Mapping[str, Mapping[str, JobView]]:
+        """Tenant -> its pending jobs, in the order of :attr:`pending` (only tenants with pending jobs):
+        a tenant's queue without walking everyone's."""
+        return self._pending_by_tenant
+
+    @property
+    def paused_by_tenant(self) -> Mapping[str, Mapping[str, JobView]]:
+        """Tenant -> its paused jobs, in the order of :attr:`paused`."""
+        return self._paused_by_tenant
+
+    def pending_position(self, job_id: str) -> int:
+        """Rank of a pending job in the order of :attr:`pending` (increasing, comparable across tenants)."""
+        return self._position(job_id)

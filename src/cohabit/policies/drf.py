@@ -32,7 +32,7 @@ so preemption never inverts the order it corrects and cannot ping-pong.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
-from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_by_tenant
 from .params import build
 
 _TOL = 1e-12
@@ -117,6 +117,8 @@ class TenantBook:
         self._running: dict[str, tuple[str, np.ndarray]] = {}
         self._inv = np.zeros(0)
         self._syncs = 0
+        self._synced_at: int | None = None  # the view's allocation_version at the last sync
+        self._expected = False  # expect() ran since the last sync
 
     def see(self, job: JobView, view: ClusterView) -> None:
         if view is not self._view:
@@ -141,13 +143,18 @@ class TenantBook:
         self._usage = {}
         self._running = {}
         self._syncs = 0
+        self._synced_at = None
 
     def sync(self, view: ClusterView) -> None:
         if view is not self._view:
             self._reset(view)
         self._syncs += 1
+        version = view.allocation_version
         if self._syncs % self.RESYNC == 0:
             self._resync(view)
+        elif version == self._synced_at and not self._expected:
+            return  # no allocation changed since the last sync: neither did the running set
+        self._synced_at, self._expected = version, False
         running = view.running
         for jid in self._running.keys() - running.keys():
             tenant, u = self._running.pop(jid)
@@ -164,6 +171,7 @@ class TenantBook:
         """Count a job this decision starts as running from now (the next :meth:`sync` drops it
         again if the scheduler refused the start)."""
         if job.id not in self._running:
+            self._expected = True
             t = job.spec.tenant
             self._running[job.id] = (t, usage)
             self._usage[t] = self._usage[t] + usage if t in self._usage else usage.copy()
@@ -193,14 +201,12 @@ class DRF(BasePolicy):
         self._book.see(job, view)
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = waiting_in_order(view)
-        if not waiting:
+        if not view.pending and not view.paused:
             return []
-        queues: dict[str, list[JobView]] = {}
-        for job in waiting:
-            queues.setdefault(job.spec.tenant, []).append(job)
-        shares = self._book.shares(view, (q[0] for q in queues.values()))
-        heads = {t: 0 for t in queues}
+        # each tenant's queue, read from its head only as far as this round goes
+        queues = waiting_by_tenant(view)
+        head: dict[str, JobView | None] = {t: next(q)[1] for t, q in queues.items()}
+        shares = self._book.shares(view, (j for j in head.values() if j is not None))
         heap = [(shares.share(t), shares.order[t], t) for t in queues]
         heapq.heapify(heap)
         draft = Draft(view)
@@ -212,8 +218,7 @@ class DRF(BasePolicy):
             _, order, tenant = heapq.heappop(heap)
             queue = queues[tenant]
             placed = False
-            while heads[tenant] < len(queue):
-                job = queue[heads[tenant]]
+            while (job := head[tenant]) is not None:
                 n = view.target_workers(job)
                 scope = tenant if self.preemptive else None  # what preemption may free depends on the tenant
                 known = memo.known_to_fail(view, job, n, scope)
@@ -232,14 +237,14 @@ class DRF(BasePolicy):
                     self._book.expect(job, u)
                     if victims is not None:
                         victims.started.add(job.id)
-                    heads[tenant] += 1
+                    head[tenant] = _next(queue)
                     placed = True
                     break
                 memo.failed(view, job, n, scope)
                 if not self.backfill:
                     break
-                heads[tenant] += 1
-            if placed and heads[tenant] < len(queue):
+                head[tenant] = _next(queue)
+            if placed and head[tenant] is not None:
                 heapq.heappush(heap, (shares.share(tenant), order, tenant))
             if stale:
                 heap = [(shares.share(t), o, t) for _, o, t in heap]
@@ -292,6 +297,11 @@ class DRF(BasePolicy):
         shares.usage.clear()
         shares.usage.update(saved_usage)
         return None
+
+
+def _next(queue: Iterator[tuple[int, JobView]]) -> JobView | None:
+    entry = next(queue, None)
+    return None if entry is None else entry[1]
 
 
 class _Victims:

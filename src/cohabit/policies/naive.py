@@ -262,9 +262,9 @@ class NaiveColocation(BasePolicy):
         self.name = "naive" + ("+backfill" if backfill else "")
 
     def decide(self, view: ClusterView) -> Plan:
-        waiting = waiting_in_order(view)
-        if not waiting:
+        if not view.pending and not view.paused:
             return []
+        waiting = waiting_in_order(view)
         draft = Draft(view)
         memo = NoFitMemo()
         plan: Plan = []

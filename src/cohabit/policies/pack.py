@@ -41,7 +41,7 @@ from ..engine.ledger import AllocationError, Ledger
 from ..engine.view import ClusterView
 from ..spec.job import JobSpec
 from .base import BasePolicy
-from .placement import fill
+from .placement import Draft, fill
 
 HYPER_PARAMETERS = ("lr", "momentum", "weight_decay", "batch_size", "seed")
 """Workload keys that may differ inside a pack (the tuned hyper-parameters and the data seed)."""
@@ -103,7 +103,7 @@ class PackPolicy(BasePolicy):
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending:
             return []
-        draft = view.ledger_draft()
+        draft = Draft(view).ledger()
         plan: Plan = []
         queue = list(view.pending.values())
         taken: set[str] = set()

@@ -19,6 +19,7 @@ for the shapes already tried.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,9 +28,17 @@ from ..engine.job import JobView
 from ..engine.ledger import fit_counts, take_devices
 from ..engine.view import ClusterView
 
+if TYPE_CHECKING:
+    from ..engine.ledger import Ledger
+
 
 class Draft:
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty")
+    """A policy's scratch plan over the free capacity (see the module docstring): the one planning
+    scratch for every policy. :meth:`ledger` hands out the same draft as a scratch
+    :class:`~cohabit.engine.ledger.Ledger` for plans that need the ledger's bookkeeping (packs and
+    their device memory, groups); both share this draft's free-capacity arrays."""
+
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -38,20 +47,52 @@ class Draft:
         self._total: np.ndarray | None = None  # column sums of _free, kept in step with it
         self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
         self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
+        self._ledger: Ledger | None = None  # the scratch ledger handed out by ledger(), if any
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
             self._free = self.view.free.copy()
             self._dev = self.view.device_free.copy()
             self._total = self._free.sum(axis=0)
+        elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
+            self._total = self._free.sum(axis=0)
+            self._ledger.version += 1  # and this draft may have: the ledger's own memos go stale
         assert self._dev is not None
         return self._free, self._dev
+
+    def ledger(self) -> Ledger:
+        """This draft as a scratch ledger: the scheduler's bookkeeping (allocations, device shares,
+        packs and their memory, groups) copied once, on its free capacity, which it shares with this
+        draft. Actions it accepts, planned in the same order, are actions the scheduler accepts."""
+        if self._ledger is None:
+            free, dev = self._arrays()
+            led = self.view.ledger_draft()
+            led.free, led.device_free = free, dev  # one free capacity: the draft's
+            self._ledger = led
+        self._dirty = True
+        return self._ledger
 
     @property
     def free(self) -> np.ndarray:
         """The draft's free capacity per node, writable (a caller may plan into it directly)."""
         self._dirty = True
         return self._arrays()[0]
+
+    @property
+    def free_now(self) -> np.ndarray:
+        """The draft's free capacity per node, to read only (the draft stays pristine if it was)."""
+        return self._free if self._free is not None else self.view.free
+
+    @property
+    def pristine(self) -> bool:
+        """True while the draft equals the ledger's free capacity (nothing reserved or given back)."""
+        return not self._dirty
+
+    def undo_failed_reserve(self, pristine: bool) -> None:
+        """After a :meth:`reserve` that returned False (it put back every row it touched): the draft is
+        pristine again if it was before."""
+        if pristine:
+            self._dirty = False
 
     def tasks_fit(self, demand: np.ndarray) -> np.ndarray:
         """Tasks of ``demand`` each node of the draft can take (read-only while the draft is pristine)."""
@@ -187,8 +228,7 @@ class Draft:
         if p is not None and self.reserve(job, p):
             return p
         if job.spec.num_ps == 0:  # same-shape jobs cannot fit either until room grows
-            if pristine:
-                self._dirty = False  # a failed reserve put back every row it touched
+            self.undo_failed_reserve(pristine)
             self.note_failure((id(w), n))
         return None
 

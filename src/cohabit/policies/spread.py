@@ -23,7 +23,7 @@ are shared by the other baseline modules (DRF, Tetris, static, naive).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
 from itertools import chain
 
 import numpy as np
@@ -120,22 +120,38 @@ def most_room_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, d
 
 
 def place_with(draft: Draft, job: JobView, chooser: Chooser, *, n_workers: int | None = None,
-               mask: np.ndarray | None = None, reserve: bool = True) -> Placement | None:
+               mask: np.ndarray | None = None, mask_key: Hashable | None = None,
+               reserve: bool = True) -> Placement | None:
     """Choose nodes for ``job``'s workers (then parameter servers) with ``chooser``, only on
-    nodes where ``mask`` is true, and reserve them in ``draft``. None if it does not fit."""
+    nodes where ``mask`` is true, and reserve them in ``draft``. None if it does not fit.
+
+    A job without parameter servers that does not fit is noted in the draft's memo
+    (``Draft.note_failure``; kept in the ledger's free-capacity index while the draft is
+    pristine), keyed by everything the attempt depends on besides the free capacity: the chooser,
+    the demand row, the worker count and the mask (``mask_key`` names it; a masked call without
+    one is not memoised). A later attempt with the same key fails at once while room has not
+    grown: rounds that an arrival or a progress report triggers skip every blocked head."""
     view = draft.view
     n = view.target_workers(job) if n_workers is None else n_workers
     w = view.demand_vector(job)
+    p = view.ps_demand_vector(job)
+    has_ps = p is not None and job.spec.num_ps > 0
+    key = None if has_ps or (mask is not None and mask_key is None) else ("place_with", chooser, id(w), n, mask_key)
+    if key is not None and draft.failed_before(key):
+        return None
+    pristine = draft.pristine
     fit = draft.tasks_fit(w)
     if mask is not None:
         fit = np.where(mask, fit, 0)
-    free, cap = draft.free, view.capacity
+    free, cap = draft.free_now, view.capacity
     workers = chooser(fit, free, cap, w, n)
     if workers is None:
+        if key is not None:
+            draft.note_failure(key)
         return None
     placement: Placement = tuple(workers)
-    p = view.ps_demand_vector(job)
-    if p is not None and job.spec.num_ps > 0:
+    if has_ps:
+        assert p is not None
         after = free.copy()
         np.subtract.at(after, list(workers), w)
         need = p > 1e-12
@@ -148,6 +164,9 @@ def place_with(draft: Draft, job: JobView, chooser: Chooser, *, n_workers: int |
             return None
         placement += tuple(ps)
     if reserve and not draft.reserve(job, placement):
+        if key is not None:
+            draft.undo_failed_reserve(pristine)
+            draft.note_failure(key)
         return None
     return placement
 
@@ -160,33 +179,74 @@ class NoFitMemo:
     skipping it keeps a decision over a long queue cheap. Call :meth:`clear`
     after room is given back (preemption)."""
 
-    __slots__ = ("_failed",)
+    __slots__ = ("_failed", "_last")
 
     def __init__(self) -> None:
         self._failed: dict[tuple[object, ...], int] = {}
+        self._last: tuple[object, object, tuple[object, ...]] | None = None  # (job, scope, key)
 
     @staticmethod
     def key(view: ClusterView, job: JobView, scope: object = None) -> tuple[object, ...]:
         p = view.ps_demand_vector(job)
-        return (view.demand_vector(job).tobytes(), None if p is None else p.tobytes(), job.spec.num_ps, scope)
+        return (_row_bytes(view.demand_vector(job)), None if p is None else _row_bytes(p), job.spec.num_ps, scope)
+
+    def _key(self, view: ClusterView, job: JobView, scope: object) -> tuple[object, ...]:
+        last = self._last  # failed() right after known_to_fail() for the same job: one key
+        if last is not None and last[0] is job and last[1] == scope:
+            return last[2]
+        k = self.key(view, job, scope)
+        self._last = (job, scope, k)
+        return k
 
     def known_to_fail(self, view: ClusterView, job: JobView, n: int, scope: object = None) -> bool:
-        m = self._failed.get(self.key(view, job, scope))
+        m = self._failed.get(self._key(view, job, scope))
         return m is not None and n >= m
 
     def failed(self, view: ClusterView, job: JobView, n: int, scope: object = None) -> None:
-        k = self.key(view, job, scope)
+        k = self._key(view, job, scope)
         self._failed[k] = min(n, self._failed.get(k, n))
 
     def clear(self) -> None:
         self._failed.clear()
 
 
-def waiting_in_order(view: ClusterView) -> list[JobView]:
-    """Pending and paused jobs in arrival order."""
+#: id(demand row) -> (row, its bytes): the view's rows are cached and read-only, so their bytes are too
+_BYTES: dict[int, tuple[np.ndarray, bytes]] = {}
+
+
+def _row_bytes(row: np.ndarray) -> bytes:
+    hit = _BYTES.get(id(row))
+    if hit is None or hit[0] is not row:
+        if row.flags.writeable:  # not a cached row: its contents may change
+            return row.tobytes()
+        if len(_BYTES) > 4096:
+            _BYTES.clear()
+        hit = _BYTES[id(row)] = (row, row.tobytes())  # keeps the row alive: its id stays unique
+    return hit[1]
+
+
+def waiting_in_order(view: ClusterView) -> Iterator[JobView]:
+    """Pending and paused jobs in arrival order, lazily: a round that stops at a blocked head of the
+    queue costs nothing per waiting job (the queue of a contended cluster holds thousands)."""
     if not view.paused:
-        return list(view.pending.values())
-    return sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: j.seq)
+        return iter(view.pending.values())
+    return iter(sorted(chain(view.pending.values(), view.paused.values()), key=lambda j: j.seq))
+
+
+def waiting_by_tenant(view: ClusterView) -> dict[str, Iterator[tuple[int, JobView]]]:
+    """Per tenant with waiting jobs: its jobs in the order of :func:`waiting_in_order`, lazily, each
+    with its rank key in that order (comparable across tenants, so tenants' queues can be merged).
+
+    Without paused jobs this reads the engine's per-tenant index (``view.pending_by_tenant``): no
+    work per job a round does not reach. With paused jobs the order is by arrival over both sets,
+    grouped here (O(queue), as :func:`waiting_in_order`)."""
+    if not view.paused:
+        pos = view.pending_position
+        return {t: ((pos(jid), j) for jid, j in q.items()) for t, q in view.pending_by_tenant.items()}
+    groups: dict[str, list[tuple[int, JobView]]] = {}
+    for j in chain(view.pending.values(), view.paused.values()):
+        groups.setdefault(j.spec.tenant, []).append((j.seq, j))
+    return {t: iter(sorted(g, key=lambda e: e[0])) for t, g in groups.items()}
 
 
 def start_or_resume(job: JobView, placement: Placement) -> Start | Resume:

@@ -29,8 +29,9 @@ A job larger than its slice waits for ever (and is reported unfinished).
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
-from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_by_tenant, waiting_in_order
 from .params import build
 
 BY = ("tenant", "job")
@@ -142,12 +143,14 @@ class StaticPartition(BasePolicy):
 
     # ----------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        waiting = waiting_in_order(view)
-        if not waiting:
+        if not view.pending and not view.paused:
             return []
         if self.by == "job":
-            return self._decide_isolated(view, waiting)
-        self._update_slices(view, waiting)
+            return self._decide_isolated(view, waiting_in_order(view))
+        if self._owner is None:
+            self._update_slices(view, list(waiting_in_order(view)))
+        else:
+            self._update_slices(view, [])
         assert self._owner is not None
         usable = np.ones(view.capacity.shape[0], dtype=bool)
         for jid in [j for j in self._foreign if j not in view.running]:
@@ -157,30 +160,45 @@ class StaticPartition(BasePolicy):
         draft = Draft(view)
         memo = NoFitMemo()
         blocked: set[str] = set()
+        masks: dict[str, tuple[np.ndarray, tuple[str, bytes]]] = {}
         plan: Plan = []
-        for job in waiting:
-            name = self.slice_name(job.spec.tenant)
+        # the tenants' queues merged in waiting order; a tenant whose slice is blocked drops out
+        queues = waiting_by_tenant(view)
+        heap = [(*next(q), t) for t, q in queues.items()]
+        heapq.heapify(heap)
+        while heap:
+            _, job, tenant = heapq.heappop(heap)
+            name = self.slice_name(tenant)
             if name is None or name not in self._index:
                 self._see(job)  # a tenant the arrival hook did not show: sliced next time
+                _push_next(heap, queues[tenant], tenant)
                 continue
             if name in blocked:
-                continue
-            mask = (self._owner == self._index[name]) & usable
+                continue  # (and the tenant's later jobs: they are in the same slice)
+            hit = masks.get(name)
+            if hit is None:
+                m = (self._owner == self._index[name]) & usable
+                hit = masks[name] = (m, (name, m.tobytes()))  # (the nodes themselves key placement memos)
+            mask, mask_key = hit
             n = view.target_workers(job)
             p = None
-            if not memo.known_to_fail(view, job, n, scope=name):
-                p = place_with(draft, job, most_room_chooser, n_workers=n, mask=mask)
+            # (without backfill a failure blocks the slice: the memo would never be asked again)
+            if not (self.backfill and memo.known_to_fail(view, job, n, scope=name)):
+                p = place_with(draft, job, most_room_chooser, n_workers=n, mask=mask, mask_key=mask_key)
             if p is None:
-                memo.failed(view, job, n, scope=name)
-                if not self.backfill:
+                if self.backfill:
+                    memo.failed(view, job, n, scope=name)
+                else:
                     blocked.add(name)
                     if len(blocked) == len(self._names):
                         break
-                continue
-            plan.append(start_or_resume(job, p))
+                    continue
+            else:
+                plan.append(start_or_resume(job, p))
+            _push_next(heap, queues[tenant], tenant)
         return plan
 
-    def _decide_isolated(self, view: ClusterView, waiting: list[JobView]) -> Plan:
+    def _decide_isolated(self, view: ClusterView, waiting: Iterable[JobView]) -> Plan:
         # a node nothing runs on has all its capacity free (every job holds some of something)
         empty = (view.free >= view.capacity - 1e-9).all(axis=1)
         draft = Draft(view)
@@ -199,6 +217,12 @@ class StaticPartition(BasePolicy):
             empty[list(p)] = False  # (the empty set only shrinks, so the memo stays valid)
             plan.append(start_or_resume(job, p))
         return plan
+
+
+def _push_next(heap: list[tuple[int, JobView, str]], queue: Iterator[tuple[int, JobView]], tenant: str) -> None:
+    entry = next(queue, None)
+    if entry is not None:
+        heapq.heappush(heap, (entry[0], entry[1], tenant))
 
 
 def make(oracle: bool = False, **params: object) -> StaticPartition:

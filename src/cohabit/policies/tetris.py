@@ -188,7 +188,7 @@ class Tetris(BasePolicy):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        waiting = waiting_in_order(view)
+        waiting = list(waiting_in_order(view))
         if not waiting:
             return []
         jobs = self._candidates(view, waiting)

@@ -1,0 +1,86 @@
+"""What the ledger hands out: task slots and allocations, and the per-node fit arithmetic
+shared by the ledger and policies' scratch plans (``policies.placement.Draft``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..spec.resources import Resources
+
+EPS = 1e-9
+
+
+def fit_counts(free: np.ndarray, device_free: np.ndarray, demand: np.ndarray, gpu_col: int | None) -> np.ndarray:
+    """How many tasks of ``demand`` each node can take, given ``free`` and per-device ``device_free``."""
+    need = demand > EPS
+    if not need.any():
+        return np.full(free.shape[0], np.iinfo(np.int64).max // 4)
+    per = np.floor((free[:, need] + EPS) / demand[need]).min(axis=1)
+    fit = per.astype(np.int64)
+    g = demand[gpu_col] if gpu_col is not None else 0.0
+    if g > EPS:
+        if g < 1.0 - EPS:
+            dev = (device_free >= g - EPS).sum(axis=1)
+        else:
+            dev = (device_free >= 1.0 - EPS).sum(axis=1) // int(round(g))
+        fit = np.minimum(fit, dev)
+    return np.maximum(fit, 0)
+
+
+def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | None:
+    """Reserve GPU share ``g`` on one node's device row (mutated); None if it does not fit.
+
+    Whole GPUs take fully free devices (lowest index first); a fraction takes
+    the best-fitting device (least free space that still fits).
+    """
+    if g <= EPS:
+        return ()
+    vals = row.tolist()  # a node has few GPUs: plain Python beats numpy calls here
+    if g < 1.0 - EPS:
+        best, room = -1, 2.0
+        for i, x in enumerate(vals):
+            if g - EPS <= x < room:
+                best, room = i, x
+        if best < 0:
+            return None
+        row[best] -= g
+        return ((best, g),)
+    k = int(round(g))
+    whole = [i for i, x in enumerate(vals) if x >= 1.0 - EPS][:k]
+    if len(whole) < k:
+        return None
+    row[whole] = 0.0
+    return tuple((i, 1.0) for i in whole)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSlot:
+    """Where one task runs: its node and the GPU devices (index, share) it holds."""
+
+    node: int
+    devices: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """All of one job's task slots, in task order."""
+
+    job: str
+    slots: tuple[TaskSlot, ...]
+    total: Resources
+    group: tuple[str, tuple[int, ...]] | None = None  # (mode, nodes) of a pipelined/naive group
+    pack: tuple[int, int] | None = None  # (node, gpu) of the pack the job trains in
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return tuple(s.node for s in self.slots)
+
+    @property
+    def devices(self) -> frozenset[tuple[int, int]]:
+        return frozenset((s.node, d) for s in self.slots for d, _ in s.devices)
+
+
+class AllocationError(ValueError):
+    pass

@@ -1,0 +1,70 @@
+"""engine.waiting.Waiting: the per-tenant index and positions follow the dict exactly."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cohabit.engine.job import JobView
+from cohabit.engine.waiting import Waiting
+from cohabit.spec.job import JobSpec
+
+
+def _job(i: int, tenant: str) -> JobView:
+    spec = JobSpec(id=f"j{i}", tenant=tenant, submit_time=float(i), workers={"count": 1, "demand": {"gpu": 1}},
+                   iterations=10)
+    return JobView(spec, i)
+
+
+def _check(w: Waiting) -> None:
+    expect: dict[str, list[str]] = {}
+    for jid, job in w.items():  # the dict's own order, grouped by tenant
+        expect.setdefault(job.spec.tenant, []).append(jid)
+    assert {t: list(q) for t, q in w.by_tenant.items()} == expect
+    pos = [w.position(jid) for jid in w]
+    assert pos == sorted(pos) and len(set(pos)) == len(pos)
+
+
+def test_random_mutations_keep_the_index_in_step_with_the_dict() -> None:
+    rng = random.Random(7)
+    w = Waiting()
+    jobs = [_job(i, rng.choice("abc")) for i in range(200)]
+    out: list[JobView] = []
+    for step in range(2000):
+        r = rng.random()
+        if r < 0.45 and jobs:
+            j = jobs.pop(rng.randrange(len(jobs)))
+            w[j.id] = j
+        elif r < 0.7 and w:
+            jid = rng.choice(list(w))
+            out.append(w.pop(jid))
+        elif r < 0.9 and w:
+            jid = rng.choice(list(w))
+            out.append(w[jid])
+            del w[jid]
+        elif out:  # a job comes back (unhold, a readmitted job): it goes to the end, as in a dict
+            j = out.pop(rng.randrange(len(out)))
+            w[j.id] = j
+        _check(w)
+    assert w.pop("nope", None) is None
+    with pytest.raises(KeyError):
+        w.pop("nope")
+
+
+def test_setting_an_existing_id_keeps_its_place() -> None:
+    w = Waiting()
+    a, b = _job(1, "x"), _job(2, "x")
+    w[a.id] = a
+    w[b.id] = b
+    w[a.id] = a
+    assert list(w.by_tenant["x"]) == ["j1", "j2"] and w.position("j1") < w.position("j2")
+
+
+def test_other_mutators_are_refused() -> None:
+    w = Waiting()
+    a = _job(1, "x")
+    for call in (lambda: w.update({a.id: a}), lambda: w.setdefault(a.id, a), w.popitem, w.clear):
+        with pytest.raises(TypeError, match="per-tenant index"):
+            call()
+    assert not w and not w.by_tenant
