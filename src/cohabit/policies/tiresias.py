@@ -220,6 +220,10 @@ class Tiresias(BasePolicy):
         self._dist_version = 0
         self._prior: np.ndarray | None = prior
         self.promotions = 0
+        # shapes that failed to place at the end of the last round, and the room they failed on: they
+        # keep failing while no node has more room than that (see _carried_failures)
+        self._nofit: set[tuple[bytes, int, bool]] = set()
+        self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -449,7 +453,7 @@ class Tiresias(BasePolicy):
         now = view.now
         draft = Draft(view)
         plan: Plan = []
-        failed: set[tuple[bytes, int, bool]] = set()  # shapes with no free room left this round
+        failed = self._carried_failures(view)  # shapes with no free room left this round
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
         victims: list[Rec] | None = None
         top = len(self.thresholds)
@@ -496,7 +500,24 @@ class Tiresias(BasePolicy):
             self._set_running(rec, now, True)
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
+        self._nofit = failed
+        self._nofit_room = draft.save() if failed else None  # the room after this plan
         return plan
+
+    def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
+        """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
+        now than after that round's plan: a placement that fails keeps failing while room only shrinks
+        (fits, consolidation on the fewest nodes and device shares are all monotone in the free room).
+        Rounds triggered by arrivals, reports, ticks and starts then try no shape again; a finish, a pause
+        or a refused start gives room back and clears them."""
+        saved = self._nofit_room
+        if not self._nofit or saved is None:
+            return set()
+        free, dev = view.free, view.device_free
+        if free.shape != saved[0].shape or dev.shape != saved[1].shape or (free > saved[0]).any() \
+                or (dev > saved[1]).any():
+            return set()
+        return set(self._nofit)
 
 
 _KEY = attrgetter("key")
