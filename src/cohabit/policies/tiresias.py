@@ -88,9 +88,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
 
 import numpy as np
 
@@ -224,6 +223,14 @@ class Tiresias(BasePolicy):
         # keep failing while no node has more room than that (see _carried_failures)
         self._nofit: set[tuple[bytes, int, bool]] = set()
         self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
+        # the waiting jobs in priority order, kept across rounds (keys are unique: they end with the
+        # arrival number), the count of each GPU size among them, and (Gittins) the jobs whose index
+        # may have changed since it was computed
+        self._okeys: list[tuple[int, float, float, int]] = []
+        self._orecs: list[Rec] = []
+        self._wait_sizes: dict[float, int] = {}
+        self._stale: dict[str, Rec] = {}
+        self._order_version = -1  # distribution version the Gittins keys in the order were computed with
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -245,6 +252,9 @@ class Tiresias(BasePolicy):
         rec.shape = (view.demand_vector(job).tobytes() + ps_bytes, n, self.needs_consolidation(job))
         self._recs[job.id] = rec
         self._wait[0][job.id] = rec
+        self._order_add(rec)
+        if self.gittins:
+            self._stale[job.id] = rec
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         rec = self._recs.pop(job.id, None)
@@ -254,6 +264,8 @@ class Tiresias(BasePolicy):
                 self._run_gpus[rec.q] -= rec.gpus
             else:
                 del self._wait[rec.q][job.id]
+                self._order_remove(rec)
+            self._stale.pop(job.id, None)
         self._consolidate.pop(job.id, None)
 
     # ----------------------------------------------------------- priority
@@ -292,6 +304,8 @@ class Tiresias(BasePolicy):
         """Queue the next moment this job's queue may change: demotion if running, promotion if waiting."""
         rec.epoch += 1
         rec.g_version = -1  # its service changed: recompute its Gittins index when it waits
+        if self.gittins:
+            self._stale[rec.job.id] = rec
         if rec.running:
             if rec.q < len(self.thresholds):
                 left = self.thresholds[rec.q] - self.service(rec.job, now)
@@ -309,9 +323,32 @@ class Tiresias(BasePolicy):
         if rec.running:
             self._run_gpus[rec.q] -= rec.gpus
             self._run_gpus[q] += rec.gpus
+        else:
+            self._order_remove(rec)
         rec.q = q
         rec.entered = now
         rec.key = (q, 0.0, now, rec.job.seq)
+        if not rec.running:
+            self._order_add(rec)
+
+    def _order_add(self, rec: Rec) -> None:
+        """Insert a waiting job into the priority order under its current key."""
+        i = bisect_left(self._okeys, rec.key)
+        self._okeys.insert(i, rec.key)
+        self._orecs.insert(i, rec)
+        self._wait_sizes[rec.gpus] = self._wait_sizes.get(rec.gpus, 0) + 1
+
+    def _order_remove(self, rec: Rec) -> None:
+        """Take a job out of the priority order (its key must be the one it was inserted with)."""
+        i = bisect_left(self._okeys, rec.key)
+        assert self._orecs[i] is rec
+        del self._okeys[i]
+        del self._orecs[i]
+        left = self._wait_sizes[rec.gpus] - 1
+        if left:
+            self._wait_sizes[rec.gpus] = left
+        else:
+            del self._wait_sizes[rec.gpus]
 
     def _set_running(self, rec: Rec, now: float, running: bool) -> None:
         if rec.running == running:
@@ -319,6 +356,10 @@ class Tiresias(BasePolicy):
         src, dst = (self._wait, self._run) if running else (self._run, self._wait)
         del src[rec.q][rec.job.id]
         dst[rec.q][rec.job.id] = rec
+        if running:
+            self._order_remove(rec)
+        else:
+            self._order_add(rec)
         self._run_gpus[rec.q] += rec.gpus if running else -rec.gpus
         rec.running = running
         if running:
@@ -386,24 +427,31 @@ class Tiresias(BasePolicy):
         return self._dist
 
     def _waiting_order(self, view: ClusterView) -> list[Rec]:
-        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry."""
-        recs = [r for table in self._wait for r in table.values()]
-        if not self.gittins:
-            recs.sort(key=_KEY)
-            return recs
-        dist = self.distribution(view)
-        version = self._dist_version
-        stale = [r for r in recs if r.g_version != version]
-        if stale:
-            now = view.now
-            a = np.array([self.service(r.job, now) for r in stale])
-            uniq, inv = np.unique(a, return_inverse=True)
-            g = dist.index(uniq, self.gittins_delta)[inv]
-            for r, gi in zip(stale, g.tolist()):
-                r.g_index, r.g_version = gi, version
-                r.key = (r.q, -gi, r.entered, r.job.seq)
-        recs.sort(key=_KEY)
-        return recs
+        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry.
+
+        The order is kept across rounds (a job is inserted and removed where its state changes); with
+        Gittins, only the jobs whose index may have changed are re-keyed, and all of them when the
+        size distribution is refitted. The same order as sorting every waiting job each round."""
+        if self.gittins:
+            dist = self.distribution(view)
+            version = self._dist_version
+            if version != self._order_version:  # refitted: every waiting job's index changes
+                self._order_version = version
+                stale = list(self._orecs)
+            else:
+                stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
+            self._stale.clear()
+            if stale:
+                now = view.now
+                a = np.array([self.service(r.job, now) for r in stale])
+                uniq, inv = np.unique(a, return_inverse=True)
+                g = dist.index(uniq, self.gittins_delta)[inv]
+                for r, gi in zip(stale, g.tolist()):
+                    self._order_remove(r)
+                    r.g_index, r.g_version = gi, version
+                    r.key = (r.q, -gi, r.entered, r.job.seq)
+                    self._order_add(r)
+        return list(self._orecs)
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -459,7 +507,7 @@ class Tiresias(BasePolicy):
         top = len(self.thresholds)
         g = view.gpu_col
         order = self._waiting_order(view)
-        min_need = min(r.gpus for r in order)
+        min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
         for rec in order:
@@ -518,9 +566,6 @@ class Tiresias(BasePolicy):
                 or (dev > saved[1]).any():
             return set()
         return set(self._nofit)
-
-
-_KEY = attrgetter("key")
 
 
 def make(oracle: bool = False, **params: object) -> Tiresias:
