@@ -13,6 +13,7 @@ from cohabit.engine.view import ClusterView
 from cohabit.policies.placement import Draft
 from cohabit.policies.tiresias import Tiresias
 from cohabit.policies.tiresias_preempt import Rec
+from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
 
@@ -65,3 +66,35 @@ def test_kept_order_equals_a_full_sort_every_round(gittins: bool) -> None:
         out = simulate(_trace(seed), small_cluster(2, 8), policy, config=SimConfig(checkpoint_s=2.0, restore_s=2.0))
         assert out.metrics.preemptions > 0 and policy.promotions > 0  # demoted, paused, promoted and resumed
     assert _Checked.rounds > 200
+
+
+class _CheckedQuiet(Tiresias):
+    """Decides every round in full, and checks that each round the policy would have skipped as quiet
+    (``_still_quiet``) indeed plans nothing."""
+
+    skipped = 0
+
+    def _still_quiet(self, view: ClusterView) -> bool:
+        self._claimed = super()._still_quiet(view)
+        return False
+
+    def decide(self, view: ClusterView):  # type: ignore[no-untyped-def]
+        self._claimed = False
+        plan = super().decide(view)
+        if self._claimed:
+            assert plan == [], (view.now, plan)
+            _CheckedQuiet.skipped += 1
+        return plan
+
+
+@pytest.mark.parametrize("gittins", [False, True])
+def test_a_round_skipped_as_quiet_would_have_planned_nothing(gittins: bool) -> None:
+    _CheckedQuiet.skipped = 0
+    for seed in (3, 4):
+        kw = dict(thresholds=(500.0, 4000.0), starve_limit=2.0, gittins=gittins, min_history=5, min_run_time=300.0)
+        cfg = SimConfig(checkpoint_s=2.0, restore_s=2.0, report_interval_s=40.0)  # reports: rounds that change nothing
+        checked = simulate(_trace(seed), small_cluster(2, 8), _CheckedQuiet(**kw), config=cfg)
+        real = simulate(_trace(seed), small_cluster(2, 8), Tiresias(**kw), config=cfg)
+        assert checked.metrics.preemptions > 0
+        assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
+    assert _CheckedQuiet.skipped > 100

@@ -231,6 +231,11 @@ class Tiresias(BasePolicy):
         self._wait_sizes: dict[float, int] = {}
         self._stale: dict[str, Rec] = {}
         self._order_version = -1  # distribution version the Gittins keys in the order were computed with
+        # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
+        # see _still_quiet
+        self._quiet: tuple[int, int, np.ndarray, np.ndarray] | None = None
+        self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
+        self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -252,11 +257,13 @@ class Tiresias(BasePolicy):
         rec.shape = (view.demand_vector(job).tobytes() + ps_bytes, n, self.needs_consolidation(job))
         self._recs[job.id] = rec
         self._wait[0][job.id] = rec
+        self._changed = True
         self._order_add(rec)
         if self.gittins:
             self._stale[job.id] = rec
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._changed = True
         rec = self._recs.pop(job.id, None)
         if rec is not None:
             if rec.running:
@@ -328,6 +335,7 @@ class Tiresias(BasePolicy):
         rec.q = q
         rec.entered = now
         rec.key = (q, 0.0, now, rec.job.seq)
+        self._changed = True
         if not rec.running:
             self._order_add(rec)
 
@@ -362,8 +370,10 @@ class Tiresias(BasePolicy):
             self._order_add(rec)
         self._run_gpus[rec.q] += rec.gpus if running else -rec.gpus
         rec.running = running
+        self._changed = True
         if running:
             rec.last_start = now
+            heapq.heappush(self._eligible, now + self.min_run_time)
         self._schedule(rec, now)
 
     def _promote(self, rec: Rec, now: float) -> None:
@@ -497,8 +507,11 @@ class Tiresias(BasePolicy):
     def decide(self, view: ClusterView) -> Plan:
         self._catch_up(view)
         if not any(self._wait):
+            self._quiet = None
             return []
         now = view.now
+        if self._still_quiet(view):
+            return []
         draft = Draft(view)
         plan: Plan = []
         failed = self._carried_failures(view)  # shapes with no free room left this round
@@ -550,7 +563,26 @@ class Tiresias(BasePolicy):
             free_gpus -= rec.gpus
         self._nofit = failed
         self._nofit_room = draft.save() if failed else None  # the room after this plan
+        self._changed = False
+        self._quiet = (len(view.jobs), len(view.history), view.free.copy(), view.device_free.copy()) \
+            if not plan else None
         return plan
+
+    def _still_quiet(self, view: ClusterView) -> bool:
+        """True if the last round planned nothing and nothing a round depends on changed since: no job
+        arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
+        no running job reached its minimum run time (a new victim), the free room is the same, and so
+        are the job count and the history (the Gittins distribution). The round would plan nothing again."""
+        now = view.now
+        heap = self._eligible
+        reached = bool(heap) and heap[0] <= now + 1e-6
+        while heap and heap[0] <= now - 1e-6:  # (within 1e-6 of now: asked again next round)
+            heapq.heappop(heap)
+        quiet = self._quiet
+        if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
+                or quiet[1] != len(view.history):
+            return False
+        return np.array_equal(quiet[2], view.free) and np.array_equal(quiet[3], view.device_free)
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
         """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
