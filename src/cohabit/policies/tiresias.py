@@ -233,7 +233,7 @@ class Tiresias(BasePolicy):
         self._order_version = -1  # distribution version the Gittins keys in the order were computed with
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
-        self._quiet: tuple[int, int, np.ndarray, np.ndarray] | None = None
+        self._quiet: tuple[int, int, bytes, bytes] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
 
@@ -564,7 +564,7 @@ class Tiresias(BasePolicy):
         self._nofit = failed
         self._nofit_room = draft.save() if failed else None  # the room after this plan
         self._changed = False
-        self._quiet = (len(view.jobs), len(view.history), view.free.copy(), view.device_free.copy()) \
+        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes()) \
             if not plan else None
         return plan
 
@@ -582,7 +582,7 @@ class Tiresias(BasePolicy):
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):
             return False
-        return np.array_equal(quiet[2], view.free) and np.array_equal(quiet[3], view.device_free)
+        return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
         """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
