@@ -11,7 +11,7 @@ from cohabit.engine.job import JobView
 from cohabit.engine.record import EventKind
 from cohabit.engine.view import ClusterView
 from cohabit.policies import SRTF
-from cohabit.policies.srtf_queue import MeanQueue
+from cohabit.policies.srtf_queue import MeanQueue, Streams
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
@@ -57,9 +57,10 @@ def test_run_times_that_round_to_one_estimate_go_by_arrival() -> None:
 class _ReferenceSRTF(SRTF):
     """SRTF with every waiting job re-estimated (no cache) and sorted each round."""
 
-    def _ordered(self, view: ClusterView, n_history: int) -> Iterator[tuple[float, int, JobView]]:
+    def _ordered(self, view: ClusterView, n_history: int) -> Streams[JobView]:
         waiting = [*view.pending.values(), *view.paused.values()]
-        return iter(sorted(((self.remaining(j, view), j.seq, j) for j in waiting), key=lambda x: (x[0], x[1])))
+        everything = sorted(((self.remaining(j, view), j.seq, j) for j in waiting), key=lambda x: (x[0], x[1]))
+        return Streams([(False, iter(everything))])  # one stream that is never skipped
 
     def _running_bound(self, view: ClusterView, n_history: int) -> float:
         return math.inf  # no pruning: every round ranks the running jobs
@@ -110,3 +111,26 @@ def test_the_running_bound_bounds_every_running_estimate() -> None:
         simulate(_mixed_trace(seed), small_cluster(2, 4), _CheckedBoundSRTF(preempt_margin=0.0, min_run_time=0.0),
                  config=SimConfig(checkpoint_s=0.0, restore_s=0.0))
     assert _CheckedBoundSRTF.rounds_checked > 50
+
+
+def test_streams_read_in_estimate_then_arrival_order_and_skip_only_the_last_droppable_stream() -> None:
+    rng = random.Random(3)
+    seqs = iter(rng.sample(range(1000), 300))
+    lists = [sorted(((float(rng.randrange(20)), next(seqs), f"s{k}-{i}") for i in range(rng.randrange(1, 40))),
+                    key=lambda x: (x[0], x[1])) for k in range(6)]
+    everything = sorted((x for lst in lists for x in lst), key=lambda x: (x[0], x[1]))
+    assert list(Streams([(True, iter(lst)) for lst in lists])) == everything
+
+    streams = Streams([(k != 5, iter(lst)) for k, lst in enumerate(lists)])  # stream 5 cannot be dropped
+    read, skipped_after = [], {}  # stream -> the item after which it was skipped
+    for item in streams:
+        read.append(item)
+        stream = int(item[2][1:item[2].index("-")])
+        if stream not in skipped_after and rng.random() < 0.15:
+            streams.skip_rest()  # no effect on stream 5
+            if stream != 5:
+                skipped_after[stream] = item
+    expected = [x for x in everything  # everything, less what follows each skip in its stream
+                if (k := int(x[2][1:x[2].index("-")])) not in skipped_after or (x[0], x[1]) <= skipped_after[k][:2]]
+    assert len(skipped_after) >= 2 and read == expected
+    assert [x for x in read if x[2].startswith("s5-")] == lists[5]

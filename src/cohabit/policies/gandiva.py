@@ -375,6 +375,11 @@ class _Round:
         self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
         self.migrations = 0
         self.defrag_attempts = 0
+        # per host: would the ledger time-share its devices (_ledger_picks)? The ledger does not change
+        # within a round, and a pack makes its host's nodes dirty before it changes the shared devices
+        # there, so an answer holds for the round (hosts on dirty nodes are not asked again)
+        self._picks: dict[str, bool] = {}
+        self._free_dev: list[bool] | None = None  # per node: has a whole free GPU device (the ledger's)
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
@@ -535,9 +540,14 @@ class _Round:
             if hid in self.moved or hid in p._partner or host.job.iter_time is None \
                     or p._pair(rec, host) in p._bad_pairs or any(node in self.dirty for node in host.nodes):
                 continue
-            alloc = view.allocation_of(hid)
-            if alloc is None or not self._ledger_picks(host.nodes, alloc.devices):
+            ok = self._picks.get(hid)
+            if ok is None:
+                alloc = view.allocation_of(hid)
+                ok = self._picks[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
+            if not ok:
                 continue
+            alloc = view.allocation_of(hid)
+            assert alloc is not None
             per_node: dict[int, int] = {}
             for node in host.nodes:
                 per_node[node] = per_node.get(node, 0) + 1
@@ -565,10 +575,13 @@ class _Round:
         devices with the fewest jobs, then the most free room, then the lowest index."""
         dev = self.view.device_free
         shared = self.p._shared
+        if self._free_dev is None:
+            self._free_dev = (dev >= 1.0 - _EPS).any(axis=1).tolist()  # (-1 marks no device: never free)
+        free_dev = self._free_dev
         for node in set(nodes):
-            ids = np.flatnonzero(dev[node] >= 0)
-            if (dev[node, ids] >= 1.0 - _EPS).any():
+            if free_dev[node]:
                 return False  # a free device on the node: the guest would own it instead
+            ids = np.flatnonzero(dev[node] >= 0)
             cand = sorted((1 + ((node, int(i)) in shared), -float(dev[node, i]), int(i)) for i in ids)
             cand = [x for x in cand if x[0] < LEDGER_MAX_SHARE][: nodes.count(node)]
             if {(node, x[2]) for x in cand} != {key for key in host_devices if key[0] == node}:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 
 from ..engine.actions import Pause, Plan, Resume, Start
 from ..engine.job import JobView
@@ -42,7 +42,7 @@ from ..engine.oracle import Oracle
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
-from .srtf_queue import MeanQueue
+from .srtf_queue import MeanQueue, Streams
 from .placement import Draft
 from .params import build
 
@@ -66,13 +66,20 @@ class SRTF(BasePolicy):
         self._waiting_rem: dict[str, tuple[tuple[object, ...], float]] = {}
         self._running_rem: dict[str, tuple[tuple[object, ...], float]] = {}  # see _running_bound
         # waiting jobs whose estimate is `mean finished run time - run time` (no declared length, no
-        # oracle), kept ordered across rounds; the others are estimated each round (see _ordered)
-        self._mean_queue = MeanQueue()
+        # oracle), kept ordered across rounds, one queue per placement shape (see _shape_key); the
+        # others are estimated each round (see _ordered)
+        self._mean: dict[Hashable, MeanQueue] = {}
+        self._mean_key: dict[str, Hashable] = {}  # job id -> its queue in _mean
         self._other: dict[str, JobView] = {}  # the engine keeps one JobView per job
+        self._just_paused: list[str] = []  # paused by the last plan: they wait again (see _sync_waiting)
+        self._seen: set[str] = set()  # jobs classified for _running_bound (dropped when they end)
+        self._estimated: set[str] = set()  # of those, the ones whose running estimate is computed per job
         self.name = "srtf[oracle]" if use_oracle else "srtf"
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
+        for held in (self._mean, self._mean_key, self._other, self._seen, self._estimated):
+            held.clear()  # sorted without the oracle: sorted again at the next round
 
     # -------------------------------------------------------------- estimate
     def remaining(self, job: JobView, view: ClusterView) -> float:
@@ -114,12 +121,16 @@ class SRTF(BasePolicy):
         time >= 0), which needs no per-job work."""
         best = -math.inf
         cache = self._running_rem
-        mean_bounded = False
+        running = view.running
         no_oracle = self._oracle is None
-        for r in view.running.values():
-            if no_oracle and r.spec.iterations is None:
-                mean_bounded = True
-                continue
+        for job_id in running.keys() - self._seen:  # set operations at C speed, not a loop over every job
+            self._seen.add(job_id)
+            if not (no_oracle and running[job_id].spec.iterations is None):
+                self._estimated.add(job_id)
+        estimated = running.keys() & self._estimated if self._estimated else ()
+        mean_bounded = len(estimated) < len(running)
+        for job_id in estimated:
+            r = running[job_id]
             inputs = (n_history, r.report_time, r.iter_time, r.preemptions, r.reported_iterations)
             hit = cache.get(r.id)
             if hit is None or hit[0] != inputs:
@@ -145,7 +156,8 @@ class SRTF(BasePolicy):
         plan: Plan = []
         victims: list[tuple[float, float, JobView]] | None = None  # (remaining, end of its minimum run, job)
         started: list[str] = []
-        for mine, _, job in self._ordered(view, n_history):
+        stream = self._ordered(view, n_history)
+        for mine, _, job in stream:
             p = draft.place(job)
             if p is None and self.preemptive and view.running:
                 if victims is None:
@@ -160,9 +172,12 @@ class SRTF(BasePolicy):
                 # Waiting jobs come in order of remaining time and victims only leave the list: once
                 # nobody is worth pausing for this job and no room is left, none of the later ones
                 # can start either.
-                if (not self.preemptive or not victims or victims[0][0] <= mine + self.preempt_margin) \
-                        and draft.exhausted():
-                    break
+                # From here on nobody is paused (victims only leave, later jobs have as much work left),
+                # so room only shrinks: a shape that failed keeps failing, skip the rest of its jobs.
+                if not self.preemptive or not victims or victims[0][0] <= mine + self.preempt_margin:
+                    if draft.exhausted():
+                        break
+                    stream.skip_rest()
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._started[job.id] = view.now
@@ -173,52 +188,81 @@ class SRTF(BasePolicy):
 
     def _forget_waiting(self, job_id: str) -> None:
         """Drop a job from the ordered waiting structures (it starts, or it ended)."""
-        self._mean_queue.discard(job_id)
+        key = self._mean_key.pop(job_id, None)
+        if key is not None:
+            queue = self._mean[key]
+            queue.discard(job_id)
+            if not queue.ids:
+                del self._mean[key]
         self._other.pop(job_id, None)
 
+    @staticmethod
+    def _shape_key(job: JobView, view: ClusterView) -> Hashable:
+        """What ``Draft.place`` depends on besides the free room: the worker demand row and count for a job
+        without parameter servers; a job with them is its own shape (never skipped with others)."""
+        if job.spec.num_ps:
+            return ("job", job.id)
+        w, n = view.shape(job)
+        return w.tobytes(), n
+
     def _sync_waiting(self, view: ClusterView) -> None:
-        """Bring the ordered waiting structures up to date with ``view``'s pending and paused jobs:
-        set differences of the ids (C speed), then one estimate input per newcomer. A waiting job's
-        run time is fixed while it waits, and a job leaves the structures when this policy starts it,
-        so a job that ran and came back is always a newcomer with its new run time."""
+        """Bring the ordered waiting structures up to date with ``view``'s pending and paused jobs.
+        Arrivals joined in ``on_arrival`` and the jobs the last plan paused join here; a job leaves when
+        this policy starts it or it ends (``on_finish``), so the structures hold a subset of the waiting
+        jobs, and equal sizes mean equal sets. Otherwise (a start the scheduler refused, a pause of
+        someone else's, a view built without the hooks): set differences of the ids (C speed), then one
+        estimate input per newcomer. A waiting job's run time is fixed while it waits, and a job that ran
+        and came back is always a newcomer with its new run time."""
         pending, paused = view.pending, view.paused
-        known = self._mean_queue.ids | self._other.keys()
+        for job_id in self._just_paused:
+            job = paused.get(job_id)
+            if job is not None and job_id not in self._mean_key and job_id not in self._other:
+                self._join(job, view)
+        self._just_paused.clear()
+        if len(pending) + len(paused) == len(self._mean_key) + len(self._other):
+            return
+        known = self._mean_key.keys() | self._other.keys()
         waiting = pending.keys() | paused.keys()
         for gone in known - waiting:
             self._forget_waiting(gone)
-        new = waiting - known
-        if not new:
-            return
-        for job_id in new:
-            job = pending.get(job_id) or paused[job_id]
-            if self._oracle is None and job.spec.iterations is None:
-                self._mean_queue.add(job_id, job.executed_time(view.now), job.seq)
-            else:
-                self._other[job_id] = job
+        for job_id in waiting - known:
+            self._join(pending.get(job_id) or paused[job_id], view)
 
-    def _ordered(self, view: ClusterView, n_history: int) -> Iterator[tuple[float, int, JobView]]:
+    def _join(self, job: JobView, view: ClusterView) -> None:
+        """Add a waiting job: to its shape's :class:`MeanQueue` if its estimate is the mean finished run
+        time less its run time (no declared length, no oracle), else to the per-round estimated ones."""
+        if self._oracle is None and job.spec.iterations is None:
+            key = self._mean_key[job.id] = self._shape_key(job, view)
+            queue = self._mean.get(key)
+            if queue is None:
+                queue = self._mean[key] = MeanQueue()
+            queue.add(job.id, job.executed_time(view.now), job.seq)
+        else:
+            self._other[job.id] = job
+
+    def _ordered(self, view: ClusterView, n_history: int) -> Streams[JobView]:
         """The waiting jobs as ``(remaining, seq, job)`` in ascending order, lazily: the same order
         and the same estimates as sorting every waiting job by ``(remaining(job), seq)``. Jobs with
-        no declared length come from the incremental :class:`MeanQueue`; the others are estimated
-        (cached while their inputs stay the same) and heaped each round; the two streams are merged."""
+        no declared length come from the incremental :class:`MeanQueue` of their shape (a droppable
+        stream: see ``Streams.skip_rest``); the others are estimated (cached while their inputs stay
+        the same) and heaped each round; the streams are merged."""
         self._sync_waiting(view)
         pending, paused = view.pending, view.paused
+        mean = view.history.mean_run_time()
 
-        def job_of(job_id: str) -> JobView:
-            return pending.get(job_id) or paused[job_id]
+        def jobs(queue: MeanQueue) -> Iterator[tuple[float, int, JobView]]:
+            for r, seq, job_id in queue.ordered(mean):
+                yield r, seq, pending.get(job_id) or paused[job_id]
 
-        rem = self._waiting_remaining
-        keyed = [(rem(j, view, n_history), j.seq, j) for j in self._other.values()]
-        mean_stream = ((r, seq, job_of(job_id)) for r, seq, job_id in
-                       self._mean_queue.ordered(view.history.mean_run_time()))
-        if not keyed:
-            return mean_stream
-        # a heap, not a sort: a round usually stops after the first few jobs (see decide's break)
-        heapq.heapify(keyed)
-        heap_stream = (heapq.heappop(keyed) for _ in range(len(keyed)))
-        if not self._mean_queue.ids:
-            return heap_stream
-        return heapq.merge(heap_stream, mean_stream, key=lambda x: (x[0], x[1]))
+        streams: list[tuple[bool, Iterator[tuple[float, int, JobView]]]] = [
+            (True, jobs(q)) for q in self._mean.values()]
+        if self._other:
+            rem = self._waiting_remaining
+            keyed = [(rem(j, view, n_history), j.seq, j) for j in self._other.values()]
+            # a heap, not a sort: a round usually stops after the first few jobs (see decide's break)
+            heapq.heapify(keyed)
+            streams.append((False, (heapq.heappop(keyed) for _ in range(len(keyed)))))
+        return Streams(streams)
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         """Forget an ended job (one ``on_finish``: a second definition used to replace this one, and
@@ -227,6 +271,13 @@ class SRTF(BasePolicy):
         self._waiting_rem.pop(job.id, None)
         self._running_rem.pop(job.id, None)
         self._forget_waiting(job.id)
+        self._seen.discard(job.id)
+        self._estimated.discard(job.id)
+
+    def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        """A newcomer joins the waiting structures at once (no set difference needed for it)."""
+        if job.id not in self._mean_key and job.id not in self._other:
+            self._join(job, view)
 
     def _preempt_for(self, job: JobView, mine: float, draft: Draft,
                      victims: list[tuple[float, float, JobView]], plan: Plan, now: float) -> tuple[int, ...] | None:
@@ -250,6 +301,7 @@ class SRTF(BasePolicy):
             if p is not None:
                 for idx in sorted(chosen, reverse=True):
                     plan.append(Pause(victims[idx][2].id, reason=f"srtf: {job.id} has less work left"))
+                    self._just_paused.append(victims[idx][2].id)
                     del victims[idx]
                 return p
         draft.restore(saved)

@@ -10,9 +10,13 @@ So a round reads the queue in estimate order without re-estimating or re-sorting
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator, KeysView
+from collections.abc import Iterable, Iterator, KeysView
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 class MeanQueue:
@@ -65,3 +69,57 @@ class MeanQueue:
                 for _, seq, job_id in sorted(items[i:j], key=lambda key: key[1]):
                     yield r, seq, job_id
             i = j
+
+
+class Streams(Generic[T]):
+    """Ascending streams of ``(estimate, seq, item)`` read as one, in ``(estimate, seq)`` order (seqs
+    are unique, so the order is total and the same as sorting everything).
+
+    SRTF keeps one droppable stream per placement shape: once a round can pause nobody for the current
+    job or any later one, room only shrinks, so a shape that failed to place keeps failing and
+    :meth:`skip_rest` drops its stream (the jobs of that shape are not even looked at) instead of
+    trying every job of it in turn."""
+
+    __slots__ = ("_its", "_heap", "_last")
+
+    def __init__(self, streams: Iterable[tuple[bool, Iterator[tuple[float, int, T]]]]) -> None:
+        self._its: list[tuple[bool, Iterator[tuple[float, int, T]]]] = []
+        heap: list[tuple[float, int, int, T]] = []
+        for droppable, it in streams:
+            first = next(it, None)
+            if first is not None:
+                heap.append((first[0], first[1], len(self._its), first[2]))
+                self._its.append((droppable, it))
+        heapq.heapify(heap)
+        self._heap = heap
+        self._last = -1
+
+    def __iter__(self) -> Streams[T]:
+        return self
+
+    def __next__(self) -> tuple[float, int, T]:
+        heap = self._heap
+        if not heap:
+            raise StopIteration
+        r, seq, i, item = heap[0]
+        nxt = next(self._its[i][1], None)
+        if nxt is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (nxt[0], nxt[1], i, nxt[2]))
+        self._last = i
+        return r, seq, item
+
+    def skip_rest(self) -> None:
+        """Read nothing more from the stream the last item came from, if it is droppable."""
+        i = self._last
+        if i < 0 or not self._its[i][0]:
+            return
+        self._its[i] = (False, iter(()))
+        heap = self._heap
+        for k, entry in enumerate(heap):
+            if entry[2] == i:  # its next item, already read ahead
+                heap[k] = heap[-1]
+                heap.pop()
+                heapq.heapify(heap)
+                break

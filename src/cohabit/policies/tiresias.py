@@ -88,10 +88,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
-from statistics import NormalDist
 
 import numpy as np
 
@@ -102,26 +100,20 @@ from ..engine.oracle import Oracle
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
+from .gittins import SizeDistribution, gittins_index, lognormal_prior
 from .placement import Draft, consolidated_first
 from .params import build
+from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
+from .tiresias_preempt import Rec, lower_gpus, preempt_for
+
+#: Re-exported: the Gittins index and the skew profile lived here before the split.
+__all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tiresias", "gittins_index",
+           "lognormal_prior", "make", "make_gittins", "tensor_skew"]
 
 #: Authors' simulator defaults (SymbioticLab/Tiresias ``jobs.py``: ``queue_limit``), GPU-seconds.
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
 
-#: Share of all parameters held by the largest tensor, from the published architectures
-#: (keys: lower-case letters and digits; also matched as name prefixes, longest first).
-MODEL_TENSOR_SKEW: dict[str, float] = {
-    "vgg11": 0.77, "vgg13": 0.77, "vgg16": 0.74, "vgg19": 0.72, "vgg": 0.74,  # fc6 25088x4096
-    "alexnet": 0.62,  # fc6 9216x4096 of 61.1 M
-    "resnet18": 0.20, "resnet34": 0.11, "resnet50": 0.09, "resnet101": 0.05, "resnet152": 0.04,
-    "resnet": 0.09, "resnext": 0.09,
-    "inception3": 0.09, "inceptionv3": 0.09, "inception4": 0.04, "inceptionv4": 0.04, "inception": 0.09,
-    "googlenet": 0.15,  # fc 1024x1000 of 6.8 M
-    "bert": 0.21,  # word embeddings 30522x768 of 110 M
-}
-DEFAULT_SKEW_THRESHOLD = 0.5
 REFRESH_GROWTH = 1.05  # refit the learned size distribution when the history grew this much
-MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
 
 
 def _positive(value: object, *, allow_zero: bool = False) -> bool:
@@ -130,84 +122,6 @@ def _positive(value: object, *, allow_zero: bool = False) -> bool:
         return False
     v = float(value)
     return math.isfinite(v) and (v >= 0 if allow_zero else v > 0)
-
-
-def _canonical(name: str) -> str:
-    return "".join(c for c in name.lower() if c.isalnum())
-
-
-def tensor_skew(model: str | None, table: Mapping[str, float] = MODEL_TENSOR_SKEW) -> float | None:
-    """The skew of ``model`` in ``table`` (exact name, then longest prefix); None if unknown."""
-    key = _canonical(model or "")
-    if not key:
-        return None
-    if key in table:
-        return table[key]
-    best = max((k for k in table if key.startswith(k)), key=len, default=None)
-    return table[best] if best is not None else None
-
-
-# ------------------------------------------------------------------ Gittins index
-class SizeDistribution:
-    """An empirical job-size distribution prepared for Gittins-index queries (paper eq. 1).
-
-    With sorted samples ``x_0 <= ... <= x_{n-1}`` and ``m`` of them above ``a``
-    (from index ``i0``), the index for ``Δ = x_j - a`` is
-    ``(j - i0 + 1) / (D_j - P_{i0} - m a)`` where ``P`` are prefix sums and
-    ``D_j = P_{j+1} + (n - j - 1) x_j``; the supremum over ``Δ`` is the max over
-    ``j >= i0`` (between sample points the numerator is flat and the
-    denominator grows). No sample above ``a`` gives index 0.
-    """
-
-    __slots__ = ("x", "prefix", "d")
-
-    def __init__(self, samples: Sequence[float] | np.ndarray, max_points: int = 256) -> None:
-        x = np.sort(np.asarray(samples, dtype=np.float64))
-        if x.size == 0:
-            raise ValueError("a size distribution needs at least one sample")
-        if x.size > max_points:  # equal-weight quantile summary keeps queries O(max_points)
-            x = np.quantile(x, (np.arange(max_points) + 0.5) / max_points)
-        self.x = x
-        n = x.size
-        self.prefix = np.concatenate(([0.0], np.cumsum(x)))
-        self.d = self.prefix[1:] + (n - 1 - np.arange(n)) * x
-
-    def index(self, a: np.ndarray, delta: float | None = None) -> np.ndarray:
-        """Gittins index for each attained service in ``a`` (sup over Δ, or the fixed ``delta``)."""
-        a = np.asarray(a, dtype=np.float64)
-        x, n = self.x, self.x.size
-        i0 = np.searchsorted(x, a, side="right")
-        m = n - i0
-        out = np.zeros(a.shape)
-        live = m > 0
-        if not live.any():
-            return out
-        a_l, i0_l, m_l = a[live], i0[live], m[live]
-        if delta is not None:
-            i1 = np.searchsorted(x, a_l + delta, side="right")
-            cnt = i1 - i0_l
-            done = self.prefix[i1] - self.prefix[i0_l] - cnt * a_l
-            den = done + (m_l - cnt) * delta
-            out[live] = np.where(cnt > 0, cnt / np.maximum(den, 1e-300), 0.0)
-            return out
-        j = np.arange(n)
-        num = (j[None, :] - i0_l[:, None] + 1).astype(np.float64)
-        den = self.d[None, :] - self.prefix[i0_l][:, None] - (m_l * a_l)[:, None]
-        ratio = np.where(num > 0, num / np.maximum(den, 1e-300), -np.inf)
-        out[live] = ratio.max(axis=1)
-        return out
-
-
-def gittins_index(samples: Sequence[float], a: float, delta: float | None = None) -> float:
-    """Gittins index of a job with attained service ``a`` under the empirical ``samples``."""
-    return float(SizeDistribution(samples, max_points=max(len(samples), 1)).index(np.array([a]), delta)[0])
-
-
-def lognormal_prior(median: float, sigma: float, points: int = 256) -> np.ndarray:
-    """Equal-weight quantiles of a log-normal size distribution (the prior before history exists)."""
-    nd = NormalDist()
-    z = np.array([nd.inv_cdf((i + 0.5) / points) for i in range(points)])
-    return median * np.exp(sigma * z)
 
 
 # ------------------------------------------------------------------ the policy
@@ -266,7 +180,7 @@ class Tiresias(BasePolicy):
         except (TypeError, ValueError):
             raise ValueError(f"skew_table must map model names to skews in [0, 1], got {skew_table!r}") from None
         for k, v in table.items():
-            if not (_positive(v, allow_zero=True) and v <= 1) or not _canonical(str(k)):
+            if not (_positive(v, allow_zero=True) and v <= 1) or not canonical(str(k)):
                 raise ValueError(f"skew_table entries must map a model name to a skew in [0, 1], got {k!r}: {v!r}")
         if not _positive(min_run_time, allow_zero=True):
             raise ValueError(f"min_run_time must be >= 0 seconds, got {min_run_time!r}")
@@ -284,16 +198,16 @@ class Tiresias(BasePolicy):
         self.prior_sigma = prior_sigma
         self.gittins_delta = gittins_delta
         self.skew_threshold = skew_threshold
-        self.skew_table = {_canonical(str(k)): float(v) for k, v in table.items()}
+        self.skew_table = {canonical(str(k)): float(v) for k, v in table.items()}
         self.consolidate_unknown = consolidate_unknown
         self.min_run_time = min_run_time
         self.tick_interval = tick_interval
         self.name = ("tiresias-gittins[oracle]" if use_oracle else "tiresias-gittins") if gittins else "tiresias"
         self._oracle: Oracle | None = None
         k = len(th) + 1
-        self._recs: dict[str, _Rec] = {}
-        self._wait: list[dict[str, _Rec]] = [{} for _ in range(k)]  # waiting jobs per queue
-        self._run: list[dict[str, _Rec]] = [{} for _ in range(k)]  # running jobs per queue, by entry
+        self._recs: dict[str, Rec] = {}
+        self._wait: list[dict[str, Rec]] = [{} for _ in range(k)]  # waiting jobs per queue
+        self._run: list[dict[str, Rec]] = [{} for _ in range(k)]  # running jobs per queue, by entry
         self._run_gpus = [0.0] * k
         self._heap: list[tuple[float, int, str, int]] = []  # (when, seq, job, epoch): re-check a job
         self._seq = 0
@@ -305,13 +219,30 @@ class Tiresias(BasePolicy):
         self._dist_version = 0
         self._prior: np.ndarray | None = prior
         self.promotions = 0
+        # shapes that failed to place at the end of the last round, and the room they failed on: they
+        # keep failing while no node has more room than that (see _carried_failures)
+        self._nofit: set[tuple[bytes, int, bool]] = set()
+        self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
+        # the waiting jobs in priority order, kept across rounds (keys are unique: they end with the
+        # arrival number), the count of each GPU size among them, and (Gittins) the jobs whose index
+        # may have changed since it was computed
+        self._okeys: list[tuple[int, float, float, int]] = []
+        self._orecs: list[Rec] = []
+        self._wait_sizes: dict[float, int] = {}
+        self._stale: dict[str, Rec] = {}
+        self._order_version = -1  # distribution version the Gittins keys in the order were computed with
+        # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
+        # see _still_quiet
+        self._quiet: tuple[int, int, bytes, bytes] | None = None
+        self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
+        self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
 
     # ------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
-        rec = _Rec(job, view.now)
+        rec = Rec(job, view.now)
         g = view.gpu_col
         per = float(view.demand_vector(job)[g]) if g is not None else 0.0
         n = view.target_workers(job)
@@ -326,8 +257,13 @@ class Tiresias(BasePolicy):
         rec.shape = (view.demand_vector(job).tobytes() + ps_bytes, n, self.needs_consolidation(job))
         self._recs[job.id] = rec
         self._wait[0][job.id] = rec
+        self._changed = True
+        self._order_add(rec)
+        if self.gittins:
+            self._stale[job.id] = rec
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
+        self._changed = True
         rec = self._recs.pop(job.id, None)
         if rec is not None:
             if rec.running:
@@ -335,6 +271,8 @@ class Tiresias(BasePolicy):
                 self._run_gpus[rec.q] -= rec.gpus
             else:
                 del self._wait[rec.q][job.id]
+                self._order_remove(rec)
+            self._stale.pop(job.id, None)
         self._consolidate.pop(job.id, None)
 
     # ----------------------------------------------------------- priority
@@ -348,7 +286,7 @@ class Tiresias(BasePolicy):
         a = job.attained_service(now)
         return a - rec.base[0] if rec is not None and rec.base is not None else a
 
-    def _since_top(self, rec: _Rec, now: float) -> tuple[float, float]:
+    def _since_top(self, rec: Rec, now: float) -> tuple[float, float]:
         """(executed, waited) seconds since the job last entered ``Q_1``; waiting before the first
         start does not count (as in the authors' simulator)."""
         job = rec.job
@@ -358,21 +296,23 @@ class Tiresias(BasePolicy):
         first = job.first_start
         return executed, waited - ((first - job.spec.submit_time) if first is not None else waited)
 
-    def _starved(self, rec: _Rec, now: float) -> bool:
+    def _starved(self, rec: Rec, now: float) -> bool:
         """The paper's rule: waited >= starve_limit x executed, both since (re-)entering Q_1."""
         if self.starve_limit is None or rec.job.first_start is None:
             return False
         executed, waited = self._since_top(rec, now)
         return executed > 0 and waited >= self.starve_limit * executed - 1e-9
 
-    def _push(self, when: float, rec: _Rec) -> None:
+    def _push(self, when: float, rec: Rec) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (when, self._seq, rec.job.id, rec.epoch))
 
-    def _schedule(self, rec: _Rec, now: float) -> None:
+    def _schedule(self, rec: Rec, now: float) -> None:
         """Queue the next moment this job's queue may change: demotion if running, promotion if waiting."""
         rec.epoch += 1
         rec.g_version = -1  # its service changed: recompute its Gittins index when it waits
+        if self.gittins:
+            self._stale[rec.job.id] = rec
         if rec.running:
             if rec.q < len(self.thresholds):
                 left = self.thresholds[rec.q] - self.service(rec.job, now)
@@ -382,7 +322,7 @@ class Tiresias(BasePolicy):
             if executed > 0:
                 self._push(now + max(self.starve_limit * executed - waited, 0.0), rec)
 
-    def _move(self, rec: _Rec, q: int, now: float) -> None:
+    def _move(self, rec: Rec, q: int, now: float) -> None:
         """Put the job in queue ``q`` (it enters at the back)."""
         table = self._run if rec.running else self._wait
         del table[rec.q][rec.job.id]
@@ -390,23 +330,53 @@ class Tiresias(BasePolicy):
         if rec.running:
             self._run_gpus[rec.q] -= rec.gpus
             self._run_gpus[q] += rec.gpus
+        else:
+            self._order_remove(rec)
         rec.q = q
         rec.entered = now
         rec.key = (q, 0.0, now, rec.job.seq)
+        self._changed = True
+        if not rec.running:
+            self._order_add(rec)
 
-    def _set_running(self, rec: _Rec, now: float, running: bool) -> None:
+    def _order_add(self, rec: Rec) -> None:
+        """Insert a waiting job into the priority order under its current key."""
+        i = bisect_left(self._okeys, rec.key)
+        self._okeys.insert(i, rec.key)
+        self._orecs.insert(i, rec)
+        self._wait_sizes[rec.gpus] = self._wait_sizes.get(rec.gpus, 0) + 1
+
+    def _order_remove(self, rec: Rec) -> None:
+        """Take a job out of the priority order (its key must be the one it was inserted with)."""
+        i = bisect_left(self._okeys, rec.key)
+        assert self._orecs[i] is rec
+        del self._okeys[i]
+        del self._orecs[i]
+        left = self._wait_sizes[rec.gpus] - 1
+        if left:
+            self._wait_sizes[rec.gpus] = left
+        else:
+            del self._wait_sizes[rec.gpus]
+
+    def _set_running(self, rec: Rec, now: float, running: bool) -> None:
         if rec.running == running:
             return
         src, dst = (self._wait, self._run) if running else (self._run, self._wait)
         del src[rec.q][rec.job.id]
         dst[rec.q][rec.job.id] = rec
+        if running:
+            self._order_remove(rec)
+        else:
+            self._order_add(rec)
         self._run_gpus[rec.q] += rec.gpus if running else -rec.gpus
         rec.running = running
+        self._changed = True
         if running:
             rec.last_start = now
+            heapq.heappush(self._eligible, now + self.min_run_time)
         self._schedule(rec, now)
 
-    def _promote(self, rec: _Rec, now: float) -> None:
+    def _promote(self, rec: Rec, now: float) -> None:
         job = rec.job
         rec.base = (job.attained_service(now), job.executed_time(now), job.waiting_time(now))
         self._move(rec, 0, now)
@@ -466,25 +436,32 @@ class Tiresias(BasePolicy):
         assert self._dist is not None
         return self._dist
 
-    def _waiting_order(self, view: ClusterView) -> list[_Rec]:
-        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry."""
-        recs = [r for table in self._wait for r in table.values()]
-        if not self.gittins:
-            recs.sort(key=_KEY)
-            return recs
-        dist = self.distribution(view)
-        version = self._dist_version
-        stale = [r for r in recs if r.g_version != version]
-        if stale:
-            now = view.now
-            a = np.array([self.service(r.job, now) for r in stale])
-            uniq, inv = np.unique(a, return_inverse=True)
-            g = dist.index(uniq, self.gittins_delta)[inv]
-            for r, gi in zip(stale, g.tolist()):
-                r.g_index, r.g_version = gi, version
-                r.key = (r.q, -gi, r.entered, r.job.seq)
-        recs.sort(key=_KEY)
-        return recs
+    def _waiting_order(self, view: ClusterView) -> list[Rec]:
+        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry.
+
+        The order is kept across rounds (a job is inserted and removed where its state changes); with
+        Gittins, only the jobs whose index may have changed are re-keyed, and all of them when the
+        size distribution is refitted. The same order as sorting every waiting job each round."""
+        if self.gittins:
+            dist = self.distribution(view)
+            version = self._dist_version
+            if version != self._order_version:  # refitted: every waiting job's index changes
+                self._order_version = version
+                stale = list(self._orecs)
+            else:
+                stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
+            self._stale.clear()
+            if stale:
+                now = view.now
+                a = np.array([self.service(r.job, now) for r in stale])
+                uniq, inv = np.unique(a, return_inverse=True)
+                g = dist.index(uniq, self.gittins_delta)[inv]
+                for r, gi in zip(stale, g.tolist()):
+                    self._order_remove(r)
+                    r.g_index, r.g_version = gi, version
+                    r.key = (r.q, -gi, r.entered, r.job.seq)
+                    self._order_add(r)
+        return list(self._orecs)
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -530,19 +507,22 @@ class Tiresias(BasePolicy):
     def decide(self, view: ClusterView) -> Plan:
         self._catch_up(view)
         if not any(self._wait):
+            self._quiet = None
             return []
         now = view.now
+        if self._still_quiet(view):
+            return []
         draft = Draft(view)
         plan: Plan = []
-        failed: set[tuple[bytes, int, bool]] = set()  # shapes with no free room left this round
+        failed = self._carried_failures(view)  # shapes with no free room left this round
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
-        victims: list[_Rec] | None = None
+        victims: list[Rec] | None = None
         top = len(self.thresholds)
         g = view.gpu_col
         order = self._waiting_order(view)
-        min_need = min(r.gpus for r in order)
+        min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
-        lower = self._lower_gpus()  # lower[q]: GPUs held by running jobs of queues below q
+        lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
                 break  # no room and nobody left to preempt for this queue or any later one
@@ -560,7 +540,7 @@ class Tiresias(BasePolicy):
                 if victims is None:
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
                                if now - v.last_start >= self.min_run_time]
-                got = self._preempt_for(rec, draft, victims)
+                got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
                 else:
@@ -571,7 +551,7 @@ class Tiresias(BasePolicy):
                         self._last_plan.append((False, v.job.id))
                     gone = {id(v) for v in paused}
                     victims = [v for v in victims if id(v) not in gone]
-                    lower = self._lower_gpus(victims)
+                    lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
                     free_gpus = (float(draft.free[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     failed.clear()  # the victims' leftover room may fit shapes that failed before
                     hopeless.clear()
@@ -581,113 +561,43 @@ class Tiresias(BasePolicy):
             self._set_running(rec, now, True)
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
+        self._nofit = failed
+        self._nofit_room = draft.save() if failed else None  # the room after this plan
+        self._changed = False
+        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes()) \
+            if not plan else None
         return plan
 
-    def _lower_gpus(self, victims: list[_Rec] | None = None) -> list[float]:
-        """Per queue q: GPUs of running jobs in queues below it (only ``victims`` if given)."""
-        k = len(self.thresholds) + 1
-        held = list(self._run_gpus) if victims is None else [0.0] * k
-        if victims is not None:
-            for v in victims:
-                held[v.q] += v.gpus
-        out = [0.0] * k
-        for q in range(k - 2, -1, -1):
-            out[q] = out[q + 1] + max(held[q + 1], 0.0)
-        return out
+    def _still_quiet(self, view: ClusterView) -> bool:
+        """True if the last round planned nothing and nothing a round depends on changed since: no job
+        arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
+        no running job reached its minimum run time (a new victim), the free room is the same, and so
+        are the job count and the history (the Gittins distribution). The round would plan nothing again."""
+        now = view.now
+        heap = self._eligible
+        reached = bool(heap) and heap[0] <= now + 1e-6
+        while heap and heap[0] <= now - 1e-6:  # (within 1e-6 of now: asked again next round)
+            heapq.heappop(heap)
+        quiet = self._quiet
+        if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
+                or quiet[1] != len(view.history):
+            return False
+        return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
 
-    def _preempt_for(self, rec: _Rec, draft: Draft, victims: list[_Rec]) -> tuple[Placement, list[_Rec]] | None:
-        """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
-        only the victims it needs. None (draft untouched) if it never fits.
-
-        Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
-        and once more with every candidate given back."""
-        cands = [v for v in victims if v.q > rec.q]
-        if not cands:
-            return None
-        g = draft.view.gpu_col
-        free = float(draft.free[:, g].sum()) if g is not None else 0.0
-        need = rec.gpus
-        if free + sum(v.gpus for v in cands) + 1e-9 < need:
-            return None
-        job = rec.job
-        view = draft.view
-        n = rec.shape[1]
-        if g is not None and n > 1 and rec.shape[2]:
-            # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
-            # should be paused); give up at once if even those nodes cannot hold it
-            m = self.min_nodes(view, view.demand_vector(job), n)
-            room = draft.free[:, g].copy()
-            for v in cands:
-                workers = v.job.placement[: v.job.n_workers]
-                for node in workers:
-                    room[node] += v.gpus / max(len(workers), 1)
-            top = np.argsort(-room, kind="stable")[:m]
-            if float(room[top].sum()) + 1e-9 < need:
-                return None
-            keep = {int(i) for i in top}
-            cands = [v for v in cands if any(node in keep for node in v.job.placement)]
-            if not cands:
-                return None
-        saved = draft.save()
-        chosen: list[_Rec] = []
-        freed, target = free, need
-        p = None
-        for i, v in enumerate(cands):
-            draft.give_back(v.job)
-            chosen.append(v)
-            freed += v.gpus
-            if freed + 1e-9 < target and i < len(cands) - 1:
-                continue
-            p = self.place(draft, job)
-            if p is not None:
-                break
-            target = max(2.0 * target, freed + 1e-9)
-        if p is None:
-            draft.restore(saved)
-            return None
-        if 1 < len(chosen) <= MAX_PRUNE:  # keep the higher-priority victims the job does not need
-            best = chosen
-            for i in range(len(chosen) - 1, -1, -1):
-                trial = [v for v in best if v is not chosen[i]]
-                if free + sum(v.gpus for v in trial) + 1e-9 < need:
-                    continue
-                draft.restore(saved)
-                for v in trial:
-                    draft.give_back(v.job)
-                if self.place(draft, job) is not None:
-                    best = trial
-            draft.restore(saved)
-            for v in best:
-                draft.give_back(v.job)
-            p = self.place(draft, job)
-            assert p is not None
-            chosen = best
-        return p, chosen
-
-
-class _Rec:
-    """What the policy keeps per active job."""
-
-    __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "rate", "shape",
-                 "g_index", "g_version", "key")
-
-    def __init__(self, job: JobView, now: float) -> None:
-        self.job = job
-        self.q = 0
-        self.entered = now
-        self.running = False
-        self.epoch = 0
-        self.base: tuple[float, float, float] | None = None  # (service, executed, waited) at promotion
-        self.last_start = -math.inf
-        self.gpus = 0.0
-        self.rate = 1.0
-        self.shape: tuple[bytes, int, bool] = (b"", 0, False)  # what placement depends on
-        self.g_index = 0.0
-        self.g_version = -1
-        self.key: tuple[int, float, float, int] = (0, 0.0, now, job.seq)  # waiting order
-
-
-_KEY = attrgetter("key")
+    def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
+        """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
+        now than after that round's plan: a placement that fails keeps failing while room only shrinks
+        (fits, consolidation on the fewest nodes and device shares are all monotone in the free room).
+        Rounds triggered by arrivals, reports, ticks and starts then try no shape again; a finish, a pause
+        or a refused start gives room back and clears them."""
+        saved = self._nofit_room
+        if not self._nofit or saved is None:
+            return set()
+        free, dev = view.free, view.device_free
+        if free.shape != saved[0].shape or dev.shape != saved[1].shape or (free > saved[0]).any() \
+                or (dev > saved[1]).any():
+            return set()
+        return set(self._nofit)
 
 
 def make(oracle: bool = False, **params: object) -> Tiresias:

@@ -1,0 +1,72 @@
+"""The discretized 2D-Gittins index (Gu et al., NSDI'19, §3.2.2 eq. 1) over an empirical job-size
+distribution, used by ``tiresias-gittins`` (``policies.tiresias``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import NormalDist
+
+import numpy as np
+
+
+class SizeDistribution:
+    """An empirical job-size distribution prepared for Gittins-index queries (paper eq. 1).
+
+    With sorted samples ``x_0 <= ... <= x_{n-1}`` and ``m`` of them above ``a``
+    (from index ``i0``), the index for ``Δ = x_j - a`` is
+    ``(j - i0 + 1) / (D_j - P_{i0} - m a)`` where ``P`` are prefix sums and
+    ``D_j = P_{j+1} + (n - j - 1) x_j``; the supremum over ``Δ`` is the max over
+    ``j >= i0`` (between sample points the numerator is flat and the
+    denominator grows). No sample above ``a`` gives index 0.
+    """
+
+    __slots__ = ("x", "prefix", "d")
+
+    def __init__(self, samples: Sequence[float] | np.ndarray, max_points: int = 256) -> None:
+        x = np.sort(np.asarray(samples, dtype=np.float64))
+        if x.size == 0:
+            raise ValueError("a size distribution needs at least one sample")
+        if x.size > max_points:  # equal-weight quantile summary keeps queries O(max_points)
+            x = np.quantile(x, (np.arange(max_points) + 0.5) / max_points)
+        self.x = x
+        n = x.size
+        self.prefix = np.concatenate(([0.0], np.cumsum(x)))
+        self.d = self.prefix[1:] + (n - 1 - np.arange(n)) * x
+
+    def index(self, a: np.ndarray, delta: float | None = None) -> np.ndarray:
+        """Gittins index for each attained service in ``a`` (sup over Δ, or the fixed ``delta``)."""
+        a = np.asarray(a, dtype=np.float64)
+        x, n = self.x, self.x.size
+        i0 = np.searchsorted(x, a, side="right")
+        m = n - i0
+        out = np.zeros(a.shape)
+        live = m > 0
+        if not live.any():
+            return out
+        a_l, i0_l, m_l = a[live], i0[live], m[live]
+        if delta is not None:
+            i1 = np.searchsorted(x, a_l + delta, side="right")
+            cnt = i1 - i0_l
+            done = self.prefix[i1] - self.prefix[i0_l] - cnt * a_l
+            den = done + (m_l - cnt) * delta
+            out[live] = np.where(cnt > 0, cnt / np.maximum(den, 1e-300), 0.0)
+            return out
+        j = np.arange(n)
+        num = (j[None, :] - i0_l[:, None] + 1).astype(np.float64)
+        den = self.d[None, :] - self.prefix[i0_l][:, None] - (m_l * a_l)[:, None]
+        ratio = np.where(num > 0, num / np.maximum(den, 1e-300), -np.inf)
+        out[live] = ratio.max(axis=1)
+        return out
+
+
+def gittins_index(samples: Sequence[float], a: float, delta: float | None = None) -> float:
+    """Gittins index of a job with attained service ``a`` under the empirical ``samples``."""
+    return float(SizeDistribution(samples, max_points=max(len(samples), 1)).index(np.array([a]), delta)[0])
+
+
+def lognormal_prior(median: float, sigma: float, points: int = 256) -> np.ndarray:
+    """Equal-weight quantiles of a log-normal size distribution (the prior before history exists)."""
+    nd = NormalDist()
+    z = np.array([nd.inv_cdf((i + 0.5) / points) for i in range(points)])
+    return median * np.exp(sigma * z)
+

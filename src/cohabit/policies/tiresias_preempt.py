@@ -1,0 +1,130 @@
+"""Tiresias's per-job record and its preemption planning (``policies.tiresias``).
+
+Which running jobs to pause for a waiting one is where the paper is silent (§3.2.3 says only that
+a job preempts jobs of lower queues): victims are taken from the lowest queue first and, within a
+queue, the job that most recently (re)started or entered it first; once the job fits, victims it
+turns out not to need are spared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..engine.actions import Placement
+from ..engine.job import JobView
+from ..engine.view import ClusterView
+from .placement import Draft
+
+MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
+PlaceFn = Callable[[Draft, JobView], "Placement | None"]
+MinNodesFn = Callable[[ClusterView, np.ndarray, int], int]
+
+
+class Rec:
+    """What the policy keeps per active job."""
+
+    __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "rate", "shape",
+                 "g_index", "g_version", "key")
+
+    def __init__(self, job: JobView, now: float) -> None:
+        self.job = job
+        self.q = 0
+        self.entered = now
+        self.running = False
+        self.epoch = 0
+        self.base: tuple[float, float, float] | None = None  # (service, executed, waited) at promotion
+        self.last_start = -math.inf
+        self.gpus = 0.0
+        self.rate = 1.0
+        self.shape: tuple[bytes, int, bool] = (b"", 0, False)  # what placement depends on
+        self.g_index = 0.0
+        self.g_version = -1
+        self.key: tuple[int, float, float, int] = (0, 0.0, now, job.seq)  # waiting order
+
+
+def lower_gpus(k: int, run_gpus: list[float], victims: list[Rec] | None = None) -> list[float]:
+    """Per queue q of ``k``: GPUs of running jobs in queues below it (``run_gpus[q]``: GPUs running in queue q;
+    only ``victims`` if given)."""
+    held = list(run_gpus) if victims is None else [0.0] * k
+    if victims is not None:
+        for v in victims:
+            held[v.q] += v.gpus
+    out = [0.0] * k
+    for q in range(k - 2, -1, -1):
+        out[q] = out[q + 1] + max(held[q + 1], 0.0)
+    return out
+
+
+def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
+                min_nodes: MinNodesFn) -> tuple[Placement, list[Rec]] | None:
+    """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
+    only the victims it needs. None (draft untouched) if it never fits.
+
+    Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
+    and once more with every candidate given back. ``place(draft, job)`` reserves a placement by the
+    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks."""
+    cands = [v for v in victims if v.q > rec.q]
+    if not cands:
+        return None
+    g = draft.view.gpu_col
+    free = float(draft.free[:, g].sum()) if g is not None else 0.0
+    need = rec.gpus
+    if free + sum(v.gpus for v in cands) + 1e-9 < need:
+        return None
+    job = rec.job
+    view = draft.view
+    n = rec.shape[1]
+    if g is not None and n > 1 and rec.shape[2]:
+        # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
+        # should be paused); give up at once if even those nodes cannot hold it
+        m = min_nodes(view, view.demand_vector(job), n)
+        room = draft.free[:, g].copy()
+        for v in cands:
+            workers = v.job.placement[: v.job.n_workers]
+            for node in workers:
+                room[node] += v.gpus / max(len(workers), 1)
+        top = np.argsort(-room, kind="stable")[:m]
+        if float(room[top].sum()) + 1e-9 < need:
+            return None
+        keep = {int(i) for i in top}
+        cands = [v for v in cands if any(node in keep for node in v.job.placement)]
+        if not cands:
+            return None
+    saved = draft.save()
+    chosen: list[Rec] = []
+    freed, target = free, need
+    p = None
+    for i, v in enumerate(cands):
+        draft.give_back(v.job)
+        chosen.append(v)
+        freed += v.gpus
+        if freed + 1e-9 < target and i < len(cands) - 1:
+            continue
+        p = place(draft, job)
+        if p is not None:
+            break
+        target = max(2.0 * target, freed + 1e-9)
+    if p is None:
+        draft.restore(saved)
+        return None
+    if 1 < len(chosen) <= MAX_PRUNE:  # keep the higher-priority victims the job does not need
+        best = chosen
+        for i in range(len(chosen) - 1, -1, -1):
+            trial = [v for v in best if v is not chosen[i]]
+            if free + sum(v.gpus for v in trial) + 1e-9 < need:
+                continue
+            draft.restore(saved)
+            for v in trial:
+                draft.give_back(v.job)
+            if place(draft, job) is not None:
+                best = trial
+        draft.restore(saved)
+        for v in best:
+            draft.give_back(v.job)
+        p = place(draft, job)
+        assert p is not None
+        chosen = best
+    return p, chosen

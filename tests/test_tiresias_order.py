@@ -1,0 +1,100 @@
+"""Tiresias's waiting order kept across rounds (issue 18): every round it must equal sorting every waiting
+job by (queue, -Gittins index, queue entry, arrival), with each Gittins index as computed afresh; and the
+shapes carried over from the last round must really not fit now."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from cohabit.engine.view import ClusterView
+from cohabit.policies.placement import Draft
+from cohabit.policies.tiresias import Tiresias
+from cohabit.policies.tiresias_preempt import Rec
+from cohabit.report.fingerprint import fingerprint
+from cohabit.sim.physics import SimConfig
+from cohabit.sim.runner import simulate
+
+from conftest import small_cluster, trace_job
+
+
+class _Checked(Tiresias):
+    """Checks the kept order against a full sort (and fresh indices) at every round."""
+
+    rounds = 0
+
+    def _waiting_order(self, view: ClusterView) -> list[Rec]:
+        order = super()._waiting_order(view)
+        waiting = [r for table in self._wait for r in table.values()]
+        if self.gittins:
+            dist = self.distribution(view)
+            a = np.array([self.service(r.job, view.now) for r in waiting])
+            g = dist.index(a, self.gittins_delta)
+            for r, gi in zip(waiting, g.tolist()):
+                assert r.key == (r.q, -gi, r.entered, r.job.seq), (view.now, r.job.id)
+        assert order == sorted(waiting, key=lambda r: r.key), view.now
+        assert min(self._wait_sizes) == min(r.gpus for r in waiting)
+        _Checked.rounds += 1
+        return order
+
+    def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
+        carried = super()._carried_failures(view)
+        for rec in self._recs.values():
+            if rec.shape in carried and not rec.running:
+                assert self.place(Draft(view), rec.job) is None, (view.now, rec.job.id)
+        return carried
+
+
+def _trace(seed: int) -> list:  # type: ignore[type-arg]
+    rng = random.Random(seed)
+    t, jobs = 0.0, []
+    for i in range(70):
+        t += rng.expovariate(1 / 50)
+        jobs.append(trace_job(f"j{i}", rng.choice([1, 1, 2, 4, 8]), rng.choice([60.0, 400.0, 2000.0, 9000.0])
+                              * rng.uniform(0.5, 1.5), submit=t, model=rng.choice(["resnet50", "vgg16"])))
+    return jobs
+
+
+@pytest.mark.parametrize("gittins", [False, True])
+def test_kept_order_equals_a_full_sort_every_round(gittins: bool) -> None:
+    _Checked.rounds = 0
+    for seed in (1, 2):
+        policy = _Checked(thresholds=(500.0, 4000.0), starve_limit=2.0, gittins=gittins, min_history=5,
+                          min_run_time=30.0)
+        out = simulate(_trace(seed), small_cluster(2, 8), policy, config=SimConfig(checkpoint_s=2.0, restore_s=2.0))
+        assert out.metrics.preemptions > 0 and policy.promotions > 0  # demoted, paused, promoted and resumed
+    assert _Checked.rounds > 200
+
+
+class _CheckedQuiet(Tiresias):
+    """Decides every round in full, and checks that each round the policy would have skipped as quiet
+    (``_still_quiet``) indeed plans nothing."""
+
+    skipped = 0
+
+    def _still_quiet(self, view: ClusterView) -> bool:
+        self._claimed = super()._still_quiet(view)
+        return False
+
+    def decide(self, view: ClusterView):  # type: ignore[no-untyped-def]
+        self._claimed = False
+        plan = super().decide(view)
+        if self._claimed:
+            assert plan == [], (view.now, plan)
+            _CheckedQuiet.skipped += 1
+        return plan
+
+
+@pytest.mark.parametrize("gittins", [False, True])
+def test_a_round_skipped_as_quiet_would_have_planned_nothing(gittins: bool) -> None:
+    _CheckedQuiet.skipped = 0
+    for seed in (3, 4):
+        kw = dict(thresholds=(500.0, 4000.0), starve_limit=2.0, gittins=gittins, min_history=5, min_run_time=300.0)
+        cfg = SimConfig(checkpoint_s=2.0, restore_s=2.0, report_interval_s=40.0)  # reports: rounds that change nothing
+        checked = simulate(_trace(seed), small_cluster(2, 8), _CheckedQuiet(**kw), config=cfg)
+        real = simulate(_trace(seed), small_cluster(2, 8), Tiresias(**kw), config=cfg)
+        assert checked.metrics.preemptions > 0
+        assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
+    assert _CheckedQuiet.skipped > 100
