@@ -69,7 +69,10 @@ MATCHED: dict[tuple[str, str], Side] = {
         "gavel-las", False, "gavel",
         "Gavel's LAS: max-min fair time fractions (LP optimum, water-filling point) on its round mechanism; "
         "physics gavel", native="tiresias"),
-    ("gavel", "gandiva"): Side("gandiva", False, "gavel", "cohabit's Gandiva; physics gavel (rounds)"),
+    ("gavel", "gandiva"): Side(
+        "gavel-gandiva", False, "gavel",
+        "Gavel's Gandiva (random same-size pairs sharing GPUs, equal time per combination) on its round "
+        "mechanism; physics gavel: pairs at Gavel's measured pair throughputs, 360 s rounds", native="gandiva"),
     ("gavel", "finish_time_fairness"): Side(
         "gavel-ftf", True, "gavel",
         "Gavel's finish-time fairness (min max rho) on its round mechanism; Gavel's simulator reads its "
