@@ -94,10 +94,8 @@ class GavelGandiva(GavelRounds):
             total += both[0] / alone[0] + both[1] / alone[1]
         return total
 
-    def allocation(self, view: ClusterView, jobs: list[JobView], types: Mapping[str, float]) -> Allocation:
-        ids = [j.id for j in jobs]
-        active = set(ids)
-        gpus = {j.id: max(self._gpus_of(view, j), 1.0) for j in jobs}
+    def keep_pairs(self, view: ClusterView, active: set[str], types: Mapping[str, float]) -> None:
+        """Step 1: drop the pairs with a job no longer active or a normalized throughput below 1."""
         for jid in list(self._partner):
             other = self._partner.get(jid)
             if other is None:
@@ -106,6 +104,11 @@ class GavelGandiva(GavelRounds):
                     or self.normalized_throughput(view, view.jobs[jid], view.jobs[other], types) < 1.0):
                 self._partner.pop(jid, None)
                 self._partner.pop(other, None)
+
+    def allocation(self, view: ClusterView, jobs: list[JobView], types: Mapping[str, float]) -> Allocation:
+        ids = [j.id for j in jobs]
+        gpus = {j.id: max(self._gpus_of(view, j), 1.0) for j in jobs}
+        self.keep_pairs(view, set(ids), types)
         combos: list[Unit]
         if sum(gpus.values()) <= sum(types.values()):
             combos = list(ids)
