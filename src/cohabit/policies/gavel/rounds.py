@@ -59,6 +59,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft, fill
+from ..type_speeds import gpu_types
 
 #: Gavel's default round length (``--time_per_iteration``), seconds.
 ROUND_S = 360.0
@@ -73,17 +74,6 @@ Allocation = dict[Unit, dict[str, float]]  # unit -> GPU type -> fraction of tim
 def members(unit: Unit) -> tuple[str, ...]:
     """The job ids of ``unit``."""
     return (unit,) if isinstance(unit, str) else unit
-
-
-def gpu_types(view: ClusterView) -> dict[str, list[int]]:
-    """GPU type (node label ``gpu_model``, lower case; "" when unlabelled) -> indices of its GPU nodes."""
-    out: dict[str, list[int]] = {}
-    g = view.resource_index("gpu")
-    for i, node in enumerate(view.cluster.nodes):
-        if g is not None and view.capacity[i, g] <= 0:
-            continue
-        out.setdefault(str(node.labels.get("gpu_model", "")).lower(), []).append(i)
-    return out
 
 
 class GavelRounds(BasePolicy):
