@@ -160,3 +160,28 @@ def test_no_pairs_while_the_jobs_fit() -> None:
     alloc = GavelGandiva().allocation(view, list(view.jobs.values()), {"v100": 2.0})
     assert alloc["a"]["v100"] == alloc["b"]["v100"] == 1.0
     assert all(x == 0.0 for u, row in alloc.items() if not isinstance(u, str) for x in row.values())
+
+
+def test_colocate_on_hosts_is_refused_when_no_host_holds_gpus(tmp_path: Path) -> None:
+    from cohabit.engine.actions import Colocate, Start
+    from cohabit.engine.loop import Scheduler
+    from cohabit.policies.base import BasePolicy
+    from cohabit.sim.backend import SimBackend
+
+    class Once(BasePolicy):
+        name = "once"
+
+        def __init__(self) -> None:
+            self.done = False
+
+        def decide(self, view):  # type: ignore[override]
+            if self.done:
+                return [Start(j, (0,)) for j in view.pending]
+            self.done = True  # gavel-2 is pending, so it holds no GPU to share
+            return [Start("gavel-0", (0,)), Colocate(("gavel-1", "gavel-2"), (0,), on_hosts=True)]
+
+    jobs = _trace(tmp_path, (R18, 1_000, 1, 0.0), (LM, 1_000, 1, 0.0), (LM, 1_000, 1, 0.0))
+    sched = Scheduler(gavel_cluster(4, 0, 0), Once(), SimBackend(jobs, physics_config("gavel")))
+    sched.run([j.spec for j in jobs])
+    (rej,) = sched.record.of_kind(EventKind.ACTION_REJECTED)
+    assert rej.data["action"] == "Colocate" and "none of the hosts" in rej.data["reason"]
