@@ -69,7 +69,10 @@ MATCHED: dict[tuple[str, str], Side] = {
         "gavel-las", False, "gavel",
         "Gavel's LAS: max-min fair time fractions (LP optimum, water-filling point) on its round mechanism; "
         "physics gavel", native="tiresias"),
-    ("gavel", "gandiva"): Side("gandiva", False, "gavel", "cohabit's Gandiva; physics gavel (rounds)"),
+    ("gavel", "gandiva"): Side(
+        "gavel-gandiva", False, "gavel",
+        "Gavel's Gandiva (random same-size pairs sharing GPUs, equal time per combination) on its round "
+        "mechanism; physics gavel: pairs at Gavel's measured pair throughputs, 360 s rounds", native="gandiva"),
     ("gavel", "finish_time_fairness"): Side(
         "gavel-ftf", True, "gavel",
         "Gavel's finish-time fairness (min max rho) on its round mechanism; Gavel's simulator reads its "
@@ -193,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", help="comma-separated cohabit-side policy names (e.g. srtf,fifo)")
     ap.add_argument("--setting", choices=("matched", "default", "both"), default="matched")
     ap.add_argument("--json", type=Path, default=OUT)
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the rows run now in the --json file (same simulator, workload, policy, "
+                         "setting, metric), keeping the others")
     args = ap.parse_args(argv)
     policies = set(args.policy.split(",")) if args.policy else None
     settings = ("default", "matched") if args.setting == "both" else (args.setting,)
@@ -206,10 +212,18 @@ def main(argv: list[str] | None = None) -> int:
         rows += pollux_rows()
     print_table(rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rows": rows, "loadavg": os.getloadavg(), "cpu_s": _cpu(),
-                                     "wall_s": time.perf_counter() - wall,
-                                     "command": " ".join(["bench/fidelity.py", *(argv or sys.argv[1:])])},
-                                    indent=2, allow_nan=False))
+    command = " ".join(["bench/fidelity.py", *(argv or sys.argv[1:])])
+    out: dict[str, Any] = {"rows": rows, "loadavg": os.getloadavg(), "cpu_s": _cpu(),
+                           "wall_s": time.perf_counter() - wall, "command": command}
+    if args.update and args.json.exists():
+        old = json.loads(args.json.read_text())
+        key = ("simulator", "workload", "policy", "setting", "metric")
+        new = {tuple(r.get(k) for k in key): r for r in rows}
+        merged = [new.pop(tuple(r.get(k) for k in key), r) for r in old["rows"]] + list(new.values())
+        out = {**old, "rows": merged, "updates": [*old.get("updates", []),
+                                                    {"command": command, "rows": len(rows), "loadavg": os.getloadavg(),
+                                                     "cpu_s": _cpu(), "wall_s": time.perf_counter() - wall}]}
+    args.json.write_text(json.dumps(out, indent=2, allow_nan=False))
     print(f"wrote {args.json}")
     return 0
 

@@ -96,3 +96,19 @@ def test_failed_colocate_leaves_devices_untouched() -> None:
     with pytest.raises(AllocationError):  # 3 tasks cannot each get their own GPU on 2 GPUs
         led.allocate("b", (0, 0, 0), [vec(led, gpu=1)] * 3, share_gpus=True)
     assert np.array_equal(before, led.device_free)
+
+
+def test_colocate_on_hosts_takes_only_the_hosts_gpus() -> None:
+    # a node of 3 GPUs: "a" on GPU 0, "b" on GPU 1, GPU 2 free. A plain share takes the free GPU (fewest
+    # jobs first); restricted to b's devices (Colocate(on_hosts=True)) the guest time-shares b's GPU.
+    led = Ledger(small_cluster(1, 3), max_share=2)
+    led.allocate("a", (0,), [vec(led, gpu=1)])
+    b = led.allocate("b", (0,), [vec(led, gpu=1)])
+    plain = led.allocate("plain", (0,), [vec(led, gpu=1)], share_gpus=True)
+    assert plain.slots[0].devices == ((2, 1.0),)
+    led.release("plain")
+    g = led.allocate("guest", (0,), [vec(led, gpu=1)], share_gpus=True, only_devices=b.devices)
+    assert g.slots[0].devices == ((1, 0.0),) and led.sharers("b") == {"guest"}
+    with pytest.raises(AllocationError, match="among those its hosts hold"):
+        led.allocate("third", (0,), [vec(led, gpu=1)], share_gpus=True, only_devices=b.devices)
+    led.check()

@@ -107,3 +107,67 @@ def test_registry_builds_it() -> None:
 @given(st.integers(0, 2**31), st.sampled_from([0.0, 0.5, 0.8]))
 def test_property_no_over_allocation_and_every_job_terminates(seed: int, f: float) -> None:
     check_terminates(Themis(lease=60.0, fairness=f, report_interval=15.0, restart_cost=5.0, tick=20.0), seed)
+
+
+# ------------------------------------------------------------ GPU types (heterogeneous clusters)
+def _gavel_jobs(tmp_path, steps: list[int]):
+    from cohabit.sim.traces import load_trace
+
+    line = "ResNet-18 (batch size 64)\tpython3 x.py\tdir\t--num_steps\t1\t{steps}\t1\t1\t-1\t0"
+    p = tmp_path / "t.trace"
+    p.write_text("\n".join(line.format(steps=s) for s in steps) + "\n")
+    return load_trace(p, "gavel").jobs
+
+
+def test_a_renewed_lease_on_a_slow_gpu_type_moves_to_a_faster_free_one(tmp_path) -> None:
+    # one V100 (node 0) and one K80 (node 1), three ResNet-18 jobs taking turns in 10-minute leases (so
+    # each is seen on both types); when a job ends on the V100, the job renewing its lease on the K80
+    # moves to the V100 (it measured it ~3x faster there, which saves more than the restart)
+    from cohabit.sim.physics import physics_config
+    from cohabit.spec.cluster import gavel_cluster
+
+    jobs = _gavel_jobs(tmp_path, [72_000, 48_000, 48_000])
+    out = simulate(jobs, gavel_cluster(1, 0, 1, gpus_per_server=1), make_policy("themis"),
+                   config=physics_config("gavel"))
+    assert out.metrics.jobs_finished == 3
+    moved = [e for e in out.result.record.of_kind(EventKind.MIGRATED) if e.data.get("nodes") == [0]]
+    assert moved, "no job moved from the K80 to the free V100"
+    last = max(out.result.jobs.values(), key=lambda j: j.end_time)
+    assert last.id == moved[-1].job  # the last job ended on the V100
+
+
+def test_gpu_types_leave_a_one_type_cluster_type_blind(tmp_path, monkeypatch) -> None:
+    from cohabit.policies.type_speeds import TypeSpeeds
+    from cohabit.sim.physics import physics_config
+    from cohabit.spec.cluster import gavel_cluster
+
+    def never(*a, **k):
+        raise AssertionError("type-aware step on a one-type cluster")
+
+    monkeypatch.setattr(Themis, "faster_types", never)
+    monkeypatch.setattr(TypeSpeeds, "place", never)
+    monkeypatch.setattr(TypeSpeeds, "observe", never)
+    out = simulate(_gavel_jobs(tmp_path, [72_000, 48_000, 48_000]), gavel_cluster(2, 0, 0, gpus_per_server=1),
+                   make_policy("themis"), config=physics_config("gavel"))
+    assert out.metrics.jobs_finished == 3
+
+
+def test_type_speeds_estimate_an_unseen_type_from_other_jobs_ratios() -> None:
+    from types import SimpleNamespace
+
+    from cohabit.policies.type_speeds import TypeSpeeds
+
+    ts = TypeSpeeds()
+    ts._seen = {"a": {("v100", 1): 30.0, ("k80", 1): 10.0}, "b": {("v100", 1): 8.0, ("k80", 1): 2.0},
+                "c": {("k80", 1): 5.0}}
+    ts._model = {"a": "resnet", "b": "lm", "c": "resnet"}
+    c = SimpleNamespace(id="c", spec=SimpleNamespace(model="resnet"))
+    assert ts.ratio("v100", "k80", "resnet") == pytest.approx(3.0)  # the same model's ratio first
+    assert ts.ratio("v100", "k80") == pytest.approx(3.5)  # the median over all jobs
+    assert ts.speed(c, "v100", 1) == pytest.approx(15.0)
+    assert ts.speed(c, "k80", 1) == 5.0 and ts.speed(c, "k80", 2) is None
+    assert ts.relative("k80") == pytest.approx((10 / 30 + 2 / 8) / 2) and ts.relative("p100") is None
+    ts._types = {"k80": [1], "v100": [0], "p100": [2]}
+    assert ts.ranked(SimpleNamespace(), c, 1) == ["v100", "k80", "p100"]
+    assert ts.ranked(SimpleNamespace(), SimpleNamespace(id="d", spec=SimpleNamespace(model="x")), 1) == \
+        ["v100", "k80", "p100"]  # by the types' relative speeds

@@ -81,7 +81,9 @@ class Colocate:
     """Run ``jobs`` together on ``nodes`` (Harmony subtask pipelining, Gandiva packing).
 
     * ``mode="share"``: start or resume ``jobs[0]`` time-sharing the GPUs already in use on
-      ``nodes`` (one node per task); ``jobs[1:]`` name the intended hosts.
+      ``nodes`` (one node per task); ``jobs[1:]`` name the intended hosts. The ledger gives each
+      task the device with the fewest jobs on its node (a free one first); with ``on_hosts``, only
+      devices the hosts hold (so the guest shares exactly its partner's GPUs: Gavel's job pairs).
     * ``mode="pipelined"`` (Harmony, Lee et al.): ``jobs`` form a job group holding the machines
       ``nodes``; each job runs a worker on every machine (DoP = ``len(nodes)``) and its
       parameter servers co-located, and their COMP / COMM subtasks are interleaved by the
@@ -94,6 +96,7 @@ class Colocate:
     jobs: tuple[str, ...]
     nodes: tuple[int, ...]
     mode: str = "share"
+    on_hosts: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,13 +63,14 @@ class ActionHandlers:
 
     def _place(self: Scheduler, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool,
                share_gpus: bool = False, group: tuple[str, tuple[int, ...]] | None = None,
-               **extra: object) -> None:
+               only_devices: frozenset[tuple[int, int]] | None = None, **extra: object) -> None:
         n = self._n_workers(job, placement)
         if group is not None:
             alloc = self.ledger.allocate_group(job.id, placement, self._task_vectors(job.id, n),
                                                mode=group[0], nodes=group[1])
         else:
-            alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus)
+            alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus,
+                                         only_devices=only_devices)
         self._occupy(job, alloc, placement)
         self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
         self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
@@ -139,7 +140,14 @@ class ActionHandlers:
         job = self._job(a.jobs[0], JobState.PENDING, JobState.PAUSED)
         resumed = job._state is JobState.PAUSED
         kind = EventKind.RESUMED if resumed else EventKind.STARTED
-        self._place(job, a.nodes, kind, from_checkpoint=resumed, share_gpus=True, colocated_with=list(a.jobs[1:]))
+        only = None
+        if a.on_hosts:
+            held = [self.ledger.allocations[h].devices for h in a.jobs[1:] if h in self.ledger.allocations]
+            if not held:
+                raise ActionError(f"Colocate(on_hosts=True): none of the hosts {list(a.jobs[1:])} holds GPUs")
+            only = frozenset().union(*held)
+        self._place(job, a.nodes, kind, from_checkpoint=resumed, share_gpus=True, only_devices=only,
+                    colocated_with=list(a.jobs[1:]))
         (self.paused if resumed else self.pending).pop(job.id)
 
     def _group(self: Scheduler, a: A.Colocate) -> None:

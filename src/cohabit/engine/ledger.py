@@ -153,13 +153,15 @@ class Ledger(GroupLedger, PackLedger):
 
     # Mutations -----------------------------------------------------------
     def allocate(
-        self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray], *, share_gpus: bool = False
+        self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray], *, share_gpus: bool = False,
+        only_devices: frozenset[tuple[int, int]] | None = None,
     ) -> Allocation:
         """Reserve ``demands[i]`` on node ``placement[i]``; all-or-nothing.
 
         With ``share_gpus`` (the ``Colocate`` action), GPU demand may time-share
         devices already in use, up to ``max_share`` jobs per device: such a
-        task takes no GPU capacity, only its other resources.
+        task takes no GPU capacity, only its other resources; ``only_devices`` (``Colocate(on_hosts=True)``)
+        restricts the devices it may take to those (node, GPU index) pairs.
         """
         self.version += 1
         if job in self.allocations:
@@ -176,7 +178,7 @@ class Ledger(GroupLedger, PackLedger):
                 raise AllocationError(f"job {job!r}: node {node} is held by the {self.group_of_node[node][0]} "
                                       f"group on nodes {list(self.group_of_node[node][1])}")
         if share_gpus and self._gpu_col is not None:
-            return self._allocate_shared(job, placement, demands, per_node)
+            return self._allocate_shared(job, placement, demands, per_node, only_devices)
         for node, d in per_node.items():
             short = d > self.free[node] + EPS
             if short.any():
@@ -230,7 +232,8 @@ class Ledger(GroupLedger, PackLedger):
         return alloc
 
     def _allocate_shared(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray],
-                         per_node: dict[int, np.ndarray]) -> Allocation:
+                         per_node: dict[int, np.ndarray],
+                         only_devices: frozenset[tuple[int, int]] | None = None) -> Allocation:
         """Colocate: GPUs may be time-shared; every other resource must be free."""
         g_col = self._gpu_col
         assert g_col is not None
@@ -259,10 +262,11 @@ class Ledger(GroupLedger, PackLedger):
                 )
                 # one task per device per job: a job never time-shares a GPU with itself
                 cand = [c for c in cand if c[0] < self.max_share and (node, c[2]) not in taken
-                        and (node, c[2]) not in self.packs]
+                        and (node, c[2]) not in self.packs and (only_devices is None or (node, c[2]) in only_devices)]
                 if len(cand) < k:
                     raise AllocationError(
-                        f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {self.max_share} jobs, needs {k}"
+                        f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {self.max_share} jobs"
+                        f"{' among those its hosts hold' if only_devices is not None else ''}, needs {k}"
                     )
                 devs = []
                 for _, _, i in cand[:k]:

@@ -18,7 +18,7 @@ for the shapes already tried.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -245,13 +245,19 @@ def fill(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
     return None
 
 
-def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None) -> Placement | None:
+def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None,
+                       nodes: Sequence[int] | None = None) -> Placement | None:
     """All workers on one node if one can hold them (best fit: the node left with the least
     room); else spread over the nodes with most room first, so the job spans as few nodes
-    as possible. Parameter servers then go where most room is left."""
+    as possible. Parameter servers then go where most room is left. ``nodes``: the workers
+    only on these nodes (None: any)."""
     n = draft.view.target_workers(job) if n_workers is None else n_workers
     w = draft.view.demand_vector(job)
     fit = draft.tasks_fit(w)
+    if nodes is not None:
+        mask = np.zeros(len(fit), dtype=bool)
+        mask[list(nodes)] = True
+        fit = np.where(mask, fit, 0)
     whole = np.flatnonzero(fit >= n)
     if whole.size:
         node = int(whole[np.argmin(fit[whole])])

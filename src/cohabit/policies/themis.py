@@ -50,6 +50,14 @@ What we implement (observable inputs only):
   paused. The partial-allocation auction (bids of rho for each offer, maximising the
   product of 1/rho with hidden payments) is **not** implemented; greedy worst-rho-first
   water-filling is its fairness-only approximation.
+* **GPU types** (heterogeneous clusters: nodes labelled with two or more ``gpu_model`` values;
+  :mod:`cohabit.policies.type_speeds`). A job's finish time depends on the speed of the type it
+  holds, so (as Themis's bids would, by their rho) jobs are placed on the fastest type for them
+  that has room, by the per-type speeds observed so far (the job's own, else estimated from the
+  types' relative speeds seen on other jobs); and at a lease's expiry a job renewed on a type
+  slower than one with free room (after the round's changes) moves there when the time it saves,
+  ``R / f_now - R / f_there``, exceeds ``restart_cost`` (worst rho first). On a cluster of one GPU
+  type nothing of this applies: the policy is type-blind as before.
 """
 
 from __future__ import annotations
@@ -59,14 +67,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..engine.actions import Plan, Resume, Start
+from ..engine.actions import Migrate, Pause, Plan, Resize, Resume, Start
 from ..engine.job import JobView
 from ..engine.view import ClusterView
+from .placement import Draft, consolidated_first
 from .optimus import (
     ObservingPolicy,
     JobModels, Snapshot, apply_targets, check_positive, consolidated_placer, greedy_by_value, waiting_jobs,
 )
 from .params import build
+from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
 
@@ -93,6 +103,7 @@ class Themis(ObservingPolicy):
         self._t = 0.0
         self._n = 0
         self._arrived: dict[str, tuple[float, float]] = {}
+        self.type_speeds = TypeSpeeds()  # per-GPU-type speeds observed (heterogeneous clusters only)
 
     # contention ---------------------------------------------------------------
     def _advance(self, view: ClusterView) -> None:
@@ -152,6 +163,9 @@ class Themis(ObservingPolicy):
     def decide(self, view: ClusterView) -> Plan:
         self._advance(view)
         now = view.now
+        typed = self.type_speeds.heterogeneous(view)
+        if typed:
+            self.type_speeds.observe(view)
         horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
         expired = [job for jid, job in view.running.items() if self._expiry.get(jid, -math.inf) <= horizon]
         waiting = waiting_jobs(view)
@@ -166,12 +180,56 @@ class Themis(ObservingPolicy):
             else:
                 self._expiry.pop(jid, None)
         order = [view.jobs[jid] for jid in served]
-        plan = apply_targets(view, targets, order, consolidated_placer, reason="themis: lease expired")
+        plan = apply_targets(view, targets, order, self.type_speeds.place if typed else consolidated_placer,
+                             reason="themis: lease expired")
+        if typed:
+            plan += self.faster_types(view, plan, [j for j in expired if targets.get(j.id, 0) > 0])
         started = {a.job for a in plan if isinstance(a, (Start, Resume))}
         for job in waiting:  # a job that could not be placed holds no lease
             if job.id not in started:
                 self._expiry.pop(job.id, None)
         return plan
+
+    def faster_types(self, view: ClusterView, plan: Plan, renewed: Sequence[JobView]) -> Plan:
+        """Moves of jobs whose lease was just renewed to a faster GPU type with room after ``plan``
+        (see the module docstring), worst rho first."""
+        draft = Draft(view)
+        for a in plan:
+            if isinstance(a, Pause):
+                draft.give_back(view.jobs[a.job])
+            elif isinstance(a, Resize):
+                draft.give_back(view.jobs[a.job])
+                draft.reserve(view.jobs[a.job], a.placement)
+            elif isinstance(a, (Start, Resume)):
+                draft.reserve(view.jobs[a.job], a.placement)
+        touched = {a.job for a in plan}
+        jobs = [j for j in renewed if j.id not in touched and j.id in view.running]
+        if not jobs:
+            return []
+        snap = self.models.snapshot(view, jobs)
+        _, rho_now = self.rho_table(view, snap, snap.cur[:, None])
+        types = self.type_speeds.types(view)
+        moves: Plan = []
+        for i in np.argsort(-rho_now, kind="stable"):
+            job = snap.jobs[i]
+            here = self.type_speeds.type_of(view, job)
+            n = job.n_workers
+            now_speed = self.type_speeds.speed(job, here, n) if here is not None else None
+            order = self.type_speeds.ranked(view, job, n)
+            if now_speed is None or order is None:
+                continue
+            for t in order:
+                there = self.type_speeds.speed(job, t, n)
+                if t == here or there is None or there < now_speed * MIN_GAIN:
+                    break  # the types after are no faster
+                if snap.remaining[i] * (1.0 / now_speed - 1.0 / there) <= self.restart_cost:
+                    break
+                p = consolidated_first(draft, job, n, types[t])
+                if p is not None and draft.reserve(job, p):
+                    draft.give_back(job)
+                    moves.append(Migrate(job.id, p))
+                    break
+        return moves
 
     def targets(self, view: ClusterView, jobs: Sequence[JobView]) -> tuple[dict[str, int], list[str]]:
         """Greedy worst-rho-first allocation of the free room plus what ``jobs`` hold now.

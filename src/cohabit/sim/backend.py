@@ -36,8 +36,8 @@ from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from . import drl_physics, host_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import (SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb, replicas_per_node,
-                      restart_delay, solo_rate, uses_goodput)
+from .physics import (SimConfig, consolidation_factor, graph_traffic_mb, replicas_per_node,
+                      restart_delay, shared_speed, solo_rate, uses_goodput)
 from .pollux_goodput import RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .truth import JobTruth, TraceJob
@@ -315,7 +315,7 @@ class SimBackend:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
                 others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
-                factor = colocation_factor(run.spec.model, [self._runs[o].spec.model for o in sorted(others)])
+                factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes, self.cfg)
                 run.rate = run.solo * factor
             self._seq += 1
             run.version = self._seq  # globally unique: a relaunched job never matches stale entries

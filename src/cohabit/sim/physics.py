@@ -31,9 +31,10 @@ This module is simulator-only: policies never import it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from ..data.gavel_table import pair_throughput, solo_throughputs
 from ..engine.ledger import Allocation
 from ..spec.graph import cross_node_mb
 from ..spec.job import JobSpec
@@ -94,6 +95,10 @@ class SimConfig:
     #: progress first finishes starting (its process must be up to checkpoint and exit), and jobs
     #: launched at that moment or during the wait start only after it
     blocking_halts: bool = False
+    #: speeds of jobs time-sharing GPUs: ``"lucid"`` (Lucid's measured pairs, ``profiles.colocation``) or
+    #: ``"gavel"`` (physics ``gavel``: two jobs of Gavel's job types on GPUs of one type run at Gavel's
+    #: measured pair throughputs, :func:`shared_speed`; anything else falls back to Lucid's)
+    pair_speeds: str = "lucid"
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.slowdown) and self.slowdown > 0):
@@ -113,6 +118,8 @@ class SimConfig:
         if times != sorted(times) or any(not (math.isfinite(b) and b >= 0) for _, b in self.host_background_series):
             raise ValueError("host_background_series must be (time, load >= 0) pairs in increasing time, got "
                              f"{self.host_background_series!r}")
+        if self.pair_speeds not in ("lucid", "gavel"):
+            raise ValueError(f"pair_speeds must be 'lucid' or 'gavel', got {self.pair_speeds!r}")
 
 
 #: The physics of the Pollux artifact's simulator (petuum/adaptdl, osdi21-artifact, ``simulator/``):
@@ -249,7 +256,9 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
     * ``pollux-artifact``: :data:`POLLUX_ARTIFACT` (with 60 s rounds, :data:`PHYSICS_DECISION_PERIOD`).
     * ``local``: :attr:`SimConfig.host_sharing` (``sim.host_physics``; docs/fidelity.md, "Sim vs real").
     * ``gavel``: ``scheduler.py`` uses the ``'null'`` (consolidated, alone) throughput for every
-      placement and charges nothing to preempt or resume a job between rounds; its 360 s rounds
+      placement, and for two jobs sharing GPUs (its packing policies) each one's measured pair throughput
+      (``pair_speeds="gavel"``, :func:`shared_speed`), and charges nothing to preempt or resume a job
+      between rounds; its 360 s rounds
       (``--time_per_iteration``) starting at 0 are :data:`PHYSICS_DECISION_PERIOD` and
       :data:`PHYSICS_FIRST_ROUND`: jobs launch and stop only at round boundaries, and a job that
       ends mid-round leaves its GPUs idle until the next one.
@@ -262,7 +271,7 @@ def physics_config(name: str, base: SimConfig | None = None) -> SimConfig:
         table = {(g, m): float(v) for g, row in MURI_OVERHEAD_S.items() for m, v in row.items()}
         return replace(cfg, slowdown=1.015, spread=flat, restart_s=table, restart_default_s=10.0)
     if name == "gavel":
-        return replace(cfg, spread=flat, checkpoint_s=0.0, restore_s=0.0)
+        return replace(cfg, spread=flat, checkpoint_s=0.0, restore_s=0.0, pair_speeds="gavel")
     if name == "local":
         return replace(cfg, host_sharing=True, blocking_halts=True, spread=flat)
     if name == "pollux-artifact":
@@ -311,3 +320,31 @@ def colocation_factor(model: str, others: list[str]) -> float:
     if not others:
         return 1.0
     return shared_gpu_speed([model, *others])[0]
+
+
+def gavel_pair_factor(spec: JobSpec, other: JobSpec, gpu: str) -> float | None:
+    """Speed of ``spec`` sharing its GPUs of type ``gpu`` with ``other``, relative to alone there, from
+    Gavel's measured pair throughputs (``data.gavel_table``: the job types are the specs' ``model``, the
+    scale factor their worker count); None where the table has no positive entry for the pair."""
+    a, b = (spec.model, spec.workers.count), (other.model, other.workers.count)
+    both = pair_throughput(gpu, a, b)
+    alone = solo_throughputs().get(gpu, {}).get(a, 0.0)
+    if both is None or both[0] <= 0 or both[1] <= 0 or alone <= 0:
+        return None
+    return both[0] / alone
+
+
+def shared_speed(spec: JobSpec, others: list[JobSpec], nodes: Iterable[int], cfg: SimConfig) -> float:
+    """Speed factor of ``spec`` time-sharing GPUs on ``nodes`` with ``others`` (1 with none).
+
+    ``cfg.pair_speeds == "gavel"`` and one other job: Gavel's measured pair throughput on the slowest
+    factor among the GPU models of ``nodes`` (:func:`gavel_pair_factor`; Gavel packs pairs only, on one
+    type); otherwise, or where Gavel measured no such pair, Lucid's (:func:`colocation_factor`)."""
+    if not others:
+        return 1.0
+    if cfg.pair_speeds == "gavel" and len(others) == 1 and cfg.gpu_models:
+        factors = [gavel_pair_factor(spec, others[0], cfg.gpu_models[n] if n < len(cfg.gpu_models) else "")
+                   for n in set(nodes)]
+        if factors and all(f is not None for f in factors):
+            return min(f for f in factors if f is not None)
+    return colocation_factor(spec.model, [o.model for o in others])

@@ -33,11 +33,9 @@ does not is refused for such a trace before the run, naming the job's line). Job
 
 from __future__ import annotations
 
-import json
 import math
-from functools import cache
-from importlib import resources as ilr
 
+from ...data.gavel_table import GPU_TYPES, solo_throughputs
 from ...spec.cluster import BIG_GPU, GAVEL_GPU_MEM_GB
 from ...spec.job import JobSpec, TaskGroup, simple_job
 from ...spec.limits import MAX_ITERATIONS, MAX_TASKS
@@ -48,23 +46,13 @@ from .errors import TraceRowError
 DEFAULT_CLUSTER = "gavel-v100-p100-k80"
 FIELDS = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir",
           "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_time")
-GPU_TYPES = ("v100", "p100", "k80")
 REFERENCE_GPU = "v100"
 
 
-@cache
 def throughputs() -> dict[str, dict[tuple[str, int], float]]:
-    """GPU type -> (job_type, scale_factor) -> steps/s alone, from Gavel's measured table."""
-    path = ilr.files("cohabit.data").joinpath("profiles", "gavel_throughputs.json")
-    raw = json.loads(path.read_text())
-    out: dict[str, dict[tuple[str, int], float]] = {}
-    for gpu in GPU_TYPES:
-        table: dict[tuple[str, int], float] = {}
-        for key, entry in raw[gpu].items():
-            name, _, scale = key.strip("()").rpartition(", ")
-            table[(name.strip("'\""), int(scale))] = float(entry["null"])
-        out[gpu] = table
-    return out
+    """GPU type -> (job_type, scale_factor) -> steps/s alone, from Gavel's measured table
+    (:mod:`cohabit.data.gavel_table`)."""
+    return solo_throughputs()
 
 
 def _number(fields: list[str], i: int, file: str, line: int, *, integer: bool = False) -> float:
