@@ -11,7 +11,11 @@ per simulator, workload, policy and metric (avg JCT, makespan, p95 JCT, preempti
 
 ``--setting default`` runs cohabit's own physics and default policy parameters instead (the
 "before": what a user gets without the matching options); ``--setting both`` runs the two.
-If ``bench/fidelity_pollux.py`` exists, its ``rows()`` are added (the Pollux artifact's runs).
+If ``bench/fidelity_pollux.py`` exists, its ``rows()`` are added (the Pollux artifact's runs): with
+``--setting matched`` its settings ``pollux-artifact`` (cohabit's own policies in the artifact's physics)
+and ``matched`` (the artifact's policies read from its code: ``tiresias-pollux``, ``optimus-oracle``
+with the oracle, ``pollux``); with ``default``, its ``default``. With ``--only``, the JSON keeps the
+other simulators' rows from the file it replaces.
 
     .venv/bin/python bench/fidelity.py                    # matched settings, all references
     .venv/bin/python bench/fidelity.py --setting both --only gavel
@@ -153,7 +157,11 @@ def rows_for(sim: str, setting: str, policies: set[str] | None) -> list[dict[str
     return rows
 
 
-def pollux_rows() -> list[dict[str, Any]]:
+#: ``--setting`` -> the settings of ``bench/fidelity_pollux.py`` it runs.
+POLLUX_SETTINGS: dict[str, tuple[str, ...]] = {"matched": ("pollux-artifact", "matched"), "default": ("default",)}
+
+
+def pollux_rows(settings: tuple[str, ...] = ("matched",), policies: set[str] | None = None) -> list[dict[str, Any]]:
     """Rows of ``bench/fidelity_pollux.py`` (the Pollux artifact), when that module exists."""
     path = ROOT / "bench" / "fidelity_pollux.py"
     if not path.exists():
@@ -163,7 +171,8 @@ def pollux_rows() -> list[dict[str, Any]]:
     mod = importlib.util.module_from_spec(spec)
     sys.modules["fidelity_pollux"] = mod
     spec.loader.exec_module(mod)
-    return list(mod.rows())
+    theirs = [x for s in settings for x in POLLUX_SETTINGS[s]]
+    return list(mod.rows(policies=sorted(policies) if policies else None, settings=theirs))
 
 
 def _fmt(x: Any) -> str:
@@ -203,10 +212,14 @@ def main(argv: list[str] | None = None) -> int:
             for setting in settings:
                 rows += rows_for(sim, setting, policies)
     if args.only in (None, "pollux"):
-        rows += pollux_rows()
+        rows += pollux_rows(settings, policies)
     print_table(rows)
+    kept: list[dict[str, Any]] = []
+    if args.only and args.json.exists():  # the other simulators' rows stay as they were
+        name = "pollux-artifact" if args.only == "pollux" else args.only
+        kept = [r for r in json.loads(args.json.read_text())["rows"] if r["simulator"] != name]
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"rows": rows, "loadavg": os.getloadavg(), "cpu_s": _cpu(),
+    args.json.write_text(json.dumps({"rows": kept + rows, "loadavg": os.getloadavg(), "cpu_s": _cpu(),
                                      "wall_s": time.perf_counter() - wall,
                                      "command": " ".join(["bench/fidelity.py", *(argv or sys.argv[1:])])},
                                     indent=2, allow_nan=False))
