@@ -70,6 +70,9 @@ def run_comparison(
     jobs = trace_load.jobs  # type: ignore[attr-defined]
     policies = [make_policy(name, oracle=oracle) for name in policy_names]
     for policy in policies:  # before any work: a policy that cannot run on this cluster says why
+        if getattr(policy, "uses_oracle", False) and not oracle:
+            _fail(f"policy {policy.name!r} reads the ground truth (true work and step times); "
+                  f"allow it explicitly with --oracle")
         check_cluster = getattr(policy, "cluster_problem", None)
         if check_cluster is not None and (problem := check_cluster(cluster)):
             _fail(problem)
