@@ -283,6 +283,9 @@ DEMO_OWN_WORKLOAD: dict[str, str] = {
                     "cohabit simulate --trace drl_uniform --policy drl,lb,tetris,tiresias,lif-line,lif-quad"),
     **dict.fromkeys(("pollux",),
                     "cohabit simulate --trace pollux_workload-1 --physics pollux-artifact --policy pollux,tiresias"),
+    **dict.fromkeys(("optimus-oracle",),  # reads the oracle: the demo runs policies without it
+                    "cohabit simulate --trace pollux_workload-1 --physics pollux-artifact --policy "
+                    "optimus-oracle,optimus --oracle"),
     **dict.fromkeys(("rotary", "srf", "bcf", "laf", "rr"),
                     "python -m cohabit.sim.rotary_workload r.yaml --jobs 30 --repo r.sqlite, then cohabit simulate "
                     "--trace r.yaml --policy rotary:repo=r.sqlite,srf,bcf,laf,rr (docs/rotary.md)"),
