@@ -100,3 +100,21 @@ def test_work_model_iterations_follow_the_profile() -> None:
     plain = PolluxWork("cifar10", 256, goodput=False)
     end = goodput_app("cifar10").epoch_ends[0]  # progress (steps at M0 = 128) at the first epoch's end
     assert 380 < end < 392 and plain.iterations_after_epoch(0) == pytest.approx(end * 128 / 256)
+
+
+def test_jobs_without_gpus_still_run_beside_the_gpu_round(tmp_path: Path) -> None:
+    """A CPU-only job (no GPUs, no work model) starts in arrival order where it fits; non-Pollux GPU jobs
+    run at their minimum."""
+    from cohabit.spec.job import JobSpec, TaskGroup
+    from cohabit.spec.resources import Resources
+    from cohabit.sim.truth import JobTruth, TraceJob
+    from conftest import trace_job
+
+    cpu = TraceJob(JobSpec(id="cpu", workers=TaskGroup(count=1, demand=Resources(cpu=2.0, mem_gb=1.0)),
+                           iterations=50), JobTruth(iterations=50, duration=50.0, ref_workers=1))
+    jobs = [*pollux_jobs(tmp_path, ["n1,0,ncf,1,32768"]), cpu, trace_job("g", 2, 100)]
+    out = simulate(jobs, small_cluster(1, 4), make_policy("optimus-oracle"), config=POLLUX_ARTIFACT, oracle=True,
+                   strict=True)
+    assert out.metrics.jobs_finished == 3
+    started = {e.job: (e.time, len(e.data["nodes"])) for e in out.result.record if e.kind is EventKind.STARTED}
+    assert started["g"] == (60.0, 2) and started["cpu"] == (60.0, 1)  # the first round, beside the GPU jobs

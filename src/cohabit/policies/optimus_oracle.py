@@ -33,7 +33,8 @@ Every round (``interval``, the artifact's 60 s; the loop's ``decision_period``):
    zero is paused.
 
 Jobs without a work model (traces without Pollux profiles) get their minimum in arrival order and
-no more (their gain is unknown). Nothing here learns: the policy's only inputs are the oracle, the
+no more (their gain is unknown); jobs without GPUs and parameter-server jobs start in arrival order
+where they fit, after the GPU jobs' round. Nothing here learns: the policy's only inputs are the oracle, the
 jobs' arrival order and sizes, and their reported progress.
 """
 
@@ -48,7 +49,7 @@ from ..engine.job import JobView
 from ..engine.oracle import Oracle, WorkModel
 from ..engine.state import JobState
 from ..engine.view import ClusterView
-from .base import BasePolicy
+from .base import BasePolicy, place_in_order
 from .params import build
 from .placement import Draft, fill
 
@@ -163,12 +164,14 @@ class OptimusOracle(BasePolicy):
 
     # ------------------------------------------------------------------ decisions
     def decide(self, view: ClusterView) -> Plan:
-        jobs = sorted((j for j in (*view.running.values(), *view.paused.values(), *view.pending.values())
-                       if j.spec.workers.demand.get("gpu", 0.0) > 0 and not j.spec.num_ps), key=lambda j: j.seq)
-        if not jobs or view.gpu_col is None:
-            return []
-        target = self.counts(view, jobs)
+        active = sorted((*view.running.values(), *view.paused.values(), *view.pending.values()), key=lambda j: j.seq)
+        gpu = view.gpu_col is not None
+        jobs = [j for j in active if gpu and j.spec.workers.demand.get("gpu", 0.0) > 0 and not j.spec.num_ps]
+        others = [j for j in active if j.state is not JobState.RUNNING and j not in jobs]
         draft = Draft(view)
+        if not jobs:
+            return place_in_order(view, others, draft.place)
+        target = self.counts(view, jobs)
         plan: Plan = []
         moved: list[JobView] = []
         for job in jobs:
@@ -188,7 +191,8 @@ class OptimusOracle(BasePolicy):
                 placed.append((job, placement))
             elif job.state is JobState.RUNNING:  # other resources than GPUs do not fit
                 plan.append(Pause(job.id, reason="optimus-oracle: its new size does not fit"))
-        return plan + self._in_order(view, plan, placed)
+        plan += self._in_order(view, plan, placed)
+        return plan + place_in_order(view, others, draft.place)  # jobs without GPUs, and PS jobs: arrival order
 
     @staticmethod
     def _in_order(view: ClusterView, pauses: Plan, placed: list[tuple[JobView, tuple[int, ...]]]) -> Plan:
