@@ -11,7 +11,11 @@ per simulator, workload, policy and metric (avg JCT, makespan, p95 JCT, preempti
 
 ``--setting default`` runs cohabit's own physics and default policy parameters instead (the
 "before": what a user gets without the matching options); ``--setting both`` runs the two.
-If ``bench/fidelity_pollux.py`` exists, its ``rows()`` are added (the Pollux artifact's runs).
+If ``bench/fidelity_pollux.py`` exists, its ``rows()`` are added (the Pollux artifact's runs): with
+``--setting matched`` its settings ``pollux-artifact`` (cohabit's own policies in the artifact's physics)
+and ``matched`` (the artifact's policies read from its code: ``tiresias-pollux``, ``optimus-oracle``
+with the oracle, ``pollux``); with ``default``, its ``default``. With ``--only``, the JSON keeps the
+other simulators' rows from the file it replaces.
 
     .venv/bin/python bench/fidelity.py                    # matched settings, all references
     .venv/bin/python bench/fidelity.py --setting both --only gavel
@@ -156,7 +160,11 @@ def rows_for(sim: str, setting: str, policies: set[str] | None) -> list[dict[str
     return rows
 
 
-def pollux_rows() -> list[dict[str, Any]]:
+#: ``--setting`` -> the settings of ``bench/fidelity_pollux.py`` it runs.
+POLLUX_SETTINGS: dict[str, tuple[str, ...]] = {"matched": ("pollux-artifact", "matched"), "default": ("default",)}
+
+
+def pollux_rows(settings: tuple[str, ...] = ("matched",), policies: set[str] | None = None) -> list[dict[str, Any]]:
     """Rows of ``bench/fidelity_pollux.py`` (the Pollux artifact), when that module exists."""
     path = ROOT / "bench" / "fidelity_pollux.py"
     if not path.exists():
@@ -166,7 +174,8 @@ def pollux_rows() -> list[dict[str, Any]]:
     mod = importlib.util.module_from_spec(spec)
     sys.modules["fidelity_pollux"] = mod
     spec.loader.exec_module(mod)
-    return list(mod.rows())
+    theirs = [x for s in settings for x in POLLUX_SETTINGS[s]]
+    return list(mod.rows(policies=sorted(policies) if policies else None, settings=theirs))
 
 
 def _fmt(x: Any) -> str:
@@ -198,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=OUT)
     ap.add_argument("--update", action="store_true",
                     help="replace only the rows run now in the --json file (same simulator, workload, policy, "
-                         "setting, metric), keeping the others")
+                         "setting, metric), keeping the others (implied by --only)")
     args = ap.parse_args(argv)
     policies = set(args.policy.split(",")) if args.policy else None
     settings = ("default", "matched") if args.setting == "both" else (args.setting,)
@@ -209,13 +218,13 @@ def main(argv: list[str] | None = None) -> int:
             for setting in settings:
                 rows += rows_for(sim, setting, policies)
     if args.only in (None, "pollux"):
-        rows += pollux_rows()
+        rows += pollux_rows(settings, policies)
     print_table(rows)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     command = " ".join(["bench/fidelity.py", *(argv or sys.argv[1:])])
     out: dict[str, Any] = {"rows": rows, "loadavg": os.getloadavg(), "cpu_s": _cpu(),
                            "wall_s": time.perf_counter() - wall, "command": command}
-    if args.update and args.json.exists():
+    if (args.update or args.only) and args.json.exists():  # rows not run stay as they were
         old = json.loads(args.json.read_text())
         key = ("simulator", "workload", "policy", "setting", "metric")
         new = {tuple(r.get(k) for k in key): r for r in rows}

@@ -16,6 +16,10 @@ cohabit runs each policy under two settings of its simulator:
   30 s before a first start makes progress; and ``decision_period=60``: the policy decides
   every 60 s, as the artifact's simulator steps).
 
+``matched``: the artifact's physics as ``pollux-artifact`` and, for each of its policies, cohabit's
+reading of the artifact's own code (:data:`MATCHED`: ``tiresias-pollux``, ``optimus-oracle`` with
+the oracle, ``pollux``); the other settings run cohabit's own policies (:data:`POLICIES`).
+
 ``--settings goodput`` and ``goodput+start`` are the steps in between (goodput physics only; plus
 the 30 s start delay), to see what each part of the option contributes.
 
@@ -27,7 +31,8 @@ Policies (what each side runs; docs/pollux.md explains the differences that rema
 * ``optimus``: the artifact's Optimus+Oracle (true remaining iterations and true step times)
   vs cohabit's Optimus (loss-curve and speed fits, no oracle; its default 300 s full
   re-allocation interval: ``optimus:interval=60`` was 10 points further from the reference on
-  workload-1, docs/pollux.md);
+  workload-1, docs/pollux.md), and vs ``optimus-oracle`` (the artifact's rule, reading the truth
+  through cohabit's oracle: run with ``--oracle``);
 * ``pollux``: the artifact's Pollux (its genetic algorithm; published results) vs cohabit's
   ``pollux``.
 
@@ -72,14 +77,15 @@ POLICIES: dict[str, str] = {
     "optimus": "optimus",
     "pollux": "pollux",
 }
-#: Further cohabit policies compared with a reference policy: the artifact's own reading of it.
-VARIANTS: dict[str, list[str]] = {"tiresias": ["tiresias-pollux"]}
+#: The artifact's own reading of each of its policies in cohabit (setting ``matched``).
+MATCHED: dict[str, str] = {"tiresias": "tiresias-pollux", "optimus": "optimus-oracle", "pollux": "pollux"}
 #: cohabit's simulator settings: (SimConfig, decision period in seconds).
 SETTINGS: dict[str, tuple[SimConfig | None, float | None]] = {
     "default": (None, None),
     "goodput": (SimConfig(pollux_goodput=True), None),  # the steps in between, to see what each one adds
     "goodput+start": (SimConfig(pollux_goodput=True, start_s=30.0), None),
     "pollux-artifact": (POLLUX_ARTIFACT, 60.0),
+    "matched": (POLLUX_ARTIFACT, 60.0),  # and the MATCHED policies
 }
 METRICS = ("avg_jct", "p95_jct", "makespan", "restarts_per_job")
 
@@ -98,12 +104,12 @@ def workload_jobs(name: str, ref: dict[str, Any] | None = None) -> list[TraceJob
 
 
 def run_cohabit(jobs: list[TraceJob], policy: str, setting: str) -> dict[str, float]:
-    """cohabit's metrics for the artifact's ``policy`` (or a cohabit spec of :data:`VARIANTS`) under
-    ``setting`` (same definitions as the reference)."""
+    """cohabit's metrics for the artifact's ``policy`` (or a cohabit policy spec) under ``setting``
+    (same definitions as the reference). A policy that reads the oracle gets it."""
     cfg, period = SETTINGS[setting]
     t0 = time.process_time()
-    out = simulate(jobs, preset("pollux"), make_policy(POLICIES.get(policy, policy)), config=cfg,
-                   decision_period=period)
+    pol = make_policy(POLICIES.get(policy, policy))  # the oracle goes only to a policy that declares it
+    out = simulate(jobs, preset("pollux"), pol, config=cfg, decision_period=period, oracle=pol.uses_oracle)
     cpu = time.process_time() - t0
     done = [j for j in out.result.jobs.values() if j.end_time is not None and j.state.value == "finished"]
     jct = np.array([j.end_time - j.spec.submit_time for j in done])  # type: ignore[operator]
@@ -112,7 +118,7 @@ def run_cohabit(jobs: list[TraceJob], policy: str, setting: str) -> dict[str, fl
         "jobs": float(len(done)), "avg_jct": float(jct.mean()), "p95_jct": float(np.percentile(jct, 95)),
         "makespan": float(max(j.end_time for j in done)),  # type: ignore[type-var]
         "restarts_per_job": restarts / max(len(out.result.jobs), 1), "cpu_s": cpu,
-        "unfinished": float(len(out.result.unfinished)),
+        "unfinished": float(len(out.result.unfinished)), "oracle": pol.uses_oracle,
     }
 
 
@@ -127,21 +133,23 @@ def rows(workloads: list[str] | None = None, policies: list[str] | None = None,
     jobs_of: dict[str, list[TraceJob]] = {}
     for run in ref["runs"]:
         wl, ref_pol = run["workload"], run["policy"]
-        for pol in (ref_pol, *VARIANTS.get(ref_pol, [])):
-            if (workloads and wl not in workloads) or (policies and pol not in policies):
+        for setting in settings:
+            pol = MATCHED[ref_pol] if setting == "matched" else ref_pol
+            if (workloads and wl not in workloads) or (policies and pol not in policies and ref_pol not in policies):
                 continue
             jobs = jobs_of.setdefault(wl, workload_jobs(wl, ref))
-            for setting in settings:
-                mine = run_cohabit(jobs, pol, setting)
-                for metric in METRICS:
-                    theirs = run["metrics"].get(metric)
-                    if theirs is None:
-                        continue
-                    out.append({"simulator": SIMULATOR, "workload": wl, "policy": pol, "reference_policy": ref_pol,
-                                "metric": metric, "reference": theirs, "cohabit": mine[metric],
-                                "ratio": mine[metric] / theirs if theirs else float("nan"), "setting": setting,
-                                "reference_source": run["source"], "cohabit_cpu_s": round(mine["cpu_s"], 2),
-                                "cohabit_unfinished": mine["unfinished"]})
+            mine = run_cohabit(jobs, pol, setting)
+            for metric in METRICS:
+                theirs = run["metrics"].get(metric)
+                if theirs is None:
+                    continue
+                out.append({"simulator": SIMULATOR, "workload": wl, "policy": pol, "reference_policy": ref_pol,
+                        "cohabit_policy": POLICIES.get(pol, pol) + ("[oracle]" if mine["oracle"] else ""),
+                        "cpu_s": round(mine["cpu_s"], 2),
+                            "metric": metric, "reference": theirs, "cohabit": mine[metric],
+                            "ratio": mine[metric] / theirs if theirs else float("nan"), "setting": setting,
+                            "reference_source": run["source"], "cohabit_cpu_s": round(mine["cpu_s"], 2),
+                            "cohabit_unfinished": mine["unfinished"]})
     return out
 
 
@@ -161,8 +169,9 @@ def _print(table: list[dict[str, Any]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workloads", default="", help="comma-separated reference workloads (default: all)")
-    ap.add_argument("--policies", default="", help="comma-separated: tiresias,optimus,pollux (default: all)")
-    ap.add_argument("--settings", default="default,pollux-artifact", help="cohabit settings to run")
+    ap.add_argument("--policies", default="", help="comma-separated reference or cohabit policies: tiresias,optimus,"
+                    "pollux (default: all)")
+    ap.add_argument("--settings", default="default,pollux-artifact,matched", help="cohabit settings to run")
     ap.add_argument("--json", default="bench/results/fidelity_pollux.json")
     a = ap.parse_args()
     split = lambda s: [x for x in s.split(",") if x] or None  # noqa: E731

@@ -12,12 +12,15 @@ from cohabit.engine.oracle import Oracle
 from cohabit.engine.view import ClusterView
 from cohabit.policies import FIFO, SRTF, make_policy
 from cohabit.sim.backend import SimBackend
+from cohabit.sim.physics import POLLUX_ARTIFACT
+from cohabit.sim.pollux_goodput import PolluxWork
 from cohabit.sim.runner import simulate
+from cohabit.sim.traces import load_trace
 from cohabit.sim.truth import JobTruth, TraceJob
 
 from conftest import small_cluster, trace_job
 
-FORBIDDEN = (SimBackend, JobTruth, TraceJob, Oracle)
+FORBIDDEN = (SimBackend, JobTruth, TraceJob, Oracle, PolluxWork)
 
 
 def reachable(*roots: object, limit: int = 200_000) -> list[object]:
@@ -86,6 +89,33 @@ def test_non_oracle_policy_never_gets_the_oracle_even_if_allowed() -> None:
     spy_jobs = [trace_job("a", 1, 10)]
     simulate(spy_jobs, small_cluster(1, 1), policy, oracle=True)
     assert not any(isinstance(o, FORBIDDEN) for o in reachable(policy))
+
+
+def pollux_jobs(tmp_path) -> list[TraceJob]:  # type: ignore[no-untyped-def]
+    """Jobs of the Pollux applications: the oracle holds a true work model (PolluxWork) for each."""
+    path = tmp_path / "pollux.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nn1,0,ncf,1,32768\nn2,30,ncf,1,32768\n"
+                    "n3,0,ncf,2,32768\n")
+    return load_trace(str(path), "pollux").jobs
+
+
+def test_plain_optimus_never_gets_the_true_work_model_even_if_the_oracle_is_allowed(tmp_path) -> None:
+    """cohabit's optimus learns remaining work and speed from reports; with --oracle allowed it still
+    holds nothing of the truth (optimus-oracle is the variant that reads it)."""
+    policy = make_policy("optimus", oracle=True)
+    out = simulate(pollux_jobs(tmp_path), small_cluster(1, 4), policy, config=POLLUX_ARTIFACT, oracle=True)
+    assert out.metrics.jobs_finished == 3 and not policy.uses_oracle
+    assert not any(isinstance(o, FORBIDDEN) for o in reachable(policy))
+
+
+def test_only_a_policy_declaring_the_oracle_gets_the_work_model(tmp_path) -> None:
+    jobs = pollux_jobs(tmp_path)
+    with pytest.raises(ValueError, match="--oracle"):
+        simulate(jobs, small_cluster(1, 4), make_policy("optimus-oracle"), config=POLLUX_ARTIFACT)
+    policy = make_policy("optimus-oracle")
+    simulate(jobs, small_cluster(1, 4), policy, config=POLLUX_ARTIFACT, oracle=True)
+    held = reachable(policy)
+    assert any(isinstance(o, Oracle) for o in held) and any(isinstance(o, PolluxWork) for o in held)
 
 
 def test_policies_cannot_mutate_what_they_see() -> None:

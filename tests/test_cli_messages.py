@@ -118,6 +118,24 @@ def test_run_exits_5_on_a_failed_job_and_shows_bracketed_job_ids(tmp_path: Path,
     assert "exit code 5" in res.output
 
 
+def test_a_policy_that_reads_the_oracle_needs_it_and_never_runs_real_jobs(tmp_path: Path) -> None:
+    """optimus-oracle declares uses_oracle: simulate without --oracle and run (no oracle for real jobs)
+    refuse it with exit 2 and one line, before any work, never a traceback."""
+    trace = tmp_path / "p.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\nn1,0,ncf,1,32768\n")
+    res = runner.invoke(app, ["simulate", "--trace", str(trace), "--format", "pollux", "--policy", "optimus-oracle"],
+                        env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "allow it explicitly with --oracle" in _flat(res.output)
+    res = runner.invoke(app, ["simulate", "--trace", str(trace), "--format", "pollux", "--policy", "optimus-oracle",
+                              "--oracle"])
+    assert res.exit_code == 0, res.output
+    jobs = Path(__file__).resolve().parents[1] / "examples" / "real_jobs.yaml"  # refused before any job starts
+    res = runner.invoke(app, ["run", str(jobs), "--policy", "optimus-oracle"], env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert "which real jobs do not have" in _flat(res.output)
+
+
 def test_live_progress_survives_job_ids_that_look_like_markup() -> None:
     out = io.StringIO()
     console = Console(file=out, width=120)

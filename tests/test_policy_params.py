@@ -142,4 +142,4 @@ def test_the_demo_classifies_every_policy() -> None:
     assert set(DEMO_OWN_WORKLOAD) <= set(REGISTRY) and not set(DEMO_OWN_WORKLOAD) & set(DEMO_PS_POLICIES)
     gpu = set(REGISTRY) - set(DEMO_SKIP) - set(DEMO_PS_POLICIES) - set(DEMO_OWN_WORKLOAD)
     assert gpu >= {"fifo", "srtf", "tiresias", "gandiva", "themis", "dorm", "pack"}
-    assert not gpu & {"drl", "rotary", "rotary-aqp", "mlfs", "pollux"}
+    assert not gpu & {"drl", "rotary", "rotary-aqp", "mlfs", "pollux", "optimus-oracle"}  # the last needs --oracle

@@ -62,7 +62,8 @@ def _policies() -> list[str]:
 @given(spec=JOBS)
 def test_no_policy_preempts_a_job_more_often_than_its_restart_cost(policy, spec) -> None:
     jobs = [trace_job(f"j{i}", g, d, submit=s, model=m) for i, (g, d, s, m) in enumerate(spec)]
-    out = simulate(jobs, small_cluster(2, 8), make_policy(BOUNDED_BY_PARAMETER.get(policy, policy)), config=CFG)
+    pol = make_policy(BOUNDED_BY_PARAMETER.get(policy, policy))
+    out = simulate(jobs, small_cluster(2, 8), pol, config=CFG, oracle=pol.uses_oracle)  # optimus-oracle needs it
     bound = max(RESTART, TIME_SLICING.get(policy, 0.0))
     assert shortest_run_before_pause(out.result.record) >= bound - 1e-6, policy
 

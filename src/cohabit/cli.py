@@ -70,6 +70,9 @@ def run_comparison(
     jobs = trace_load.jobs  # type: ignore[attr-defined]
     policies = [make_policy(name, oracle=oracle) for name in policy_names]
     for policy in policies:  # before any work: a policy that cannot run on this cluster says why
+        if getattr(policy, "uses_oracle", False) and not oracle:
+            _fail(f"policy {policy.name!r} reads the ground truth (true work and step times); "
+                  f"allow it explicitly with --oracle")
         check_cluster = getattr(policy, "cluster_problem", None)
         if check_cluster is not None and (problem := check_cluster(cluster)):
             _fail(problem)
@@ -280,6 +283,9 @@ DEMO_OWN_WORKLOAD: dict[str, str] = {
                     "cohabit simulate --trace drl_uniform --policy drl,lb,tetris,tiresias,lif-line,lif-quad"),
     **dict.fromkeys(("pollux",),
                     "cohabit simulate --trace pollux_workload-1 --physics pollux-artifact --policy pollux,tiresias"),
+    **dict.fromkeys(("optimus-oracle",),  # reads the oracle: the demo runs policies without it
+                    "cohabit simulate --trace pollux_workload-1 --physics pollux-artifact --policy "
+                    "optimus-oracle,optimus --oracle"),
     **dict.fromkeys(("rotary", "srf", "bcf", "laf", "rr"),
                     "python -m cohabit.sim.rotary_workload r.yaml --jobs 30 --repo r.sqlite, then cohabit simulate "
                     "--trace r.yaml --policy rotary:repo=r.sqlite,srf,bcf,laf,rr (docs/rotary.md)"),

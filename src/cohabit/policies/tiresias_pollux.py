@@ -19,6 +19,13 @@ can compare the same policy on both simulators:
 * **Placement anywhere.** A job's GPUs are taken from the nodes with the most free GPUs first
   (``most_common``), split across nodes when needed; a running job keeps its placement.
 
+Two switches turn one of these differences at a time into cohabit's ``tiresias`` rule (for measuring
+which one explains the gap, ``bench/fidelity_pollux_tiresias.py``, docs/fidelity.md): ``reclaim=false``
+(a running job keeps its GPUs against jobs of its own queue: running jobs claim before waiting ones) and
+``placement=consolidated`` (cohabit's placement: as few nodes as hold the job). With both,
+its average JCT on the artifact's 11 workloads equals cohabit's ``tiresias`` (with the artifact's
+parameters) within 0.05 %.
+
 It decides every ``round_s`` seconds (the artifact's 60 s scheduling interval: ``decision_period``),
 so a job runs at least a round between a start and a pause. It observes only the job's size,
 arrival and executed time.
@@ -40,13 +47,18 @@ from .placement import Draft, fill
 class TiresiasPollux(BasePolicy):
     """See the module docstring. ``threshold``: GPU-seconds of service that demote a job to queue 1."""
 
-    def __init__(self, threshold: float = 16 * 3600.0, round_s: float = 60.0) -> None:
+    def __init__(self, threshold: float = 16 * 3600.0, round_s: float = 60.0, reclaim: bool = True,
+                 placement: str = "most-free") -> None:
         if not threshold > 0:
             raise ValueError(f"threshold must be > 0 GPU-seconds, got {threshold!r}")
         if not 0 < round_s < float("inf"):
             raise ValueError(f"round_s must be a finite number of seconds > 0, got {round_s!r}")
+        if placement not in ("most-free", "consolidated"):
+            raise ValueError(f"placement must be 'most-free' or 'consolidated', got {placement!r}")
         self.threshold = float(threshold)
         self.decision_period = float(round_s)
+        self.reclaim = bool(reclaim)
+        self.placement = placement
         self.name = "tiresias-pollux"
         self._queues: tuple[list[str], list[str]] = ([], [])
 
@@ -75,14 +87,17 @@ class TiresiasPollux(BasePolicy):
         g = view.gpu_col
         left = float(view.capacity[:, g].sum()) if g is not None else float("inf")
         chosen: list[JobView] = []
-        for jid in (*q0, *q1):
-            job = view.jobs[jid]
-            if job.state not in (JobState.PENDING, JobState.PAUSED, JobState.RUNNING):
-                continue
-            need = self.gpus(job, view)
-            if need <= left + 1e-9:
-                chosen.append(job)
-                left -= need
+        live = (JobState.PENDING, JobState.PAUSED, JobState.RUNNING)
+        for q in (q0, q1):
+            queue = [view.jobs[jid] for jid in q if view.jobs[jid].state in live]
+            if not self.reclaim:  # cohabit's Tiresias: a running job is not preempted by one of its own queue
+                queue = ([j for j in queue if j.state is JobState.RUNNING]
+                         + [j for j in queue if j.state is not JobState.RUNNING])
+            for job in queue:
+                need = self.gpus(job, view)
+                if need <= left + 1e-9:
+                    chosen.append(job)
+                    left -= need
         keep = {j.id for j in chosen}
         draft = Draft(view)
         plan: Plan = []
@@ -93,11 +108,16 @@ class TiresiasPollux(BasePolicy):
         for job in chosen:
             if job.state is JobState.RUNNING:
                 continue
-            placement = self._most_free_first(draft, job, view)
+            placement = self._place(draft, job, view)
             if placement is None:
                 continue  # other resources than GPUs do not fit: it waits
             plan.append(Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement))
         return plan
+
+    def _place(self, draft: Draft, job: JobView, view: ClusterView) -> tuple[int, ...] | None:
+        if self.placement == "consolidated":
+            return draft.place(job)  # cohabit's: on as few nodes as hold it (consolidated first)
+        return self._most_free_first(draft, job, view)
 
     @staticmethod
     def _most_free_first(draft: Draft, job: JobView, view: ClusterView) -> tuple[int, ...] | None:

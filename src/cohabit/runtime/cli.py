@@ -340,7 +340,11 @@ def run_policies(specs: list[Any], cluster: Any, names: list[str], *, workdir: P
     results: dict[str, Any] = {}
     outcomes: dict[str, Any] = {}
     for name in names:  # before any work: a policy that cannot run on this cluster says why
-        check_cluster = getattr(make_policy(name), "cluster_problem", None)
+        policy = make_policy(name)
+        if getattr(policy, "uses_oracle", False):
+            fail(f"policy {policy.name!r} reads the simulator's ground truth (--oracle), which real jobs "
+                 f"do not have; it runs only under `cohabit simulate --oracle`")
+        check_cluster = getattr(policy, "cluster_problem", None)
         if check_cluster is not None and (problem := check_cluster(cluster)):
             fail(problem)
     for name in names:

@@ -38,8 +38,9 @@ from . import drl_physics, host_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import (SimConfig, consolidation_factor, graph_traffic_mb, replicas_per_node,
                       restart_delay, shared_speed, solo_rate, uses_goodput)
-from .pollux_goodput import RunConfig, goodput_app, run_config
+from .pollux_goodput import PolluxWork, RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
+from .profiles.pollux import POLLUX_APPS
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, ps_levels, restoring, trace_level
 
@@ -96,8 +97,10 @@ class SimBackend:
     def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
         self.cfg = config or SimConfig()
         self._truth: dict[str, JobTruth] = {}
+        self._batch: dict[str, int | None] = {}  # the trace's batch size (the oracle's work models)
         for tj in jobs:
             self._truth[tj.spec.id] = tj.truth
+            self._batch[tj.spec.id] = tj.spec.batch_size
         self._runs: dict[str, _Run] = {}
         self._checkpoint: dict[str, float] = {}  # iterations saved at the last checkpoint
         self._heap: list[tuple[float, int, int, str, int]] = []
@@ -120,9 +123,14 @@ class SimBackend:
 
     # ------------------------------------------------------------ oracle
     def oracle(self) -> Oracle:
+        """The ground truth oracle policies may read: lengths, and the work model of Pollux jobs."""
+        models = {j: PolluxWork(t.app, b, goodput=uses_goodput(t, self.cfg))  # type: ignore[arg-type]
+                  for j, t in self._truth.items()
+                  if t.app in POLLUX_APPS and t.ps is None and (b := self._batch.get(j))}
         return Oracle(
             {j: t.iterations for j, t in self._truth.items()},
             {j: t.duration for j, t in self._truth.items()},
+            models,
         )
 
     # ------------------------------------------------------------ actions

@@ -170,3 +170,56 @@ def run_config(app: str, per_node: Sequence[int], batch: int | None, progress: f
     else:
         cfg = fixed_config(app, key, int(batch), epoch)
     return cfg, a.epoch_ends[epoch]
+
+
+@cache
+def _iteration_table(app: str) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...]]:
+    """``(batches, iterations[epoch][batch index])``: the profiles' ``iteration`` column, the iterations
+    at each profiled batch from the start to the end of each epoch."""
+    prof = app_profile(app)
+    cols = []
+    for b in prof.batch_sizes:
+        rows = list(csv.DictReader(io.StringIO(profile_text("pollux_apps", app, f"validation-{b}.csv"))))
+        cols.append([float(r["iteration"]) for r in rows[: prof.epochs]])
+    return tuple(float(b) for b in prof.batch_sizes), tuple(map(tuple, np.array(cols).T.tolist()))
+
+
+class PolluxWork:
+    """The true work and speed of a Pollux job: the oracle's :class:`~cohabit.engine.oracle.WorkModel`.
+
+    Built by ``SimBackend.oracle()`` for jobs of the Pollux applications; only oracle policies get it.
+    With goodput physics (``goodput=True``) the iterations per epoch are the profiles' ``iteration``
+    column interpolated linearly in the batch size (what the Pollux artifact's Optimus+Oracle reads,
+    ``Application.get_iteration``); without, a job's work is samples counted at ``M0`` (``solo_rate``),
+    so the iterations at batch ``M`` to an epoch's end are its progress there x ``M0 / M``.
+    """
+
+    __slots__ = ("app", "batch_size", "goodput", "_app")
+
+    def __init__(self, app: str, batch_size: int, *, goodput: bool) -> None:
+        self.app = app
+        self.batch_size = int(batch_size)
+        self.goodput = goodput
+        self._app = goodput_app(app)
+
+    @property
+    def epochs(self) -> int:
+        return len(self._app.epoch_ends)
+
+    @property
+    def batch_limits(self) -> tuple[int, int, int, int]:
+        lim = self._app.limits
+        return lim.init_batch, lim.max_batch, lim.min_local, lim.max_local
+
+    def epoch(self, done: float) -> int:
+        return self._app.epoch(done)
+
+    def iterations_after_epoch(self, epoch: int) -> float:
+        e = min(max(int(epoch), 0), self.epochs - 1)
+        if not self.goodput:
+            return self._app.epoch_ends[e] * self._app.limits.init_batch / self.batch_size
+        batches, table = _iteration_table(self.app)
+        return lerp(batches, table[e], float(self.batch_size))
+
+    def step_time(self, per_node: tuple[int, ...], local_bsz: int) -> tuple[float, float]:
+        return pollux_step_time(self.app, per_node, local_bsz)
