@@ -143,14 +143,36 @@ def test_queue_holds_for_an_expected_earlier_subtask_cpu_for_a_while_network_str
     assert q.hold(_ticket("d", K.PUSH, 10), now) == 0.0
 
 
-def test_link_delivers_its_rate_and_serves_the_primary_first() -> None:
+class FakeClock:
+    """``time.monotonic`` for :mod:`cohabit.runtime.harmony.queues` that moves only when told: a link's
+    waits are then exact (on the real clock, a loaded machine stretched the gap between two calls past
+    the tolerance)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    import cohabit.runtime.harmony.queues as queues
+
+    fake = FakeClock()
+    monkeypatch.setattr(queues, "time", fake)
+    return fake
+
+
+def test_link_delivers_its_rate_and_serves_the_primary_first(clock: FakeClock) -> None:
     link = NodeLink(rate=1e6)
     assert link.try_take(100_000, high=True) is None
-    assert link.drain_time() == pytest.approx(0.1, abs=0.01)
+    assert link.drain_time() == pytest.approx(0.1)
+    clock.now += 0.03
     wait = link.try_take(1000, high=True)
-    assert wait is not None and wait == pytest.approx(0.1, abs=0.01)  # in debt: wait it out
+    assert wait == pytest.approx(0.07)  # in debt: wait out the rest of the 0.1 s
     link.high_waiting = 1
-    time.sleep(0.11)
+    clock.now += 0.08
     assert link.try_take(1000, high=False) is not None  # a primary is waiting: the secondary yields
     link.high_waiting = 0
     assert link.try_take(1000, high=False) is None and link.bytes_low == 1000
@@ -158,12 +180,15 @@ def test_link_delivers_its_rate_and_serves_the_primary_first() -> None:
         NodeLink(0)
 
 
-def test_secondary_waits_out_the_primarys_grace_between_its_draws() -> None:
+def test_secondary_waits_out_the_primarys_grace_between_its_draws(clock: FakeClock) -> None:
     link = NodeLink(rate=1e7, grace_s=0.05)
     assert link.try_take(10_000, high=True) is None  # 1 ms of bytes, then 50 ms of grace
+    clock.now += 0.0005
     wait = link.try_take(1000, high=False)
-    assert wait is not None and wait == pytest.approx(0.051, abs=0.005)
-    time.sleep(0.06)  # the primary drew nothing for longer than the grace: the secondary goes
+    assert wait == pytest.approx(0.0505)  # 0.051 after the primary's draw
+    clock.now += 0.049
+    assert link.try_take(1000, high=False) == pytest.approx(0.0015)  # still inside the grace
+    clock.now += 0.002  # the primary drew nothing for longer than the grace: the secondary goes
     assert link.try_take(1000, high=False) is None
     assert NodeLink(rate=1e7, grace_s=0.0).try_take(1, high=True) is None
     with pytest.raises(ValueError, match="grace_s"):

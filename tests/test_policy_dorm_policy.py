@@ -151,4 +151,7 @@ def test_policy_decisions_are_logged_with_solver_data():
     policy = Dorm(0.2, 0.1)
     simulate(jobs, cluster(), policy, strict=True)
     check_log(policy)
-    assert all(d.seconds < 5 for d in policy.log) and np.isfinite([d.utilization for d in policy.log]).all()
+    # each decision logs its solve's wall seconds (how long solves take is bench/dorm.py's table, not a bound here:
+    # a loaded machine stretches wall time)
+    assert all(np.isfinite(d.seconds) and d.seconds > 0 for d in policy.log)
+    assert np.isfinite([d.utilization for d in policy.log]).all()

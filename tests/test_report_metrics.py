@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -13,6 +12,8 @@ from cohabit.engine.record import EventKind as K
 from cohabit.engine.record import Record
 from cohabit.report import Metrics, compute_metrics, jain_index, report_json
 from cohabit.spec import Resources
+
+from metrics_helpers import scale_record
 
 CAP = Resources(gpu=4, cpu=16)
 
@@ -267,23 +268,11 @@ def test_metrics_rejects_bad_arguments(kwargs: dict, match: str) -> None:
         compute_metrics(Record(), CAP, **kwargs)
 
 
-def test_metrics_scale_400k_events_is_fast() -> None:
-    """82k jobs, ~426k events: a regression guard (measured ~0.4 s; bound loose for CI)."""
-    r = Record()
-    for i in range(82_000):
-        j, t = f"j{i}", 10.0 * i
-        r.append(t, K.SUBMITTED, j, tenant=f"t{i % 7}", deadline=t + 50 if i % 3 else None)
-        r.append(t, K.DECISION, ms=0.1)
-        r.append(t + 1, K.STARTED, j, alloc={"gpu": 1 + i % 8, "cpu": 4.0}, nodes=[0])
-        if i % 10 == 0:
-            r.append(t + 5, K.PAUSED, j)
-            r.append(t + 6, K.RESUMED, j, alloc={"gpu": 1 + i % 8, "cpu": 4.0}, nodes=[1])
-        r.append(t + 8, K.PROGRESS, j, iterations=100, iter_time=0.05)
-        r.append(t + 9, K.FINISHED, j)
-    assert len(r) > 400_000
-    start = time.perf_counter()
+def test_metrics_on_a_large_record_count_every_job_and_cap_the_series() -> None:
+    """8,200 jobs (~43k events): counts stay exact and the series stays capped. (How long the 82k-job
+    record takes is measured by bench/metrics_scale.py, not asserted here.)"""
+    r = scale_record(8_200)
+    assert len(r) > 42_000
     m = compute_metrics(r, Resources(gpu=2500, cpu=10_000))
-    elapsed = time.perf_counter() - start
-    assert m.jobs_finished == 82_000 and m.preemptions == 8_200
-    assert len(m.allocated_series) <= 2000
-    assert elapsed < 5.0, f"compute_metrics took {elapsed:.2f} s on {len(r)} events"
+    assert m.jobs_finished == 8_200 and m.preemptions == 820
+    assert 1000 < len(m.allocated_series) <= 2000  # ~18k change points, thinned to the cap

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,16 @@ from cohabit.spec.yamlio import SpecError, loads_cluster, loads_jobs, load_jobs
 
 runner = CliRunner()
 TIRESIAS_HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+
+
+@contextmanager
+def cpu_at_most(seconds: float) -> Iterator[None]:
+    """Fail when the block spends more than ``seconds`` of this process's CPU time (``time.process_time``:
+    unlike the wall clock it does not grow when a loaded machine keeps the process waiting)."""
+    c0 = time.process_time()
+    yield
+    spent = time.process_time() - c0
+    assert spent < seconds, f"took {spent:.2f} CPU s (bound {seconds:g})"
 
 
 def _jobs_error(text: str) -> SpecError:
@@ -60,9 +72,8 @@ def _bomb(levels: int) -> str:
 
 
 def test_alias_bomb_is_refused_quickly() -> None:
-    t0 = time.perf_counter()
-    e = _jobs_error(_bomb(9))  # 9**9 scalars if expanded
-    assert time.perf_counter() - t0 < 5
+    with cpu_at_most(5):
+        e = _jobs_error(_bomb(9))  # 9**9 scalars if expanded
     assert "aliases expand to more than" in e.message and e.line is not None and e.line >= 5
 
 
@@ -94,9 +105,8 @@ def test_recursive_alias_is_refused() -> None:
     ("{id: a, workers: {count: 1, demand: {cpu: 1e300}}}", "jobs[0].workers.demand", "<= 1e+09"),
 ])
 def test_huge_or_infinite_job_fields_are_field_errors(item: str, field: str, words: str) -> None:
-    t0 = time.perf_counter()
-    e = _jobs_error(f"jobs:\n  - {item}\n")
-    assert time.perf_counter() - t0 < 2
+    with cpu_at_most(2):
+        e = _jobs_error(f"jobs:\n  - {item}\n")
     assert (e.file, e.line, e.field) == ("j.yaml", 2, field) and words in e.message, str(e)
     assert len(str(e)) < 400  # a 5,000-character value is not echoed whole
 
@@ -105,10 +115,9 @@ def test_huge_node_capacity_and_node_counts_are_refused() -> None:
     with pytest.raises(SpecError) as info:
         loads_cluster("name: c\nnodes:\n  - {name: n, capacity: {gpu: 100000000, cpu: 1}}\n", "c.yaml")
     assert info.value.line == 3 and "at most 1024 GPUs" in info.value.message
-    t0 = time.perf_counter()
-    with pytest.raises(SpecError) as info:
+    with cpu_at_most(10), pytest.raises(SpecError) as info:
         loads_cluster("name: c\nnodes:\n" + "  - {count: 100000, capacity: {gpu: 1}}\n" * 50, "c.yaml")
-    assert time.perf_counter() - t0 < 10 and "more than 100,000 nodes" in info.value.message
+    assert "more than 100,000 nodes" in info.value.message
 
 
 @pytest.mark.parametrize("row, column", [
@@ -196,10 +205,9 @@ def test_output_paths_are_checked_before_the_run(tmp_path: Path) -> None:
     blocker.write_text("x")
     for args in (["--json", str(blocker / "r.json")], ["--json", str(tmp_path)],
                  ["--plot", str(tmp_path / "r.txt")], ["--plot", str(blocker / "r.png")]):
-        t0 = time.perf_counter()
         res = runner.invoke(app, ["simulate", "--trace", "tiresias_480", "--policy", "fifo", *args])
         assert res.exit_code == 2 and args[0] in res.output, res.output
-        assert "jobs_finished" not in res.output and time.perf_counter() - t0 < 10
+        assert "jobs_finished" not in res.output  # refused before the simulation ran
 
 
 @pytest.mark.parametrize("args, words", [
@@ -231,10 +239,9 @@ def test_ray_address_that_refuses_connections_fails_fast() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    t0 = time.perf_counter()
-    with pytest.raises(ConnectionError, match="nothing accepts connections"):
+    # "refused": the answer of a port nobody listens on, at once (not a connect timeout waited out)
+    with pytest.raises(ConnectionError, match="nothing accepts connections at .*[Rr]efused"):
         check_reachable(f"127.0.0.1:{port}")
-    assert time.perf_counter() - t0 < 6
     with pytest.raises(ValueError, match="HOST:PORT"):
         check_reachable("127.0.0.1")
 
@@ -251,9 +258,8 @@ def test_real_run_refuses_a_submit_time_it_would_wait_years_for(tmp_path: Path) 
     jobs = tmp_path / "j.yaml"
     jobs.write_text("jobs:\n  - {id: a, workers: {count: 1, demand: {cpu: 1}}, iterations: 5, submit_time: 1e9, "
                     "workload: {name: mlr}}\n")
-    t0 = time.perf_counter()
-    res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo"])
-    assert res.exit_code == 2 and "submit_time" in res.output and time.perf_counter() - t0 < 30
+    res = runner.invoke(app, ["run", str(jobs), "--policy", "fifo"])  # (waiting would hang to the timeout)
+    assert res.exit_code == 2 and "submit_time" in res.output
 
 
 @pytest.mark.parametrize("args", [["--seed", "-1"], ["--synthetic-jobs", "0"], ["--out", "/proc/none/x"]])

@@ -11,6 +11,10 @@ import time
 from pathlib import Path
 
 from cohabit.runtime.checkpoint import CheckpointStore
+from cohabit.runtime.usage import read_proc
+
+from runtime_helpers import children
+from service_helpers import wait_until
 
 JOBS = ("jobs:\n  - {id: long, workers: {count: 1, demand: {cpu: 1}}, iterations: 200000, "
         "workload: {name: mlr, data: synthetic, n_samples: 2000, n_features: 20, seed: 1}}\n")
@@ -21,6 +25,11 @@ def _cohabit(args: list[str], tmp: Path, **kw) -> subprocess.Popen:
     (tmp / "tmp").mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "cohabit.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def _worker_cpu(pid: int) -> float:
+    """The most CPU seconds any child process of ``pid`` (a ``cohabit run``: its workers) has used."""
+    return max([(read_proc(c) or (0.0, 0.0))[0] for c in children(pid)], default=0.0)
 
 
 def _alive(pid: int) -> bool:
@@ -40,10 +49,9 @@ def test_sigterm_checkpoints_stops_and_resume_continues(tmp_path: Path) -> None:
                     tmp_path)
     store = CheckpointStore(work / "fifo" / "checkpoints", fsync=False)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not list((work / "fifo" / "logs").glob("*")):
-            time.sleep(0.1)
-        time.sleep(4.0)  # training
+        # training: a worker of the run has spent a CPU second (its imports take ~0.15 s), a condition
+        # rather than a sleep (on a loaded machine a worker could still be importing after 4 s)
+        wait_until(lambda: _worker_cpu(proc.pid) >= 1.0, 120, "a worker to train (a CPU second)")
         assert store.latest("long") is None or store.latest("long").iteration == 0
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.live import JobSource
 from ..engine.loop import RunResult, Scheduler
 from ..report.metrics import Metrics, compute_metrics
 from ..spec.cluster import ClusterSpec
@@ -110,20 +111,23 @@ def run_local(
     on_scheduler: Callable[[Scheduler], None] | None = None,
     strict: bool = False,
     backend_cls: Callable[..., LocalBackend] = LocalBackend,
+    source: JobSource | None = None,
     **backend_options: Any,
 ) -> RealOutcome:
     """Run ``specs`` under ``policy`` on real processes; blocks until every job ended.
 
     ``backend_options`` go to ``backend_cls`` (:class:`LocalBackend` or
     :class:`~.ray_backend.RayBackend`: ``max_restarts``, ``checkpoint_interval``, ...). ``on_scheduler`` sees the scheduler before
-    it runs (a progress display uses it to read job states).
+    it runs (a progress display uses it to read job states). ``source`` (a
+    :class:`~cohabit.engine.live.JobSource`) submits further jobs while the run goes on;
+    the run then ends when the source says stop.
     """
     backend = backend_cls(cluster, root=root, listener=listener, **backend_options)
     try:
         sched = Scheduler(cluster, policy, backend, strict=strict)
         if on_scheduler is not None:
             on_scheduler(sched)
-        result = sched.run(specs)
+        result = sched.run(specs, source)
     finally:
         backend.close()
     return RealOutcome(result, compute_metrics(result.record, cluster.capacity), dict(backend.status),
