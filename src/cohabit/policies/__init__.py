@@ -86,7 +86,7 @@ DESCRIPTIONS: dict[str, str] = {
     "gavel-las": "Gavel's LAS: max-min fair time shares in 360 s rounds, by share received (OSDI'20).",
     "gavel-fifo": "Gavel's FIFO: whole GPU types to the oldest jobs, in 360 s rounds (OSDI'20).",
     "gavel-ftf": "Gavel's finish-time fairness: shares minimizing the worst rho, in 360 s rounds (OSDI'20).",
-    "gavel-gandiva": "Gavel's Gandiva: random same-size job pairs share GPUs at measured pair speeds, 360 s rounds.",
+    "gavel-gandiva": "Gavel's Gandiva: random same-size job pairs share GPUs at measured pair speeds.",
     "drf": "Weighted Dominant Resource Fairness between tenants (NSDI'11).",
     "tetris": "Tetris: multi-resource packing by demand and free-space alignment (SIGCOMM'14).",
     "lb": "Arrival order; each task goes to the least loaded node that fits it.",
