@@ -133,33 +133,37 @@ class OptimusOracle(BasePolicy):
         assert g is not None
         cap = view.capacity[:, g]
         per_node = max(int(cap.max()), 1)
-        gpus = int(cap.sum())
+        gpus = float(cap.sum())
         now = view.now
         models = {j.id: self._model(j) for j in jobs}
         left = {j.id: self.remaining(j, m, now) for j in jobs if (m := models[j.id]) is not None}
+        unit = {j.id: float(j.spec.workers.demand["gpu"]) for j in jobs}  # GPUs per worker (Pollux jobs: 1)
         n: dict[str, int] = {}
         gain: dict[str, float] = {}
 
         def gain_of(job: JobView) -> float:
             m, k = models[job.id], n[job.id]
-            if m is None or k + 1 > self.max_replicas(job, m) or gpus < 1:
+            if m is None or k + 1 > self.max_replicas(job, m) or gpus < unit[job.id]:
                 return 0.0
             return (self._step_time(job, m, k, per_node) - self._step_time(job, m, k + 1, per_node)) * left[job.id]
 
         for job in sorted(jobs, key=lambda j: max(j.spec.min_workers, 1)):  # stable: arrival order
             need = max(job.spec.min_workers, 1)
-            if need > gpus:
+            if need * unit[job.id] > gpus + 1e-9:
                 n[job.id], gain[job.id] = 0, 0.0
                 continue
             n[job.id] = need
-            gpus -= need
+            gpus -= need * unit[job.id]
             gain[job.id] = gain_of(job)
         by_id = {j.id: j for j in jobs}
-        while gpus > 0 and gain and max(gain.values()) > 0:
-            key = max(gain, key=gain.__getitem__)  # the first of the largest, in the order above
+        while gain:
+            fits = {k: v for k, v in gain.items() if unit[k] <= gpus + 1e-9}
+            if not fits or max(fits.values()) <= 0:
+                break
+            key = max(fits, key=fits.__getitem__)  # the first of the largest, in the order above
             n[key] += 1
-            gain[key] = gain_of(by_id[key])
-            gpus -= 1
+            gain[key] = gain_of(by_id[key])  # before the GPUs are taken, as the artifact does
+            gpus -= unit[key]
         return n
 
     # ------------------------------------------------------------------ decisions
@@ -167,7 +171,8 @@ class OptimusOracle(BasePolicy):
         active = sorted((*view.running.values(), *view.paused.values(), *view.pending.values()), key=lambda j: j.seq)
         gpu = view.gpu_col is not None
         jobs = [j for j in active if gpu and j.spec.workers.demand.get("gpu", 0.0) > 0 and not j.spec.num_ps]
-        others = [j for j in active if j.state is not JobState.RUNNING and j not in jobs]
+        ids = {j.id for j in jobs}
+        others = [j for j in active if j.state is not JobState.RUNNING and j.id not in ids]
         draft = Draft(view)
         if not jobs:
             return place_in_order(view, others, draft.place)
