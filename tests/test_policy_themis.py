@@ -171,3 +171,10 @@ def test_type_speeds_estimate_an_unseen_type_from_other_jobs_ratios() -> None:
     assert ts.ranked(SimpleNamespace(), c, 1) == ["v100", "k80", "p100"]
     assert ts.ranked(SimpleNamespace(), SimpleNamespace(id="d", spec=SimpleNamespace(model="x")), 1) == \
         ["v100", "k80", "p100"]  # by the types' relative speeds
+    # no job seen on two types: two jobs of one model, one on each type, give the ratio
+    ts = TypeSpeeds()
+    ts._seen = {"e": {("v100", 1): 24.0}, "f": {("k80", 1): 8.0}, "g": {("k80", 1): 9.0}}
+    ts._model = {"e": "resnet", "f": "resnet", "g": "lm"}
+    assert ts.ratio("k80", "v100", "resnet") == pytest.approx(8.0 / 24.0)
+    assert ts.speed(SimpleNamespace(id="e", spec=SimpleNamespace(model="resnet")), "k80", 1) == pytest.approx(8.0)
+    assert ts.ratio("p100", "v100", "resnet") is None

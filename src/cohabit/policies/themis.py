@@ -163,9 +163,6 @@ class Themis(ObservingPolicy):
     def decide(self, view: ClusterView) -> Plan:
         self._advance(view)
         now = view.now
-        typed = self.type_speeds.heterogeneous(view)
-        if typed:
-            self.type_speeds.observe(view)
         horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
         expired = [job for jid, job in view.running.items() if self._expiry.get(jid, -math.inf) <= horizon]
         waiting = waiting_jobs(view)
@@ -173,6 +170,9 @@ class Themis(ObservingPolicy):
             self._event = False
             return []
         self._event = False
+        typed = self.type_speeds.heterogeneous(view)
+        if typed:  # the running jobs' speeds on their types, as last reported
+            self.type_speeds.observe(view)
         targets, served = self.targets(view, expired + waiting)
         for jid, n in targets.items():
             if n > 0:

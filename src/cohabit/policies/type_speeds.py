@@ -4,7 +4,8 @@ A scheduler sees each running job's measured time per iteration (``JobView.iter_
 nodes it runs on, whose ``gpu_model`` label names the GPU type. :class:`TypeSpeeds` keeps, per job,
 its latest observed speed (iterations per second) on each type at each worker count, and from the
 jobs observed on two types the *relative speed* of those types (the median ratio, over the jobs of
-the same model first, then over all jobs). A job's speed on a type it has not run on is estimated
+the same model first, then over all jobs; with no job seen on both, from the median speeds of one
+model's jobs on each, as jobs of one model run alike on one type). A job's speed on a type it has not run on is estimated
 from its speed on a type it has run on times that ratio. Types are ranked for a job by that
 estimate (types with no estimate after, in the order of the cluster-wide relative speeds, then by
 name). Nothing here reads a job's true speed: only reports the scheduler received.
@@ -45,6 +46,7 @@ class TypeSpeeds:
         self._node_type: dict[int, str] = {}
         self._seen: dict[str, dict[tuple[str, int], float]] = {}  # job -> (type, workers) -> iterations/s
         self._model: dict[str, str] = {}
+        self._memo: dict[object, object] = {}  # ratios and relative speeds; cleared when observations change
 
     def types(self, view: ClusterView) -> dict[str, list[int]]:
         if self._types is None:
@@ -67,16 +69,28 @@ class TypeSpeeds:
             if job.iter_time and job.iter_time > 0:
                 t = self.type_of(view, job)
                 if t is not None:
-                    self._seen.setdefault(job.id, {})[(t, job.n_workers)] = 1.0 / job.iter_time
-                    self._model[job.id] = job.spec.model
+                    seen = self._seen.setdefault(job.id, {})
+                    key, speed = (t, job.n_workers), 1.0 / job.iter_time
+                    if seen.get(key) != speed:
+                        seen[key] = speed
+                        self._model[job.id] = job.spec.model
+                        self._memo.clear()
 
     def forget(self, job: JobView) -> None:
         """Keep what ``job`` taught about the types (its ratios), but stop tracking it as active."""
         self._model.setdefault(job.id, job.spec.model)
 
     def ratio(self, t: str, ref: str, model: str | None = None) -> float | None:
-        """Median speed on ``t`` over speed on ``ref`` among jobs observed on both at one worker count
-        (the jobs of ``model`` if any were, else all); None without such a job."""
+        key = ("ratio", t, ref, model)
+        if key not in self._memo:
+            self._memo[key] = self._ratio(t, ref, model)
+        return self._memo[key]  # type: ignore[return-value]
+
+    def _ratio(self, t: str, ref: str, model: str | None = None) -> float | None:
+        """Speed on ``t`` over speed on ``ref`` at one worker count: the median over the jobs observed on
+        both (those of ``model`` if any were, else all); failing that, the median over the models whose
+        jobs were observed on both of the ratio of their jobs' median speeds there (``model``'s own if
+        it has one); None without either."""
         def pool(same_model: bool) -> list[float]:
             out = []
             for jid, seen in self._seen.items():
@@ -87,7 +101,29 @@ class TypeSpeeds:
                         out.append(s / seen[(ref, n)])
             return out
         vals = (pool(True) if model is not None else []) or pool(False)
-        return median(vals) if vals else None
+        if vals:
+            return median(vals)
+        groups = self._groups()
+        across = [g[(t, n)] / g[(ref, n)] for key, g in groups.items() if model is None or key == model
+                  for (tt, n) in g if tt == t and (ref, n) in g]
+        if not across and model is not None:
+            across = [g[(t, n)] / g[(ref, n)] for g in groups.values() for (tt, n) in g if tt == t and (ref, n) in g]
+        return median(across) if across else None
+
+    def _groups(self) -> dict[str, dict[tuple[str, int], float]]:
+        """model -> (type, workers) -> median speed of its jobs observed there (memoized)."""
+        if "by_model" not in self._memo:
+            self._memo["by_model"] = self._by_model()
+        return self._memo["by_model"]  # type: ignore[return-value]
+
+    def _by_model(self) -> dict[str, dict[tuple[str, int], float]]:
+        """model -> (type, workers) -> median speed of its jobs observed there."""
+        speeds: dict[str, dict[tuple[str, int], list[float]]] = {}
+        for jid, seen in self._seen.items():
+            per = speeds.setdefault(self._model.get(jid, ""), {})
+            for key, s in seen.items():
+                per.setdefault(key, []).append(s)
+        return {m: {k: median(v) for k, v in per.items()} for m, per in speeds.items()}
 
     def speed(self, job: JobView, t: str, n: int) -> float | None:
         """``job``'s speed on ``n`` workers of type ``t``: observed, else estimated from a type it ran on."""
@@ -102,6 +138,12 @@ class TypeSpeeds:
         return None
 
     def relative(self, t: str) -> float | None:
+        key = ("relative", t)
+        if key not in self._memo:
+            self._memo[key] = self._relative(t)
+        return self._memo[key]  # type: ignore[return-value]
+
+    def _relative(self, t: str) -> float | None:
         """Median, over the jobs observed on ``t`` and on another type at one worker count, of their speed
         on ``t`` over their fastest observed speed at that count; None without such a job."""
         vals = []
