@@ -190,7 +190,7 @@ def test_constructor_rejects_bad_values(kw: dict, word: str) -> None:
 
 def test_registry_builds_it() -> None:
     pol = make_policy("optimus")
-    assert pol.name == "optimus" and pol.tick_interval == 300.0 and pol.report_interval == 60.0
+    assert pol.name == "optimus" and pol.tick_interval == 300.0 and pol.report_interval == 300.0
 
 
 # ------------------------------------------------------------------ properties

@@ -32,8 +32,8 @@ the same order and estimates as re-estimating and sorting them every round, with
 
 from __future__ import annotations
 
-import heapq
 import math
+from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterator
 
 from ..engine.actions import Pause, Plan, Resume, Start
@@ -71,6 +71,12 @@ class SRTF(BasePolicy):
         self._mean: dict[Hashable, MeanQueue] = {}
         self._mean_key: dict[str, Hashable] = {}  # job id -> its queue in _mean
         self._other: dict[str, JobView] = {}  # the engine keeps one JobView per job
+        # the jobs of _other in (estimate, seq) order, kept across rounds while the history (their estimates'
+        # only input that moves while they wait) keeps its length; joined ones are inserted at the next round
+        self._other_sorted: list[tuple[float, int, str]] = []
+        self._other_pos: dict[str, tuple[float, int, str]] = {}
+        self._other_new: list[str] = []
+        self._other_hist = -1
         self._just_paused: list[str] = []  # paused by the last plan: they wait again (see _sync_waiting)
         self._seen: set[str] = set()  # jobs classified for _running_bound (dropped when they end)
         self._estimated: set[str] = set()  # of those, the ones whose running estimate is computed per job
@@ -78,7 +84,9 @@ class SRTF(BasePolicy):
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
-        for held in (self._mean, self._mean_key, self._other, self._seen, self._estimated):
+        self._other_hist = -1
+        for held in (self._mean, self._mean_key, self._other, self._seen, self._estimated, self._other_pos,
+                     self._other_new, self._other_sorted):
             held.clear()  # sorted without the oracle: sorted again at the next round
 
     # -------------------------------------------------------------- estimate
@@ -157,6 +165,9 @@ class SRTF(BasePolicy):
         victims: list[tuple[float, float, JobView]] | None = None  # (remaining, end of its minimum run, job)
         started: list[str] = []
         stream = self._ordered(view, n_history)
+        # shapes whose preemption failed since the last one that succeeded: a later job of the shape has as
+        # much work left (so at most the same victims) and at most the same room, and fails the same way
+        no_preempt: set[Hashable] = set()
         for mine, _, job in stream:
             p = draft.place(job)
             if p is None and self.preemptive and view.running:
@@ -167,7 +178,14 @@ class SRTF(BasePolicy):
                         victims = sorted(((self.remaining(r, view),
                                            self._started.get(r.id, -math.inf) + self.min_run_time, r)
                                           for r in view.running.values()), key=lambda x: -x[0])
-                p = self._preempt_for(job, mine, draft, victims, plan, view.now)
+                if victims and victims[0][0] > mine + self.preempt_margin:
+                    shape = self._shape_key(job, view)
+                    if shape not in no_preempt:
+                        p = self._preempt_for(job, mine, draft, victims, plan, view.now)
+                        if p is None:
+                            no_preempt.add(shape)
+                        else:
+                            no_preempt.clear()
             if p is None:
                 # Waiting jobs come in order of remaining time and victims only leave the list: once
                 # nobody is worth pausing for this job and no room is left, none of the later ones
@@ -195,6 +213,9 @@ class SRTF(BasePolicy):
             if not queue.ids:
                 del self._mean[key]
         self._other.pop(job_id, None)
+        entry = self._other_pos.pop(job_id, None)
+        if entry is not None:
+            del self._other_sorted[bisect_left(self._other_sorted, entry)]
 
     @staticmethod
     def _shape_key(job: JobView, view: ClusterView) -> Hashable:
@@ -239,6 +260,7 @@ class SRTF(BasePolicy):
             queue.add(job.id, job.executed_time(view.now), job.seq)
         else:
             self._other[job.id] = job
+            self._other_new.append(job.id)
 
     def _ordered(self, view: ClusterView, n_history: int) -> Streams[JobView]:
         """The waiting jobs as ``(remaining, seq, job)`` in ascending order, lazily: the same order
@@ -256,12 +278,21 @@ class SRTF(BasePolicy):
 
         streams: list[tuple[bool, Iterator[tuple[float, int, JobView]]]] = [
             (True, jobs(q)) for q in self._mean.values()]
-        if self._other:
+        other = self._other
+        if other:
             rem = self._waiting_remaining
-            keyed = [(rem(j, view, n_history), j.seq, j) for j in self._other.values()]
-            # a heap, not a sort: a round usually stops after the first few jobs (see decide's break)
-            heapq.heapify(keyed)
-            streams.append((False, (heapq.heappop(keyed) for _ in range(len(keyed)))))
+            if self._other_hist != n_history:  # the history grew: estimates of jobs that never ran moved
+                self._other_hist = n_history
+                self._other_sorted = sorted((rem(j, view, n_history), j.seq, j.id) for j in other.values())
+                self._other_pos = {e[2]: e for e in self._other_sorted}
+            else:
+                for job_id in self._other_new:
+                    job = other.get(job_id)
+                    if job is not None and job_id not in self._other_pos:
+                        entry = self._other_pos[job_id] = (rem(job, view, n_history), job.seq, job_id)
+                        insort(self._other_sorted, entry)
+            self._other_new.clear()
+            streams.append((False, ((r, seq, other[job_id]) for r, seq, job_id in self._other_sorted)))
         return Streams(streams)
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
