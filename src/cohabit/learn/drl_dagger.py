@@ -21,8 +21,9 @@ trained on.
 Algorithm (DAgger, Ross et al. 2011): round 0, the expert places and its decisions are recorded;
 round ``k``, the current actor places, each decision taken by the expert with probability
 ``beta_k = 0.5^k``, and the expert's action is recorded for every state the actor visits; after
-each round the actor is fitted (cross-entropy, :func:`cohabit.learn.drl_rl.imitate`) on all the
-data so far and scored in the simulator on fixed validation workloads (seeds 900-902 of each
+each round the actor is fitted (cross-entropy, :func:`cohabit.learn.drl_rl.imitate`) on the
+data so far (at most ``max_fit`` samples of it, drawn at random; states with one valid action
+are not recorded, nor those where the expert finds no way to complete the job) and scored in the simulator on fixed validation workloads (seeds 900-902 of each
 arrival pattern); the best-scoring weights are kept.
 """
 
@@ -58,8 +59,11 @@ class RecordingPolicy(TaskwisePolicy):
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         target = int(self.expert(state, job, mask))
-        self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
-                                   target))
+        # a state with one valid action teaches nothing; nor one where the expert sees that the job
+        # cannot be completed whatever the action (it will wait; its label would be arbitrary)
+        if mask.sum() > 1 and not getattr(self.expert, "hopeless", False):
+            self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
+                                       target))
         if self.actor is None or self.rng.random() < self.beta:
             return target
         from .drl_env import net_probabilities
@@ -112,7 +116,7 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
 def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 30, epochs: int = 4,
            teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
-           log: Any = print) -> tuple[Any, dict[str, Any]]:
+           max_fit: int = 20_000, log: Any = print) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report."""
     import multiprocessing as mp
 
@@ -149,6 +153,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return out
 
     data: list[Sample] = []
+    rng = np.random.default_rng(seed)
     report: dict[str, Any] = {"rounds": []}
     best_sd = {k: v.detach().clone() for k, v in actor.state_dict().items()}
     try:
@@ -167,7 +172,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
             got = run(args)
             fresh = [s for samples, _ in got for s in samples]
             data.extend(fresh)
-            fit = imitate(actor, data, epochs=epochs, seed=seed + k, lr=lr, log=log)
+            pick = rng.permutation(len(data))[:max_fit] if len(data) > max_fit else np.arange(len(data))
+            fit = imitate(actor, [data[i] for i in pick], epochs=epochs, seed=seed + k, lr=lr, log=log)
             val = validate({n: v.detach().clone() for n, v in actor.state_dict().items()})
             if val["mean"] < best:
                 best = val["mean"]
@@ -197,7 +203,8 @@ def train_drl_dagger(
     rounds: int = typer.Option(4, help="DAgger rounds after the expert's own round"),
     episodes: int = typer.Option(12, help="simulated workloads per round (arrival patterns in turn)"),
     intervals: int = typer.Option(30, help="intervals of arrivals per workload"),
-    epochs: int = typer.Option(4, help="passes over all the data after each round"),
+    epochs: int = typer.Option(4, help="passes over the data after each round"),
+    max_fit: int = typer.Option(20_000, help="at most this many samples (drawn at random) in each fit"),
     teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), lif-quad or lif-line"),
     horizon: int = typer.Option(3, help="lookahead: waiting jobs also placed in each candidate's score"),
     lr: float = typer.Option(5e-4, help="Adam learning rate of the fits"),
@@ -215,8 +222,8 @@ def train_drl_dagger(
         raise typer.BadParameter(f"--teacher must be lookahead, lif-quad or lif-line, got {teacher!r}")
     if servers not in (6, 30):
         raise typer.BadParameter(f"--servers must be 6 or 30 (the drl and drl-30 presets), got {servers}")
-    if min(episodes, intervals, epochs, workers) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
-        raise typer.BadParameter("--episodes, --intervals, --epochs and --workers must be >= 1, --rounds and "
+    if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
+        raise typer.BadParameter("--episodes, --intervals, --epochs, --workers and --max-fit must be >= 1, --rounds and "
                                  "--horizon >= 0, --lr > 0")
     if teacher == "lookahead":
         meta_r = reward.with_suffix(".json")
@@ -228,7 +235,7 @@ def train_drl_dagger(
     torch.set_num_threads(1)
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
-                           seed=seed, lr=lr, time_budget_s=budget_s or None, log=lambda s: typer.echo(s, err=True))
+                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True))
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,

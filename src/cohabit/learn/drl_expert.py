@@ -45,25 +45,71 @@ def complete(free: np.ndarray, job: JobEntry, pw: np.ndarray, pp: np.ndarray) ->
     return pw, pp
 
 
-class LookaheadExpert:
-    """Chooser: the action whose completed placement the reward model scores best (module doc)."""
+Job = tuple[str, bool, int, int, np.ndarray, np.ndarray]  # model, all-reduce, workers, PS, per-server counts
 
-    def __init__(self, reward_net: Any, horizon: int = 0) -> None:
-        self.net = reward_net
+
+class RewardScorer:
+    """Sum of the reward model's predicted normalised speeds of each candidate's jobs (one batch)."""
+
+    def __init__(self, net: Any) -> None:
+        self.net = net
+
+    def __call__(self, cands: list[list[Job]]) -> np.ndarray:
+        import torch
+
+        from ..policies.drl.nets import pad_batch
+
+        seqs = [torch.from_numpy(np.stack([reward_token(*j) for j in c]).astype(np.float32)) for c in cands]
+        x, pad = pad_batch(seqs, seqs[0].shape[1])
+        with torch.no_grad():
+            pred = self.net(x, pad).masked_fill(pad, 0.0)
+        return pred.sum(1).numpy().astype(float)
+
+
+class LIFScorer:
+    """Sum of a LIF model's predicted normalised speeds (:mod:`cohabit.models.interference`), for
+    cluster sizes without a reward model."""
+
+    def __init__(self, model: Any, cores: float = 8.0) -> None:
+        self.model, self.cores = model, cores
+
+    def __call__(self, cands: list[list[Job]]) -> np.ndarray:
+        from ..models.interference import server_features
+
+        out = np.zeros(len(cands))
+        for i, c in enumerate(cands):
+            jobs = []
+            for model, _, _, _, pw, pp in c:
+                w = {s: int(n) for s, n in enumerate(pw) if n}
+                p = {s: int(n) for s, n in enumerate(pp) if n}
+                jobs.append((model, w, p, len(set(w) | set(p)) > 1))
+            cores = {s: self.cores for s in range(len(c[0][4]))}
+            feats = server_features(jobs, cores, self.model)
+            out[i] = sum(self.model.predict_speed(j[0], list(f.values())) for j, f in zip(jobs, feats))
+        return out
+
+
+class LookaheadExpert:
+    """Chooser: the action whose completed placement the scorer rates best (module doc).
+    ``horizon``: the next waiting new jobs are also placed (by :func:`complete`) in each
+    candidate before it is scored, so that a placement that leaves them no room scores less."""
+
+    def __init__(self, scorer: Any, horizon: int = 0) -> None:
+        self.scorer = scorer if not hasattr(scorer, "parameters") else RewardScorer(scorer)
         self.horizon = horizon
         self.calls = 0
+        self.hopeless = False  # the last call found no action after which the job can be completed
 
     def scores(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
         """Per action, the predicted sum of normalised speeds after it (``-inf`` when masked or
         when the job cannot be completed after it)."""
-        import torch
-
         out = np.full(mask.size, -np.inf)
-        others = [reward_token(j.model, j.allreduce, j.n_workers, j.n_ps, j.placed_w, j.placed_p)
-                  for j in state.jobs if j is not job and j.complete and (j.placed_w.sum() + j.placed_p.sum()) > 0]
-        cands: list[tuple[int, np.ndarray]] = []
+        others: list[Job] = [(j.model, j.allreduce, j.n_workers, j.n_ps, j.placed_w, j.placed_p) for j in state.jobs
+                             if j is not job and j.complete and (j.placed_w.sum() + j.placed_p.sum()) > 0]
         pos = state.jobs.index(job)
         later = [e for e in state.jobs[pos + 1:] if e.new][: self.horizon]
+        actions: list[int] = []
+        cands: list[list[Job]] = []
         for a in np.flatnonzero(mask):
             server, is_ps = divmod(int(a), 2)
             pw, pp = job.placed_w.copy(), job.placed_p.copy()
@@ -73,32 +119,24 @@ class LookaheadExpert:
             done = complete(free, job, pw, pp)
             if done is None:
                 continue
-            toks = [reward_token(job.model, job.allreduce, job.n_workers, job.n_ps, *done)]
-            if later:
-                free -= np.outer(done[0] - pw, job.worker_demand) + np.outer(done[1] - pp, job.ps_demand)
-                for e in later:
-                    got = complete(free, e, np.zeros(state.m, np.int64), np.zeros(state.m, np.int64))
-                    if got is not None:
-                        free -= np.outer(got[0], e.worker_demand) + np.outer(got[1], e.ps_demand)
-                        toks.append(reward_token(e.model, e.allreduce, e.n_workers, e.n_ps, *got))
-            cands.append((int(a), np.stack(toks)))
-        if not cands:
-            return out
-        from ..policies.drl.nets import pad_batch
-
-        base = np.stack(others) if others else np.zeros((0, cands[0][1].shape[1]), np.float32)
-        x, pad = pad_batch([torch.from_numpy(np.concatenate((base, toks)).astype(np.float32)) for _, toks in cands],
-                           base.shape[1])
-        with torch.no_grad():
-            pred = self.net(x, pad).masked_fill(pad, 0.0).numpy()
-        self.calls += 1
-        for (a, _), row in zip(cands, pred):
-            out[a] = float(row.sum())
+            jobs = [*others, (job.model, job.allreduce, job.n_workers, job.n_ps, *done)]
+            free -= np.outer(done[0] - pw, job.worker_demand) + np.outer(done[1] - pp, job.ps_demand)
+            for e in later:
+                got = complete(free, e, np.zeros(state.m, np.int64), np.zeros(state.m, np.int64))
+                if got is not None:
+                    free -= np.outer(got[0], e.worker_demand) + np.outer(got[1], e.ps_demand)
+                    jobs.append((e.model, e.allreduce, e.n_workers, e.n_ps, *got))
+            actions.append(int(a))
+            cands.append(jobs)
+        if cands:
+            out[actions] = self.scorer(cands)
+            self.calls += 1
         return out
 
     def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         s = self.scores(state, job, mask)
-        if np.isfinite(s).any():
+        self.hopeless = not np.isfinite(s).any()
+        if not self.hopeless:
             return int(np.argmax(s))
         # no action lets the job complete: any valid one (the job will wait, its tasks taken back)
         return int(np.flatnonzero(mask)[0])
