@@ -7,11 +7,14 @@ and training time. Writes ``bench/results/drl.json`` and prints tables.
     python bench/drl.py --quick --before DIR   # + a 'drl-before' column: DIR/policy.pt, DIR/policy-30.pt
 
 Workloads (``cohabit.sim.drl_workload``, 30 intervals of 20 minutes on the ``drl`` preset, 6
-servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform`` is the
-arrival pattern the shipped policy was trained on (on other seeds: training draws a fresh
-workload per episode); ``drl_poisson`` and ``drl_bursty`` are arrival patterns it never saw;
-"unseen models" adds DSSM and Inception-BN jobs it never placed; "drl-30" is the 30-server preset
-with its own weights (``policy-30.pt``). Table II's ablations come from ``bench/drl_ablations.py``
+servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform``,
+``drl_poisson`` and ``drl_bursty`` (seeds 0, 1, 2). The shipped weights (``cohabit train
+drl-dagger``) were trained on a mix of uniform, Poisson and bursty workloads of seeds 1000 up
+(validated on 900-902), so every workload here is one it did not train on; "unseen models" adds
+DSSM and Inception-BN jobs it never placed; "drl-30 ..." are the 30-server preset with its own
+weights (``policy-30.pt``), seed 101 of each arrival pattern. ``--before DIR`` adds a
+``drl-before`` column (earlier weights) measured in the same run.
+Table II's ablations come from ``bench/drl_ablations.py``
 (its JSON is read when present).
 JCT is in intervals (seconds / 1200). Times are CPU seconds (``time.process_time``); the
 machine's load average is printed beside every table.
@@ -163,8 +166,8 @@ def main() -> None:
               "load_average": os.getloadavg()}
     tr = result["training"]
     print(f"\nTraining: reward model {tr['reward']['cpu_s']:.0f} s CPU ({tr['reward']['params']} parameters); "
-          f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall, {tr['policy'].get('iterations_done')} "
-          f"iterations ({tr['policy']['params']} parameters)")
+          f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall (last run), "
+          f"{len(tr['policy'].get('rounds', []))} DAgger rounds ({tr['policy']['params']} parameters)")
     abl = OUT.parent / "drl_ablations.json"
     if abl.is_file():  # written by bench/drl_ablations.py
         result["ablations"] = json.loads(abl.read_text())
