@@ -170,3 +170,19 @@ def test_train_drl_dagger_refuses_bad_options(tmp_path):
     assert r.exit_code != 0 and "--teacher" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["train", "drl-dagger", "--servers", "7", "--out", str(tmp_path / "x.pt")])
     assert r.exit_code != 0 and "--servers" in r.output
+
+
+def test_recording_policy_skips_states_the_expert_finds_hopeless():
+    """A waiting job's decisions, where no action lets it complete, carry arbitrary labels."""
+    from cohabit.learn.drl_dagger import RecordingPolicy
+
+    state = PlacementState(np.ones((2, 3)), [_job("a", 3, 0, m=2)])
+    state.free[:, 0] = [0.5, 0.5]  # two GPUs for three workers
+    expert = LookaheadExpert(lambda cands: np.zeros(len(cands)))
+    pol = RecordingPolicy(None, expert, beta=1.0, rng=np.random.default_rng(0))
+    job = state.jobs[0]
+    pol.choose(state, job, state.mask(job))
+    assert expert.hopeless and pol.samples == []
+    state.free[:, 0] = [1.0, 1.0]
+    pol.choose(state, job, state.mask(job))
+    assert not expert.hopeless and len(pol.samples) == 1
