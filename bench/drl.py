@@ -4,13 +4,17 @@ and training time. Writes ``bench/results/drl.json`` and prints tables.
 
     python bench/drl.py                 # the three embedded workloads + 2 fresh seeds each (minutes)
     python bench/drl.py --quick         # the embedded workloads only
+    python bench/drl.py --quick --before DIR   # + a 'drl-before' column: DIR/policy.pt, DIR/policy-30.pt
 
 Workloads (``cohabit.sim.drl_workload``, 30 intervals of 20 minutes on the ``drl`` preset, 6
-servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform`` is the
-arrival pattern the shipped policy was trained on (on other seeds: training draws a fresh
-workload per episode); ``drl_poisson`` and ``drl_bursty`` are arrival patterns it never saw;
-"unseen models" adds DSSM and Inception-BN jobs it never placed; "drl-30" is the 30-server preset
-with its own weights (``policy-30.pt``). Table II's ablations come from ``bench/drl_ablations.py``
+servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform``,
+``drl_poisson`` and ``drl_bursty`` (seeds 0, 1, 2). The shipped weights (``cohabit train
+drl-dagger``) were trained on a mix of uniform, Poisson and bursty workloads of seeds 1000 up
+(validated on 900-902), so every workload here is one it did not train on; "unseen models" adds
+DSSM and Inception-BN jobs it never placed; "drl-30 ..." are the 30-server preset with its own
+weights (``policy-30.pt``), seed 101 of each arrival pattern. ``--before DIR`` adds a
+``drl-before`` column (earlier weights) measured in the same run.
+Table II's ablations come from ``bench/drl_ablations.py``
 (its JSON is read when present).
 JCT is in intervals (seconds / 1200). Times are CPU seconds (``time.process_time``); the
 machine's load average is printed beside every table.
@@ -47,25 +51,34 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def jct_table(workloads: dict[str, list]) -> dict[str, dict[str, float]]:
+def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[str, dict[str, float]]:
+    """Average JCT per workload and policy; ``before``: a folder with earlier ``policy.pt`` /
+    ``policy-30.pt`` (+ JSON), run as ``drl-before`` in the same pass."""
     out: dict[str, dict[str, float]] = {}
+    names = (("drl-before",) if before is not None else ()) + POLICIES
     for wname, jobs in workloads.items():
-        cluster = preset("drl-30" if "drl-30" in wname else "drl")
+        thirty = "drl-30" in wname
+        cluster = preset("drl-30" if thirty else "drl")
         row: dict[str, float] = {}
-        for p in POLICIES:
-            pol = make_policy(p)
+        for p in names:
+            spec = p if p != "drl-before" else f"drl:weights={before / ('policy-30.pt' if thirty else 'policy.pt')}"
+            pol = make_policy(spec)
             t = time.process_time()
             res = simulate(jobs, cluster, pol)
             row[p] = res.metrics.avg_jct / 1200.0
             row[f"{p}_cpu_s"] = time.process_time() - t
         best = min(row[p] for p in POLICIES if p != "drl")
         row["drl_vs_best_baseline_pct"] = 100.0 * (best - row["drl"]) / best
+        if before is not None:
+            row["drl_before_vs_best_baseline_pct"] = 100.0 * (best - row["drl-before"]) / best
         out[wname] = row
-    print(f"\nAverage JCT (intervals of 20 min), {len(POLICIES)} policies; {load()}")
-    print(f"{'workload':22s}" + "".join(f"{p:>10s}" for p in POLICIES) + f"{'drl vs best':>13s}")
+    print(f"\nAverage JCT (intervals of 20 min), {len(names)} policies; {load()}")
+    print(f"{'workload':24s}" + "".join(f"{p:>11s}" for p in names) + f"{'drl vs best':>13s}"
+          + (f"{'before vs best':>16s}" if before is not None else ""))
     for wname, row in out.items():
-        print(f"{wname:22s}" + "".join(f"{row[p]:10.2f}" for p in POLICIES)
-              + f"{row['drl_vs_best_baseline_pct']:+12.1f}%")
+        print(f"{wname:24s}" + "".join(f"{row[p]:11.2f}" for p in names)
+              + f"{row['drl_vs_best_baseline_pct']:+12.1f}%"
+              + (f"{row['drl_before_vs_best_baseline_pct']:+15.1f}%" if before is not None else ""))
     return out
 
 
@@ -135,22 +148,26 @@ def latency() -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--before", type=Path, help="folder with earlier policy.pt / policy-30.pt (+ JSON): a "
+                    "'drl-before' column measured in the same run")
     args = ap.parse_args()
     workloads = {f"{n} (embedded)": load_trace(n).jobs for n in ("drl_uniform", "drl_poisson", "drl_bursty")}
     # held out: DSSM and Inception-BN jobs too (models the policy never placed in training)
     workloads["unseen models, uniform"] = generate(30, arrival="uniform", seed=201, models=MODELS + UNSEEN_MODELS)
     workloads["drl-30 uniform seed 101"] = generate(30, arrival="uniform", seed=101, n_servers=30)
+    workloads["drl-30 poisson seed 101"] = generate(30, arrival="poisson", seed=101, n_servers=30)
+    workloads["drl-30 bursty seed 101"] = generate(30, arrival="bursty", seed=101, n_servers=30)
     if not args.quick:
         for arrival in ("uniform", "poisson", "bursty"):
             for seed in (101, 102):
                 workloads[f"{arrival} seed {seed}"] = generate(30, arrival=arrival, seed=seed)
-    result = {"jct_intervals": jct_table(workloads), "prediction": reward_errors(), "latency": latency(),
+    result = {"jct_intervals": jct_table(workloads, args.before), "prediction": reward_errors(), "latency": latency(),
               "training": {k: json.loads((DATA / f"{k}.json").read_text()) for k in ("reward", "policy", "policy-30")},
               "load_average": os.getloadavg()}
     tr = result["training"]
     print(f"\nTraining: reward model {tr['reward']['cpu_s']:.0f} s CPU ({tr['reward']['params']} parameters); "
-          f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall, {tr['policy'].get('iterations_done')} "
-          f"iterations ({tr['policy']['params']} parameters)")
+          f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall (last run), "
+          f"{len(tr['policy'].get('rounds', []))} DAgger rounds ({tr['policy']['params']} parameters)")
     abl = OUT.parent / "drl_ablations.json"
     if abl.is_file():  # written by bench/drl_ablations.py
         result["ablations"] = json.loads(abl.read_text())

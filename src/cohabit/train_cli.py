@@ -18,6 +18,7 @@ TRAINERS: dict[str, str] = {
     "mlfs-rl": "cohabit.learn.mlfs_rl:train_mlfs_rl",
     "drl": "cohabit.learn.drl_rl:train_drl",
     "drl-reward": "cohabit.learn.drl_reward:train_drl_reward",
+    "drl-dagger": "cohabit.learn.drl_dagger:train_drl_dagger",
 }
 
 

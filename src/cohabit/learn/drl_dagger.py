@@ -1,0 +1,250 @@
+"""``cohabit train drl-dagger``: Harmony-DRL's actor trained toward a reward-model lookahead
+expert by dataset aggregation (expert iteration; ours, in the place of the paper's offline stage
+on reward-model samples, Bao et al., ToN'22 §IV, §V-B).
+
+Why: REINFORCE from the imitation warm start raised the training environment's score but not
+the simulator's (``docs/drl.md``): its signal (Eq. 1 rewards summed over every running job,
+per-inference discounting) is too noisy for an hour of this machine. Here every decision gets a
+target instead: the action of :class:`~cohabit.learn.drl_expert.LookaheadExpert`, which scores
+each candidate with the learned reward model (never the simulator's physics), or of the LIF-Quad
+rule (``--teacher lif-quad``, for cluster sizes without a reward model).
+
+Where the states come from: the simulator itself (:func:`cohabit.sim.runner.simulate` on the
+``drl`` / ``drl-30`` preset), through :class:`RecordingPolicy`, the same task-by-task placement
+loop the ``drl`` policy runs (decisions at arrivals and finishes, every waiting job in the
+state), so the training states are the deciding states; the policy reads only the cluster view
+(``tests/test_barrier.py``). Workloads: a MIX of uniform, Poisson and bursty arrivals
+(:mod:`cohabit.sim.drl_workload`, the six Table I models) on seeds from 1000 up; the bench's
+workloads (seeds 0-2 embedded, 101, 102, 201, and the DSSM / Inception-BN jobs) are never
+trained on.
+
+Algorithm (DAgger, Ross et al. 2011): round 0, the expert places and its decisions are recorded;
+round ``k``, the current actor places, each decision taken by the expert with probability
+``beta_k = 0.5^k``, and the expert's action is recorded for every state the actor visits; after
+each round the actor is fitted (cross-entropy, :func:`cohabit.learn.drl_rl.imitate`) on the
+data so far (at most ``max_fit`` samples of it, drawn at random; states with one valid action
+are not recorded, nor those where the expert finds no way to complete the job) and scored in the simulator on fixed validation workloads (seeds 900-902 of each
+arrival pattern); the best-scoring weights are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from ..policies.drl.state import JobEntry, PlacementState
+from ..policies.drl.taskwise import Chooser, TaskwisePolicy
+from ..sim.drl_workload import ARRIVALS, generate
+from .drl_env import Sample, lif_teacher
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data" / "drl"
+VALIDATION_SEEDS = (900, 901, 902)
+TRAIN_SEED0 = 1000
+
+
+class RecordingPolicy(TaskwisePolicy):
+    """Places like ``drl`` (the actor's argmax), or as the expert with probability ``beta``;
+    records the expert's action for every state it decides on (a :class:`Sample`)."""
+
+    def __init__(self, actor: Any | None, expert: Chooser, beta: float, rng: np.random.Generator) -> None:
+        self.actor, self.expert, self.beta, self.rng = actor, expert, beta, rng
+        self.samples: list[Sample] = []
+        self.name = "drl-dagger"
+
+    def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        target = int(self.expert(state, job, mask))
+        # a state with one valid action teaches nothing; nor one where the expert sees that the job
+        # cannot be completed whatever the action (it will wait; its label would be arbitrary)
+        if mask.sum() > 1 and not getattr(self.expert, "hopeless", False):
+            self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
+                                       target))
+        if self.actor is None or self.rng.random() < self.beta:
+            return target
+        from .drl_env import net_probabilities
+
+        p = net_probabilities(self.actor, state, job, mask)
+        return int(np.argmax(np.where(mask, p, -1.0)))
+
+
+def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int) -> Chooser:
+    """The expert chooser: ``lookahead`` (reward model) or ``lif-quad`` / ``lif-line``."""
+    if teacher == "lookahead":
+        from ..policies.drl.nets import RewardNet
+        from .drl_expert import LookaheadExpert
+
+        net = RewardNet(m)
+        net.load_state_dict(reward_sd)
+        net.eval()
+        return LookaheadExpert(net, horizon=horizon)
+    return lif_teacher(teacher.split("-")[1])
+
+
+def workload(m: int, arrival: str, seed: int, intervals: int) -> list[Any]:
+    return generate(intervals, arrival=arrival, seed=seed, n_servers=m)
+
+
+def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]) -> tuple[list[Sample], float]:
+    """One simulated workload placed by the actor (weights ``args[0]``; ``None``: the expert only);
+    returns the recorded samples and the average JCT in intervals."""
+    import torch
+
+    from ..policies.drl.nets import PolicyNet
+    from ..sim.runner import simulate
+    from ..spec.cluster import preset
+
+    torch.set_num_threads(1)
+    actor_sd, reward_sd, cfg = args
+    m = cfg["m"]
+    actor = None
+    if actor_sd is not None:
+        actor = PolicyNet(m)
+        actor.load_state_dict(actor_sd)
+        actor.eval()
+    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"])
+    pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
+    jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
+    res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
+    return pol.samples, float(res.metrics.avg_jct or 0.0) / 1200.0
+
+
+def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 30, epochs: int = 4,
+           teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
+           workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
+           max_fit: int = 20_000, log: Any = print) -> tuple[Any, dict[str, Any]]:
+    """The DAgger loop of the module docstring; returns the best actor and a report."""
+    import multiprocessing as mp
+
+    import torch
+
+    from ..policies.drl.nets import PolicyNet
+    from .drl_rl import imitate
+
+    torch.manual_seed(seed)
+    actor = PolicyNet(m)
+    if init is not None:
+        actor.load_state_dict(torch.load(init, map_location="cpu", weights_only=True))
+    actor.eval()
+    reward_sd = (torch.load(reward_path, map_location="cpu", weights_only=True)
+                 if teacher == "lookahead" and reward_path is not None else None)
+    if teacher == "lookahead" and reward_sd is None:
+        raise ValueError("the lookahead teacher needs a reward model")
+    pool = mp.get_context("spawn").Pool(workers) if workers > 1 else None
+    t0, w0 = time.process_time(), time.time()
+    next_seed = TRAIN_SEED0 + 1000 * seed
+
+    def run(args: list[Any]) -> list[tuple[list[Sample], float]]:
+        return pool.map(episode, args) if pool is not None else [episode(a) for a in args]
+
+    def cfg(**kw: Any) -> dict[str, Any]:
+        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, **kw}
+
+    def validate(sd: dict[str, Any] | None) -> dict[str, float]:
+        got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=0.0 if sd is not None else 1.0))
+                   for a in ARRIVALS for s in VALIDATION_SEEDS])
+        keys = [f"{a}-{s}" for a in ARRIVALS for s in VALIDATION_SEEDS]
+        out = {k: jct for k, (_, jct) in zip(keys, got)}
+        out["mean"] = float(np.mean([jct for _, jct in got]))
+        return out
+
+    data: list[Sample] = []
+    rng = np.random.default_rng(seed)
+    report: dict[str, Any] = {"rounds": []}
+    best_sd = {k: v.detach().clone() for k, v in actor.state_dict().items()}
+    try:
+        report["expert_validation"] = validate(None)
+        best = validate(best_sd)["mean"] if init is not None else float("inf")
+        report["init_validation_mean"] = best
+        log(f"validation (avg JCT, intervals, mean of {3 * len(VALIDATION_SEEDS)} workloads): expert "
+            f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
+        for k in range(rounds + 1):
+            beta = 0.5 ** k
+            sd = None if k == 0 else {n: v.detach().clone() for n, v in actor.state_dict().items()}
+            args = []
+            for i in range(episodes):
+                args.append((sd, reward_sd, cfg(arrival=ARRIVALS[i % len(ARRIVALS)], seed=next_seed, beta=beta)))
+                next_seed += 1
+            got = run(args)
+            fresh = [s for samples, _ in got for s in samples]
+            data.extend(fresh)
+            pick = rng.permutation(len(data))[:max_fit] if len(data) > max_fit else np.arange(len(data))
+            fit = imitate(actor, [data[i] for i in pick], epochs=epochs, seed=seed + k, lr=lr, log=log)
+            val = validate({n: v.detach().clone() for n, v in actor.state_dict().items()})
+            if val["mean"] < best:
+                best = val["mean"]
+                best_sd = {n: v.detach().clone() for n, v in actor.state_dict().items()}
+            row = {"round": k, "beta": beta, "episodes": episodes, "new_samples": len(fresh), "samples": len(data),
+                   "episode_avg_jct": float(np.mean([j for _, j in got])), "heldout_agreement":
+                   fit["heldout_agreement"], "validation": val, "cpu_s_main": time.process_time() - t0,
+                   "wall_s": time.time() - w0}
+            report["rounds"].append(row)
+            log(f"round {k} (beta {beta:.3f}): {len(fresh)} new samples ({len(data)} in all), agreement "
+                f"{fit['heldout_agreement']:.3f}, validation avg JCT {val['mean']:.3f} (best {best:.3f}), "
+                f"{time.time() - w0:.0f} s wall")
+            if time_budget_s is not None and time.time() - w0 > time_budget_s:
+                log(f"stopping after round {k}: wall-time budget {time_budget_s:g} s spent")
+                break
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+    actor.load_state_dict(best_sd)
+    report.update({"best_validation_mean": best, "wall_s": time.time() - w0, "cpu_s_main": time.process_time() - t0})
+    return actor, report
+
+
+def train_drl_dagger(
+    servers: int = typer.Option(6, help="servers M (6: the 'drl' preset, 30: 'drl-30')"),
+    rounds: int = typer.Option(4, help="DAgger rounds after the expert's own round"),
+    episodes: int = typer.Option(12, help="simulated workloads per round (arrival patterns in turn)"),
+    intervals: int = typer.Option(30, help="intervals of arrivals per workload"),
+    epochs: int = typer.Option(4, help="passes over the data after each round"),
+    max_fit: int = typer.Option(20_000, help="at most this many samples (drawn at random) in each fit"),
+    teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), lif-quad or lif-line"),
+    horizon: int = typer.Option(3, help="lookahead: waiting jobs also placed in each candidate's score"),
+    lr: float = typer.Option(5e-4, help="Adam learning rate of the fits"),
+    workers: int = typer.Option(2, help="processes simulating workloads in parallel"),
+    seed: int = typer.Option(0, help="seed of the fits; workload seeds are 1000 + 1000 x seed onwards"),
+    budget_s: float = typer.Option(0.0, "--budget-s", help="stop after the round that passes this wall time"),
+    reward: Path = typer.Option(DEFAULT_OUT / "reward.pt", help="reward model (lookahead teacher)"),
+    init: Path = typer.Option(None, help="start the actor from these policy weights"),
+    out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
+) -> None:
+    """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
+    import torch
+
+    if teacher not in ("lookahead", "lif-quad", "lif-line"):
+        raise typer.BadParameter(f"--teacher must be lookahead, lif-quad or lif-line, got {teacher!r}")
+    if servers not in (6, 30):
+        raise typer.BadParameter(f"--servers must be 6 or 30 (the drl and drl-30 presets), got {servers}")
+    if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
+        raise typer.BadParameter("--episodes, --intervals, --epochs, --workers and --max-fit must be >= 1, --rounds and "
+                                 "--horizon >= 0, --lr > 0")
+    if teacher == "lookahead":
+        meta_r = reward.with_suffix(".json")
+        if not reward.is_file():
+            raise typer.BadParameter(f"reward model {reward} not found: run 'cohabit train drl-reward' first")
+        if meta_r.is_file() and int(json.loads(meta_r.read_text()).get("servers", 6)) != servers:
+            raise typer.BadParameter(f"reward model {reward} was trained for another number of servers than "
+                                     f"--servers {servers}")
+    torch.set_num_threads(1)
+    actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
+                           teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
+                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(actor.state_dict(), out)
+    meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
+            "heads": actor.heads, "teacher": teacher, "horizon": horizon,
+            "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
+                        f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(VALIDATION_SEEDS)}",
+            "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,
+            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "params": int(sum(p.numel() for p in actor.parameters())), **report}
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    typer.echo(f"wrote {out}: validation avg JCT (intervals) {report['best_validation_mean']:.3f}, expert "
+               f"{report['expert_validation']['mean']:.3f}, {report['wall_s']:.0f} s wall")

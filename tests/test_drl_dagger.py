@@ -1,0 +1,188 @@
+"""Harmony-DRL's lookahead expert (reward-model scores of completed candidates) and the DAgger
+trainer that fits the actor to it in the simulator (tiny runs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cohabit.learn.drl_expert import LIFScorer, LookaheadExpert, complete
+from cohabit.policies.drl.state import PlacementState, new_entry
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+W = np.array([0.5, 0.25, 0.25])  # a worker: 1 of 2 GPUs, 2 of 8 cores, 12 of 48 GB
+P = np.array([0.0, 0.125, 0.125])
+
+
+def _job(key: str, workers: int, ps: int, m: int = 4, placed: tuple[int, ...] = (), new: bool = True):
+    return new_entry(key, "vgg-16", ps == 0, workers, ps, W.copy(), P.copy(), m, placed=placed, new=new)
+
+
+def test_complete_consolidates_on_the_jobs_server_and_refuses_what_does_not_fit():
+    job = _job("a", 2, 2)
+    free = np.ones((4, 3))
+    pw, pp = np.zeros(4, np.int64), np.zeros(4, np.int64)
+    pw[2] = 1
+    free[2] -= W
+    got = complete(free, job, pw, pp)
+    assert got is not None
+    assert got[0].tolist() == [0, 0, 2, 0] and got[1].tolist() == [0, 0, 2, 0]  # all on server 2
+    assert free[2].tolist() == (np.ones(3) - W).tolist()  # the caller's array is untouched
+    # server 2 has no GPU left for the second worker: it goes to the fullest server with room
+    free[2, 0] = 0.0
+    free[1] = [0.5, 0.5, 0.5]
+    got = complete(free, job, pw, pp)
+    assert got is not None and got[0].tolist() == [0, 1, 1, 0]
+    # no GPU anywhere: the job cannot be completed
+    free[:, 0] = 0.0
+    assert complete(free, job, pw, pp) is None
+
+
+class _Scorer:
+    """Scores every candidate alike; keeps the candidates it was shown."""
+
+    def __init__(self) -> None:
+        self.seen: list[list] = []
+
+    def __call__(self, cands):
+        self.seen.append(cands)
+        return np.zeros(len(cands))
+
+
+def test_expert_takes_the_best_scored_valid_action_and_never_a_masked_one():
+    state = PlacementState(np.ones((4, 3)), [_job("a", 2, 1)])
+    job = state.jobs[0]
+    mask = state.mask(job)
+    mask[0::2] = [False, True, False, True]  # servers 0 and 2 closed to workers
+    expert = LookaheadExpert(lambda cands: np.arange(len(cands), dtype=float))  # the last candidate wins
+    a = expert(state, job, mask)
+    assert mask[a] and a == int(np.flatnonzero(mask)[-1])
+    assert not expert.hopeless
+    s = expert.scores(state, job, mask)
+    assert np.isneginf(s[~mask]).all() and np.isfinite(s[mask]).all()
+
+
+def test_expert_sees_the_waiting_jobs_within_its_horizon():
+    later = _job("b", 1, 0)
+    state = PlacementState(np.ones((4, 3)), [_job("a", 1, 1), later])
+    scorer = _Scorer()
+    LookaheadExpert(scorer, horizon=0)(state, state.jobs[0], state.mask(state.jobs[0]))
+    assert all(len(c) == 1 for c in scorer.seen[0])
+    scorer = _Scorer()
+    LookaheadExpert(scorer, horizon=1)(state, state.jobs[0], state.mask(state.jobs[0]))
+    assert all(len(c) == 2 and c[1][:4] == ("vgg-16", True, 1, 0) for c in scorer.seen[0])
+
+
+def test_expert_is_hopeless_when_no_action_lets_the_job_complete():
+    state = PlacementState(np.ones((2, 3)), [_job("a", 3, 0, m=2)])
+    state.free[:, 0] = [0.5, 0.5]  # two GPUs in all for three workers
+    expert = LookaheadExpert(lambda cands: np.zeros(len(cands)))
+    mask = state.mask(state.jobs[0])
+    a = expert(state, state.jobs[0], mask)
+    assert expert.hopeless and mask[a]
+
+
+def test_lif_scorer_prefers_a_consolidated_job_to_a_spread_one():
+    from cohabit.models.interference import LIFModel
+
+    together = [("vgg-16", False, 2, 2, np.array([2, 0, 0, 0]), np.array([2, 0, 0, 0])),
+                ("resnet-50", False, 1, 1, np.array([0, 1, 0, 0]), np.array([0, 1, 0, 0]))]
+    spread = [("vgg-16", False, 2, 2, np.array([1, 1, 0, 0]), np.array([0, 0, 1, 1])),
+              ("resnet-50", False, 1, 1, np.array([0, 1, 0, 0]), np.array([0, 1, 0, 0]))]
+    got = LIFScorer(LIFModel.load("quad"))([together, spread])
+    assert got.shape == (2,) and got[0] > got[1]
+
+
+def test_expert_with_the_shipped_reward_model_consolidates_a_lone_job():
+    from cohabit.learn.drl_expert import load_reward
+    from cohabit.policies.drl.policy import shipped
+
+    expert = LookaheadExpert(load_reward(shipped("reward.pt"), 6))
+    job = new_entry("a", "vgg-16", False, 2, 2, W.copy(), P.copy(), 6)
+    state = PlacementState(np.ones((6, 3)), [job])
+    while not job.complete:
+        state.apply(job, expert(state, job, state.mask(job)))
+    # alone on an empty cluster, VGG-16 (communication heavy) runs fastest on one server
+    assert int(((job.placed_w + job.placed_p) > 0).sum()) == 1
+
+
+def test_recording_policy_records_expert_labels_and_lets_the_actor_act():
+    from cohabit.learn.drl_dagger import RecordingPolicy
+
+    calls = {"expert": 0}
+
+    def expert(state, job, mask):
+        calls["expert"] += 1
+        return int(np.flatnonzero(mask)[-1])
+
+    pol = RecordingPolicy(None, expert, beta=0.0, rng=np.random.default_rng(0))
+    state = PlacementState(np.ones((4, 3)), [_job("a", 1, 1)])
+    job = state.jobs[0]
+    mask = state.mask(job)
+    assert pol.choose(state, job, mask) == int(np.flatnonzero(mask)[-1])  # no actor: the expert acts
+    assert len(pol.samples) == 1 and pol.samples[0].action == int(np.flatnonzero(mask)[-1])
+    one = np.zeros_like(mask)
+    one[0] = True
+    pol.choose(state, job, one)
+    assert len(pol.samples) == 1  # a single valid action is not recorded
+    assert calls["expert"] == 2
+
+
+def test_dagger_round_trip_in_the_simulator(tmp_path):
+    """Two rounds on tiny workloads: the expert's round, then the actor's with expert labels; the
+    report carries both validations and the actor plays valid placements in the simulator."""
+    import torch
+
+    from cohabit.learn import drl_dagger
+    from cohabit.policies import make_policy
+    from cohabit.sim.drl_workload import generate
+    from cohabit.sim.runner import simulate
+    from cohabit.spec.cluster import preset
+
+    actor, report = drl_dagger.dagger(m=6, rounds=1, episodes=2, intervals=2, epochs=1, teacher="lif-quad",
+                                      workers=1, seed=0, log=lambda s: None)
+    assert [r["round"] for r in report["rounds"]] == [0, 1]
+    assert report["rounds"][0]["new_samples"] > 0 and report["rounds"][1]["samples"] > report["rounds"][0]["samples"]
+    assert np.isfinite(report["expert_validation"]["mean"]) and np.isfinite(report["best_validation_mean"])
+    path = tmp_path / "p.pt"
+    torch.save(actor.state_dict(), path)
+    path.with_suffix(".json").write_text('{"servers": 6, "heads": 8}')
+    res = simulate(generate(2, seed=77), preset("drl"), make_policy(f"drl:weights={path}"))
+    assert res.metrics.jobs_finished == res.metrics.jobs_submitted
+
+
+def test_train_drl_dagger_refuses_bad_options(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--teacher", "oracle", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--teacher" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--servers", "7", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--servers" in r.output
+
+
+def test_recording_policy_skips_states_the_expert_finds_hopeless():
+    """A waiting job's decisions, where no action lets it complete, carry arbitrary labels."""
+    from cohabit.learn.drl_dagger import RecordingPolicy
+
+    state = PlacementState(np.ones((2, 3)), [_job("a", 3, 0, m=2)])
+    state.free[:, 0] = [0.5, 0.5]  # two GPUs for three workers
+    expert = LookaheadExpert(lambda cands: np.zeros(len(cands)))
+    pol = RecordingPolicy(None, expert, beta=1.0, rng=np.random.default_rng(0))
+    job = state.jobs[0]
+    pol.choose(state, job, state.mask(job))
+    assert expert.hopeless and pol.samples == []
+    state.free[:, 0] = [1.0, 1.0]
+    pol.choose(state, job, state.mask(job))
+    assert not expert.hopeless and len(pol.samples) == 1
