@@ -35,7 +35,7 @@ from .params import build
 
 LEDGER_MAX_SHARE = 4  # Ledger(max_share=4): the scheduler's limit of jobs per GPU device
 _EPS = 1e-9
-_ABSENT = 1 << 30  # the job count in the key of a device slot a node does not have
+_ABSENT = 1 << 30  # the job count (and key) of a device slot a node does not have: always full
 
 
 class _Devices:
