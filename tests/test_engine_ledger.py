@@ -112,3 +112,31 @@ def test_colocate_on_hosts_takes_only_the_hosts_gpus() -> None:
     with pytest.raises(AllocationError, match="among those its hosts hold"):
         led.allocate("third", (0,), [vec(led, gpu=1)], share_gpus=True, only_devices=b.devices)
     led.check()
+
+
+def test_device_job_counts_follow_the_shares_and_the_view_reads_them() -> None:
+    from cohabit.engine.view import ClusterView
+    from cohabit.engine.waiting import Waiting
+
+    led = Ledger(small_cluster(1, 2), max_share=3)
+    led.allocate("host", (0,), [vec(led, gpu=0.5)])
+    led.allocate("two", (0, 0), [vec(led, gpu=0.25)] * 2)  # two tasks of one job on one device: one job
+    led.allocate("guest", (0,), [vec(led, gpu=1)], share_gpus=True)  # the emptier device: owns it
+    led.allocate("guest2", (0,), [vec(led, gpu=1)], share_gpus=True)  # time-shares the guest's device
+    held = {k: list(v) for k, v in led.dev_shares.items()}
+    assert held == {(0, 0): ["host", "two"], (0, 1): ["guest", "guest2"]}
+    assert led.dev_jobs.tolist() == [[2, 2]]
+    view = ClusterView(small_cluster(1, 2), led, {}, Waiting(), {}, Waiting(), None)  # type: ignore[arg-type]
+    assert view.device_holders(0, 1) == ("guest", "guest2") and view.device_holders(0, 0) == ("host", "two")
+    assert view.device_jobs.tolist() == [[2, 2]] and not view.device_jobs.flags.writeable
+    led.release("guest")  # guest2 inherits the device; the count drops by one
+    assert led.dev_shares[(0, 1)] == {"guest2": 1.0}
+    assert led.dev_jobs.tolist() == [[2, 1]] and view.device_jobs.tolist() == [[2, 1]]
+    assert view.device_holders(0, 1) == ("guest2",)
+    led.check()
+    draft = led.draft()
+    draft.release("two")
+    assert draft.dev_jobs.tolist() == [[1, 1]] and led.dev_jobs.tolist() == [[2, 1]]
+    led.dev_jobs[0, 1] = 2
+    with pytest.raises(AssertionError, match="dev_jobs"):
+        led.check()

@@ -15,6 +15,7 @@ from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import JobTruth, TraceJob
 from cohabit.spec import ClusterSpec, Resources, simple_job
+from cohabit.spec.cluster import NodeSpec
 
 from conftest import small_cluster, trace_job
 
@@ -117,3 +118,19 @@ def test_never_over_allocates_and_every_job_ends(jobs, limit, backfill) -> None:
                    strict=True)
     assert out.result.unfinished == {}
     assert all(j.state in (JobState.FINISHED, JobState.REJECTED) for j in out.result.jobs.values())
+
+
+def test_nodes_with_fewer_gpus_share_only_the_devices_they_have() -> None:
+    # node 0 has 2 GPUs, node 1 has 4 (the device table is 4 wide: node 0's last two slots are
+    # absent). Six long hosts fill every GPU; of seven guests arriving at t=1, two share node 0's
+    # GPUs and four node 1's (max 2 jobs per GPU); the seventh waits for a host to end.
+    nodes = tuple(NodeSpec(name=f"n{i}", capacity=Resources(gpu=g, cpu=64, mem_gb=512))
+                  for i, g in enumerate((2, 4)))
+    hosts = [trace_job(f"h{i}", 1, 1000) for i in range(6)]
+    guests = [trace_job(f"g{i}", 1, 50, submit=1.0) for i in range(7)]
+    out = simulate(hosts + guests, ClusterSpec(name="mixed", nodes=nodes), NaiveColocation(),
+                   config=NO_COST, strict=True)
+    s = starts(out)
+    at_once = [s[f"g{i}"]["nodes"] for i in range(7) if s[f"g{i}"]["t"] == 1.0]
+    assert sorted(n for ns in at_once for n in ns) == [0, 0, 1, 1, 1, 1]
+    assert s["g6"]["t"] > 1.0 and out.result.unfinished == {}

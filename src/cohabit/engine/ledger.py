@@ -49,6 +49,8 @@ class Ledger(GroupLedger, PackLedger):
         self.max_share = max_share
         # per GPU device: job -> the share of it the job owns (0.0 for a time-sharing guest)
         self.dev_shares: dict[tuple[int, int], dict[str, float]] = {}
+        # per GPU device: how many jobs hold it (len of its dev_shares entry, kept in step)
+        self.dev_jobs = np.zeros(self.device_free.shape, dtype=np.int64)
         self.allocations: dict[str, Allocation] = {}
         self._per_node: dict[str, dict[int, np.ndarray]] = {}
         self._vectors: dict[int, tuple[Resources, np.ndarray | None]] = {}
@@ -224,6 +226,8 @@ class Ledger(GroupLedger, PackLedger):
             self._node_jobs.setdefault(s.node, set()).add(job)
             for dev, share in s.devices:
                 shares = self.dev_shares.setdefault((s.node, dev), {})
+                if job not in shares:
+                    self.dev_jobs[s.node, dev] += 1
                 shares[job] = shares.get(job, 0.0) + share  # two fractional tasks may share a device
         total = owned_total if owned_total is not None else self._total_of(demands)
         alloc = Allocation(job, tuple(slots), total, group)
@@ -323,6 +327,7 @@ class Ledger(GroupLedger, PackLedger):
             if shares is None or job not in shares:
                 continue
             share = shares.pop(job)
+            self.dev_jobs[key] -= 1
             guests = sorted(j for j, s in shares.items() if s == 0.0)
             if share > 0 and guests:
                 # a time-sharing guest stays on the device: it inherits the share
@@ -362,6 +367,7 @@ class Ledger(GroupLedger, PackLedger):
         d = copy.copy(self)
         d.free, d.device_free = self.free.copy(), self.device_free.copy()
         d.dev_shares = {k: dict(v) for k, v in self.dev_shares.items()}
+        d.dev_jobs = self.dev_jobs.copy()
         d.allocations = dict(self.allocations)
         d._per_node = {j: dict(v) for j, v in self._per_node.items()}
         d.groups = {k: list(v) for k, v in self.groups.items()}
@@ -378,6 +384,11 @@ class Ledger(GroupLedger, PackLedger):
             raise AssertionError("ledger over-allocated")
         if ((self.device_free < -EPS) & (self.device_free != -1.0)).any():
             raise AssertionError("a GPU device is over-allocated")
+        held = np.zeros_like(self.dev_jobs)
+        for key, shares in self.dev_shares.items():
+            held[key] = len(shares)
+        if (held != self.dev_jobs).any():
+            raise AssertionError("dev_jobs differs from the number of jobs in dev_shares")
         for key, shares in self.dev_shares.items():
             guests = sum(1 for v in shares.values() if v == 0.0)
             if guests >= self.max_share:  # a guest may only join a device holding < max_share jobs

@@ -35,7 +35,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
                  "_pending_by_tenant", "_paused_by_tenant", "_position", "history",
-                 "_free_ro", "_cap_ro", "_dev_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
+                 "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
 
     def __init__(
         self,
@@ -61,6 +61,7 @@ class ClusterView:
         self._free_ro = _readonly(ledger.free)
         self._cap_ro = _readonly(ledger.capacity)
         self._dev_ro = _readonly(ledger.device_free)
+        self._dev_jobs_ro = _readonly(ledger.dev_jobs)
         self._max_tasks: dict[int, tuple[np.ndarray, int]] = {}
         # id(spec) -> (spec, worker demand row, target workers): a spec never changes, so neither do these
         self._shapes: dict[int, tuple[object, np.ndarray, int]] = {}
@@ -97,6 +98,17 @@ class ClusterView:
     def device_free(self) -> np.ndarray:
         """Free fraction of each GPU device, shape (nodes, max GPUs per node); -1 where no device."""
         return self._dev_ro
+
+    @property
+    def device_jobs(self) -> np.ndarray:
+        """How many running jobs hold each GPU device (owners and time-sharing guests), shape as
+        :attr:`device_free`, read-only."""
+        return self._dev_jobs_ro
+
+    def device_holders(self, node: int, device: int) -> tuple[str, ...]:
+        """The running jobs holding GPU ``device`` of ``node``, in the order they took it."""
+        shares = self._ledger.dev_shares.get((node, device))
+        return tuple(shares) if shares else ()
 
     def demand_vector(self, job: JobView) -> np.ndarray:
         """The per-worker demand of ``job`` as a row over :attr:`resource_names`."""

@@ -19,6 +19,7 @@ jobs go).
 from __future__ import annotations
 
 import math
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -34,68 +35,30 @@ from .params import build
 
 LEDGER_MAX_SHARE = 4  # Ledger(max_share=4): the scheduler's limit of jobs per GPU device
 _EPS = 1e-9
-
-
-class _Holders:
-    """Which running jobs hold each GPU device, kept across decisions by the difference of the
-    running set (a running job keeps its devices: naive co-location never moves a job)."""
-
-    def __init__(self) -> None:
-        self._view: ClusterView | None = None
-        self.jobs: dict[tuple[int, int], list[str]] = {}
-        self.count = np.zeros((0, 0), dtype=np.int64)
-        self._keys: dict[str, tuple[tuple[int, int], ...]] = {}
-
-    def sync(self, view: ClusterView) -> None:
-        if view is not self._view:
-            self._view, self.jobs, self._keys = view, {}, {}
-            self.count = np.zeros(view.device_free.shape, dtype=np.int64)
-        running = view.running
-        for jid in [j for j in self._keys if j not in running]:
-            for key in self._keys.pop(jid):
-                holders = self.jobs[key]
-                holders.remove(jid)
-                self.count[key] -= 1
-                if not holders:
-                    del self.jobs[key]
-        rows: list[int] = []
-        cols: list[int] = []
-        jobs = self.jobs
-        for jid in [j for j in running if j not in self._keys]:  # in the view's order (not a set's)
-            alloc = view.allocation_of(jid)
-            keys = tuple(dict.fromkeys((s.node, d) for s in alloc.slots for d, _ in s.devices)) if alloc else ()
-            self._keys[jid] = keys
-            for key in keys:
-                held = jobs.get(key)
-                if held is None:
-                    jobs[key] = [jid]
-                else:
-                    held.append(jid)
-                rows.append(key[0])
-                cols.append(key[1])
-        if rows:
-            np.add.at(self.count, (np.asarray(rows), np.asarray(cols)), 1)
+_ABSENT = 1 << 30  # the job count (and key) of a device slot a node does not have: always full
 
 
 class _Devices:
-    """The device holders of :class:`_Holders` plus what the plan being built adds.
+    """The GPU devices' holders (read from the ledger through the view) plus what the plan being
+    built adds.
 
-    Per task shape it caches how many time-sharing tasks each node can take,
-    and after a placement refreshes only the nodes it touched."""
+    Per task shape it caches how many time-sharing tasks each node can take, and after a
+    placement refreshes only the nodes it touched. The nodes a placement touches are worked on as
+    Python lists (:class:`_Row`) and written back to the arrays by :meth:`flush` before any
+    whole-array use."""
 
     def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]],
-                 limit: int, holders: _Holders) -> None:
+                 limit: int) -> None:
         self.view = view
         self.limit = limit
         self.g = view.gpu_col
         self.free = draft.free  # the draft's scratch array: non-GPU room and owned GPU shares
         self.dev = view.device_free.copy()
         self.exists = self.dev >= 0
-        holders.sync(view)
-        self._base = holders.jobs
+        self._holders = view.device_holders  # running jobs per device, in the order they took it
         self._extra: dict[tuple[int, int], list[str]] = {}
-        self.count = holders.count.copy()
-        self._rows: dict[int, tuple[list[int], list[float], list[int]]] = {}  # node -> lists (see _row)
+        self.count = view.device_jobs.copy()  # jobs per device: the running ones, then this plan's
+        self._rows: dict[int, _Row] = {}  # node -> Python lists (see _row)
         self._caps: dict[bytes, _Shape] = {}
         self._caps_id: dict[int, tuple[np.ndarray, _Shape]] = {}
         for job, placement in started:  # replay this plan's starts as the draft took them
@@ -104,32 +67,43 @@ class _Devices:
                 for i, _ in take_devices(self.dev[node], share) or ():
                     self._add((node, i), job.id)
 
-    def _row(self, node: int) -> tuple[list[int], list[float], list[int]]:
-        """Python copies of ``node``'s device job counts and free shares, and its device indices
-        (kept in step with the arrays: the per-job loop reads lists, not numpy scalars)."""
+    def _row(self, node: int) -> _Row:
+        """``node``'s working copy as Python lists (built on first use; see :class:`_Row`)."""
         row = self._rows.get(node)
         if row is None:
-            row = self._rows[node] = (self.count[node].tolist(), self.dev[node].tolist(),
-                                      [i for i, e in enumerate(self.exists[node].tolist()) if e])
+            count, dev = self.count[node].tolist(), self.dev[node].tolist()
+            exists = self.exists[node].tolist()
+            keys = list(zip(count, map(operator.neg, dev), range(len(dev))))
+            if not all(exists):  # an absent device counts as full: never picked, never open
+                keys = [k if e else (_ABSENT, 0.0, k[2]) for k, e in zip(keys, exists)]
+                count = [c if e else _ABSENT for c, e in zip(count, exists)]
+            row = self._rows[node] = _Row(count, dev, keys, self.free[node].tolist())
         return row
 
     def _add(self, key: tuple[int, int], job: str) -> None:
+        """Record that ``job`` (of this plan) holds device ``key``."""
         extra = self._extra.setdefault(key, [])
         if job not in extra:
             extra.append(job)
             row = self._rows.get(key[0])
-            if row is not None:  # the row's list is the count now (flushed by _sync_counts)
-                row[0][key[1]] += 1
+            if row is not None:  # the row's list is the count now (written back by flush)
+                i = key[1]
+                row.count[i] += 1
+                row.keys[i] = (row.count[i], -row.dev[i], i)
             else:
                 self.count[key] += 1
 
-    def _sync_counts(self) -> None:
-        """Write the per-node count lists back into ``count`` (before whole-array use)."""
+    def flush(self) -> None:
+        """Write the rows back into the arrays and drop them (before whole-array use, and before
+        the draft places a job on ``free``: rows are rebuilt from the arrays when next used)."""
         for node, row in self._rows.items():
-            self.count[node] = row[0]
+            self.count[node] = row.count
+            self.dev[node] = row.dev
+            self.free[node] = row.free
+        self._rows.clear()
 
     def _node_caps(self, rest: np.ndarray, per_task: int, rows: np.ndarray | slice) -> np.ndarray:
-        self._sync_counts()
+        self.flush()
         need = rest > _EPS
         free = self.free[rows]
         room = (np.floor((free[:, need] + _EPS) / rest[need]).min(axis=1) if need.any()
@@ -151,7 +125,7 @@ class _Devices:
             per_task = max(int(math.ceil(float(w[g]) - _EPS)), 1)
             cols = [(int(c), float(rest[c])) for c in np.flatnonzero(rest > _EPS)]
             caps = self._node_caps(rest, per_task, slice(None)).tolist()
-            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {})
+            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, min(float(w[g]), 1.0))
         self._caps_id[id(w)] = (w, hit)
         return hit
 
@@ -172,56 +146,81 @@ class _Devices:
         shape.first[n] = first
         if first < end:
             nodes = [first] * n
+            touched = [first]
         else:
             if sum(cap) < n:
                 return None
             nodes = _fill_index_order(cap, n)
+            touched = sorted(set(nodes))
         hosts: list[str] = []
-        want = min(float(shape.w[g]), 1.0)
-        touched = [first] if first < end else sorted(set(nodes))
-        limit, per_task = self.limit, shape.per_task
+        want = shape.want
+        limit, per_task, jid = self.limit, shape.per_task, job.id
+        holders, extra, rows = self._holders, self._extra, self._rows
         for node in touched:
-            k = n if first < end else nodes.count(node)
-            count, dev, devices = self._row(node)
+            k = n if len(touched) == 1 else nodes.count(node)
+            row = rows.get(node) or self._row(node)
+            count, dev, keys = row.count, row.dev, row.keys
             taken: dict[int, int] = {}
             owned = 0.0
             for _ in range(k):  # each task: the devices with fewest jobs, then most free room
                 if per_task == 1:
-                    best = min((count[i] + taken.get(i, 0), -dev[i], i) for i in devices)
-                    chosen = [best[2]] if best[0] < limit else []
+                    best = min(keys)
+                    chosen = (best[2],) if best[0] < limit else ()
                 else:
-                    cand = sorted((count[i] + taken.get(i, 0), -dev[i], i) for i in devices)
-                    chosen = [c[2] for c in cand if c[0] < limit][:per_task]
+                    chosen = tuple(c[2] for c in sorted(keys) if c[0] < limit)[:per_task]
                 for i in chosen:
-                    taken[i] = taken.get(i, 0) + 1
+                    t = taken[i] = taken.get(i, 0) + 1
                     if not count[i] and dev[i] >= want - _EPS:
                         dev[i] -= want  # a device nobody holds: the guest owns it (the row is its record now)
                         owned += want
+                    keys[i] = (count[i] + t, -dev[i], i)  # this job's own tasks count while it is placed
             for i in taken:
-                key = (node, i)
-                for held in (self._base.get(key), self._extra.get(key)):
-                    for h in held or ():
+                for h in holders(node, i):
+                    if h not in hosts:
+                        hosts.append(h)
+                mine = extra.get((node, i))
+                if mine is None:
+                    extra[(node, i)] = [jid]
+                else:
+                    for h in mine:
                         if h not in hosts:
                             hosts.append(h)
-                self._add(key, job.id)
-            free = self.free
+                    mine.append(jid)  # a job is placed once per decision: not in the list yet
+                count[i] += 1
+                keys[i] = (count[i], -dev[i], i)
+            room = row.free
             for c, a in shape.cols:
-                free[node, c] -= a * k
+                room[c] -= a * k
             if owned:
-                free[node, g] -= owned
-        self.refresh(touched)
+                room[g] -= owned
+            self._refresh_row(node, row)
         return tuple(nodes), hosts
 
     def refresh(self, nodes: list[int]) -> None:
-        """Recompute the cached capacities of ``nodes`` after room there was taken."""
-        limit = self.limit
-        free = self.free
+        """Recompute the cached capacities of ``nodes`` after room there was taken (on the arrays:
+        call :meth:`flush` before the draft takes it)."""
         for node in set(nodes):
-            count, _, devices = self._row(node)
-            open_devs = sum(1 for i in devices if count[i] < limit)
-            for shape in self._caps.values():
-                room = min((math.floor((float(free[node, c]) + _EPS) / a) for c, a in shape.cols), default=1 << 30)
-                shape.cap[node] = max(min(room, open_devs // shape.per_task), 0)
+            self._refresh_row(node, self._row(node))
+
+    def _refresh_row(self, node: int, row: _Row) -> None:
+        open_devs = sum(map(self.limit.__gt__, row.count))  # absent devices count as full
+        room_left = row.free
+        floor = math.floor
+        for shape in self._caps.values():
+            room = min([floor((room_left[c] + _EPS) / a) for c, a in shape.cols] or [1 << 30])
+            shape.cap[node] = max(min(room, open_devs // shape.per_task), 0)
+
+
+class _Row(NamedTuple):
+    """One node's working copy as Python lists: jobs per device (running and this plan's; an absent
+    device counts as full), free share per device, per device the key ``(jobs, -free share,
+    index)`` a task picks the smallest of (an absent device's key never qualifies), and the node's
+    free room per resource."""
+
+    count: list[int]
+    dev: list[float]
+    keys: list[tuple[int, float, int]]
+    free: list[float]
 
 
 class _Shape(NamedTuple):
@@ -234,6 +233,7 @@ class _Shape(NamedTuple):
     cols: list[tuple[int, float]]
     cap: list[int]
     first: dict[int, int]  # n -> no node below this index takes n tasks (capacities only shrink)
+    want: float  # the GPU share one task takes of each device it uses
 
 
 def _fill_index_order(cap: list[int], n: int) -> list[int]:
@@ -258,7 +258,6 @@ class NaiveColocation(BasePolicy):
             raise ValueError(f"backfill must be True or False, got {backfill!r}")
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.backfill = backfill
-        self._holders = _Holders()
         self.name = "naive" + ("+backfill" if backfill else "")
 
     def decide(self, view: ClusterView) -> Plan:
@@ -281,8 +280,9 @@ class NaiveColocation(BasePolicy):
                     started.append((job, p))
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
-                devices = _Devices(view, draft, started, self.max_jobs_per_gpu, self._holders)
+                devices = _Devices(view, draft, started, self.max_jobs_per_gpu)
             if g is None or float(w[g]) <= _EPS:  # nothing to share: an ordinary start on the room left
+                devices.flush()  # the draft takes the room on the arrays
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
                     plan.append(start_or_resume(job, p))
