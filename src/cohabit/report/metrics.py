@@ -60,6 +60,7 @@ import numpy as np
 
 from cohabit.engine.record import EventKind, Record
 from cohabit.report.attainment import Attainment, attainment_from_outcomes
+from cohabit.report.steps import ShareSeries, shares, steps
 from cohabit.spec import Resources
 
 #: Default upper bound on the number of points in an allocated or used series.
@@ -105,29 +106,6 @@ class DecisionStats:
 
     def to_json(self) -> dict[str, Any]:
         return {"mean": _safe(self.mean), "p99": _safe(self.p99), "max": _safe(self.max), "count": self.count}
-
-
-@dataclass(frozen=True, eq=False)
-class ShareSeries:
-    """Allocated (or used) fraction of each resource's capacity over time, as a step function.
-
-    ``fractions[r][i]`` holds on ``[times[i], times[i+1])``; the last point
-    marks the window end. When the raw series had more than the point budget,
-    each step is the time-weighted mean over an equal-width bin, so the area
-    under the curve (the overall share) is preserved.
-    """
-
-    times: np.ndarray
-    fractions: dict[str, np.ndarray]
-
-    def __len__(self) -> int:
-        return int(self.times.size)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "times": [float(t) for t in self.times],
-            "fractions": {r: [float(v) for v in a] for r, a in self.fractions.items()},
-        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -527,91 +505,11 @@ def _deadline_ratio(jobs: Iterable[_JobAcc]) -> float | None:
 # --------------------------------------------------------------------------- allocated and used shares
 
 
-def _steps(up_t: list[float], up_flat: list[float], down_t: list[float], down_flat: list[float],
-           n_res: int) -> tuple[np.ndarray, np.ndarray]:
-    """A total as a step function from its rises (``up``) and falls (``down``): change times and
-    the level after each."""
-    t = np.asarray(up_t + down_t, dtype=float)
-    rows = np.empty((t.size, n_res), dtype=float)
-    k = len(up_t)
-    if k:
-        rows[:k] = np.asarray(up_flat, dtype=float).reshape(k, n_res)
-    if t.size - k:
-        rows[k:] = np.asarray(down_flat, dtype=float).reshape(t.size - k, n_res)
-        np.negative(rows[k:], out=rows[k:])
-    order = np.argsort(t, kind="stable")
-    t, levels = t[order], np.cumsum(rows[order], axis=0)
-    np.maximum(levels, 0.0, out=levels)  # float drift below zero on an idle cluster
-    return t, levels
-
-
-def _clip_steps(t: np.ndarray, levels: np.ndarray, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
-    """Restrict steps to [w0, w1]: one point per distinct time, starting at w0, ending at w1."""
-    tc = np.clip(t, w0, w1)
-    if tc.size:
-        last_at_time = np.append(tc[1:] != tc[:-1], True)  # level after all changes at a time
-        tc, levels = tc[last_at_time], levels[last_at_time]
-    if tc.size == 0 or tc[0] > w0:
-        tc = np.insert(tc, 0, w0)
-        levels = np.vstack([np.zeros((1, levels.shape[1])), levels])
-    if tc[-1] < w1:
-        tc = np.append(tc, w1)
-        levels = np.vstack([levels, levels[-1:]])
-    return tc, levels
-
-
-def _integral(tc: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Integral of each column of the step function over [tc[0], tc[-1]]."""
-    return (levels[:-1] * np.diff(tc)[:, None]).sum(axis=0)
-
-
-def _decimate(tc: np.ndarray, levels: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Equal-width bins holding the time-weighted mean level (area preserving)."""
-    cum = np.vstack([np.zeros((1, levels.shape[1])), np.cumsum(levels[:-1] * np.diff(tc)[:, None], axis=0)])
-    edges = np.linspace(tc[0], tc[-1], max_points)
-    width = edges[1] - edges[0]
-    out = np.empty((edges.size, levels.shape[1]))
-    for j in range(levels.shape[1]):
-        at_edges = np.interp(edges, tc, cum[:, j])  # the integral is piecewise linear in t
-        out[:-1, j] = np.diff(at_edges) / width
-    out[-1] = out[-2]
-    return edges, out
-
-
-def _drop_flat(tc: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Remove interior points whose level equals the previous one."""
-    if tc.size <= 2:
-        return tc, levels
-    keep = np.ones(tc.size, dtype=bool)
-    keep[1:-1] = np.any(levels[1:-1] != levels[:-2], axis=1)
-    return tc[keep], levels[keep]
-
-
-def _shares(t: np.ndarray, levels: np.ndarray, names: Sequence[str], caps: np.ndarray,
-            window: tuple[float, float] | None, max_points: int) -> tuple[dict[str, float], ShareSeries]:
-    """Time-weighted share of each capacity over ``window``, and the series, of a step function."""
-    if window is None:
-        empty = np.zeros(0)
-        return {n: 0.0 for n in names}, ShareSeries(empty, {n: empty.copy() for n in names})
-    w0, w1 = window
-    tc, levels = _clip_steps(t, levels, w0, w1)
-    span = w1 - w0
-    share = _integral(tc, levels) / (caps * span) if span > 0 else np.zeros(len(names))
-    tc, levels = _drop_flat(tc, levels)
-    if tc.size > max_points and span > 0:
-        tc, levels = _decimate(tc, levels, max_points)
-    frac = levels / caps
-    for a in (tc, frac):
-        a.flags.writeable = False
-    series = ShareSeries(tc, {n: frac[:, j] for j, n in enumerate(names)})
-    return {n: float(u) for n, u in zip(names, share)}, series
-
-
 def _allocated(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float, float] | None,
                max_points: int) -> tuple[dict[str, float], ShareSeries]:
     """Allocated share per resource: the allocation events' step function."""
-    t, levels = _steps(p.alloc_t, p.alloc_flat, p.free_t, p.free_flat, len(names))
-    return _shares(t, levels, names, caps, window, max_points)
+    t, levels = steps(p.alloc_t, p.alloc_flat, p.free_t, p.free_flat, len(names))
+    return shares(t, levels, names, caps, window, max_points)
 
 
 def _used(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float, float] | None,
@@ -623,8 +521,8 @@ def _used(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float,
         return {}, ShareSeries(np.zeros(0), {})
     n_res = len(names)
     rows = np.asarray(p.used_flat, dtype=float).reshape(len(p.used_since), n_res)[:, keep].ravel().tolist()
-    t, levels = _steps(p.used_since, rows, p.used_until, rows, len(keep))
-    return _shares(t, levels, [names[j] for j in keep], caps[keep], window, max_points)
+    t, levels = steps(p.used_since, rows, p.used_until, rows, len(keep))
+    return shares(t, levels, [names[j] for j in keep], caps[keep], window, max_points)
 
 
 def _window(p: _Pass, horizon: float | None) -> tuple[float, float] | None:
