@@ -15,7 +15,8 @@ from cohabit.engine.loop import Scheduler
 from cohabit.engine.record import EventKind
 from cohabit.policies import make_policy
 from cohabit.policies.base import BasePolicy
-from cohabit.policies.optimus import Optimus, balanced_placement, greedy_by_value
+from cohabit.policies.optimus import Optimus
+from cohabit.policies.targets import balanced_placement, greedy_by_value
 from cohabit.policies.placement import Draft
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig

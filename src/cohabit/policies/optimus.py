@@ -56,32 +56,30 @@ start or end (``tiresias_480``; the first 500 jobs of Philly on ``philly-512``),
 count of reports and of the decisions they trigger.
 
 Shared with the SLAQ and Themis policies: the per-job models (:class:`JobModels`) and
-their per-round arrays (:class:`Snapshot`), the sorted greedy (:func:`greedy_by_value`),
-and the step from target worker counts to a plan (:func:`apply_targets`).
+their per-round arrays (:class:`Snapshot`); the sorted greedy and the step from target worker
+counts to a plan live in :mod:`.targets` (:func:`~.targets.greedy_by_value`,
+:func:`~.targets.apply_targets`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 
-from ..engine.actions import Pause, Placement, Plan, Resize, Resume, Start
+from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
-from .placement import Draft, consolidated_first
 from .params import build
+from .targets import EPS, admit_in_order, apply_targets, balanced_placement, greedy_by_value, waiting_jobs
 
-EPS = 1e-9
-Placer = Callable[[Draft, JobView, int], "Placement | None"]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -343,210 +341,6 @@ class Snapshot:
         q = np.where(need, np.floor((free[None, :] + EPS) / np.where(need, self.worker, 1.0)), np.inf)
         units = q.min(axis=1) if q.shape[1] else np.full(len(self), np.inf)
         return np.where(np.isfinite(units), units, 1 << 20).astype(np.int64)
-
-
-def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.ndarray, free: np.ndarray,
-                    *, floor: float = 0.0, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
-    """Give units to jobs in decreasing order of value while they fit the aggregate ``free``.
-
-    ``values[j, i]``: value of job ``j``'s unit ``i`` (-inf where it has none); unit 0 costs
-    ``first_cost[j]``, later units ``unit_cost[j]``. Rows are made non-increasing (running
-    minimum), so a job's units go in order. Units worth ``<= floor`` are never given. A job
-    whose next unit does not fit gets no more, and the others carry on (back-filling).
-
-    This is the one-unit-at-a-time greedy of Optimus §4.1 / SLAQ §3.3 (a max-heap on the
-    next unit's value): with non-increasing rows the heap pops units in globally sorted
-    order, so we sort once and take the longest prefix whose cumulative demand fits, then
-    scan up to ``scan`` further units for back-filling. Ties go to the lower row.
-    Returns (units per job, capacity left).
-    """
-    n_jobs = values.shape[0]
-    counts = np.zeros(n_jobs, dtype=np.int64)
-    rem = free.astype(np.float64).copy()
-    if values.size == 0:
-        return counts, rem
-    vals = np.minimum.accumulate(values, axis=1)
-    jj, ii = np.nonzero(vals > floor)
-    if jj.size == 0:
-        return counts, rem
-    order = np.argsort(-vals[jj, ii], kind="stable")
-    jj, ii = jj[order], ii[order]
-    cost = np.where((ii == 0)[:, None], first_cost[jj], unit_cost[jj])
-    cum = np.cumsum(cost, axis=0)
-    ok = (cum <= rem + EPS).all(axis=1)
-    cut = int(jj.size if ok.all() else np.argmin(ok))
-    if cut:
-        counts += np.bincount(jj[:cut], minlength=n_jobs)
-        rem -= cum[cut - 1]
-    smallest = np.minimum(first_cost.min(axis=0), unit_cost.min(axis=0))
-    blocked: set[int] = set()
-    for e in range(cut, min(jj.size, cut + scan)):
-        if not (smallest <= rem + EPS).all():
-            break
-        j = int(jj[e])
-        if j in blocked:
-            continue
-        i = int(ii[e])
-        if i != counts[j]:
-            blocked.add(j)
-            continue
-        c = first_cost[j] if i == 0 else unit_cost[j]
-        if (c <= rem + EPS).all():
-            rem -= c
-            counts[j] += 1
-        else:
-            blocked.add(j)
-    return counts, rem
-
-
-def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
-    """Admit jobs in row order while their ``cost`` fits ``free`` (skipping those that do not)."""
-    n = cost.shape[0]
-    values = (n - np.arange(n, dtype=np.float64))[:, None]
-    counts, rem = greedy_by_value(values, cost, cost, free, scan=scan)
-    return counts > 0, rem
-
-
-def is_rigid(job: JobView) -> bool:
-    return job.spec.min_workers == job.spec.max_workers
-
-
-def waiting_jobs(view: ClusterView) -> list[JobView]:
-    """Paused then pending jobs, each in the engine's order (pause order, arrival order)."""
-    return list(chain(view.paused.values(), view.pending.values()))
-
-
-# ----------------------------------------------------------------------------- placement
-def balanced_placement(draft: Draft, job: JobView, n_workers: int, max_tries: int = 16) -> Placement | None:
-    """Optimus's placement (§4.2): the fewest servers ``k`` that each take an even share of the
-    ``n_workers`` workers and ``p`` parameter servers, servers with most room first.
-    Reserves the placement in ``draft``; falls back to consolidated-first, else None."""
-    view = draft.view
-    wv = view.demand_vector(job)
-    pv = view.ps_demand_vector(job)
-    p = job.spec.num_ps if pv is not None else 0
-    wfit = draft.tasks_fit(wv)
-    if wfit.sum() < n_workers:
-        return None
-    order = np.argsort(-wfit, kind="stable")
-    k_min = int(np.searchsorted(np.cumsum(wfit[order]), n_workers)) + 1
-    free = draft.free
-    n_nodes = free.shape[0]
-    for k in range(max(k_min, 1), min(n_nodes, max(n_workers, p, 1), k_min + max_tries) + 1):
-        a, b = -(-n_workers // k), -(-p // k)
-        need = wv * a + (pv * b if pv is not None else 0.0)
-        ok = (wfit >= a) & (free >= need - EPS).all(axis=1)
-        cand = np.flatnonzero(ok)
-        if cand.size < k:
-            continue
-        chosen = cand[np.argsort(wfit[cand], kind="stable")[:k]]
-        workers = _spread(n_workers, chosen)
-        placement = tuple(workers + _spread(p, chosen))
-        if draft.reserve(job, placement):
-            return placement
-    fallback = consolidated_first(draft, job, n_workers)
-    if fallback is not None and draft.reserve(job, fallback):
-        return fallback
-    return None
-
-
-def _spread(n: int, nodes: np.ndarray) -> list[int]:
-    """``n`` tasks over ``nodes`` as evenly as possible (the first ones take the remainder)."""
-    k = len(nodes)
-    if n == 0 or k == 0:
-        return []
-    base, extra = divmod(n, k)
-    out: list[int] = []
-    for i, node in enumerate(nodes):
-        out.extend([int(node)] * (base + (1 if i < extra else 0)))
-    return out
-
-
-def consolidated_placer(draft: Draft, job: JobView, n: int) -> Placement | None:
-    return draft.place(job, n)
-
-
-def shrink_placement(job: JobView, n: int) -> Placement:
-    """``job``'s placement with ``n`` workers: drop workers from the nodes holding fewest of them."""
-    nw = job.n_workers
-    workers, ps = job.placement[:nw], job.placement[nw:]
-    counts = Counter(workers)
-    drop = nw - n
-    for node, c in sorted(counts.items(), key=lambda x: (x[1], x[0])):
-        if drop <= 0:
-            break
-        take = min(c, drop)
-        counts[node] -= take
-        drop -= take
-    kept = [node for node in sorted(counts) for _ in range(counts[node])]
-    return tuple(kept) + tuple(ps)
-
-
-def apply_targets(view: ClusterView, targets: Mapping[str, int], order: Iterable[JobView], place: Placer,
-                  *, reason: str) -> Plan:
-    """Turn target worker counts into a plan the scheduler will accept.
-
-    ``targets``: job id -> workers wanted, 0 = not running; jobs absent keep what they have.
-    Running jobs set to 0 are paused and those set lower are shrunk in place first (their
-    room is given back); then, in ``order``, running jobs set higher are resized and waiting
-    jobs started or resumed. A job that cannot be placed at its target takes the largest
-    size (at least ``n_min``, or more than it has when growing) that can, else keeps what it
-    has. Every step is reserved in a :class:`Draft`, in plan order, so the plan never
-    over-allocates.
-    """
-    draft = Draft(view)
-    plan: Plan = []
-    for job in view.running.values():
-        t = targets.get(job.id)
-        if t is None or t >= job.n_workers:
-            continue
-        draft.give_back(job)
-        if t <= 0:
-            plan.append(Pause(job.id, reason=reason))
-        else:
-            p = shrink_placement(job, t)
-            ok = draft.reserve(job, p)
-            assert ok, "a subset of a job's own placement always fits the room it gave back"
-            plan.append(Resize(job.id, p))
-    for job in order:
-        t = targets.get(job.id, 0)
-        if t <= 0:
-            continue
-        if job.state is JobState.RUNNING:
-            cur = job.n_workers
-            if t <= cur:
-                continue
-            saved = draft.save()
-            draft.give_back(job)
-            p = _place_down(draft, job, t, cur + 1, place)
-            if p is None:
-                draft.restore(saved)
-                continue
-            plan.append(Resize(job.id, p))
-        elif job.state in (JobState.PENDING, JobState.PAUSED):
-            p = _place_down(draft, job, t, job.spec.min_workers, place)
-            if p is not None:
-                plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
-    return plan
-
-
-def _place_down(draft: Draft, job: JobView, hi: int, lo: int, place: Placer) -> Placement | None:
-    """Place ``job`` with the largest worker count in ``[lo, hi]`` that fits (a few tries)."""
-    if hi < lo:
-        return None
-    p = place(draft, job, hi)
-    if p is not None:
-        return p
-    room = int(draft.tasks_fit(draft.view.demand_vector(job)).sum())
-    n = min(hi - 1, room)
-    tries = 0
-    while n >= lo and tries < 8:
-        p = place(draft, job, n)
-        if p is not None:
-            return p
-        n -= 1
-        tries += 1
-    return None
 
 
 # ----------------------------------------------------------------------------- the policy

@@ -33,7 +33,7 @@ What the paper does, and how it maps here:
   GPUs (``O(J x K x G)``, milliseconds for the paper's 64 GPUs); ties go to jobs with less
   attained service (the paper's job order); (2) placement: jobs that keep their count keep
   their GPUs; the others are placed consolidated-first (:func:`~.placement.consolidated_first`
-  via :func:`~.optimus.apply_targets`: shrinks and pauses first, then growths and starts in
+  via :func:`~.targets.apply_targets`: shrinks and pauses first, then growths and starts in
   order of attained service). The search is deterministic. Not modelled: interference
   avoidance (the paper forbids two distributed jobs on one node; consolidated placement makes
   that rare) and cluster auto-scaling.
@@ -58,7 +58,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..models.goodput import BatchLimits, GoodputModel, Observation, ThroughputParams, fit_throughput
 from .base import BasePolicy
-from .optimus import apply_targets, consolidated_placer
+from .targets import apply_targets, consolidated_placer
 from .params import build
 
 _EPS = 1e-3  # added to every speed-up in the fitness (a job without GPUs is very slow, not infinitely)

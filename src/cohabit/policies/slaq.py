@@ -44,12 +44,9 @@ import numpy as np
 from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .optimus import (
-    ObservingPolicy,
-    JobModels, Snapshot, admit_in_order, apply_targets, check_positive, consolidated_placer, greedy_by_value,
-    waiting_jobs,
-)
+from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
 from .params import build
+from .targets import admit_in_order, apply_targets, consolidated_placer, greedy_by_value, waiting_jobs
 
 
 class SLAQ(ObservingPolicy):

@@ -71,11 +71,9 @@ from ..engine.actions import Migrate, Pause, Plan, Resize, Resume, Start
 from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
-from .optimus import (
-    ObservingPolicy,
-    JobModels, Snapshot, apply_targets, check_positive, consolidated_placer, greedy_by_value, waiting_jobs,
-)
+from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
 from .params import build
+from .targets import apply_targets, consolidated_placer, greedy_by_value, waiting_jobs
 from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
