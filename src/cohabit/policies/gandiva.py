@@ -58,19 +58,13 @@ from operator import attrgetter
 
 import numpy as np
 
-from ..engine.actions import Colocate, Migrate, Pause, Placement, Plan, Resume, Start
+from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
-from .placement import Draft, consolidated_first, fill
+from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial
 from .params import build
-
-LEDGER_MAX_SHARE = 4  # the scheduler's ledger refuses more jobs than this on one GPU
-MAX_DEFRAG_ATTEMPTS = 3  # per decision, so that a long queue keeps decisions fast
-DEFRAG_CANDIDATES = 16  # target nodes considered per defragmentation attempt (most free GPUs first)
-MAX_PACK_SCAN = 32  # hosts examined per packing attempt
-_EPS = 1e-9
 
 
 def _canonical(name: str) -> str:
@@ -84,41 +78,7 @@ def _number(value: object) -> float | None:
     return v if math.isfinite(v) else None
 
 
-class _Rec:
-    """What the policy keeps per active job."""
-
-    __slots__ = ("job", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key")
-
-    def __init__(self, job: JobView, now: float) -> None:
-        self.job = job
-        self.cls = 0.0  # GPU count: Gandiva's size class and node affinity
-        self.ci = 0  # column of the class in the affinity table
-        self.n = 1  # workers
-        self.whole = False  # whole-GPU workers, no parameter servers: packable
-        self.shape: tuple[bytes, int] = (b"", 0)
-        self.model = ""
-        self.running = False
-        self.turn_start = -math.inf  # when it last got GPUs
-        self.wait_since = now  # when it last started waiting
-        self.solo_iter: float | None = None  # iteration time last measured while not sharing
-        self.nodes: tuple[int, ...] = ()  # worker nodes it holds
-        self.key = (now, job.seq)  # round-robin order: longest waiting first
-
-
 _KEY = attrgetter("key")
-
-
-class _PackTrial:
-    """A guest packed onto a host at ``time``; the host's solo iteration time before packing."""
-
-    __slots__ = ("host", "time", "host_solo")
-
-    def __init__(self, host: str, time: float, host_solo: float) -> None:
-        self.host = host
-        self.time = time
-        self.host_solo = host_solo
-
 
 class Gandiva(BasePolicy):
     """Affinity placement, defragmenting migration, introspective packing and time-slicing."""
@@ -162,20 +122,20 @@ class Gandiva(BasePolicy):
         self.max_migrations = max_migrations
         self.cross_class_after = float(cross_class_after)
         self.name = "gandiva"
-        self._recs: dict[str, _Rec] = {}
-        self._wait: dict[str, _Rec] = {}
-        self._run: dict[str, _Rec] = {}  # in the order their current turn started
-        self._idle: dict[tuple[int, float], dict[str, _Rec]] = defaultdict(dict)  # packing hosts by (workers, class)
+        self._recs: dict[str, JobRec] = {}
+        self._wait: dict[str, JobRec] = {}
+        self._run: dict[str, JobRec] = {}  # in the order their current turn started
+        self._idle: dict[tuple[int, float], dict[str, JobRec]] = defaultdict(dict)  # packing hosts by (workers, class)
         self._partner: dict[str, str] = {}  # both directions of every packed pair
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
-        self._trials: dict[str, _PackTrial] = {}  # guest -> its pack being measured
+        self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._good_pairs: set[frozenset[str]] = set()
         self._resumed_at: dict[str, float] = {}  # resumes whose cost is not measured yet
         self._classes: dict[float, int] = {}
         self._aff: np.ndarray | None = None  # per node and class: tasks of running jobs of that class
-        self._node_jobs: list[dict[str, _Rec]] = []
+        self._node_jobs: list[dict[str, JobRec]] = []
         self._last_plan: list[tuple[str, str]] = []
         self.suspend_cost: float | None = None  # measured seconds lost per resume (EWMA)
 
@@ -184,13 +144,13 @@ class Gandiva(BasePolicy):
         if self._aff is None:
             self._aff = np.zeros((view.capacity.shape[0], 1), dtype=np.int64)
             self._node_jobs = [{} for _ in range(view.capacity.shape[0])]
-        rec = _Rec(job, view.now)
+        rec = JobRec(job, view.now)
         g = view.gpu_col
         w = view.demand_vector(job)
         per = float(w[g]) if g is not None else 0.0
         rec.n = view.target_workers(job)
         rec.cls = per * rec.n
-        rec.whole = g is not None and job.spec.num_ps == 0 and abs(per - 1.0) < _EPS
+        rec.whole = g is not None and job.spec.num_ps == 0 and abs(per - 1.0) < EPS
         ps = view.ps_demand_vector(job)
         rec.shape = (w.tobytes() + (ps.tobytes() if ps is not None else b""), rec.n)
         rec.model = _canonical(job.spec.model)
@@ -242,14 +202,14 @@ class Gandiva(BasePolicy):
             return self.slice_length
         return max(self.slice_length, self.suspend_cost / self.max_suspend_overhead)
 
-    def _hold(self, rec: _Rec, nodes: tuple[int, ...]) -> None:
+    def _hold(self, rec: JobRec, nodes: tuple[int, ...]) -> None:
         assert self._aff is not None
         rec.nodes = nodes
         for node in nodes:
             self._aff[node, rec.ci] += 1
             self._node_jobs[node][rec.job.id] = rec
 
-    def _release_nodes(self, rec: _Rec) -> None:
+    def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
         for node in rec.nodes:
             self._aff[node, rec.ci] -= 1
@@ -267,7 +227,7 @@ class Gandiva(BasePolicy):
             if devs:
                 self._shared.difference_update(devs)
 
-    def _to_running(self, rec: _Rec, nodes: tuple[int, ...], now: float) -> None:
+    def _to_running(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         if rec.job.state is JobState.PAUSED:
             self._resumed_at[rec.job.id] = now
         self._wait.pop(rec.job.id, None)
@@ -278,7 +238,7 @@ class Gandiva(BasePolicy):
         self._release_nodes(rec)
         self._hold(rec, nodes)
 
-    def _to_waiting(self, rec: _Rec, now: float) -> None:
+    def _to_waiting(self, rec: JobRec, now: float) -> None:
         self._run.pop(rec.job.id, None)
         self._release_nodes(rec)
         self._idle[(rec.n, rec.cls)].pop(rec.job.id, None)
@@ -288,7 +248,7 @@ class Gandiva(BasePolicy):
         rec.key = (now, rec.job.seq)
         self._wait[rec.job.id] = rec
 
-    def _relocated(self, rec: _Rec, nodes: tuple[int, ...], now: float) -> None:
+    def _relocated(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         """A running job was migrated: it restarts its turn on ``nodes``, unmeasured."""
         self._idle[(rec.n, rec.cls)].pop(rec.job.id, None)
         self._dissolve(rec.job.id)
@@ -317,14 +277,14 @@ class Gandiva(BasePolicy):
                 self._hold(rec, tuple(job.placement[: job.n_workers]))
         self._last_plan = []
 
-    def _pair(self, a: _Rec, b: _Rec) -> frozenset[str]:
+    def _pair(self, a: JobRec, b: JobRec) -> frozenset[str]:
         return frozenset((a.model, b.model))
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         self._catch_up(view)
         plan: Plan = []
-        rnd = _Round(self, view, plan)
+        rnd = GandivaRound(self, view, plan)
         if self._trials:
             self._evaluate_packs(rnd)
         if self._wait:
@@ -332,7 +292,7 @@ class Gandiva(BasePolicy):
         self._last_plan = rnd.log
         return plan
 
-    def _evaluate_packs(self, rnd: _Round) -> None:
+    def _evaluate_packs(self, rnd: GandivaRound) -> None:
         """Introspection: keep a pack whose measured progress beats time-slicing, else unpack."""
         view = rnd.view
         for guest_id, trial in list(self._trials.items()):
@@ -354,312 +314,6 @@ class Gandiva(BasePolicy):
             self._bad_pairs.add(pair)
             rnd.unpack(guest, f"gandiva: packed progress {s_host + s_guest:.2f} < {self.pack_threshold:g} "
                               f"(time-slicing); unpacked from {host.job.id}")
-
-
-class _Round:
-    """One decision: the draft, the plan, and what its steps share."""
-
-    def __init__(self, policy: Gandiva, view: ClusterView, plan: Plan) -> None:
-        self.p = policy
-        self.view = view
-        self.draft = Draft(view)
-        self.plan = plan
-        self.log: list[tuple[str, str]] = []
-        self.now = view.now
-        self.g = view.gpu_col
-        self.slice = policy.slice_now
-        self.failed: set[tuple[bytes, int]] = set()  # shapes that found no free room this round
-        self.failed_pack: set[tuple[int, float, str]] = set()
-        self.failed_turn: set[tuple[tuple[bytes, int], bool]] = set()
-        self.dirty: set[int] = set()  # nodes whose GPUs this plan already changed
-        self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
-        self.migrations = 0
-        self.defrag_attempts = 0
-        # per host: would the ledger time-share its devices (_ledger_picks)? The ledger does not change
-        # within a round, and a pack makes its host's nodes dirty before it changes the shared devices
-        # there, so an answer holds for the round (hosts on dirty nodes are not asked again)
-        self._picks: dict[str, bool] = {}
-        self._free_dev: list[bool] | None = None  # per node: has a whole free GPU device (the ledger's)
-        self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
-
-    # -------------------------------------------------------------- the round
-    def schedule(self, waiting: list[_Rec]) -> None:
-        g = self.g
-        free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
-        left: list[_Rec] = []
-        for rec in waiting:
-            if rec.job.id in self.moved:
-                continue  # suspended in this very round (unpacked): its turn comes later
-            if free + _EPS >= rec.cls and self.place_free(rec):
-                free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
-                continue
-            if self.p.packing and rec.whole and self.pack(rec):
-                continue
-            left.append(rec)
-        if left:
-            self.time_slice(left)
-
-    def _start(self, rec: _Rec, placement: Placement) -> None:
-        job = rec.job
-        self.plan.append(Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement))
-        self.log.append(("run", job.id))
-        self.p._to_running(rec, tuple(placement[: rec.n]), self.now)
-        self.dirty.update(placement)
-
-    def _suspend(self, rec: _Rec, reason: str) -> None:
-        self.plan.append(Pause(rec.job.id, reason=reason))
-        self.log.append(("wait", rec.job.id))
-        self.dirty.update(rec.nodes)
-        self.moved.add(rec.job.id)
-        self.p._to_waiting(rec, self.now)
-
-    def _migrate(self, rec: _Rec, placement: Placement) -> None:
-        self.plan.append(Migrate(rec.job.id, placement))
-        self.log.append(("move", rec.job.id))
-        self.dirty.update(rec.nodes)
-        self.dirty.update(placement)
-        self.moved.add(rec.job.id)
-        self.p._relocated(rec, tuple(placement[: rec.n]), self.now)
-
-    # ------------------------------------------------------- free capacity
-    def place(self, rec: _Rec) -> Placement | None:
-        """Affinity placement on the draft's free room (reserved); None if it does not fit."""
-        view, draft, job = self.view, self.draft, rec.job
-        n = rec.n
-        fit = draft.tasks_fit(view.demand_vector(job))
-        whole = np.flatnonzero(fit >= n)
-        if whole.size and job.spec.num_ps == 0:
-            assert self.p._aff is not None
-            same = self.p._aff[whole, rec.ci] > 0
-            empty = (draft.free[whole, self.g] >= view.capacity[whole, self.g] - _EPS) if self.g is not None \
-                else np.zeros(whole.size, bool)
-            rank = np.where(same, 0, np.where(empty, 1, 2))
-            node = int(whole[np.lexsort((fit[whole], rank))[0]])
-            p: Placement | None = (node,) * n
-        else:
-            p = consolidated_first(draft, job, n)
-        if p is None or not draft.reserve(job, p):
-            return None
-        return p
-
-    def min_nodes(self, rec: _Rec) -> int:
-        if rec.cls <= _EPS or self._gpu_cap <= 0:
-            return 1
-        return max(1, math.ceil(rec.cls / self._gpu_cap - _EPS))
-
-    def place_free(self, rec: _Rec) -> bool:
-        if rec.shape in self.failed:
-            return False
-        saved = self.draft.save()
-        p = self.place(rec)
-        spread = p is not None and len(set(p[: rec.n])) > self.min_nodes(rec)
-        if (p is None or spread) and self.p.migration and rec.whole and rec.n > 1 \
-                and self.migrations < self.p.max_migrations and self.defrag_attempts < MAX_DEFRAG_ATTEMPTS:
-            self.defrag_attempts += 1
-            if p is not None:
-                self.draft.restore(saved)
-            q = self.defragment(rec)
-            if q is not None:
-                self._start(rec, q)
-                return True
-            if p is not None and not self.draft.reserve(rec.job, p):
-                p = None
-        if p is None:
-            self.failed.add(rec.shape)
-            return False
-        self._start(rec, p)
-        return True
-
-    def defragment(self, rec: _Rec) -> Placement | None:
-        """Migrate jobs off the nodes with the most reclaimable GPUs so ``rec`` starts consolidated
-        (paper §4.1 "Migration")."""
-        view, draft, g, p = self.view, self.draft, self.g, self.p
-        assert g is not None
-        n = rec.n
-        free = draft.free[:, g]
-        if float(free.sum()) + _EPS < rec.cls:
-            return None  # not fragmentation: the GPUs are simply busy
-        k = min(DEFRAG_CANDIDATES, free.size)
-        cand = np.argpartition(-free, k - 1)[:k] if k < free.size else np.arange(free.size)
-
-        def movable(node: int) -> list[_Rec]:
-            return [r for r in p._node_jobs[node].values()
-                    if r.job.id not in self.moved and r.job.id not in p._partner and not r.job.spec.num_ps
-                    and len(set(r.nodes)) == 1 and self.now - r.turn_start >= self.slice - _EPS]
-
-        movers_by = {int(i): movable(int(i)) for i in cand}
-        gain = {i: float(free[i]) + sum(r.cls for r in movers_by[i]) for i in movers_by}
-        targets = sorted(gain, key=lambda i: (-gain[i], i))[: self.min_nodes(rec)]
-        if sum(gain[i] for i in targets) + _EPS < rec.cls:
-            return None
-        movers: list[_Rec] = []
-        short = rec.cls - float(free[targets].sum())
-        for node in targets:
-            for r in sorted(movers_by[node], key=lambda r: (r.cls, r.job.seq)):
-                if short <= _EPS:
-                    break
-                movers.append(r)
-                short -= r.cls
-        if not movers or len(movers) + self.migrations > p.max_migrations:
-            return None
-        saved = draft.save()
-        for r in movers:
-            draft.give_back(r.job)
-        fit = np.zeros(free.size, dtype=np.int64)
-        fit[targets] = draft.tasks_fit(view.demand_vector(rec.job))[targets]
-        nodes = fill(fit, n, np.array(targets))
-        if nodes is None or not draft.reserve(rec.job, tuple(nodes)):
-            draft.restore(saved)
-            return None
-        moves: list[tuple[_Rec, Placement]] = []
-        for r in movers:
-            q = consolidated_first(draft, r.job, r.n)
-            if q is None or set(q) & set(targets) or not draft.reserve(r.job, q):
-                draft.restore(saved)
-                return None
-            moves.append((r, q))
-        for r, q in moves:
-            self._migrate(r, q)
-        self.migrations += len(moves)
-        return tuple(nodes)
-
-    # ---------------------------------------------------------------- packing
-    def pack(self, rec: _Rec) -> bool:
-        """Colocate ``rec`` on the GPUs of a running job of its size (paper §4.1 "Packing")."""
-        view, draft, g, p = self.view, self.draft, self.g, self.p
-        key = (rec.n, rec.cls, rec.model)
-        hosts = p._idle.get((rec.n, rec.cls))
-        if g is None or not hosts or key in self.failed_pack:
-            return False
-        rest = view.demand_vector(rec.job).copy()
-        rest[g] = 0.0
-        for scanned, host in enumerate(list(hosts.values())):
-            if scanned >= MAX_PACK_SCAN:
-                break
-            hid = host.job.id
-            if hid in self.moved or hid in p._partner or host.job.iter_time is None \
-                    or p._pair(rec, host) in p._bad_pairs or any(node in self.dirty for node in host.nodes):
-                continue
-            ok = self._picks.get(hid)
-            if ok is None:
-                alloc = view.allocation_of(hid)
-                ok = self._picks[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
-            if not ok:
-                continue
-            alloc = view.allocation_of(hid)
-            assert alloc is not None
-            per_node: dict[int, int] = {}
-            for node in host.nodes:
-                per_node[node] = per_node.get(node, 0) + 1
-            if any((draft.free[node] - rest * c < -_EPS).any() for node, c in per_node.items()):
-                continue
-            for node, c in per_node.items():
-                draft.free[node] -= rest * c
-            self.plan.append(Colocate((rec.job.id, hid), host.nodes))
-            self.log.append(("run", rec.job.id))
-            p._trials[rec.job.id] = _PackTrial(hid, self.now, float(host.job.iter_time))
-            p._to_running(rec, host.nodes, self.now)
-            p._partner[rec.job.id] = hid
-            p._partner[hid] = rec.job.id
-            p._shared_devs[rec.job.id] = alloc.devices
-            p._shared.update(alloc.devices)
-            p._idle[(host.n, host.cls)].pop(hid, None)
-            self.moved.add(hid)  # a host is not sliced or migrated in the round it packs
-            self.dirty.update(host.nodes)
-            return True
-        self.failed_pack.add(key)
-        return False
-
-    def _ledger_picks(self, nodes: tuple[int, ...], host_devices: frozenset[tuple[int, int]]) -> bool:
-        """True if the ledger would time-share exactly the host's devices: it gives a guest the
-        devices with the fewest jobs, then the most free room, then the lowest index."""
-        dev = self.view.device_free
-        shared = self.p._shared
-        if self._free_dev is None:
-            self._free_dev = (dev >= 1.0 - _EPS).any(axis=1).tolist()  # (-1 marks no device: never free)
-        free_dev = self._free_dev
-        for node in set(nodes):
-            if free_dev[node]:
-                return False  # a free device on the node: the guest would own it instead
-            ids = np.flatnonzero(dev[node] >= 0)
-            cand = sorted((1 + ((node, int(i)) in shared), -float(dev[node, i]), int(i)) for i in ids)
-            cand = [x for x in cand if x[0] < LEDGER_MAX_SHARE][: nodes.count(node)]
-            if {(node, x[2]) for x in cand} != {key for key in host_devices if key[0] == node}:
-                return False
-        return True
-
-    def unpack(self, guest: _Rec, reason: str) -> None:
-        """Move the guest to free GPUs if any, else suspend it (it is time-sliced from then on)."""
-        if guest.job.id in self.moved:
-            return
-        p = self.place(guest)
-        if p is not None:
-            self._migrate(guest, p)
-        else:
-            self._suspend(guest, reason)
-
-    # ------------------------------------------------------------ time-slicing
-    def time_slice(self, waiting: list[_Rec]) -> None:
-        """Round-robin (paper §4.1 "Suspend-Resume"): jobs that had a full slice make way for
-        waiting ones, the same size class first."""
-        now, p = self.now, self.p
-        done: list[_Rec] = []
-        for r in p._run.values():  # in the order their turns started: oldest turns first
-            if now - r.turn_start < self.slice - _EPS:
-                break
-            if r.job.id not in self.moved and r.job.id not in p._partner:
-                done.append(r)
-        if not done:
-            return
-        by_class: dict[float, list[_Rec]] = defaultdict(list)
-        for r in done:
-            by_class[r.cls].append(r)
-        taken: set[str] = set()
-        head: dict[float, int] = defaultdict(int)  # per class: first victim not yet taken
-        remaining = len(done)
-        for rec in waiting:
-            if remaining == 0:
-                return
-            same = by_class.get(rec.cls, [])
-            i = head[rec.cls]
-            while i < len(same) and same[i].job.id in taken:
-                i += 1
-            head[rec.cls] = i
-            cross = i == len(same)
-            if cross and now - rec.wait_since < p.cross_class_after * self.slice - _EPS:
-                continue  # its own class has no turn to give yet; other classes only after a full slice
-            key = (rec.shape, cross)
-            if key in self.failed_turn:
-                continue
-            pool = done if cross else same[i:]
-            got = self._take_turns(rec, (r for r in pool if r.job.id not in taken))
-            if got is None:
-                self.failed_turn.add(key)
-                continue
-            victims, placement = got
-            for v in victims:
-                taken.add(v.job.id)
-                remaining -= 1
-                self._suspend(v, f"gandiva: time slice over, {rec.job.id} resumes")
-            self._start(rec, placement)
-            self.failed.clear()
-
-    def _take_turns(self, rec: _Rec, pool) -> tuple[list[_Rec], Placement] | None:  # type: ignore[no-untyped-def]
-        draft = self.draft
-        saved = draft.save()
-        chosen: list[_Rec] = []
-        width = rec.n + rec.job.spec.num_ps
-        for v in pool:
-            draft.give_back(v.job)
-            chosen.append(v)
-            placement = v.job.placement
-            if len(placement) == width and draft.reserve(rec.job, placement):
-                return chosen, placement  # the same nodes the suspended job had
-            q = self.place(rec)
-            if q is not None:
-                return chosen, q
-        draft.restore(saved)
-        return None
 
 
 def make(oracle: bool = False, **params: object) -> Gandiva:
