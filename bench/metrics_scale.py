@@ -46,7 +46,8 @@ def main() -> None:
     a = ap.parse_args()
     rows = [measure(n, a.repeats) for n in a.jobs]
     load = os.getloadavg()
-    print(f"compute_metrics, best of {a.repeats} (CPU seconds)   [load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}]")
+    print(f"compute_metrics, best of {a.repeats} (CPU seconds)   "
+          f"[load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}]")
     print(f"{'jobs':>8} {'events':>9} {'CPU s':>7} {'events/CPU s':>13} {'CPU s / first':>14}")
     for r in rows:
         print(f"{r['jobs']:>8} {r['events']:>9} {r['cpu_s']:>7.3f} {r['events_per_cpu_s']:>13,.0f} "

@@ -32,6 +32,7 @@ Usage: python bench/ratchet.py [--scale 0.1] [--batches 20] [--json bench/result
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import json
 import os
 import sys
@@ -50,11 +51,9 @@ from cohabit.ratchet import CheckpointTrigger, TieredStateStore  # noqa: E402
 from cohabit.runtime import safestate  # noqa: E402
 from cohabit.runtime.checkpoint import CheckpointStore  # noqa: E402
 
+from benchtable import keep, print_table  # noqa: E402
+
 ORDER = sorted(QUERIES, key=lambda q: int(q[1:]))
-
-
-def load() -> str:
-    return "load average %.1f %.1f %.1f" % os.getloadavg()
 
 
 def checkpoint_costs(data: Path, batches: int, sf: float, tmp: Path) -> list[dict]:
@@ -220,45 +219,42 @@ def backend_tiers(data: Path, batches: int, sf: float, tmp: Path, queries: tuple
 
 
 def tables_1_to_4(a: argparse.Namespace, data: Path, tmp: Path, result: dict) -> None:
-    print(f"\n1. checkpoint cost per query (SF {a.scale}, after {a.batches // 2} of {a.batches} batches)   [{load()}]")
     rows = checkpoint_costs(data, a.batches, a.scale, tmp)
-    print(f"{'query':6} {'state rows':>10} {'bytes':>9} {'memory ms':>10} {'disk ms':>9}")
-    for r in rows:
-        print(f"{r['query']:6} {r['state_rows']:>10} {r['bytes']:>9} {1e3 * r['memory_s']:>10.2f} {1e3 * r['disk_s']:>9.2f}")
-    result["checkpoint_costs"] = rows
-    result["checkpoint_costs_load"] = load()
+    print_table(f"1. checkpoint cost per query (SF {a.scale}, after {a.batches // 2} of {a.batches} batches)", [
+        ("query", "6", lambda r: r["query"]), ("state rows", ">10", lambda r: r["state_rows"]),
+        ("bytes", ">9", lambda r: r["bytes"]), ("memory ms", ">10.2f", lambda r: 1e3 * r["memory_s"]),
+        ("disk ms", ">9.2f", lambda r: 1e3 * r["disk_s"])], rows)
+    keep(result, "checkpoint_costs", rows)
 
-    print(f"\n2. staleness: final answer after 3 pauses, by the cursor restored   [{load()}]")
     rows = staleness(data, a.batches, a.scale, a.seed)
-    print(f"{'query':6} {'pauses':>14} {'ratchet':>10} {'re-read':>10} {'skip':>10}")
-    for r in rows:
-        cells = [f"{'exact' if r[m]['exact'] else '%.3f' % r[m]['accuracy']:>10}" for m in ("ratchet", "re-read", "skip")]
-        print(f"{r['query']:6} {str(r['pauses']):>14} {' '.join(cells)}")
+
+    def answer(m: str) -> Callable[[dict], str]:
+        return lambda r: "exact" if r[m]["exact"] else "%.3f" % r[m]["accuracy"]
+
+    print_table("2. staleness: final answer after 3 pauses, by the cursor restored",
+                [("query", "6", lambda r: r["query"]), ("pauses", ">14", lambda r: str(r["pauses"])),
+                 *[(m, ">10", answer(m)) for m in ("ratchet", "re-read", "skip")]], rows)
     for m in ("ratchet", "re-read", "skip"):
         ex = sum(r[m]["exact"] for r in rows)
         mean = float(np.mean([r[m]["accuracy"] for r in rows]))
         print(f"  {m:8}: {ex}/{len(rows)} exact, mean accuracy {mean:.4f}")
-    result["staleness"] = rows
-    result["staleness_load"] = load()
+    keep(result, "staleness", rows)
 
-    print(f"\n3. tiering of the 22 paused states under a memory budget   [{load()}]")
     tier = tiering(data, a.batches, a.scale, tmp)
-    print(f"{'run':12} {'budget B':>10} {'in mem':>7} {'on disk':>8} {'held B':>9} {'save ms':>8} {'restore ms':>11}")
-    for label, r in tier["runs"].items():
-        print(f"{label:12} {r['budget_bytes']:>10} {r['in_memory']:>7} {r['on_disk']:>8} {r['memory_bytes_held']:>9} "
-              f"{1e3 * r['save_s']:>8.1f} {1e3 * r['restore_s']:>11.1f}")
-    result["tiering"] = tier
-    result["tiering_load"] = load()
+    print_table("3. tiering of the 22 paused states under a memory budget", [
+        ("run", "12", lambda lr: lr[0]), ("budget B", ">10", lambda lr: lr[1]["budget_bytes"]),
+        ("in mem", ">7", lambda lr: lr[1]["in_memory"]), ("on disk", ">8", lambda lr: lr[1]["on_disk"]),
+        ("held B", ">9", lambda lr: lr[1]["memory_bytes_held"]), ("save ms", ">8.1f", lambda lr: 1e3 * lr[1]["save_s"]),
+        ("restore ms", ">11.1f", lambda lr: 1e3 * lr[1]["restore_s"])], tier["runs"].items())
+    keep(result, "tiering", tier)
 
-    print(f"\n4. training-job checkpoint overhead, {a.train_seconds:g} s each (CheckFreq bound 3.5%)   [{load()}]")
     rows = training_overhead(a.train_seconds, tmp)
-    print(f"{'workload':18} {'policy':17} {'ckpts':>6} {'ckpt s':>7} {'overhead':>9} {'mean gap s':>11}")
-    for r in rows:
-        gap = "-" if r["mean_gap_s"] is None else f"{r['mean_gap_s']:.2f}"
-        print(f"{r['workload']:18} {r['policy']:17} {r['checkpoints']:>6} {r['checkpoint_s']:>7.3f} "
-              f"{100 * r['overhead']:>8.2f}% {gap:>11}")
-    result["training"] = rows
-    result["training_load"] = load()
+    print_table(f"4. training-job checkpoint overhead, {a.train_seconds:g} s each (CheckFreq bound 3.5%)", [
+        ("workload", "18", lambda r: r["workload"]), ("policy", "17", lambda r: r["policy"]),
+        ("ckpts", ">6", lambda r: r["checkpoints"]), ("ckpt s", ">7.3f", lambda r: r["checkpoint_s"]),
+        ("overhead", ">9", lambda r: f"{100 * r['overhead']:.2f}%"),
+        ("mean gap s", ">11", lambda r: "-" if r["mean_gap_s"] is None else f"{r['mean_gap_s']:.2f}")], rows)
+    keep(result, "training", rows)
 
 
 def main() -> None:
@@ -278,14 +274,13 @@ def main() -> None:
         tmp = Path(d)
         if not a.only_backend_tiers:
             tables_1_to_4(a, data, tmp, result)
-        print(f"\n5. pause / resume through LocalBackend, paused state in the backend's memory or on disk   [{load()}]")
         rows = backend_tiers(data, a.batches, a.scale, tmp)
-        print(f"{'query':6} {'tier':7} {'paused at':>9} {'halt s':>7} {'save s':>7} {'restore s':>9} {'start s':>8} exact")
-        for r in rows:
-            print(f"{r['query']:6} {r['tier']:7} {r['paused_at']:>9} {r['halt_s']:>7.3f} {r['save_s']:>7.4f} "
-                  f"{r['restore_s']:>9.4f} {r['start_latency_s']:>8.3f} {r['exact']}")
-        result["backend_tiers"] = rows
-        result["backend_tiers_load"] = load()
+        print_table("5. pause / resume through LocalBackend, paused state in the backend's memory or on disk", [
+            ("query", "6", lambda r: r["query"]), ("tier", "7", lambda r: r["tier"]),
+            ("paused at", ">9", lambda r: r["paused_at"]), ("halt s", ">7.3f", lambda r: r["halt_s"]),
+            ("save s", ">7.4f", lambda r: r["save_s"]), ("restore s", ">9.4f", lambda r: r["restore_s"]),
+            ("start s", ">8.3f", lambda r: r["start_latency_s"]), ("exact", "", lambda r: str(r["exact"]))], rows)
+        keep(result, "backend_tiers", rows)
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {a.json}")

@@ -25,6 +25,7 @@ Usage: python bench/rotary_aqp.py [--seeds 1 2 3] [--real] [--profile] [--json b
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import json
 import os
 import subprocess
@@ -51,6 +52,8 @@ from cohabit.sim.physics import SimConfig  # noqa: E402
 from cohabit.sim.runner import simulate  # noqa: E402
 from cohabit.spec import ClusterSpec, Resources  # noqa: E402
 
+from benchtable import keep, load, print_table  # noqa: E402
+
 POLICIES = ["rotary-aqp", "rotary-aqp:extra_cores=false", "rotary-aqp:switch_cost_s=1", "edf", "rr", "lcaf", "relaqs"]
 #: The simulator's model of this machine's real runtime: a query process starts and loads its
 #: tables in ~1 s (STARTUP_S, and RESTORE_S on a resume); a checkpoint of its state is ~KB (CKPT_S).
@@ -59,8 +62,6 @@ PROFILE = "profiles/aqp_tpch_sf0.1_b20.json"
 SF, BATCHES, EPOCHS = 0.1, 20, 4
 
 
-def load() -> str:
-    return "load average %.1f %.1f %.1f" % os.getloadavg()
 
 
 def cluster(shape: str = "2x1") -> ClusterSpec:
@@ -176,15 +177,14 @@ def window_table(data: Path, windows: list[int]) -> dict:
 
 
 def est_table(profile: dict, data: Path, result: dict) -> None:
-    print(f"\n3. estimators: TEE one epoch ({BATCHES // EPOCHS} batches) ahead; EXPLAIN memory   [{load()}]")
     est = estimator_errors(profile, data)
-    print(f"{'query':6} {'MAE cold':>9} {'MAE hist':>9} {'plan MB':>8} {'measured MB':>12}")
-    for q, r in est.items():
-        print(f"{q:6} {r['mae_cold']:>9.3f} {r['mae_with_history']:>9.3f} {r['plan_mb']:>8.2f} {r['measured_mb']:>12.2f}")
+    print_table(f"3. estimators: TEE one epoch ({BATCHES // EPOCHS} batches) ahead; EXPLAIN memory", [
+        ("query", "6", lambda qr: qr[0]), ("MAE cold", ">9.3f", lambda qr: qr[1]["mae_cold"]),
+        ("MAE hist", ">9.3f", lambda qr: qr[1]["mae_with_history"]), ("plan MB", ">8.2f", lambda qr: qr[1]["plan_mb"]),
+        ("measured MB", ">12.2f", lambda qr: qr[1]["measured_mb"])], est.items())
     print(f"  mean MAE: cold {np.mean([r['mae_cold'] for r in est.values()]):.3f}, "
           f"with history {np.mean([r['mae_with_history'] for r in est.values()]):.3f}")
-    result["estimators"] = est
-    result["estimators_load"] = load()
+    keep(result, "estimators", est)
 
 
 def main() -> None:
@@ -220,29 +220,34 @@ def main() -> None:
                     "real_time_scale": a.real_time_scale,
                     "cluster": f"simulated {a.cluster} (nodes x cores), 8 GB per node; real: 2 nodes x 1 core"}
 
-    print(f"\n1. simulator: Table 3.1 workload (30 queries), SF {SF} profiles, cluster {a.cluster}, time scale {a.time_scale}, "
-          f"start/restore {STARTUP_S}/{RESTORE_S} s; attained/30 (false attained)   [{load()}]")
     sim = sim_table(profile, a.seeds_sim, a.time_scale, a.cluster)
-    print(f"{'policy':27} " + " ".join(f"{'seed ' + str(s):>13}" for s in a.seeds_sim) + f" {'total':>9} {'false':>6} {'decide ms':>10}")
-    for p, rows in sim.items():
-        cells = " ".join(f"{r['attained']:>3}/{r['jobs']} ({r['false_attained']:>2}f)" for r in rows)
-        tot = sum(r["attained"] for r in rows)
-        fal = sum(r["false_attained"] for r in rows)
-        dec = np.mean([r["decision_ms"]["mean"] or 0.0 for r in rows])
-        print(f"{p:27} {cells} {tot:>9} {fal:>6} {dec:>10.3f}")
-    result["simulator"] = sim
-    result["simulator_load"] = load()
+
+    def seed_cell(k: int) -> Callable[[tuple[str, list[dict]]], str]:
+        return lambda pr: f"{pr[1][k]['attained']:>3}/{pr[1][k]['jobs']} ({pr[1][k]['false_attained']:>2}f)"
+
+    print_table(f"1. simulator: Table 3.1 workload (30 queries), SF {SF} profiles, cluster {a.cluster}, time scale "
+                f"{a.time_scale}, start/restore {STARTUP_S}/{RESTORE_S} s; attained/30 (false attained)", [
+                    ("policy", "27", lambda pr: pr[0]),
+                    *[(f"seed {s}", ">13", seed_cell(k)) for k, s in enumerate(a.seeds_sim)],
+                    ("total", ">9", lambda pr: sum(r["attained"] for r in pr[1])),
+                    ("false", ">6", lambda pr: sum(r["false_attained"] for r in pr[1])),
+                    ("decide ms", ">10.3f", lambda pr: np.mean([r["decision_ms"]["mean"] or 0.0 for r in pr[1]]))],
+                sim.items())
+    keep(result, "simulator", sim)
 
     if a.real:
         ensure_tpch(a.sf)  # generated before the timed runs
-        print(f"\n2. real: cohabit run, DuckDB processes, SF {a.sf:g}, seed {a.seeds[0]}, time scale {a.real_time_scale}, "
-              f"nodes {a.real_nodes or 'default'}   [{load()}]")
         with tempfile.TemporaryDirectory(prefix="cohabit-aqp-bench-") as d:
             real = real_table(a.seeds[0], a.real_time_scale, a.real_policies.split(","), Path(d), a.sf, a.real_nodes)
-        print(f"{'policy':11} {'attained':>9} {'false':>6} {'preempt':>8} {'wall s':>7} {'cpu s':>7}  load")
-        for p, r in real.items():
-            print(f"{p:11} {r['attained']:>5}/{r['jobs']} {r['false_attained']:>6} {r['preemptions']:>8} "
-                  f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f}  {r['load']}")
+        print_table(f"2. real: cohabit run, DuckDB processes, SF {a.sf:g}, seed {a.seeds[0]}, time scale "
+                    f"{a.real_time_scale}, nodes {a.real_nodes or 'default'}", [
+                        ("policy", "11", lambda pr: pr[0]),
+                        ("attained", ">9", lambda pr: f"{pr[1]['attained']}/{pr[1]['jobs']}"),
+                        ("false", ">6", lambda pr: pr[1]["false_attained"]),
+                        ("preempt", ">8", lambda pr: pr[1]["preemptions"]),
+                        ("wall s", ">7.1f", lambda pr: pr[1]["wall_s"]),
+                        ("cpu s", ">7.1f", lambda pr: pr[1]["cpu_s"]), (" load", "", lambda pr: f" {pr[1]['load']}")],
+                    real.items())
         result["real"] = real
         result["real_setup"] = {"scale_factor": a.sf, "nodes": a.real_nodes, "time_scale": a.real_time_scale,
                                 "seed": a.seeds[0]}
@@ -252,11 +257,11 @@ def main() -> None:
     else:
         est_table(profile, data, result)
     if a.windows:
-        print(f"\n4. envelope window vs false attainment (22 queries x 9 thresholds, seed 0)   [{load()}]")
         win = window_table(data, a.windows)
-        print(f"{'window':>7} {'false':>6} {'ratio':>6} {'delay (batches)':>16}")
-        for w, r in win.items():
-            print(f"{w:>7} {r['false']:>3}/{r['cases']} {r['false_ratio']:>6.2f} {r['mean_delay_batches']:>16.2f}")
+        print_table("4. envelope window vs false attainment (22 queries x 9 thresholds, seed 0)", [
+            ("window", ">7", lambda wr: wr[0]), ("false", ">6", lambda wr: f"{wr[1]['false']:>3}/{wr[1]['cases']}"),
+            ("ratio", ">6.2f", lambda wr: wr[1]["false_ratio"]),
+            ("delay (batches)", ">16.2f", lambda wr: wr[1]["mean_delay_batches"])], win.items())
         result["envelope_windows"] = win
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(result, indent=1, default=str))

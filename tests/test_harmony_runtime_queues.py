@@ -82,7 +82,10 @@ def test_sync_never_releases_before_all_workers_finished(world: int, steps: int,
         r = data.draw(st.sampled_from([r for r in range(world) if done[r] < steps]))
         if s.release_seq("j", r, done[r], CYCLE[done[r] % 3].value) is None:
             assert done[r] > min(done)  # only a worker ahead of the slowest is held back
-            continue
+            # the slowest goes on instead (drawing again until it is picked made the search mostly
+            # overruns: ~10 CPU s, minutes under load)
+            r = done.index(min(done))
+            assert s.release_seq("j", r, done[r], CYCLE[done[r] % 3].value) is not None
         s.finished("j", r, done[r])
         done[r] += 1
         assert s.released("j") <= min(done) + 1

@@ -193,6 +193,19 @@ class HyperbandResult:
         }
 
 
+def _end_rung(trials: list[Trial], b: int, i: int, n_i: int, r_i: float, eta: int, last: bool,
+              history: list[dict], log: Callable[[str], None] | None) -> list[Trial]:
+    """Close rung ``i`` of bracket ``b`` (its ``trials`` evaluated after ``r_i`` units): record it in
+    ``history`` (and ``log``) and return the trials that go on, the best ``n_i // eta`` by validation
+    loss (at least one; none after the bracket's ``last`` rung): successive halving (Liu, Alg. 1)."""
+    history.append({"bracket": b, "rung": i, "n": len(trials), "r": r_i,
+                    "best_loss": min(t.val_loss for t in trials)})
+    if log:
+        log(f"bracket {b} rung {i}: {len(trials)} configs x {r_i:g} units, best loss {history[-1]['best_loss']:.4f}")
+    keep = 0 if last else max(1, n_i // eta)
+    return sorted(trials, key=lambda t: (t.val_loss, t.config))[:keep]
+
+
 def _run_packs(groups: list[list[Trial]], guard: MemoryGuard | None, refill: bool,
                stats: dict, device: torch.device) -> None:
     """Train each group as a pack; finished members make room for the next configuration.
@@ -300,13 +313,7 @@ def hyperband(w: Workload, R: int = 81, eta: int = 3, *, space: SearchSpace = TA
             n_i, r_i = plan[b][i]
             for t in live[b]:
                 t.units = r_i
-            history.append({"bracket": b, "rung": i, "n": len(live[b]), "r": r_i,
-                            "best_loss": min(t.val_loss for t in live[b])})
-            if log:
-                log(f"bracket {b} rung {i}: {len(live[b])} configs x {r_i:g} units, "
-                    f"best loss {history[-1]['best_loss']:.4f}")
-            keep = max(1, n_i // eta) if i + 1 < len(plan[b]) else 0
-            live[b] = sorted(live[b], key=lambda t: (t.val_loss, t.config))[:keep]
+            live[b] = _end_rung(live[b], b, i, n_i, r_i, eta, i + 1 == len(plan[b]), history, log)
     assert best is not None
     sizes = stats["sizes"]
     return HyperbandResult(best, time.perf_counter() - t0, trials_total, stats["steps"], stats["packs"],
@@ -375,14 +382,8 @@ def _async(w: Workload, plan: list[list[tuple[int, float]]], live: list[list[Tri
                 t.val_loss, t.val_acc, t.units = loss, acc, r_i
                 if best is None or loss < best.val_loss:
                     best = t
-            history.append({"bracket": b, "rung": i, "n": len(live[b]), "r": r_i,
-                            "best_loss": min(t.val_loss for t in live[b])})
-            if log:
-                log(f"bracket {b} rung {i}: {len(live[b])} configs x {r_i:g} units, "
-                    f"best loss {history[-1]['best_loss']:.4f}")
-            keep = max(1, n_i // eta) if i + 1 < len(plan[b]) else 0
-            live[b] = sorted(live[b], key=lambda t: (t.val_loss, t.config))[:keep]
-            if keep:
+            live[b] = _end_rung(live[b], b, i, n_i, r_i, eta, i + 1 == len(plan[b]), history, log)
+            if live[b]:  # (none go on after a bracket's last rung)
                 rung[b] += 1
                 start_rung(b)
     stats["sizes"] = [loaded]
