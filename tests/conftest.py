@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -22,6 +26,17 @@ def trace_job(id: str, gpus: float, duration: float, submit: float = 0.0, model:
     iters = iterations if iterations is not None else int(duration)
     spec = simple_job(id, gpus, submit_time=submit, model=model, iterations=iters if declare else None)
     return TraceJob(spec, JobTruth(iterations=iters, duration=duration, ref_workers=max(int(gpus), 1)))
+
+
+@cache
+def load_bench(name: str) -> ModuleType:
+    """``bench/<name>.py`` imported as a module (benchmarks are scripts, not a package)."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def small_cluster(nodes: int = 1, gpus: int = 4) -> ClusterSpec:

@@ -10,14 +10,8 @@ from cohabit.learn.drl_expert import LIFScorer, LookaheadExpert, complete
 from cohabit.policies.drl.state import PlacementState, new_entry
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny networks: one intra-op thread (two on a loaded 2-core machine cost 10x)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 W = np.array([0.5, 0.25, 0.25])  # a worker: 1 of 2 GPUs, 2 of 8 cores, 12 of 48 GB

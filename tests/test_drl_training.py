@@ -10,15 +10,8 @@ from cohabit.learn.drl_env import Speeds, lif_teacher, normalise_returns, run_ep
 from cohabit.sim.drl_workload import INTERVAL_S, generate
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks: one intra-op thread (two threads on a loaded 2-core machine cost 10x)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# tiny networks: one intra-op thread (two on a loaded 2-core machine cost 10x)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _first_interval_jobs(n: int = 3):

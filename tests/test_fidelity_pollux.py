@@ -4,24 +4,19 @@ Tiresias on the embedded workload with the documented option (and not without it
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from conftest import load_bench
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@cache
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_fidelity_pollux", ROOT / "bench" / "fidelity_pollux.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("fidelity_pollux")
 
 
 def test_reference_inputs_match_their_recorded_hashes() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-from functools import cache
 from pathlib import Path
 from types import ModuleType
 
@@ -17,18 +15,11 @@ from cohabit.sim.pollux_goodput import PolluxWork, goodput_app
 from cohabit.sim.runner import simulate
 from cohabit.sim.traces import load_trace
 
-from conftest import small_cluster
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_bench, small_cluster
 
 
-@cache
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_fidelity_pollux_oo", ROOT / "bench" / "fidelity_pollux.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("fidelity_pollux")
 
 
 def pollux_jobs(tmp_path: Path, rows: list[str]):  # type: ignore[no-untyped-def]
