@@ -10,9 +10,7 @@ A policy that is not registered yet is skipped with a message saying so; any oth
 
 from __future__ import annotations
 
-import importlib.util
 from functools import cache
-from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -22,6 +20,8 @@ from cohabit.report import Metrics
 from cohabit.sim.runner import simulate
 from cohabit.sim.traces import load_trace
 from cohabit.spec import preset
+
+from conftest import load_bench
 
 #: Registered policies whose objective is not fairness between jobs or tenants (JCT, packing,
 #: placement, arrival order, model quality). Left out: drf itself, static (isolation), themis
@@ -40,14 +40,8 @@ def tiresias_480(name: str, oracle: bool = False) -> Metrics:
     return simulate(load.jobs, preset("tiresias"), make_policy(name, oracle=oracle), oracle=oracle).metrics
 
 
-@cache
 def bench() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "bench" / "baselines.py"
-    spec = importlib.util.spec_from_file_location("bench_baselines", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("baselines")
 
 
 def test_srtf_oracle_not_worse_than_fifo_on_average_jct() -> None:
