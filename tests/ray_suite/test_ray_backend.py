@@ -188,13 +188,14 @@ def test_ray_ps_job_spans_ray_nodes_and_migrates_to_the_reference_model(tmp_path
         assert ray_nodes(be, "lasso") == {be.ray_node_of(0), be.ray_node_of(1)}
         events = wait_for(be, lambda ev: any(e.kind is K.PROGRESS and e.data["iterations"] > 10 for e in ev), 60)
         assert all(e.data["comm_s"] > 0 for e in events if e.kind is K.PROGRESS)
+        before_move = losses(events, "lasso")  # reported before the halt: early in training at any load
         be.halt("lasso", be.now(), checkpoint=True)
         led.release("lasso")
         be.launch(spec, place(led, spec, (1, 0, 0)), be.now(), from_checkpoint=True)  # every task moves
         events = wait_for(be, ended("lasso"), timeout=90)
         assert final_event(events, "lasso").kind is K.FINISHED
-        seen = losses(events, "lasso")
-        assert seen and final_event(events, "lasso").data["metrics"]["loss"] < seen[0]
+        assert losses(events, "lasso"), "the moved job reports progress from its new nodes"
+        assert before_move and final_event(events, "lasso").data["metrics"]["loss"] < before_move[0]
         it, model, _ = load_model(be.store.root, "lasso")
     ref, _, _ = run_in_process(workload, iterations=iterations, n_workers=2, n_servers=1)
     assert it == iterations
