@@ -148,8 +148,38 @@ def _fmt_duration(seconds: float) -> str:
 # ---------------------------------------------------------------------------
 # The three kinds of criteria
 # ---------------------------------------------------------------------------
+class _WithinDeadline:
+    """Rotary's dequeue rule for the criteria judged on metrics, with an optional WITHIN budget.
+
+    Shared by :class:`MetricTarget` and :class:`Convergence` (each defines ``is_met`` and its
+    ``within`` field): done once met, or once the WITHIN deadline has passed.
+    """
+
+    __slots__ = ()
+    within: Budget | None
+
+    def is_met(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        raise NotImplementedError
+
+    def budget_exhausted(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """True once the WITHIN deadline has passed; never without one."""
+        return self.within is not None and self.within.is_exhausted(elapsed_s, epochs, iterations)
+
+    def is_done(
+        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
+    ) -> bool:
+        """Rotary's dequeue rule: met, or the deadline has passed."""
+        return self.is_met(elapsed_s, epochs, iterations, metrics) or self.budget_exhausted(
+            elapsed_s, epochs, iterations
+        )
+
+
 @dataclass(frozen=True, slots=True)
-class MetricTarget:
+class MetricTarget(_WithinDeadline):
     """Accuracy-oriented criterion (Rotary ❶): ``<metric> <op> <value> [within <budget>]``.
 
     Met once any reported value of ``metric`` satisfies ``op value`` (a job is
@@ -198,23 +228,9 @@ class MetricTarget:
         """True if any observed value of ``metrics[self.metric]`` reaches the target."""
         return any(self.satisfied_by(x) for x in _series(metrics, self.metric))
 
-    def budget_exhausted(
-        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
-    ) -> bool:
-        """True once the WITHIN deadline has passed; never without one."""
-        return self.within is not None and self.within.is_exhausted(elapsed_s, epochs, iterations)
-
-    def is_done(
-        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
-    ) -> bool:
-        """Rotary's dequeue rule: the target is met or its deadline has passed."""
-        return self.is_met(elapsed_s, epochs, iterations, metrics) or self.budget_exhausted(
-            elapsed_s, epochs, iterations
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Convergence:
+class Convergence(_WithinDeadline):
     """Convergence-oriented criterion (Rotary ❷): ``converge [<metric>] delta <d> within <budget>``.
 
     Met when the last improvement of ``metric`` between its two latest
@@ -264,20 +280,6 @@ class Convergence:
         """True if the last improvement of the metric is below ``delta``."""
         gain = self.last_improvement(metrics)
         return gain is not None and gain < self.delta
-
-    def budget_exhausted(
-        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
-    ) -> bool:
-        """True once the WITHIN deadline has passed."""
-        return self.within.is_exhausted(elapsed_s, epochs, iterations)
-
-    def is_done(
-        self, elapsed_s: float = 0.0, epochs: float = 0.0, iterations: float = 0.0, metrics: Metrics | None = None
-    ) -> bool:
-        """Rotary's dequeue rule: converged, or the deadline has passed."""
-        return self.is_met(elapsed_s, epochs, iterations, metrics) or self.budget_exhausted(
-            elapsed_s, epochs, iterations
-        )
 
 
 @dataclass(frozen=True, slots=True)
