@@ -34,6 +34,7 @@ Run it as ``cohabit mlfs-workload OUT.yaml --jobs 620 --seed 0``.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,17 @@ def consolidated_comm_s(spec: JobSpec, link_gbps: float = LINK_GBPS) -> float:
     return max(out.values(), default=0.0) * 8e6 / (link_gbps * 1e9)
 
 
+@lru_cache(maxsize=1)
+def _philly_columns() -> tuple[np.ndarray, tuple[float | None, ...], tuple[float, ...], tuple[str, ...]]:
+    """Submit times, durations, GPUs and tenants of the embedded Philly trace's jobs, parsed once per
+    process (parsing its 82k rows costs about a CPU second; the arrays are read-only)."""
+    trace = load_trace(embedded_trace("philly_82k"), "philly").jobs
+    submit = np.array([j.spec.submit_time for j in trace])
+    submit.flags.writeable = False
+    return (submit, tuple(j.truth.duration for j in trace), tuple(j.spec.num_gpus for j in trace),
+            tuple(j.spec.tenant for j in trace))
+
+
 def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | None = None,
              compress: float = 1.0) -> list[TraceJob]:
     """The workload (see the module docstring); ``week`` picks the trace week (default: random);
@@ -94,8 +106,7 @@ def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | No
     if gpus not in ("paper", "trace"):
         raise ValueError(f"gpus must be 'paper' or 'trace', got {gpus!r}")
     rng = np.random.default_rng(seed)
-    trace = load_trace(embedded_trace("philly_82k"), "philly").jobs
-    submit = np.array([j.spec.submit_time for j in trace])
+    submit, durations, trace_gpus, tenants = _philly_columns()
     n_weeks = int(submit.max() // WEEK) + 1
     counts = np.bincount((submit // WEEK).astype(int), minlength=n_weeks)
     busy = np.flatnonzero(counts >= jobs)
@@ -109,11 +120,10 @@ def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | No
     curves = packaged_curves()
     out: list[TraceJob] = []
     for n, i in enumerate(pick):
-        src = trace[int(i)]
-        t_e = min(float(src.truth.duration or 60.0), MAX_TE_S)
+        t_e = min(float(durations[i] or 60.0), MAX_TE_S)
         alg = ALGORITHMS[int(rng.integers(len(ALGORITHMS)))]
         g = int(rng.choice(GPU_CHOICES)) if gpus == "paper" else \
-            next((c for c in GPU_CHOICES if c >= src.spec.num_gpus), GPU_CHOICES[-1])
+            next((c for c in GPU_CHOICES if c >= trace_gpus[i]), GPU_CHOICES[-1])
         family = CURVE_FAMILY[alg]
         ci = int(rng.integers(len(curves[family])))
         run = curves[family][ci]
@@ -122,7 +132,7 @@ def generate(jobs: int = 620, seed: int = 0, gpus: str = "paper", week: int | No
         arch = "ps" if ps else "allreduce"
         t_r = float(rng.uniform(0.5, 24.0)) * 3600.0
         spec = JobSpec(
-            id=f"mlfs-{n:05d}", submit_time=round(float(submit[i] - w * WEEK) / compress, 3), tenant=f"vc-{src.spec.tenant}",
+            id=f"mlfs-{n:05d}", submit_time=round(float(submit[i] - w * WEEK) / compress, 3), tenant=f"vc-{tenants[i]}",
             architecture=arch, model=alg,
             workers=TaskGroup(count=graph.num_tasks, demand=Resources(gpu=1, cpu=6, mem_gb=40)),
             ps=TaskGroup(count=1, demand=Resources(cpu=4, mem_gb=16)) if ps else None,
