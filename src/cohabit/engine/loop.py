@@ -113,6 +113,7 @@ class Scheduler(ActionHandlers, LiveControl):
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float]]] = {}
         self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
+        self.pending.group_by(self.view.shape_key)  # ClusterView.pending_by_shape
         self.now = 0.0
         self._on_progress = on_progress
         self._bind_hooks(policy)

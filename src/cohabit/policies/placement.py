@@ -56,7 +56,7 @@ class Draft:
             self._total = self._free.sum(axis=0)
         elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
             self._total = self._free.sum(axis=0)
-            self._ledger.version += 1  # and this draft may have: the ledger's own memos go stale
+            self._ledger.room_changed()  # and this draft may have (given back too): its memos go stale
         assert self._dev is not None
         return self._free, self._dev
 
