@@ -175,6 +175,12 @@ class ClusterView:
         end allocates or releases): while it stays, the running set and the free capacity stay too."""
         return self._ledger.version
 
+    @property
+    def room_version(self) -> int:
+        """A number that changes whenever room may have grown (a release: an end, pause or move); while
+        it stays, free capacity only shrank, so a placement that failed still fails."""
+        return self._ledger.grown
+
     def no_room_now(self) -> set[Hashable]:
         """Planning memo of ``placement.Draft``: shapes (e.g. ``(id(demand row), workers)``) found not to fit
         the free capacity; kept while room only shrinks, emptied whenever room may have grown (``Ledger.no_room``)."""
