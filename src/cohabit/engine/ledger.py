@@ -71,6 +71,7 @@ class Ledger(GroupLedger, PackLedger):
         self.version = 0
         self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
         self._fit_version = 0
+        self._free_total: np.ndarray | None = None  # see free_total
         # bumped only when room may have grown (release, or a scratch copy's owner giving room back):
         # a placement that failed keeps failing while room only shrinks, so no_room outlives allocations
         self.grown = 0
@@ -117,6 +118,7 @@ class Ledger(GroupLedger, PackLedger):
     def _memo_valid(self) -> None:
         if self._fit_version != self.version:
             self._fit_memo.clear()
+            self._free_total = None
             self._fit_version = self.version
             if self._no_room_grown != self.grown:
                 self._no_room.clear()
@@ -138,6 +140,15 @@ class Ledger(GroupLedger, PackLedger):
             fit.flags.writeable = False
             hit = self._fit_memo[id(demand)] = (demand, fit)  # keeps the row alive: its id stays unique
         return hit[1]
+
+    def free_total(self) -> np.ndarray:
+        """``free.sum(axis=0)``, read-only, kept until the free capacity changes."""
+        self._memo_valid()
+        total = self._free_total
+        if total is None:
+            total = self._free_total = self.free.sum(axis=0)
+            total.flags.writeable = False
+        return total
 
     def no_room(self) -> set[Hashable]:
         """Shapes (``(id(worker demand row), workers)``, or a policy's own key) that were found not to fit the free capacity
@@ -390,7 +401,7 @@ class Ledger(GroupLedger, PackLedger):
         d._node_jobs = {n: set(v) for n, v in self._node_jobs.items()}
         d.packs = {k: list(v) for k, v in self.packs.items()}
         d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
-        d._fit_memo, d._no_room = {}, set()
+        d._fit_memo, d._no_room, d._free_total = {}, set(), None
         return d
 
     def check(self) -> None:

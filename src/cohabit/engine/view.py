@@ -92,6 +92,12 @@ class ClusterView:
         return self._free_ro
 
     @property
+    def free_total(self) -> np.ndarray:
+        """Column sums of :attr:`free` (free room per resource over all nodes), read-only, kept until
+        the free capacity changes."""
+        return self._ledger.free_total()
+
+    @property
     def capacity(self) -> np.ndarray:
         return self._cap_ro
 
