@@ -71,6 +71,11 @@ class Ledger(GroupLedger, PackLedger):
         self.version = 0
         self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
         self._fit_version = 0
+        self._free_total: np.ndarray | None = None  # see free_total
+        # bumped only when room may have grown (release, or a scratch copy's owner giving room back):
+        # a placement that failed keeps failing while room only shrinks, so no_room outlives allocations
+        self.grown = 0
+        self._no_room_grown = 0
         self._no_room: set[Hashable] = set()  # see no_room
 
     @property
@@ -113,8 +118,17 @@ class Ledger(GroupLedger, PackLedger):
     def _memo_valid(self) -> None:
         if self._fit_version != self.version:
             self._fit_memo.clear()
-            self._no_room.clear()
+            self._free_total = None
             self._fit_version = self.version
+            if self._no_room_grown != self.grown:
+                self._no_room.clear()
+                self._no_room_grown = self.grown
+
+    def room_changed(self) -> None:
+        """Someone wrote :attr:`free` / :attr:`device_free` directly (a planning draft sharing them): drop
+        every memo, as after a release."""
+        self.version += 1
+        self.grown += 1
 
     def fit_of(self, demand: np.ndarray) -> np.ndarray:
         """:meth:`tasks_fit` of a cached demand row (:meth:`vector`), kept until the free capacity
@@ -127,10 +141,21 @@ class Ledger(GroupLedger, PackLedger):
             hit = self._fit_memo[id(demand)] = (demand, fit)  # keeps the row alive: its id stays unique
         return hit[1]
 
+    def free_total(self) -> np.ndarray:
+        """``free.sum(axis=0)``, read-only, kept until the free capacity changes."""
+        self._memo_valid()
+        total = self._free_total
+        if total is None:
+            total = self._free_total = self.free.sum(axis=0)
+            total.flags.writeable = False
+        return total
+
     def no_room(self) -> set[Hashable]:
-        """Shapes (``(id(worker demand row), workers)``, or a policy's own key) that were found not to fit the free capacity as
-        it is now (``policies.placement.Draft`` adds them while it plans on the unchanged ledger);
-        emptied when the free capacity changes."""
+        """Shapes (``(id(worker demand row), workers)``, or a policy's own key) that were found not to fit the free capacity
+        (``policies.placement.Draft`` adds them while it plans on the unchanged ledger); kept while room only
+        shrinks (allocations: a placement that failed keeps failing on less room on every node and device),
+        emptied when room may have grown (a release). A key added here must name a placement whose failure is
+        monotone in that sense."""
         self._memo_valid()
         return self._no_room
 
@@ -309,6 +334,7 @@ class Ledger(GroupLedger, PackLedger):
         """Free ``job``'s allocation. Returns the time-sharing guests that inherited one of its
         GPUs (their owned allocation grew)."""
         self.version += 1
+        self.grown += 1  # room grows: placements that failed may fit now
         inheritors: list[str] = []
         alloc = self.allocations.pop(job)
         per_node = self._per_node.pop(job)
@@ -375,7 +401,7 @@ class Ledger(GroupLedger, PackLedger):
         d._node_jobs = {n: set(v) for n, v in self._node_jobs.items()}
         d.packs = {k: list(v) for k, v in self.packs.items()}
         d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
-        d._fit_memo, d._no_room = {}, set()
+        d._fit_memo, d._no_room, d._free_total = {}, set(), None
         return d
 
     def check(self) -> None:

@@ -111,8 +111,9 @@ class Scheduler(ActionHandlers, LiveControl):
         self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
-        self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float]]] = {}
+        self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float], float]] = {}
         self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
+        self.pending.group_by(self.view.shape_key)  # ClusterView.pending_by_shape
         self.now = 0.0
         self._on_progress = on_progress
         self._bind_hooks(policy)
@@ -290,11 +291,20 @@ class Scheduler(ActionHandlers, LiveControl):
 
     def _demand_dict(self, spec: JobSpec) -> dict[str, float]:
         """Total demand at submission; cached per shared task-group object (traces share them)."""
+        return dict(self._total_demand(spec)[2])
+
+    def _total_demand(self, spec: JobSpec) -> tuple[object, object, dict[str, float], float]:
+        """``(workers, ps, spec.total_demand().as_dict(), spec.num_gpus)``, cached per shared task-group
+        objects (traces share them; a task-graph job's partitions have their own demands: not cached)."""
+        if spec.graph is not None:
+            total = spec.total_demand()
+            return (spec.workers, spec.ps, total.as_dict(), total["gpu"])
         key = (id(spec.workers), id(spec.ps))
         hit = self._demand_cache.get(key)
         if hit is None or hit[0] is not spec.workers or hit[1] is not spec.ps:
-            hit = self._demand_cache[key] = (spec.workers, spec.ps, spec.total_demand().as_dict())
-        return dict(hit[2])
+            total = spec.total_demand()
+            hit = self._demand_cache[key] = (spec.workers, spec.ps, total.as_dict(), total["gpu"])
+        return hit
 
     def _admission_check(self, spec: JobSpec) -> str | None:
         w = self.ledger.vector(spec.workers.demand)
@@ -436,7 +446,7 @@ class Scheduler(ActionHandlers, LiveControl):
         self.record.append(now, kind, job.id, **data)
         if state is JobState.FINISHED:
             self.history.add(FinishedJob(
-                job.id, job.spec.model, job.spec.num_gpus, job._run_time, job._attained, job._iters, job._iter_time,
+                job.id, job.spec.model, self._total_demand(job.spec)[3], job._run_time, job._attained, job._iters, job._iter_time,
             ))
         if self._on_progress is not None:
             self._on_progress(self._done, len(self.jobs), now)

@@ -34,7 +34,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
-                 "_pending_by_tenant", "_paused_by_tenant", "_position", "history",
+                 "_pending_by_tenant", "_paused_by_tenant", "_pending_by_shape", "_position", "history",
                  "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
 
     def __init__(
@@ -55,6 +55,7 @@ class ClusterView:
         self._paused = MappingProxyType(paused)
         self._pending_by_tenant = pending.by_tenant
         self._paused_by_tenant = paused.by_tenant
+        self._pending_by_shape = pending.by_shape
         self._position = pending.position
         self._clock_now = 0.0
         self.history = history
@@ -91,6 +92,12 @@ class ClusterView:
         return self._free_ro
 
     @property
+    def free_total(self) -> np.ndarray:
+        """Column sums of :attr:`free` (free room per resource over all nodes), read-only, kept until
+        the free capacity changes."""
+        return self._ledger.free_total()
+
+    @property
     def capacity(self) -> np.ndarray:
         return self._cap_ro
 
@@ -124,6 +131,14 @@ class ClusterView:
             assert v is not None  # jobs naming unknown resources are rejected at arrival
             hit = self._shapes[id(spec)] = (spec, v, self._target_workers(job, v))
         return hit[1], hit[2]
+
+    def shape_key(self, job: JobView) -> tuple[bytes, int, bytes | None, int]:
+        """What a job's default placement depends on besides the free capacity: the contents of
+        ``demand_vector``, ``target_workers``, the contents of ``ps_demand_vector`` (or None) and
+        ``num_ps``. :attr:`pending_by_shape` groups the pending jobs by it."""
+        w, n = self.shape(job)
+        p = self.ps_demand_vector(job)
+        return (w.tobytes(), n, None if p is None else p.tobytes(), job.spec.num_ps)
 
     @property
     def task_floor(self) -> np.ndarray:
@@ -166,9 +181,15 @@ class ClusterView:
         end allocates or releases): while it stays, the running set and the free capacity stay too."""
         return self._ledger.version
 
+    @property
+    def room_version(self) -> int:
+        """A number that changes whenever room may have grown (a release: an end, pause or move); while
+        it stays, free capacity only shrank, so a placement that failed still fails."""
+        return self._ledger.grown
+
     def no_room_now(self) -> set[Hashable]:
         """Planning memo of ``placement.Draft``: shapes (e.g. ``(id(demand row), workers)``) found not to fit
-        the free capacity as it is now; emptied by the scheduler whenever the free capacity changes."""
+        the free capacity; kept while room only shrinks, emptied whenever room may have grown (``Ledger.no_room``)."""
         return self._ledger.no_room()
 
     def allocation_of(self, job_id: str) -> Allocation | None:
@@ -219,6 +240,12 @@ class ClusterView:
     def paused_by_tenant(self) -> Mapping[str, Mapping[str, JobView]]:
         """Tenant -> its paused jobs, in the order of :attr:`paused`."""
         return self._paused_by_tenant
+
+    @property
+    def pending_by_shape(self) -> Mapping[Hashable, Mapping[str, JobView]]:
+        """:meth:`shape_key` -> the pending jobs of that shape, in the order of :attr:`pending` (only
+        shapes with pending jobs): skip every job of a shape that does not fit without visiting each."""
+        return self._pending_by_shape
 
     def pending_position(self, job_id: str) -> int:
         """Rank of a pending job in the order of :attr:`pending` (increasing, comparable across tenants)."""

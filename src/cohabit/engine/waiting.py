@@ -1,4 +1,4 @@
-"""The scheduler's pending and paused jobs: a dict by job id that also keeps them per tenant.
+"""The scheduler's pending and paused jobs: a dict by job id that also keeps them per tenant and per shape.
 
 Per-tenant policies (DRF, static partitions) walk each tenant's queue from its head; listing
 the whole queue to group it by tenant every round cost O(queue) per round on a contended
@@ -6,11 +6,15 @@ cluster (thousands waiting). :class:`Waiting` keeps, beside the dict, one insert
 dict per tenant with waiting jobs and each job's position in the queue, updated by the three
 mutations the scheduler makes (``[id] = job``, ``del``, ``pop``), so a policy reads a tenant's
 queue in the queue's own order, and merges tenants in that order, without touching the others.
+
+The same kind of index per *shape* (:meth:`Waiting.group_by`: the scheduler keys its pending jobs by
+placement shape, ``ClusterView.shape_key``) lets a backfilling policy skip every job of a shape that
+did not fit in O(1) instead of visiting each one (FIFO with backfill: ``policies.fifo``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from types import MappingProxyType
 from typing import NoReturn
 
@@ -19,56 +23,112 @@ from .job import JobView
 _MISSING = object()
 
 
+class _Groups:
+    """Insertion-ordered sub-dicts of a :class:`Waiting` by a key of each job, with read-only proxies."""
+
+    __slots__ = ("_groups", "_proxies", "view")
+
+    def __init__(self) -> None:
+        self._groups: dict[Hashable, dict[str, JobView]] = {}
+        self._proxies: dict[Hashable, Mapping[str, JobView]] = {}
+        self.view: Mapping[Hashable, Mapping[str, JobView]] = MappingProxyType(self._proxies)
+
+    def add(self, key: Hashable, job_id: str, job: JobView) -> None:
+        mine = self._groups.get(key)
+        if mine is None:
+            mine = self._groups[key] = {}
+            self._proxies[key] = MappingProxyType(mine)
+        mine[job_id] = job
+
+    def remove(self, key: Hashable, job_id: str) -> None:
+        mine = self._groups[key]
+        del mine[job_id]
+        if not mine:
+            del self._groups[key]
+            del self._proxies[key]
+
+
 class Waiting(dict[str, JobView]):
-    """Jobs by id in queue order (insertion order, as a dict), with per-tenant views and positions.
+    """Jobs by id in queue order (insertion order, as a dict), with per-tenant (and, after
+    :meth:`group_by`, per-shape) views and positions.
 
     Only ``[id] = job``, ``del`` and ``pop`` change it; the other dict mutators are refused, so the
-    per-tenant index cannot fall out of step."""
+    indexes cannot fall out of step."""
 
-    __slots__ = ("_tenants", "_proxies", "_by_tenant", "_pos", "_next")
+    __slots__ = ("_tenants", "_shapes", "_shape_fn", "_shape_of", "_pos", "_next")
 
     def __init__(self) -> None:
         super().__init__()
-        self._tenants: dict[str, dict[str, JobView]] = {}
-        self._proxies: dict[str, Mapping[str, JobView]] = {}
-        self._by_tenant: Mapping[str, Mapping[str, JobView]] = MappingProxyType(self._proxies)
+        self._tenants = _Groups()
+        self._shapes = _Groups()
+        self._shape_fn: Callable[[JobView], Hashable] | None = None
+        self._shape_of: dict[str, Hashable] = {}  # job id -> its shape key (as when it was added)
         self._pos: dict[str, int] = {}
         self._next = 0
+
+    def group_by(self, shape: Callable[[JobView], Hashable]) -> None:
+        """Also keep the jobs per ``shape(job)`` (:attr:`by_shape`); set before the first job is added."""
+        if self:
+            raise ValueError("group_by must be set while no job waits")
+        self._shape_fn = shape
 
     @property
     def by_tenant(self) -> Mapping[str, Mapping[str, JobView]]:
         """Tenant -> its waiting jobs by id, in queue order (read-only; only tenants with jobs here)."""
-        return self._by_tenant
+        return self._tenants.view  # type: ignore[return-value]
+
+    @property
+    def by_shape(self) -> Mapping[Hashable, Mapping[str, JobView]]:
+        """Shape key -> the waiting jobs of that shape by id, in queue order (read-only; empty without
+        :meth:`group_by`)."""
+        return self._shapes.view
 
     def position(self, job_id: str) -> int:
         """Rank of ``job_id`` in the queue order (increasing; comparable across tenants)."""
         return self._pos[job_id]
 
     def __setitem__(self, key: str, job: JobView) -> None:
-        t = job.spec.tenant
-        if key not in self:  # a new entry goes last (an existing one keeps its place, as in a dict)
+        shape = self._shape_fn(job) if self._shape_fn is not None else _MISSING
+        old = self.get(key)
+        if old is not None:  # an existing entry keeps its place, as in a dict (and in its groups)
+            if old.spec.tenant == job.spec.tenant:
+                self._tenants.add(old.spec.tenant, key, job)
+            else:
+                self._move(self._tenants, old.spec.tenant, job.spec.tenant, key, job)
+            if shape is not _MISSING:
+                s = self._shape_of.get(key, _MISSING)
+                if s == shape:
+                    self._shapes.add(shape, key, job)
+                else:
+                    self._move(self._shapes, s, shape, key, job)
+                self._shape_of[key] = shape
+        else:  # a new entry goes last
             self._pos[key] = self._next
             self._next += 1
-        mine = self._tenants.get(t)
-        if mine is None:
-            mine = self._tenants[t] = {}
-            self._proxies[t] = MappingProxyType(mine)
-        mine[key] = job
+            self._tenants.add(job.spec.tenant, key, job)
+            if shape is not _MISSING:
+                self._shape_of[key] = shape
+                self._shapes.add(shape, key, job)
         super().__setitem__(key, job)
 
+    @staticmethod
+    def _move(groups: _Groups, old: Hashable, new: Hashable, key: str, job: JobView) -> None:
+        """An entry's group key changed: it leaves the old group and goes last in the new one."""
+        if old is not _MISSING:
+            groups.remove(old, key)
+        groups.add(new, key, job)
+
     def _forget(self, key: str, job: JobView) -> None:
-        t = job.spec.tenant
-        mine = self._tenants[t]
-        del mine[key]
-        if not mine:
-            del self._tenants[t]
-            del self._proxies[t]
-        del self._pos[key]
+        self._tenants.remove(job.spec.tenant, key)
+        s = self._shape_of.pop(key, _MISSING)
+        if s is not _MISSING:
+            self._shapes.remove(s, key)
 
     def __delitem__(self, key: str) -> None:
         job = self[key]
         super().__delitem__(key)
         self._forget(key, job)
+        del self._pos[key]
 
     def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
         if key not in self:
@@ -77,9 +137,10 @@ class Waiting(dict[str, JobView]):
             return default  # type: ignore[return-value]
         job = super().pop(key)
         self._forget(key, job)
+        del self._pos[key]
         return job
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError("Waiting changes only by [id] = job, del and pop (its per-tenant index follows them)")
+        raise TypeError("Waiting changes only by [id] = job, del and pop (its per-tenant index and other indexes follow them)")
 
     update = setdefault = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]

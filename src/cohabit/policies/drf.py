@@ -41,7 +41,7 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
-from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_by_tenant
+from .spread import NoFitMemo, QuietRounds, most_room_chooser, place_with, start_or_resume, waiting_by_tenant
 from .params import build
 
 _TOL = 1e-12
@@ -182,7 +182,8 @@ class TenantBook:
         for job in waiting:
             if job.spec.tenant not in self.order:
                 self.see(job, view)
-        return TenantShares(self._inv, {t: u.copy() for t, u in self._usage.items()}, self.weight, self.order)
+        # a shallow copy: every update of a usage row replaces it (no in-place arithmetic anywhere)
+        return TenantShares(self._inv, dict(self._usage), self.weight, self.order)
 
 
 class DRF(BasePolicy):
@@ -196,6 +197,9 @@ class DRF(BasePolicy):
         self.backfill = backfill
         self.name = "drf" + ("+preempt" if preemptive else "") + ("+backfill" if backfill else "")
         self._book = TenantBook()
+        # without preemption or backfill a round only tries each tenant's head: skip it when it would
+        # plan nothing again (its book still syncs, so its re-sync count, and float drift, are the same)
+        self._quiet = QuietRounds() if not (preemptive or backfill) else None
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._book.see(job, view)
@@ -203,6 +207,17 @@ class DRF(BasePolicy):
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending and not view.paused:
             return []
+        quiet = self._quiet
+        if quiet is not None and (quiet.still(view) or _heads_all_fail(view)):
+            self._book.sync(view)
+            quiet.planned(view, [])
+            return []
+        plan = self._decide(view)
+        if quiet is not None:
+            quiet.planned(view, plan)
+        return plan
+
+    def _decide(self, view: ClusterView) -> Plan:
         # each tenant's queue, read from its head only as far as this round goes
         queues = waiting_by_tenant(view)
         head: dict[str, JobView | None] = {t: next(q)[1] for t, q in queues.items()}
@@ -297,6 +312,29 @@ class DRF(BasePolicy):
         shares.usage.clear()
         shares.usage.update(saved_usage)
         return None
+
+
+def _heads_all_fail(view: ClusterView) -> bool:
+    """True if no tenant's head fits the free capacity as it is now (nothing paused): then a round of
+    DRF without preemption or backfill plans nothing, whatever the tenants' order, since each head is
+    tried on at most this much room. One placement attempt per distinct head shape (a few: after room
+    was given back, most rounds on a contended cluster still fit nobody), failures kept in the ledger's
+    no-room memo for the round that follows if one does fit."""
+    if view.paused:
+        return False
+    draft = Draft(view)
+    seen: set[tuple[int, int, int | None, int]] = set()
+    for queue in view.pending_by_tenant.values():
+        job = next(iter(queue.values()))
+        w, n = view.shape(job)
+        p = view.ps_demand_vector(job)
+        key = (id(w), n, None if p is None else id(p), job.spec.num_ps)
+        if key in seen:
+            continue
+        seen.add(key)
+        if place_with(draft, job, most_room_chooser, n_workers=n, reserve=False) is not None:
+            return False
+    return True
 
 
 def _next(queue: Iterator[tuple[int, JobView]]) -> JobView | None:

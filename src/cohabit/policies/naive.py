@@ -30,7 +30,7 @@ from ..engine.ledger import take_devices
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
-from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_in_order
+from .spread import NoFitMemo, QuietRounds, most_room_chooser, place_with, start_or_resume, waiting_in_order
 from .params import build
 
 LEDGER_MAX_SHARE = 4  # Ledger(max_share=4): the scheduler's limit of jobs per GPU device
@@ -259,10 +259,24 @@ class NaiveColocation(BasePolicy):
         self.max_jobs_per_gpu = max_jobs_per_gpu
         self.backfill = backfill
         self.name = "naive" + ("+backfill" if backfill else "")
+        # without backfill a round only goes as far as the first job that can neither start nor be
+        # co-located: skip it when it would plan nothing again (co-location room, like free room, only
+        # shrinks until something is released)
+        self._quiet = QuietRounds() if not backfill else None
 
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending and not view.paused:
             return []
+        quiet = self._quiet
+        if quiet is None:
+            return self._decide(view)
+        if quiet.still(view):
+            return []
+        plan = self._decide(view)
+        quiet.planned(view, plan)
+        return plan
+
+    def _decide(self, view: ClusterView) -> Plan:
         waiting = waiting_in_order(view)
         draft = Draft(view)
         memo = NoFitMemo()

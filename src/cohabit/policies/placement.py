@@ -56,7 +56,7 @@ class Draft:
             self._total = self._free.sum(axis=0)
         elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
             self._total = self._free.sum(axis=0)
-            self._ledger.version += 1  # and this draft may have: the ledger's own memos go stale
+            self._ledger.room_changed()  # and this draft may have (given back too): its memos go stale
         assert self._dev is not None
         return self._free, self._dev
 
@@ -177,18 +177,25 @@ class Draft:
         self._total = free.sum(axis=0)
         self._no_room.clear()
 
+    def _total_now(self) -> np.ndarray:
+        """Column sums of the draft's free capacity (the ledger's own, kept per version, until the draft
+        copies the free capacity on its first write)."""
+        if self._free is None:
+            return self.view.free_total
+        self._arrays()
+        assert self._total is not None
+        return self._total
+
     def could_fit(self, job: JobView, n_workers: int) -> bool:
         """Cheap necessary condition: the total free room covers the job's workers, and no job
         of the same shape failed to fit since room last grew in this draft."""
-        self._arrays()
         return self._could_fit(self.view.demand_vector(job), n_workers)
 
     def _could_fit(self, w: np.ndarray, n: int) -> bool:
         key = (id(w), n)
         if self.failed_before(key):
             return False
-        assert self._total is not None
-        if (self._total >= w * n - 1e-9).all():
+        if (self._total_now() >= w * n - 1e-9).all():
             return True
         self.note_failure(key)
         return False
@@ -211,16 +218,13 @@ class Draft:
     def exhausted(self) -> bool:
         """True when the free total is below :attr:`ClusterView.task_floor` in some resource: then no
         admitted job's first worker fits and every :meth:`place` fails until room is given back."""
-        self._arrays()
-        assert self._total is not None
-        return bool((self._total < self.view.task_floor - 1e-9).any())
+        return bool((self._total_now() < self.view.task_floor - 1e-9).any())
 
     def place(self, job: JobView, n_workers: int | None = None) -> Placement | None:
         """Find and reserve a placement (see :func:`consolidated_first`); None if none fits."""
         w, n = self.view.shape(job)
         if n_workers is not None:
             n = n_workers
-        self._arrays()
         if not self._could_fit(w, n):
             return None
         pristine = not self._dirty

@@ -225,6 +225,34 @@ def _row_bytes(row: np.ndarray) -> bytes:
     return hit[1]
 
 
+class QuietRounds:
+    """For a non-preemptive policy that plans only by starting the head of each tenant's queue (DRF and
+    static partitions without backfill): tells that a round would plan nothing again, without trying
+    the heads. True when the last round planned nothing (so every head failed to fit), no room has been
+    given back since (``ClusterView.room_version``: a placement that failed still fails on less room),
+    nothing is paused and each tenant's head is the same job (arrivals behind a head change nothing).
+    On a contended cluster most rounds are arrivals behind blocked heads."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        self._state: tuple[int, tuple[tuple[str, str], ...]] | None = None
+
+    @staticmethod
+    def _heads(view: ClusterView) -> tuple[tuple[str, str], ...]:
+        return tuple((t, next(iter(q))) for t, q in view.pending_by_tenant.items())
+
+    def still(self, view: ClusterView) -> bool:
+        """True if this round would plan nothing, as the last one did."""
+        state = self._state
+        return (state is not None and not view.paused and state[0] == view.room_version
+                and state[1] == self._heads(view))
+
+    def planned(self, view: ClusterView, plan: Plan) -> None:
+        """Record the round's outcome (call with every plan a full round made)."""
+        self._state = (view.room_version, self._heads(view)) if not plan and not view.paused else None
+
+
 def waiting_in_order(view: ClusterView) -> Iterator[JobView]:
     """Pending and paused jobs in arrival order, lazily: a round that stops at a blocked head of the
     queue costs nothing per waiting job (the queue of a contended cluster holds thousands)."""

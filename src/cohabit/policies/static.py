@@ -40,7 +40,7 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
-from .spread import NoFitMemo, most_room_chooser, place_with, start_or_resume, waiting_by_tenant, waiting_in_order
+from .spread import NoFitMemo, QuietRounds, most_room_chooser, place_with, start_or_resume, waiting_by_tenant, waiting_in_order
 from .params import build
 
 BY = ("tenant", "job")
@@ -91,6 +91,11 @@ class StaticPartition(BasePolicy):
         self._index: dict[str, int] = {}
         self._dirty = False
         self._foreign: dict[str, tuple[int, ...]] = {}  # job -> nodes, for jobs left outside their slice
+        self._quiet = QuietRounds()
+        # per slice: (its usable nodes, the memo key naming them), kept until the slices or the foreign
+        # jobs change (None: to be rebuilt)
+        self._masks: dict[str, tuple[np.ndarray, tuple[str, bytes]]] | None = None
+        self._usable = np.zeros(0, dtype=bool)
         self.name = "static" + ("-job" if by == "job" else "") + ("+backfill" if backfill else "")
 
     # ----------------------------------------------------------------- slices
@@ -127,6 +132,7 @@ class StaticPartition(BasePolicy):
         elif not self._dirty:
             return
         self._dirty = False
+        self._masks = None
         n_nodes = view.capacity.shape[0]
         self._names = list(self._weights)
         self._index = {name: k for k, name in enumerate(self._names)}
@@ -147,20 +153,36 @@ class StaticPartition(BasePolicy):
             return []
         if self.by == "job":
             return self._decide_isolated(view, waiting_in_order(view))
+        if self.backfill:
+            return self._decide_slices(view)
+        # without backfill a round only tries each tenant's head in its slice: skip it when it would plan
+        # nothing again (a new tenant, re-cutting the slices, has a new head; foreign jobs leave by a release)
+        if not self._dirty and self._quiet.still(view):
+            return []
+        plan = self._decide_slices(view)
+        self._quiet.planned(view, plan)
+        return plan
+
+    def _decide_slices(self, view: ClusterView) -> Plan:
         if self._owner is None:
             self._update_slices(view, list(waiting_in_order(view)))
         else:
             self._update_slices(view, [])
         assert self._owner is not None
-        usable = np.ones(view.capacity.shape[0], dtype=bool)
-        for jid in [j for j in self._foreign if j not in view.running]:
-            del self._foreign[jid]
-        for nodes in self._foreign.values():
-            usable[list(nodes)] = False
+        gone = self._foreign.keys() - view.running.keys()
+        if gone:
+            for jid in gone:
+                del self._foreign[jid]
+            self._masks = None
+        if self._masks is None:  # the slices or the foreign jobs changed: every slice's nodes afresh
+            self._usable = np.ones(view.capacity.shape[0], dtype=bool)
+            for nodes in self._foreign.values():
+                self._usable[list(nodes)] = False
+            self._masks = {}
+        usable, masks = self._usable, self._masks
         draft = Draft(view)
         memo = NoFitMemo()
         blocked: set[str] = set()
-        masks: dict[str, tuple[np.ndarray, tuple[str, bytes]]] = {}
         plan: Plan = []
         # the tenants' queues merged in waiting order; a tenant whose slice is blocked drops out
         queues = waiting_by_tenant(view)

@@ -42,7 +42,7 @@ from .pollux_goodput import PolluxWork, RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .profiles.pollux import POLLUX_APPS
 from .truth import JobTruth, TraceJob
-from .usage import device_factor, ps_levels, restoring, trace_level
+from .usage import device_factor, job_gpus, ps_levels, restoring, trace_level
 
 _FINISH, _PROGRESS, _EPOCH, _RATE, _BACKGROUND = 0, 1, 2, 3, 4
 _EPS = 1e-9
@@ -51,7 +51,7 @@ _EPS = 1e-9
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
                  "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
-                 "host", "split", "host_factors")
+                 "host", "split", "host_factors", "gpus")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -77,6 +77,7 @@ class _Run:
         self.host: host_physics.Placed | None = None  # set when LocalBackend's sharing applies (physics local)
         self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
         self.host_factors: tuple[float, float] | None = None  # physics local: (f_cpu, f_link) now
+        self.gpus: float | None = None  # usage.job_gpus on alloc (cached)
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -166,7 +167,9 @@ class SimBackend:
                 touched |= occ
                 occ.add(spec.id)
         else:
-            run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg), done, now + delay)
+            c = consolidation_factor(spec, truth, alloc, self.cfg)  # once: the speed and the usage level need it
+            run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg, consolidation=c), done, now + delay)
+            run.consolidation = c
         run.use_since = now
         self._runs[spec.id] = run
         for dev in run.devices:
@@ -244,6 +247,7 @@ class SimBackend:
         self._report_use(run, now)
         self._fold(run, now)
         run.alloc = alloc
+        run.gpus = None
         run.solo = solo_rate(run.spec, run.truth, alloc, self.cfg)
         self._reschedule({job}, now)
 
@@ -364,7 +368,9 @@ class SimBackend:
                 if r.consolidation is None:
                     r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
                 r.busy = r.consolidation * r.rate / r.solo
-            r.level = trace_level(r.spec, r.truth, r.alloc, r.busy)
+            if r.gpus is None:
+                r.gpus = job_gpus(r.spec, r.alloc)
+            r.level = trace_level(r.spec, r.truth, r.alloc, r.busy, gpus=r.gpus)
             if r.host is not None and r.host_factors is not None:  # cores and links it uses (LocalBackend measures them)
                 r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
                 if r.host.link_nodes():

@@ -141,8 +141,10 @@ def replicas_per_node(alloc: Allocation, n_workers: int) -> tuple[int, ...]:
     return tuple(sorted(counts.values(), reverse=True))
 
 
-def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig) -> float:
-    """Iterations per second of ``spec`` on ``alloc`` running alone on its devices."""
+def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig, *,
+              consolidation: float | None = None) -> float:
+    """Iterations per second of ``spec`` on ``alloc`` running alone on its devices (``consolidation``:
+    :func:`consolidation_factor` on ``alloc`` if the caller has it already)."""
     if spec.graph is not None and truth.compute_s is not None:
         return 1.0 / (truth.compute_s + graph_comm_s(spec, alloc, cfg))
     n_workers = len(alloc.slots) - spec.num_ps
@@ -163,8 +165,9 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig)
         raise ValueError(f"job {spec.id!r}: truth has neither a duration nor a known profile app ({app!r})")
     base = truth.iterations / truth.duration / cfg.slowdown
     scale = (n_workers / truth.ref_workers) ** cfg.scaling_exponent
-    return (base * scale * consolidation_factor(spec, truth, alloc, cfg) * gpu_model_factor(spec, truth, alloc, cfg)
-            * cores_factor(spec, truth, alloc))
+    if consolidation is None:
+        consolidation = consolidation_factor(spec, truth, alloc, cfg)
+    return base * scale * consolidation * gpu_model_factor(spec, truth, alloc, cfg) * cores_factor(spec, truth, alloc)
 
 
 def amdahl(parallel_fraction: float, ratio: float) -> float:

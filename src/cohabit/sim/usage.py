@@ -45,10 +45,12 @@ def job_gpus(spec: JobSpec, alloc: Allocation) -> float:
     return spec.total_demand(len(alloc.slots) - spec.num_ps)[GPU]
 
 
-def trace_level(spec: JobSpec, truth: JobTruth, alloc: Allocation, busy: float) -> dict[str, float]:
-    """Level of a job that is not a Harmony PS job, computing ``busy`` of the time (<= 1)."""
+def trace_level(spec: JobSpec, truth: JobTruth, alloc: Allocation, busy: float, *,
+                gpus: float | None = None) -> dict[str, float]:
+    """Level of a job that is not a Harmony PS job, computing ``busy`` of the time (<= 1) (``gpus``:
+    :func:`job_gpus` if the caller has it already)."""
     used = truth.used or {}
-    level = {GPU: job_gpus(spec, alloc) * busy * used.get(GPU, 1.0)}
+    level = {GPU: (job_gpus(spec, alloc) if gpus is None else gpus) * busy * used.get(GPU, 1.0)}
     for name, frac in used.items():
         if name != GPU:
             level[name] = alloc.total[name] * frac

@@ -58,7 +58,7 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from statistics import fmean
 
 from ._common import canonical, profile_text
@@ -247,8 +247,16 @@ def shared_gpu_speed(models: Sequence[str], *, cap: float | None = 1.0) -> list[
         raise ValueError("shared_gpu_speed needs at least one model, got an empty list")
     if k == 1:
         return [1.0]
+    return list(_shared_speeds(tuple(models), cap))
+
+
+@lru_cache(maxsize=1 << 16)
+def _shared_speeds(models: tuple[str, ...], cap: float | None) -> tuple[float, ...]:
+    """:func:`shared_gpu_speed` of two or more models, kept per tuple of models (the simulator asks it for
+    the same few model mixes at every speed change of a time-shared GPU)."""
+    k = len(models)
     if k == 2:
-        return list(colocated_speed(models[0], models[1], cap=cap))
+        return colocated_speed(models[0], models[1], cap=cap)
     floor = 1.0 / k
     out: list[float] = []
     for i, victim in enumerate(models):
@@ -257,7 +265,7 @@ def shared_gpu_speed(models: Sequence[str], *, cap: float | None = 1.0) -> list[
             if i != j:
                 speed *= _capped(_speed_next_to(victim, aggressor), cap)
         out.append(speed if speed > floor else floor)
-    return out
+    return tuple(out)
 
 
 def colocation_runs(model_a: str, model_b: str) -> int:
