@@ -28,6 +28,9 @@ Jobs are started consolidated-first.
 
 Waiting jobs without a declared length stay ordered across rounds (``srtf_queue.MeanQueue``):
 the same order and estimates as re-estimating and sorting them every round, without the work.
+The others stay in one sorted list per placement shape; when the history grows only the jobs whose
+estimate reads it (no measured iteration time yet, and whose model's mean iteration time moved) are
+estimated again. Once a shape's preemption fails in a round, the rest of its jobs are skipped.
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ class SRTF(BasePolicy):
         self._other_shape: dict[str, Hashable] = {}
         self._other_new: list[str] = []
         self._other_hist = -1
+        # the jobs of _other whose estimate reads the history (no measured iteration time yet), by what they
+        # read: their model's mean iteration time (declared length, no oracle; key: the model), or more
+        # (key None: re-estimated at every growth); and each model's mean when they were last estimated
+        self._dep: dict[Hashable, dict[str, JobView]] = {}
+        self._dep_key: dict[str, Hashable] = {}
+        self._dep_seen: dict[Hashable, object] = {}
         self._just_paused: list[str] = []  # paused by the last plan: they wait again (see _sync_waiting)
         self._seen: set[str] = set()  # jobs classified for _running_bound (dropped when they end)
         self._estimated: set[str] = set()  # of those, the ones whose running estimate is computed per job
@@ -89,7 +98,8 @@ class SRTF(BasePolicy):
         self._oracle = oracle
         self._other_hist = -1
         for held in (self._mean, self._mean_key, self._other, self._seen, self._estimated, self._other_pos,
-                     self._other_new, self._other_sorted, self._other_shape):
+                     self._other_new, self._other_sorted, self._other_shape, self._dep, self._dep_key,
+                     self._dep_seen):
             held.clear()  # sorted without the oracle: sorted again at the next round
 
     # -------------------------------------------------------------- estimate
@@ -238,6 +248,9 @@ class SRTF(BasePolicy):
             if not queue.ids:
                 del self._mean[key]
         self._other.pop(job_id, None)
+        if job_id in self._dep_key:
+            group = self._dep[self._dep_key.pop(job_id)]
+            del group[job_id]
         entry = self._other_pos.pop(job_id, None)
         shape = self._other_shape.pop(job_id, None)
         if entry is not None:
@@ -291,6 +304,10 @@ class SRTF(BasePolicy):
             self._other[job.id] = job
             self._other_shape[job.id] = self._shape_key(job, view)
             self._other_new.append(job.id)
+            if not job.iter_time:  # (a waiting job reports nothing: its own inputs stay as they are)
+                key = self._dep_key[job.id] = job.spec.model if self._oracle is None and \
+                    job.spec.iterations is not None else None
+                self._dep.setdefault(key, {})[job.id] = job
 
     def _ordered(self, view: ClusterView, n_history: int) -> Streams[JobView]:
         """The waiting jobs as ``(remaining, seq, job)`` in ascending order, lazily: the same order
@@ -313,32 +330,44 @@ class SRTF(BasePolicy):
         if other:
             rem = self._waiting_remaining
             by_shape, pos, shapes = self._other_sorted, self._other_pos, self._other_shape
-            if self._other_hist != n_history:  # the history grew: estimates of jobs that never ran may move
-                self._other_hist = n_history
-                by_shape.clear()
-                for job_id, job in other.items():
+            for job_id in self._other_new:
+                job = other.get(job_id)
+                if job is not None and job_id not in pos:
                     entry = pos[job_id] = (rem(job, view, n_history), job.seq, job_id)
                     lst = by_shape.get(shapes[job_id])
                     if lst is None:
                         by_shape[shapes[job_id]] = [entry]
                     else:
-                        lst.append(entry)
-                for lst in by_shape.values():
-                    lst.sort()
-            else:
-                for job_id in self._other_new:
-                    job = other.get(job_id)
-                    if job is not None and job_id not in pos:
-                        entry = pos[job_id] = (rem(job, view, n_history), job.seq, job_id)
-                        lst = by_shape.get(shapes[job_id])
-                        if lst is None:
-                            by_shape[shapes[job_id]] = [entry]
-                        else:
-                            insort(lst, entry)
+                        insort(lst, entry)
             self._other_new.clear()
+            if self._other_hist != n_history:  # the history grew: estimates that read it may move
+                self._other_hist = n_history
+                self._reestimate(view, n_history)
             for lst in by_shape.values():
                 streams.append((True, ((r, seq, other[job_id]) for r, seq, job_id in lst)))
         return Streams(streams)
+
+    def _reestimate(self, view: ClusterView, n_history: int) -> None:
+        """After the history grew: estimate again the waiting jobs of ``_other`` whose estimate reads it and
+        move the ones whose estimate changed in their shape's list (the lists stay sorted by (estimate,
+        seq), as sorting everything again would make them). A model whose mean iteration time is what its
+        jobs read and has not moved is skipped whole."""
+        rem, pos, by_shape, shapes = self._waiting_remaining, self._other_pos, self._other_sorted, self._other_shape
+        history, seen = view.history, self._dep_seen
+        for key, jobs in self._dep.items():
+            if key is not None:
+                it = history.mean_iter_time(key)  # type: ignore[arg-type]
+                if it and seen.get(key) == it:
+                    continue
+                seen[key] = it
+            for job_id, job in jobs.items():
+                old = pos[job_id]
+                new = (rem(job, view, n_history), old[1], job_id)
+                if new != old:
+                    lst = by_shape[shapes[job_id]]
+                    del lst[bisect_left(lst, old)]
+                    insort(lst, new)
+                    pos[job_id] = new
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         """Forget an ended job (one ``on_finish``: a second definition used to replace this one, and
