@@ -87,7 +87,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -103,6 +103,7 @@ from .gittins import SizeDistribution, gittins_index, lognormal_prior
 from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
+from .tiresias_order import Walk, WaitingOrder
 from .tiresias_preempt import Rec, lower_gpus, preempt_for
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
@@ -225,12 +226,11 @@ class Tiresias(BasePolicy):
         # keep failing while no node has more room than that (see _carried_failures)
         self._nofit: set[tuple[bytes, int, bool]] = set()
         self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
-        # the waiting jobs in priority order, kept across rounds (keys are unique: they end with the
-        # arrival number), the count of each GPU size among them, and (Gittins) the jobs whose index
-        # may have changed since it was computed
-        self._okeys: list[tuple[int, float, float, int]] = []
-        self._orecs: list[Rec] = []
-        self._wait_sizes: dict[float, int] = {}
+        # the waiting jobs in priority order, kept across rounds, one list per (queue, shape) (keys are
+        # unique: they end with the arrival number), with the count of each GPU size among them, and
+        # (Gittins) the jobs whose index may have changed since it was computed
+        self._order = WaitingOrder()
+        self._wait_sizes = self._order.sizes
         self._stale: dict[str, Rec] = {}
         self._order_version = -1  # distribution version the Gittins keys in the order were computed with
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
@@ -344,22 +344,11 @@ class Tiresias(BasePolicy):
 
     def _order_add(self, rec: Rec) -> None:
         """Insert a waiting job into the priority order under its current key."""
-        i = bisect_left(self._okeys, rec.key)
-        self._okeys.insert(i, rec.key)
-        self._orecs.insert(i, rec)
-        self._wait_sizes[rec.gpus] = self._wait_sizes.get(rec.gpus, 0) + 1
+        self._order.add(rec)
 
     def _order_remove(self, rec: Rec) -> None:
         """Take a job out of the priority order (its key must be the one it was inserted with)."""
-        i = bisect_left(self._okeys, rec.key)
-        assert self._orecs[i] is rec
-        del self._okeys[i]
-        del self._orecs[i]
-        left = self._wait_sizes[rec.gpus] - 1
-        if left:
-            self._wait_sizes[rec.gpus] = left
-        else:
-            del self._wait_sizes[rec.gpus]
+        self._order.remove(rec)
 
     def _set_running(self, rec: Rec, now: float, running: bool) -> None:
         if rec.running == running:
@@ -439,18 +428,20 @@ class Tiresias(BasePolicy):
         assert self._dist is not None
         return self._dist
 
-    def _waiting_order(self, view: ClusterView) -> list[Rec]:
-        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry.
+    def _waiting_order(self, view: ClusterView) -> list[tuple[bool, list[Rec]]]:
+        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry, as
+        sorted lists (one per queue and shape, all droppable: see :mod:`.tiresias_order`) that
+        :class:`Walk` merges.
 
         The order is kept across rounds (a job is inserted and removed where its state changes); with
         Gittins, only the jobs whose index may have changed are re-keyed, and all of them when the
-        size distribution is refitted. The same order as sorting every waiting job each round."""
+        size distribution is refitted. Merged, the same order as sorting every waiting job each round."""
         if self.gittins:
             dist = self.distribution(view)
             version = self._dist_version
             if version != self._order_version:  # refitted: every waiting job's index changes
                 self._order_version = version
-                stale = list(self._orecs)
+                stale = list(self._order)
             else:
                 stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
             self._stale.clear()
@@ -464,7 +455,7 @@ class Tiresias(BasePolicy):
                     r.g_index, r.g_version = gi, version
                     r.key = (r.q, -gi, r.entered, r.job.seq)
                     self._order_add(r)
-        return list(self._orecs)
+        return [(True, recs) for recs in self._order.snapshot()]
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -523,7 +514,7 @@ class Tiresias(BasePolicy):
         victims: list[Rec] | None = None
         top = len(self.thresholds)
         g = view.gpu_col
-        order = self._waiting_order(view)
+        order = Walk(self._waiting_order(view))
         min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
@@ -559,7 +550,12 @@ class Tiresias(BasePolicy):
                     free_gpus = (float(draft.free[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     failed.clear()  # the victims' leftover room may fit shapes that failed before
                     hopeless.clear()
+                    order.unpark(rec.key)
             if p is None:
+                # it could not be placed (its shape is in `failed`, or too few GPUs are free) nor preempt (no
+                # GPUs below its queue, or (shape, queue) is in `hopeless`): the rest of its (queue, shape)
+                # list fails alike until a preemption succeeds (room, failures and victims stay as they are)
+                order.park()
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._set_running(rec, now, True)
