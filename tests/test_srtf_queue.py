@@ -134,3 +134,31 @@ def test_streams_read_in_estimate_then_arrival_order_and_skip_only_the_last_drop
                 if (k := int(x[2][1:x[2].index("-")])) not in skipped_after or (x[0], x[1]) <= skipped_after[k][:2]]
     assert len(skipped_after) >= 2 and read == expected
     assert [x for x in read if x[2].startswith("s5-")] == lists[5]
+
+
+def _shapes_trace(seed: int) -> list:  # type: ignore[type-arg]
+    """Mostly declared lengths (the per-shape sorted lists), five GPU sizes on two 8-GPU nodes: preemptions
+    fail for some shapes while others succeed in the same round."""
+    rng = random.Random(seed)
+    t, jobs = 0.0, []
+    for i in range(120):
+        t += rng.expovariate(1 / 25)
+        jobs.append(trace_job(f"j{i}", rng.choice([1, 1, 2, 4, 8]),
+                              rng.choice([30.0, 200.0, 900.0, 3000.0]) * rng.uniform(0.5, 1.5), submit=t,
+                              declare=rng.random() < 0.7, model=rng.choice(["resnet50", "vgg16", "bert"])))
+    return jobs
+
+
+def test_a_shape_whose_preemption_failed_is_skipped_for_the_rest_of_the_round() -> None:
+    """SRTF skips the rest of a shape's stream once its preemption failed (or was known to fail) in a round;
+    the plans are those of trying every job (the reference). Fails if a shape is skipped as soon as it
+    does not fit (a later job of it could still preempt)."""
+    no_cost = SimConfig(checkpoint_s=0.0, restore_s=0.0)
+    for seed in (1, 3):
+        for min_run in (0.0, 60.0):
+            jobs = _shapes_trace(seed)
+            runs = [simulate(jobs, small_cluster(2, 8), pol(preempt_margin=0.0, min_run_time=min_run), config=no_cost)
+                    for pol in (SRTF, _ReferenceSRTF)]
+            assert sum(e.kind == EventKind.PAUSED for e in runs[1].result.record) > 20
+            assert fingerprint(runs[0].result.record, runs[0].metrics) == \
+                fingerprint(runs[1].result.record, runs[1].metrics), (seed, min_run)

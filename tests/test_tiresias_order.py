@@ -12,6 +12,7 @@ import pytest
 from cohabit.engine.view import ClusterView
 from cohabit.policies.placement import Draft
 from cohabit.policies.tiresias import Tiresias
+from cohabit.policies.tiresias_order import Walk
 from cohabit.policies.tiresias_preempt import Rec
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.physics import SimConfig
@@ -25,8 +26,11 @@ class _Checked(Tiresias):
 
     rounds = 0
 
-    def _waiting_order(self, view: ClusterView) -> list[Rec]:
-        order = super()._waiting_order(view)
+    def _waiting_order(self, view: ClusterView) -> list[tuple[bool, list[Rec]]]:
+        lists = super()._waiting_order(view)
+        for _, recs in lists:  # each list: one queue, one shape, sorted
+            assert len({(r.key[0], r.q, r.shape) for r in recs}) == 1 and recs == sorted(recs, key=lambda r: r.key)
+        order = list(Walk(lists))
         waiting = [r for table in self._wait for r in table.values()]
         if self.gittins:
             dist = self.distribution(view)
@@ -37,7 +41,7 @@ class _Checked(Tiresias):
         assert order == sorted(waiting, key=lambda r: r.key), view.now
         assert min(self._wait_sizes) == min(r.gpus for r in waiting)
         _Checked.rounds += 1
-        return order
+        return lists
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
         carried = super()._carried_failures(view)
@@ -98,3 +102,64 @@ def test_a_round_skipped_as_quiet_would_have_planned_nothing(gittins: bool) -> N
         assert checked.metrics.preemptions > 0
         assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
     assert _CheckedQuiet.skipped > 100
+
+
+class _EveryJob(Tiresias):
+    """Visits every waiting job each round (no list is parked)."""
+
+    def _waiting_order(self, view: ClusterView) -> list[tuple[bool, list[Rec]]]:
+        return [(False, recs) for _, recs in super()._waiting_order(view)]
+
+
+def _crowded(seed: int) -> list:  # type: ignore[type-arg]
+    """A long queue of mixed sizes on 16 GPUs: rounds with free GPUs that no waiting shape fits, failed
+    and successful preemptions in the same round."""
+    rng = random.Random(seed)
+    t, jobs = 0.0, []
+    for i in range(160):
+        t += rng.expovariate(1 / 12)
+        jobs.append(trace_job(f"j{i}", rng.choice([1, 1, 2, 3, 4, 8]), rng.choice([60.0, 400.0, 2000.0, 9000.0])
+                              * rng.uniform(0.5, 1.5), submit=t, model=rng.choice(["resnet50", "vgg16", "bert"])))
+    return jobs
+
+
+@pytest.mark.parametrize("gittins", [False, True])
+def test_parking_a_queue_and_shape_list_changes_no_decision(gittins: bool) -> None:
+    """A round parks a (queue, shape) list whose job could neither be placed nor preempt, until a preemption
+    succeeds; the plans are those of visiting every job. (The mechanism itself: the next test.)"""
+    for seed, min_run in ((5, 0.0), (6, 30.0)):
+        kw = dict(thresholds=(500.0, 4000.0), starve_limit=2.0, gittins=gittins, min_history=5, min_run_time=min_run)
+        cfg = SimConfig(checkpoint_s=2.0, restore_s=2.0)
+        real = simulate(_crowded(seed), small_cluster(2, 8), Tiresias(**kw), config=cfg)
+        every = simulate(_crowded(seed), small_cluster(2, 8), _EveryJob(**kw), config=cfg)
+        assert real.metrics.preemptions > 20
+        assert fingerprint(real.result.record, real.metrics) == fingerprint(every.result.record, every.metrics)
+
+
+def test_walk_merges_by_key_parks_and_takes_lists_up_again_after_the_current_key() -> None:
+    from types import SimpleNamespace
+
+    rng = random.Random(11)
+    seqs = iter(rng.sample(range(1000), 400))
+    lists = [sorted((SimpleNamespace(key=(rng.randrange(3), 0.0, float(rng.randrange(50)), next(seqs)), n=k)
+                     for _ in range(rng.randrange(1, 40))), key=lambda r: r.key) for k in range(7)]
+    everything = sorted((r for lst in lists for r in lst), key=lambda r: r.key)
+    assert list(Walk([(True, list(lst)) for lst in lists])) == everything  # type: ignore[arg-type]
+
+    walk = Walk([(k != 6, list(lst)) for k, lst in enumerate(lists)])  # type: ignore[arg-type]
+    read, parked_at, gone, unparks = [], {}, set(), 0
+    for rec in walk:
+        read.append(rec)
+        if rec.n != 6 and rec.n not in parked_at and rng.random() < 0.06:
+            walk.park()
+            parked_at[rec.n] = rec.key
+        elif parked_at and rng.random() < 0.2:
+            walk.unpark(rec.key)  # what the parked lists hold between their park and this key is passed over
+            for n, since in parked_at.items():
+                gone |= {id(r) for r in lists[n] if since < r.key < rec.key}
+            parked_at.clear()
+            unparks += 1
+    for n, since in parked_at.items():  # still parked at the end
+        gone |= {id(r) for r in lists[n] if r.key > since}
+    assert unparks >= 3 and gone
+    assert read == [r for r in everything if id(r) not in gone]

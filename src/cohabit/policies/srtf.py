@@ -28,6 +28,9 @@ Jobs are started consolidated-first.
 
 Waiting jobs without a declared length stay ordered across rounds (``srtf_queue.MeanQueue``):
 the same order and estimates as re-estimating and sorting them every round, without the work.
+The others stay in one sorted list per placement shape; when the history grows only the jobs whose
+estimate reads it (no measured iteration time yet, and whose model's mean iteration time moved) are
+estimated again. Once a shape's preemption fails in a round, the rest of its jobs are skipped.
 """
 
 from __future__ import annotations
@@ -71,12 +74,21 @@ class SRTF(BasePolicy):
         self._mean: dict[Hashable, MeanQueue] = {}
         self._mean_key: dict[str, Hashable] = {}  # job id -> its queue in _mean
         self._other: dict[str, JobView] = {}  # the engine keeps one JobView per job
-        # the jobs of _other in (estimate, seq) order, kept across rounds while the history (their estimates'
-        # only input that moves while they wait) keeps its length; joined ones are inserted at the next round
-        self._other_sorted: list[tuple[float, int, str]] = []
+        # the jobs of _other in (estimate, seq) order, one list per placement shape (see _shape_key), kept
+        # across rounds; when the history grows (their estimates' only input that moves while they wait)
+        # each one's estimate is looked up again (a cache hit unless its inputs moved) and the lists re-sorted;
+        # joined ones are inserted at the next round
+        self._other_sorted: dict[Hashable, list[tuple[float, int, str]]] = {}
         self._other_pos: dict[str, tuple[float, int, str]] = {}
+        self._other_shape: dict[str, Hashable] = {}
         self._other_new: list[str] = []
         self._other_hist = -1
+        # the jobs of _other whose estimate reads the history (no measured iteration time yet), by what they
+        # read: their model's mean iteration time (declared length, no oracle; key: the model), or more
+        # (key None: re-estimated at every growth); and each model's mean when they were last estimated
+        self._dep: dict[Hashable, dict[str, JobView]] = {}
+        self._dep_key: dict[str, Hashable] = {}
+        self._dep_seen: dict[Hashable, object] = {}
         self._just_paused: list[str] = []  # paused by the last plan: they wait again (see _sync_waiting)
         self._seen: set[str] = set()  # jobs classified for _running_bound (dropped when they end)
         self._estimated: set[str] = set()  # of those, the ones whose running estimate is computed per job
@@ -86,7 +98,8 @@ class SRTF(BasePolicy):
         self._oracle = oracle
         self._other_hist = -1
         for held in (self._mean, self._mean_key, self._other, self._seen, self._estimated, self._other_pos,
-                     self._other_new, self._other_sorted):
+                     self._other_new, self._other_sorted, self._other_shape, self._dep, self._dep_key,
+                     self._dep_seen):
             held.clear()  # sorted without the oracle: sorted again at the next round
 
     # -------------------------------------------------------------- estimate
@@ -110,9 +123,23 @@ class SRTF(BasePolicy):
             return math.inf
         return max(mean - job.executed_time(now), 0.0)
 
+    def _history_input(self, job: JobView, view: ClusterView, n_history: int) -> object:
+        """What :meth:`remaining` of a job that is not running reads from the history: nothing once the
+        job measured its iteration time; the mean iteration time of its model for a declared length
+        without the oracle (when the model has one); else (conservatively) the history's length."""
+        if job.iter_time:
+            return None
+        if self._oracle is None and job.spec.iterations is not None:
+            it = view.history.mean_iter_time(job.spec.model)
+            if it:
+                return ("it", it)
+        return ("n", n_history)
+
     def _waiting_remaining(self, job: JobView, view: ClusterView, n_history: int) -> float:
-        """:meth:`remaining` of a job that is not running, cached while its inputs stay the same."""
-        inputs = (n_history, job.preemptions, job.state, job.iter_time)
+        """:meth:`remaining` of a job that is not running, cached while its inputs stay the same (its own
+        progress, state and speed, and what it reads from the history: see :meth:`_history_input`)."""
+        inputs = (self._history_input(job, view, n_history), job.preemptions, job.state, job.iter_time,
+                  job.reported_iterations)
         hit = self._waiting_rem.get(job.id)
         if hit is not None and hit[0] == inputs:
             return hit[1]
@@ -166,7 +193,12 @@ class SRTF(BasePolicy):
         started: list[str] = []
         stream = self._ordered(view, n_history)
         # shapes whose preemption failed since the last one that succeeded: a later job of the shape has as
-        # much work left (so at most the same victims) and at most the same room, and fails the same way
+        # much work left (so at most the same victims) and at most the same room, and fails the same way.
+        # It fails for the rest of the round, in fact: a later success (of a job with at least as much work
+        # left, so with victims from the same ranked list, stopping no later) gives back only victims the
+        # failed shape was already given back together with, and takes room from them; so the rest of the
+        # shape's stream is skipped (before: each of its jobs was tried, 30 placement attempts per round on
+        # the Muri artifact's trace1).
         no_preempt: set[Hashable] = set()
         for mine, _, job in stream:
             p = draft.place(job)
@@ -186,6 +218,9 @@ class SRTF(BasePolicy):
                             no_preempt.add(shape)
                         else:
                             no_preempt.clear()
+                    if p is None:  # the rest of this shape's stream fails the same way (see no_preempt)
+                        stream.skip_rest()
+                        continue
             if p is None:
                 # Waiting jobs come in order of remaining time and victims only leave the list: once
                 # nobody is worth pausing for this job and no room is left, none of the later ones
@@ -213,9 +248,16 @@ class SRTF(BasePolicy):
             if not queue.ids:
                 del self._mean[key]
         self._other.pop(job_id, None)
+        if job_id in self._dep_key:
+            group = self._dep[self._dep_key.pop(job_id)]
+            del group[job_id]
         entry = self._other_pos.pop(job_id, None)
+        shape = self._other_shape.pop(job_id, None)
         if entry is not None:
-            del self._other_sorted[bisect_left(self._other_sorted, entry)]
+            lst = self._other_sorted[shape]
+            del lst[bisect_left(lst, entry)]
+            if not lst:
+                del self._other_sorted[shape]
 
     @staticmethod
     def _shape_key(job: JobView, view: ClusterView) -> Hashable:
@@ -260,14 +302,20 @@ class SRTF(BasePolicy):
             queue.add(job.id, job.executed_time(view.now), job.seq)
         else:
             self._other[job.id] = job
+            self._other_shape[job.id] = self._shape_key(job, view)
             self._other_new.append(job.id)
+            if not job.iter_time:  # (a waiting job reports nothing: its own inputs stay as they are)
+                key = self._dep_key[job.id] = job.spec.model if self._oracle is None and \
+                    job.spec.iterations is not None else None
+                self._dep.setdefault(key, {})[job.id] = job
 
     def _ordered(self, view: ClusterView, n_history: int) -> Streams[JobView]:
         """The waiting jobs as ``(remaining, seq, job)`` in ascending order, lazily: the same order
         and the same estimates as sorting every waiting job by ``(remaining(job), seq)``. Jobs with
-        no declared length come from the incremental :class:`MeanQueue` of their shape (a droppable
-        stream: see ``Streams.skip_rest``); the others are estimated (cached while their inputs stay
-        the same) and heaped each round; the streams are merged."""
+        no declared length come from the incremental :class:`MeanQueue` of their shape; the others from
+        a sorted list per shape, re-sorted when the history grew (estimates cached while their inputs
+        stay the same); every stream is one shape, so droppable (see ``Streams.skip_rest``); the streams
+        are merged."""
         self._sync_waiting(view)
         pending, paused = view.pending, view.paused
         mean = view.history.mean_run_time()
@@ -281,19 +329,45 @@ class SRTF(BasePolicy):
         other = self._other
         if other:
             rem = self._waiting_remaining
-            if self._other_hist != n_history:  # the history grew: estimates of jobs that never ran moved
-                self._other_hist = n_history
-                self._other_sorted = sorted((rem(j, view, n_history), j.seq, j.id) for j in other.values())
-                self._other_pos = {e[2]: e for e in self._other_sorted}
-            else:
-                for job_id in self._other_new:
-                    job = other.get(job_id)
-                    if job is not None and job_id not in self._other_pos:
-                        entry = self._other_pos[job_id] = (rem(job, view, n_history), job.seq, job_id)
-                        insort(self._other_sorted, entry)
+            by_shape, pos, shapes = self._other_sorted, self._other_pos, self._other_shape
+            for job_id in self._other_new:
+                job = other.get(job_id)
+                if job is not None and job_id not in pos:
+                    entry = pos[job_id] = (rem(job, view, n_history), job.seq, job_id)
+                    lst = by_shape.get(shapes[job_id])
+                    if lst is None:
+                        by_shape[shapes[job_id]] = [entry]
+                    else:
+                        insort(lst, entry)
             self._other_new.clear()
-            streams.append((False, ((r, seq, other[job_id]) for r, seq, job_id in self._other_sorted)))
+            if self._other_hist != n_history:  # the history grew: estimates that read it may move
+                self._other_hist = n_history
+                self._reestimate(view, n_history)
+            for lst in by_shape.values():
+                streams.append((True, ((r, seq, other[job_id]) for r, seq, job_id in lst)))
         return Streams(streams)
+
+    def _reestimate(self, view: ClusterView, n_history: int) -> None:
+        """After the history grew: estimate again the waiting jobs of ``_other`` whose estimate reads it and
+        move the ones whose estimate changed in their shape's list (the lists stay sorted by (estimate,
+        seq), as sorting everything again would make them). A model whose mean iteration time is what its
+        jobs read and has not moved is skipped whole."""
+        rem, pos, by_shape, shapes = self._waiting_remaining, self._other_pos, self._other_sorted, self._other_shape
+        history, seen = view.history, self._dep_seen
+        for key, jobs in self._dep.items():
+            if key is not None:
+                it = history.mean_iter_time(key)  # type: ignore[arg-type]
+                if it and seen.get(key) == it:
+                    continue
+                seen[key] = it
+            for job_id, job in jobs.items():
+                old = pos[job_id]
+                new = (rem(job, view, n_history), old[1], job_id)
+                if new != old:
+                    lst = by_shape[shapes[job_id]]
+                    del lst[bisect_left(lst, old)]
+                    insort(lst, new)
+                    pos[job_id] = new
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         """Forget an ended job (one ``on_finish``: a second definition used to replace this one, and

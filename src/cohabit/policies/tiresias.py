@@ -62,9 +62,18 @@ Preemption checkpoints and restores the job (seconds in the simulator,
 paper §4). To avoid thrashing, a job that (re)started less than
 ``min_run_time`` seconds ago is not preempted again (default 120 s, four
 times the simulator's default checkpoint + restore, so a preempted job
-loses at most a fifth of its turn). ``tick_interval`` re-evaluates queues
-between events (demotion and promotion happen with the passage of time,
-not only on arrivals and completions).
+loses at most a fifth of its turn).
+
+When to decide
+--------------
+Demotion and promotion happen with the passage of time, not only on arrivals and completions.
+The policy asks the scheduler for a decision exactly when its queues can change between events
+(``next_decision_time``): the next demotion threshold crossing of a running job, the next
+starvation promotion of a waiting job, and, while jobs wait, the moment a running job reaches
+``min_run_time`` (it becomes a possible victim). Nothing else a round reads changes between
+events, so no periodic tick is needed (default ``tick_interval=None``; giving one adds periodic
+rounds, which change nothing). Before, a 60-s tick re-evaluated the queues: on the Muri artifact's
+trace1 362k of 473k events were such ticks, and queue changes were seen up to 60 s late.
 
 Choices where the paper is silent: victims are taken from the lowest queue
 first and, within a queue, the job that most recently (re)started or entered
@@ -78,7 +87,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -94,6 +103,7 @@ from .gittins import SizeDistribution, gittins_index, lognormal_prior
 from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
+from .tiresias_order import Walk, WaitingOrder
 from .tiresias_preempt import Rec, lower_gpus, preempt_for
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
@@ -104,6 +114,9 @@ __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tires
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
 
 REFRESH_GROWTH = 1.05  # refit the learned size distribution when the history grew this much
+#: Seconds: a queue change or victim eligibility due within this of now counts as due now (a wake-up
+#: computed as ``now + left / rate`` may land a rounding error short of the crossing).
+TIME_EPS = 1e-6
 
 
 def _positive(value: object, *, allow_zero: bool = False) -> bool:
@@ -134,7 +147,7 @@ class Tiresias(BasePolicy):
         skew_table: Mapping[str, float] | None = None,
         consolidate_unknown: bool = True,
         min_run_time: float = 120.0,
-        tick_interval: float | None = 60.0,
+        tick_interval: float | None = None,
         promote_basis: str = "total",
     ) -> None:
         try:
@@ -213,12 +226,11 @@ class Tiresias(BasePolicy):
         # keep failing while no node has more room than that (see _carried_failures)
         self._nofit: set[tuple[bytes, int, bool]] = set()
         self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
-        # the waiting jobs in priority order, kept across rounds (keys are unique: they end with the
-        # arrival number), the count of each GPU size among them, and (Gittins) the jobs whose index
-        # may have changed since it was computed
-        self._okeys: list[tuple[int, float, float, int]] = []
-        self._orecs: list[Rec] = []
-        self._wait_sizes: dict[float, int] = {}
+        # the waiting jobs in priority order, kept across rounds, one list per (queue, shape) (keys are
+        # unique: they end with the arrival number), with the count of each GPU size among them, and
+        # (Gittins) the jobs whose index may have changed since it was computed
+        self._order = WaitingOrder()
+        self._wait_sizes = self._order.sizes
         self._stale: dict[str, Rec] = {}
         self._order_version = -1  # distribution version the Gittins keys in the order were computed with
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
@@ -226,6 +238,7 @@ class Tiresias(BasePolicy):
         self._quiet: tuple[int, int, bytes, bytes] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
+        self._decided_at = -math.inf  # time of the last decision
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -291,7 +304,7 @@ class Tiresias(BasePolicy):
         if self.starve_limit is None or rec.job.first_start is None:
             return False
         executed, waited = self._since_top(rec, now)
-        return executed > 0 and waited >= self.starve_limit * executed - 1e-9
+        return executed > 0 and waited >= self.starve_limit * executed - TIME_EPS
 
     def _push(self, when: float, rec: Rec) -> None:
         self._seq += 1
@@ -331,22 +344,11 @@ class Tiresias(BasePolicy):
 
     def _order_add(self, rec: Rec) -> None:
         """Insert a waiting job into the priority order under its current key."""
-        i = bisect_left(self._okeys, rec.key)
-        self._okeys.insert(i, rec.key)
-        self._orecs.insert(i, rec)
-        self._wait_sizes[rec.gpus] = self._wait_sizes.get(rec.gpus, 0) + 1
+        self._order.add(rec)
 
     def _order_remove(self, rec: Rec) -> None:
         """Take a job out of the priority order (its key must be the one it was inserted with)."""
-        i = bisect_left(self._okeys, rec.key)
-        assert self._orecs[i] is rec
-        del self._okeys[i]
-        del self._orecs[i]
-        left = self._wait_sizes[rec.gpus] - 1
-        if left:
-            self._wait_sizes[rec.gpus] = left
-        else:
-            del self._wait_sizes[rec.gpus]
+        self._order.remove(rec)
 
     def _set_running(self, rec: Rec, now: float, running: bool) -> None:
         if rec.running == running:
@@ -383,13 +385,13 @@ class Tiresias(BasePolicy):
                 self._set_running(rec, now, not started)
         self._last_plan = []
         heap = self._heap
-        while heap and heap[0][0] <= now + 1e-9:
+        while heap and heap[0][0] <= now + TIME_EPS:
             _, _, job_id, epoch = heapq.heappop(heap)
             rec = self._recs.get(job_id)
             if rec is None or rec.epoch != epoch:
                 continue
             if rec.running:
-                q = self.queue_of(self.service(rec.job, now))
+                q = self.queue_of(self.service(rec.job, now) + TIME_EPS * rec.rate)
                 if q > rec.q:
                     self._move(rec, q, now)  # demotion (paper §3.2.3)
             elif self._starved(rec, now):
@@ -426,18 +428,20 @@ class Tiresias(BasePolicy):
         assert self._dist is not None
         return self._dist
 
-    def _waiting_order(self, view: ClusterView) -> list[Rec]:
-        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry.
+    def _waiting_order(self, view: ClusterView) -> list[tuple[bool, list[Rec]]]:
+        """Waiting jobs by priority: queue, then (Gittins: highest index first) FIFO by queue entry, as
+        sorted lists (one per queue and shape, all droppable: see :mod:`.tiresias_order`) that
+        :class:`Walk` merges.
 
         The order is kept across rounds (a job is inserted and removed where its state changes); with
         Gittins, only the jobs whose index may have changed are re-keyed, and all of them when the
-        size distribution is refitted. The same order as sorting every waiting job each round."""
+        size distribution is refitted. Merged, the same order as sorting every waiting job each round."""
         if self.gittins:
             dist = self.distribution(view)
             version = self._dist_version
             if version != self._order_version:  # refitted: every waiting job's index changes
                 self._order_version = version
-                stale = list(self._orecs)
+                stale = list(self._order)
             else:
                 stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
             self._stale.clear()
@@ -451,7 +455,7 @@ class Tiresias(BasePolicy):
                     r.g_index, r.g_version = gi, version
                     r.key = (r.q, -gi, r.entered, r.job.seq)
                     self._order_add(r)
-        return list(self._orecs)
+        return [(True, recs) for recs in self._order.snapshot()]
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -495,6 +499,7 @@ class Tiresias(BasePolicy):
 
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        self._decided_at = view.now
         self._catch_up(view)
         if not any(self._wait):
             self._quiet = None
@@ -509,7 +514,7 @@ class Tiresias(BasePolicy):
         victims: list[Rec] | None = None
         top = len(self.thresholds)
         g = view.gpu_col
-        order = self._waiting_order(view)
+        order = Walk(self._waiting_order(view))
         min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
@@ -529,7 +534,7 @@ class Tiresias(BasePolicy):
             if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
                 if victims is None:
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
-                               if now - v.last_start >= self.min_run_time]
+                               if now - v.last_start >= self.min_run_time - TIME_EPS]
                 got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
@@ -545,7 +550,12 @@ class Tiresias(BasePolicy):
                     free_gpus = (float(draft.free[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     failed.clear()  # the victims' leftover room may fit shapes that failed before
                     hopeless.clear()
+                    order.unpark(rec.key)
             if p is None:
+                # it could not be placed (its shape is in `failed`, or too few GPUs are free) nor preempt (no
+                # GPUs below its queue, or (shape, queue) is in `hopeless`): the rest of its (queue, shape)
+                # list fails alike until a preemption succeeds (room, failures and victims stay as they are)
+                order.park()
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._set_running(rec, now, True)
@@ -565,14 +575,31 @@ class Tiresias(BasePolicy):
         are the job count and the history (the Gittins distribution). The round would plan nothing again."""
         now = view.now
         heap = self._eligible
-        reached = bool(heap) and heap[0] <= now + 1e-6
-        while heap and heap[0] <= now - 1e-6:  # (within 1e-6 of now: asked again next round)
+        reached = bool(heap) and heap[0] <= now + TIME_EPS
+        while heap and heap[0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
             heapq.heappop(heap)
         quiet = self._quiet
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):
             return False
         return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
+
+    def next_decision_time(self) -> float | None:
+        """When the queues can next change without an event (the scheduler decides then): the earliest
+        pending demotion or promotion (stale heap entries are dropped), and, while jobs wait, the earliest
+        moment a running job reaches ``min_run_time`` (a new possible victim). None: nothing pending."""
+        heap, recs = self._heap, self._recs
+        while heap:
+            _, _, job_id, epoch = heap[0]
+            rec = recs.get(job_id)
+            if rec is not None and rec.epoch == epoch:
+                break
+            heapq.heappop(heap)
+        t = heap[0][0] if heap else math.inf
+        # (a round with waiting jobs drops the eligibility times it has reached, see _still_quiet)
+        if self._eligible and self._eligible[0] > self._decided_at + TIME_EPS and any(self._wait):
+            t = min(t, self._eligible[0])
+        return t if t < math.inf else None
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
         """The shapes that failed at the end of the last round if no node (and no GPU device) has more room

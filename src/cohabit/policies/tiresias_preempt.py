@@ -27,7 +27,7 @@ class Rec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "rate", "shape",
-                 "g_index", "g_version", "key")
+                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -43,6 +43,19 @@ class Rec:
         self.g_index = 0.0
         self.g_version = -1
         self.key: tuple[int, float, float, int] = (0, 0.0, now, job.seq)  # waiting order
+        self._pl: Placement | None = None  # the placement the three below were read from (see spread)
+        self._pl_nodes: frozenset[int] = frozenset()
+        self._pl_workers: list[int] = []
+        self._pl_share = 0.0
+
+    def spread(self) -> tuple[frozenset[int], list[int], float]:
+        """(every node of the job's placement, its workers' nodes, GPUs per worker): read once per placement."""
+        pl = self.job.placement
+        if pl is not self._pl:
+            workers = list(pl[: self.job.n_workers])
+            self._pl, self._pl_nodes, self._pl_workers = pl, frozenset(pl), workers
+            self._pl_share = self.gpus / max(len(workers), 1)
+        return self._pl_nodes, self._pl_workers, self._pl_share
 
 
 def lower_gpus(k: int, run_gpus: list[float], victims: list[Rec] | None = None) -> list[float]:
@@ -82,15 +95,18 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
         room = draft.free[:, g].copy()
+        idx: list[int] = []
+        add: list[float] = []
         for v in cands:
-            workers = v.job.placement[: v.job.n_workers]
-            for node in workers:
-                room[node] += v.gpus / max(len(workers), 1)
+            _, workers, share = v.spread()
+            idx += workers
+            add += [share] * len(workers)
+        np.add.at(room, idx, add)  # (unbuffered, in order: the same sums as adding one by one)
         top = np.argsort(-room, kind="stable")[:m]
         if float(room[top].sum()) + 1e-9 < need:
             return None
         keep = {int(i) for i in top}
-        cands = [v for v in cands if any(node in keep for node in v.job.placement)]
+        cands = [v for v in cands if not keep.isdisjoint(v.spread()[0])]
         if not cands:
             return None
     saved = draft.save()

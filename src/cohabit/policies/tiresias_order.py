@@ -1,0 +1,131 @@
+"""Tiresias's waiting jobs in priority order, kept across rounds, one sorted list per (queue, shape).
+
+A round walks the waiting jobs by priority key ``(queue, -Gittins index, queue entry, arrival)``
+(:class:`Walk` merges the lists). Jobs of one queue and one placement shape behave alike in a round:
+once one of them can neither be placed (its shape failed, or fewer GPUs are free than it needs) nor
+preempt (no GPUs held by lower queues, or its shape's preemption failed), every later one of the list
+fails the same way until a preemption succeeds (only then do room, failures and victims change). The
+round parks such a list (:meth:`Walk.park`) instead of visiting each of its jobs (on a contended
+cluster thousands of waiting jobs per round), and takes the parked lists up again after a successful
+preemption (:meth:`Walk.unpark`), from the job being handled then: the ones it passed over would have
+been visited to no effect.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left
+from collections.abc import Iterator
+
+from .tiresias_preempt import Rec
+
+#: (queue, placement shape): the jobs of one list
+StreamKey = tuple[int, tuple[bytes, int, bool]]
+Key = tuple[int, float, float, int]
+
+
+class WaitingOrder:
+    """The waiting jobs by key, one sorted list per (queue, shape), and the count of each GPU size."""
+
+    def __init__(self) -> None:
+        self._keys: dict[StreamKey, list[Key]] = {}
+        self._recs: dict[StreamKey, list[Rec]] = {}
+        self.sizes: dict[float, int] = {}  # GPU size -> number of waiting jobs of that size
+
+    def add(self, rec: Rec) -> None:
+        """Insert a waiting job under its current key (``rec.key[0]`` is its queue)."""
+        sk = (rec.key[0], rec.shape)
+        keys = self._keys.get(sk)
+        if keys is None:
+            keys = self._keys[sk] = []
+            self._recs[sk] = []
+        i = bisect_left(keys, rec.key)
+        keys.insert(i, rec.key)
+        self._recs[sk].insert(i, rec)
+        self.sizes[rec.gpus] = self.sizes.get(rec.gpus, 0) + 1
+
+    def remove(self, rec: Rec) -> None:
+        """Take a job out (its key must be the one it was inserted with)."""
+        sk = (rec.key[0], rec.shape)
+        keys, recs = self._keys[sk], self._recs[sk]
+        i = bisect_left(keys, rec.key)
+        assert recs[i] is rec
+        del keys[i]
+        del recs[i]
+        if not keys:
+            del self._keys[sk]
+            del self._recs[sk]
+        left = self.sizes[rec.gpus] - 1
+        if left:
+            self.sizes[rec.gpus] = left
+        else:
+            del self.sizes[rec.gpus]
+
+    def __iter__(self) -> Iterator[Rec]:
+        """Every waiting job (lists one after another: not in priority order)."""
+        for recs in self._recs.values():
+            yield from recs
+
+    def snapshot(self) -> list[list[Rec]]:
+        """Copies of the lists (a round starts and pauses jobs while it walks them)."""
+        return [list(recs) for recs in self._recs.values()]
+
+
+class Walk:
+    """Lists of jobs, each sorted by key, read merged in key order (keys are unique). A droppable list
+    can be parked and taken up again (see the module docstring)."""
+
+    __slots__ = ("_lists", "_droppable", "_pos", "_heap", "_last", "_parked")
+
+    def __init__(self, lists: list[tuple[bool, list[Rec]]]) -> None:
+        self._lists = [recs for _, recs in lists]
+        self._droppable = [d for d, _ in lists]
+        self._pos = [0] * len(lists)
+        self._heap = [(recs[0].key, i) for i, recs in enumerate(self._lists) if recs]
+        heapq.heapify(self._heap)
+        self._last = -1
+        self._parked: set[int] = set()
+
+    def __iter__(self) -> Walk:
+        return self
+
+    def __next__(self) -> Rec:
+        heap = self._heap
+        if not heap:
+            raise StopIteration
+        i = heap[0][1]
+        recs, k = self._lists[i], self._pos[i]
+        rec = recs[k]
+        k += 1
+        self._pos[i] = k
+        if k < len(recs):
+            heapq.heapreplace(heap, (recs[k].key, i))
+        else:
+            heapq.heappop(heap)
+        self._last = i
+        return rec
+
+    def park(self) -> None:
+        """Read nothing more from the list of the last job until :meth:`unpark` (if it is droppable)."""
+        i = self._last
+        if i < 0 or not self._droppable[i] or i in self._parked:
+            return
+        self._parked.add(i)
+        heap = self._heap
+        for n, (_, j) in enumerate(heap):
+            if j == i:  # its next job, already in the merge
+                heap[n] = heap[-1]
+                heap.pop()
+                heapq.heapify(heap)
+                break
+
+    def unpark(self, after: Key) -> None:
+        """Read the parked lists again from their first job with a key above ``after``."""
+        for i in self._parked:
+            recs, k = self._lists[i], self._pos[i]
+            while k < len(recs) and recs[k].key < after:
+                k += 1
+            self._pos[i] = k
+            if k < len(recs):
+                heapq.heappush(self._heap, (recs[k].key, i))
+        self._parked.clear()
