@@ -40,8 +40,9 @@ number of points has grown by 10%), so schedulers never refit in a decision.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -238,6 +239,7 @@ class LossFits:
         self.recency = recency
         self.polish = polish
         self._tracks: dict[str, _Track] = {}
+        self._tracks_ro = MappingProxyType(self._tracks)
         self.fits = 0  # number of fits done (for cost accounting)
 
     def update(self, job_id: str, points: Points) -> LossCurve | None:
@@ -266,6 +268,15 @@ class LossFits:
             t.n_fit = n
             self.fits += 1
         return t.curve
+
+    @property
+    def tracks(self) -> Mapping[str, _Track]:
+        """The jobs whose losses were folded in (read-only)."""
+        return self._tracks_ro
+
+    def track(self, job_id: str) -> _Track:
+        """The job's fit and drop rates (``KeyError`` if none of its losses were folded in)."""
+        return self._tracks[job_id]
 
     def get(self, job_id: str) -> LossCurve | None:
         t = self._tracks.get(job_id)

@@ -78,7 +78,8 @@ from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .params import build
-from .targets import EPS, admit_in_order, apply_targets, balanced_placement, greedy_by_value, waiting_jobs
+from .targets import (EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
+                      room_for_none, waiting_jobs)
 
 
 
@@ -110,8 +111,11 @@ class JobModels:
         self.loss = LossFits(recency=recency)
         self._speed: dict[str, SpeedModel] = {}
         self._abc: dict[str, tuple[float, float, float]] = {}
-        # per job: (loss-curve estimate of total iterations, beta0, beta1, max drop rate, last drop rate)
-        self._fit: dict[str, tuple[float, float, float, float, float]] = {}
+        # per job: (the loss curve it was computed from, loss-curve estimate of total iterations, beta0,
+        # beta1): computed when a snapshot first sees a new curve, not on every report
+        self._fit: dict[str, tuple[LossCurve | None, float, float, float]] = {}
+        # per job: the (workers, iteration time) of its last speed observation (a repeat changes nothing)
+        self._last_speed: dict[str, tuple[int, float]] = {}
         self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
@@ -122,24 +126,40 @@ class JobModels:
 
     # -- observations
     def observe(self, job: JobView) -> None:
+        """Fold one report in: the loss points into the job's fit (:meth:`LossFits.update`), the
+        measured speed into its speed model. Called on every report, so it does only that: the
+        estimates a decision reads are derived from the fit when a snapshot needs them."""
+        jid = job.id
         pts = job.metrics.get("loss")
         if pts:
-            curve = self.loss.update(job.id, pts)
-            total = math.nan
-            b0 = b1 = math.nan
+            self.loss.update(jid, pts)
+        it = job.iter_time
+        if it:
+            w = job.n_workers
+            if w > 0 and self._last_speed.get(jid) != (w, it):
+                # the same (workers, iteration time) as the last observation is a no-op of SpeedModel.observe
+                self._last_speed[jid] = (w, it)
+                m = self._speed.get(jid)
+                if m is None:
+                    m = self._speed[jid] = SpeedModel(speed_mode(job))
+                if m.observe(job.spec.num_ps, w, 1.0 / it):
+                    self._abc.pop(jid, None)
+
+    def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
+        """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
+        rate)`` of a job whose loss was observed; the curve-derived part cached per fitted curve."""
+        track = self.loss.track(jid)
+        curve = track.curve
+        hit = self._fit.get(jid)
+        if hit is None or hit[0] is not curve:
+            total = b0 = b1 = math.nan
             if curve is not None:
                 b0, b1 = curve.beta0, curve.beta1
                 total = curve.iterations_to_converge(self.tolerance)
-                if job.spec.iterations is not None:
-                    total = min(total, float(job.spec.iterations))
-            self._fit[job.id] = (total, b0, b1, self.loss.max_rate(job.id), self.loss.last_rate(job.id))
-        it, w = job.iter_time, job.n_workers
-        if it and w > 0:
-            m = self._speed.get(job.id)
-            if m is None:
-                m = self._speed[job.id] = SpeedModel(speed_mode(job))
-            if m.observe(job.spec.num_ps, w, 1.0 / it):
-                self._abc.pop(job.id, None)
+                if declared == declared:  # a declared count caps the estimate
+                    total = min(total, declared)
+            hit = self._fit[jid] = (curve, total, b0, b1)
+        return hit[1], hit[2], hit[3], track.max_rate, track.last_rate
 
     def forget(self, job: JobView) -> None:
         if job.state is JobState.FINISHED and job.reported_iterations > 0:
@@ -153,7 +173,7 @@ class JobModels:
                 s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
                 self._iter_time_by_model[job.spec.model] = (s + sum(abc), n + 1)
         self.loss.drop(job.id)
-        for cache in (self._speed, self._abc, self._fit, self._static):
+        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed):
             cache.pop(job.id, None)  # type: ignore[attr-defined]
 
     # -- estimates
@@ -230,7 +250,7 @@ class JobModels:
         flts: list[float] = []
         nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
         running, paused = JobState.RUNNING, JobState.PAUSED
-        static, abcs, fits = self._static, self._abc, self._fit
+        static, abcs, tracks = self._static, self._abc, self.loss.tracks
         hist: dict[str, float] = {}
         prior: dict[str, tuple[float, float, float]] = {}
         ids: list[str] = []
@@ -257,7 +277,7 @@ class JobModels:
                 h = hist[model] = self._history_iterations(model)
             ints.extend((seq, cur, lo, hi, code, w_row, p_row))
             flts.extend((job.iterations_done(now), submit, declared, a, b, c))
-            flts.extend(fits.get(jid, nan5))
+            flts.extend(self._fit_of(jid, declared) if jid in tracks else nan5)
             flts.append(h)
         n = len(jobs)
         iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
@@ -379,14 +399,16 @@ class Optimus(ObservingPolicy):
     # decision
     def decide(self, view: ClusterView) -> Plan:
         now = view.now
-        waiting = waiting_jobs(view)
+        waiting = any_waiting(view)  # decide runs after every report: no per-job work unless a round is due
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            return self._round(view, waiting, full=True)
+            return self._round(view, waiting_jobs(view), full=True)
         if self._event and waiting:
             self._event = False
-            return self._round(view, waiting, full=False)
+            if room_for_none(view):  # the round below would admit nobody: the same empty plan
+                return []
+            return self._round(view, waiting_jobs(view), full=False)
         self._event = False
         return []
 

@@ -95,6 +95,18 @@ def waiting_jobs(view: ClusterView) -> list[JobView]:
     return list(chain(view.paused.values(), view.pending.values()))
 
 
+def any_waiting(view: ClusterView) -> bool:
+    """Whether a job is paused or pending (without listing them: asked on every report)."""
+    return bool(view.paused) or bool(view.pending)
+
+
+def room_for_none(view: ClusterView) -> bool:
+    """Whether the aggregate free capacity is below :attr:`ClusterView.task_floor` in some resource
+    (with :func:`greedy_by_value`'s ``EPS``): then no waiting job's first unit (``n_min >= 1`` workers
+    plus its parameter servers) fits it, and a round over the free room alone admits nobody."""
+    return bool((view.free.sum(axis=0) + EPS < view.task_floor).any())
+
+
 # ----------------------------------------------------------------------------- placement
 def balanced_placement(draft: Draft, job: JobView, n_workers: int, max_tries: int = 16) -> Placement | None:
     """Optimus's placement (§4.2): the fewest servers ``k`` that each take an even share of the
