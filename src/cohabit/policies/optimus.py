@@ -78,7 +78,7 @@ from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .params import build
-from .targets import (EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
+from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
                       room_for_none, waiting_jobs)
 
 
@@ -132,7 +132,7 @@ class JobModels:
         jid = job.id
         pts = job.metrics.get("loss")
         if pts:
-            self.loss.update(jid, pts)
+            self.loss.fold(jid, pts)  # fitted when a round reads the curve
         it = job.iter_time
         if it:
             w = job.n_workers
@@ -286,11 +286,48 @@ class JobModels:
         remaining = self._remaining(done, declared, total, hist_iters)
         if view is not None and self._rows is not None:
             worker, ps, cap = self._rows[iv[5]], self._rows[iv[6]], view.capacity.sum(axis=0)
+        elif view is not None:  # no job seen yet (an empty snapshot)
+            cap = view.capacity.sum(axis=0)
+            worker = ps = np.zeros((n, cap.shape[0]))
         else:
             worker = ps = np.zeros((n, 0))
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def admission_window(self, view: ClusterView, waiting: Sequence[JobView], free: np.ndarray,
+                         scan: int = ADMIT_SCAN) -> int:
+        """How many of ``waiting`` (in order) :func:`admit_in_order` can admit into ``free``: up to
+        the first whose minimum's cumulative demand (the same running sum) does not fit, plus the
+        ``scan`` it back-fills from; later jobs are never admitted, so a round need not look at them.
+        Read in chunks, so a long queue behind a full cluster costs one chunk per round."""
+        carry = np.zeros_like(free)
+        start, n = 0, len(waiting)
+        while start < n:
+            chunk = waiting[start:start + scan]
+            cum = np.cumsum(np.vstack([carry[None, :], self._first_cost(view, chunk)]), axis=0)[1:]
+            bad = ~(cum <= free + EPS).all(axis=1)
+            if bad.any():
+                return min(n, start + int(np.argmax(bad)) + scan)
+            carry = cum[-1]
+            start += len(chunk)
+        return n
+
+    def _first_cost(self, view: ClusterView, jobs: Sequence[JobView]) -> np.ndarray:
+        """Each job's minimum, ``n_min`` workers plus its parameter servers, as
+        :meth:`Snapshot.bundle` computes it."""
+        static = self._static
+        lo: list[int] = []
+        w_idx: list[int] = []
+        p_idx: list[int] = []
+        for job in jobs:
+            st = static.get(job.id) or self._static_of(view, job)
+            lo.append(st[1])
+            w_idx.append(st[6])
+            p_idx.append(st[7])
+        rows = self._rows
+        assert rows is not None  # set by _static_of
+        return rows[w_idx] * np.array(lo, dtype=np.int64)[:, None] + rows[p_idx]
 
     def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
         """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),
@@ -337,6 +374,13 @@ class Snapshot:
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+    def extend(self, more: Snapshot) -> Snapshot:
+        """This snapshot's jobs followed by ``more``'s (taken at the same time and view)."""
+        fields = [f for f in self.__dataclass_fields__ if f != "total"]
+        parts = {f: (getattr(self, f) + getattr(more, f) if f in ("jobs", "ids")
+                     else np.concatenate([getattr(self, f), getattr(more, f)])) for f in fields}
+        return Snapshot(**parts, total=self.total)
 
     def share(self, v: np.ndarray) -> np.ndarray:
         """Dominant share of each row of ``v`` in the cluster (DRF's dominant resource, as Optimus uses)."""
@@ -418,15 +462,19 @@ class Optimus(ObservingPolicy):
         Full round: running jobs keep their minimum (rigid ones their size), waiting jobs are
         admitted at theirs in arrival order, then every elastic job grows by marginal gain.
         Event round: running jobs are left alone; waiting jobs are admitted into free room
-        and sized by the same greedy."""
+        and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
+        :func:`admit_in_order` never reaches) get 0 without being looked at."""
         running = list(view.running.values()) if full else []
-        snap = self.models.snapshot(view, running + list(waiting))
+        run = self.models.snapshot(view, running)
         n_run = len(running)
-        rigid = snap.n_min == snap.n_max
+        rigid = run.n_min == run.n_max
+        base_run = np.where(rigid, run.cur, run.n_min)
+        free = run.total.copy() if full else view.free.sum(axis=0)
+        free -= run.bundle(base_run).sum(axis=0)
+        considered = waiting[:self.models.admission_window(view, waiting, free)] if waiting else []
+        snap = run.extend(self.models.snapshot(view, considered)) if considered else run
         base = snap.n_min.copy()
-        base[:n_run] = np.where(rigid[:n_run], snap.cur[:n_run], snap.n_min[:n_run])
-        free = snap.total.copy() if full else view.free.sum(axis=0)
-        free -= snap.bundle(base)[:n_run].sum(axis=0)
+        base[:n_run] = base_run
         admitted = np.ones(len(snap), dtype=bool)
         if len(snap) > n_run:
             ok, free = admit_in_order(snap.bundle(base)[n_run:], free)
@@ -438,7 +486,10 @@ class Optimus(ObservingPolicy):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
         stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
         n = np.where(stay, snap.cur, n)
-        return dict(zip(snap.ids, n.tolist()))
+        targets = dict(zip(snap.ids, n.tolist()))
+        for job in waiting[len(considered):]:
+            targets[job.id] = 0
+        return targets
 
     def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Workers added beyond ``base`` by the marginal-gain greedy.
@@ -459,7 +510,7 @@ class Optimus(ObservingPolicy):
 
     def _round(self, view: ClusterView, waiting: list[JobView], *, full: bool) -> Plan:
         targets = self.targets(view, waiting, full=full)
-        order = list(chain(view.running.values(), waiting))
+        order = list(chain(view.running.values(), (job for job in waiting if targets.get(job.id))))
         return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
 
 

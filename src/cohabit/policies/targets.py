@@ -21,6 +21,7 @@ from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
 
 EPS = 1e-9
+ADMIT_SCAN = 512  # rows admit_in_order back-fills from past the first that does not fit
 Placer = Callable[[Draft, JobView, int], "Placement | None"]
 
 
@@ -78,7 +79,7 @@ def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.nd
     return counts, rem
 
 
-def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
+def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = ADMIT_SCAN) -> tuple[np.ndarray, np.ndarray]:
     """Admit jobs in row order while their ``cost`` fits ``free`` (skipping those that do not)."""
     n = cost.shape[0]
     values = (n - np.arange(n, dtype=np.float64))[:, None]
