@@ -109,3 +109,23 @@ def test_long_histories_are_thinned_and_still_fit() -> None:
     fit = fits.update("j", pts)
     assert fit is not None
     assert (fit.beta0, fit.beta1, fit.beta2) == pytest.approx((0.001, 1.0, 0.3), rel=1e-3, abs=1e-4)
+
+
+@pytest.mark.parametrize("recency", [None, 0.9])
+def test_a_deferred_fit_is_the_fit_made_at_the_report_it_fell_due(recency) -> None:
+    """``fold`` defers a due fit to the next read; it must fit the same first ``n`` points (not the
+    points appended since), so reading once per round equals refitting at every report."""
+    pts = curve_points(0.004, 1.0, 0.1, range(0, 20000, 60))
+    eager, lazy = LossFits(recency=recency), LossFits(recency=recency)
+    history: list[tuple[float, float]] = []  # grows by appending, as the engine's metric list does
+    reads = 0
+    for i, p in enumerate(pts):
+        history.append(p)
+        want = eager.update("j", list(history))
+        lazy.fold("j", history)
+        if i % 7 == 3:  # read now and then, with several due fits in between
+            assert lazy.get("j") == want
+            reads += 1
+        assert (lazy.max_rate("j"), lazy.last_rate("j")) == (eager.max_rate("j"), eager.last_rate("j"))
+    assert lazy.get("j") == eager.get("j")
+    assert lazy.fits < eager.fits  # fits not read were skipped

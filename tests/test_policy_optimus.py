@@ -225,3 +225,44 @@ def check_terminates(policy, seed: int) -> None:
 @given(st.integers(0, 2**31))
 def test_property_no_over_allocation_and_every_job_terminates(seed: int) -> None:
     check_terminates(Optimus(interval=40.0, report_interval=15.0, restart_cost=5.0), seed)
+
+
+class Hold(BasePolicy):
+    """Starts nothing: every job stays pending."""
+
+    name = "hold"
+
+    def decide(self, view):  # type: ignore[override]
+        return []
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_admission_window_holds_every_job_admit_in_order_admits(seed: int) -> None:
+    """A round looks only at the waiting jobs before ``admission_window``; every job admit_in_order
+    admits from the whole queue lies before it, and admitting from the window alone gives the same."""
+    from cohabit.policies.optimus import JobModels
+    from cohabit.policies.targets import admit_in_order
+
+    rng = np.random.default_rng(seed)
+    jobs = []
+    for i in range(400):
+        demand = Resources(gpu=float(rng.integers(0, 3)), cpu=float(rng.integers(1, 9)), mem_gb=float(rng.integers(1, 40)))
+        n = int(rng.integers(1, 4))
+        spec = JobSpec(id=f"j{i}", architecture="allreduce", workers=TaskGroup(count=n, demand=demand), n_min=1,
+                       n_max=n + 1)
+        jobs.append(TraceJob(spec, JobTruth(iterations=100, duration=100.0, ref_workers=1)))
+    sched = Scheduler(small_cluster(4, 4), Hold(), SimBackend(jobs, NO_COST), horizon=1.0, strict=True)
+    sched.run([j.spec for j in jobs])
+    view, models = sched.view, JobModels()
+    waiting = list(view.pending.values())
+    assert len(waiting) == len(jobs)
+    free = view.capacity.sum(axis=0) * float(rng.uniform(0.2, 4.0))
+    scan = int(rng.integers(3, 40))
+    k = models.admission_window(view, waiting, free, scan=scan)
+    snap = models.snapshot(view, waiting)
+    cost = snap.bundle(snap.n_min)
+    ok_all, rem_all = admit_in_order(cost, free, scan=scan)
+    ok_win, rem_win = admit_in_order(cost[:k], free, scan=scan)
+    assert not ok_all[k:].any()
+    assert (ok_all[:k] == ok_win).all() and (rem_all == rem_win).all()
+    assert k < len(waiting)  # the queue is cut short

@@ -40,8 +40,9 @@ number of points has grown by 10%), so schedulers never refit in a decision.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -198,7 +199,7 @@ def _polish(k: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, ymin:
 
 
 class _Track:
-    __slots__ = ("n_fit", "curve", "n_seen", "max_rate", "last_rate")
+    __slots__ = ("n_fit", "curve", "n_seen", "max_rate", "last_rate", "due")
 
     def __init__(self) -> None:
         self.n_fit = 0
@@ -206,6 +207,8 @@ class _Track:
         self.n_seen = 0
         self.max_rate = 0.0  # largest loss drop per iteration between consecutive reports
         self.last_rate = 0.0
+        # a fit that fell due and is not done yet: (the append-only points list, how many of them)
+        self.due: tuple[Points, int] | None = None
 
 
 class LossFits:
@@ -238,10 +241,20 @@ class LossFits:
         self.recency = recency
         self.polish = polish
         self._tracks: dict[str, _Track] = {}
+        self._tracks_ro = MappingProxyType(self._tracks)
         self.fits = 0  # number of fits done (for cost accounting)
 
     def update(self, job_id: str, points: Points) -> LossCurve | None:
         """Fold the job's loss reports in; refit if due. Returns the current fit."""
+        self.fold(job_id, points)
+        return self.track(job_id).curve
+
+    def fold(self, job_id: str, points: Points) -> None:
+        """:meth:`update` without fitting yet: a fit that falls due is done when the job's curve is
+        next read (:meth:`get`, :meth:`track`), on the same first ``n`` points, so a scheduler that
+        reads the curve once per round does not fit at every report in between (a later due fit
+        replaces an earlier one not read). ``points`` must only grow by appending until then (the
+        engine's metric histories do)."""
         t = self._tracks.get(job_id)
         if t is None:
             t = self._tracks[job_id] = _Track()
@@ -255,21 +268,36 @@ class LossFits:
                     t.last_rate = max(rate, 0.0)
                     t.max_rate = max(t.max_rate, t.last_rate)
             t.n_seen = n
-        due = n >= self.min_points and (n < self.dense and n > t.n_fit or n >= t.n_fit * (1 + self.growth) + 1)
-        if due:
-            pts = points if n <= self.max_points else [points[int(i)] for i in
-                                                       np.linspace(0, n - 1, self.max_points).round()]
-            weights = None
-            if self.recency is not None:
-                weights = [self.recency ** (len(pts) - 1 - i) for i in range(len(pts))]
-            t.curve = fit_loss_curve(pts, weights, polish=self.polish)
+        if n >= self.min_points and (n < self.dense and n > t.n_fit or n >= t.n_fit * (1 + self.growth) + 1):
+            t.due = (points, n)
             t.n_fit = n
-            self.fits += 1
-        return t.curve
+
+    def _fit_due(self, t: _Track) -> None:
+        points, n = t.due  # type: ignore[misc]
+        t.due = None
+        pts = points[:n] if n <= self.max_points else [points[int(i)] for i in
+                                                       np.linspace(0, n - 1, self.max_points).round()]
+        weights = None
+        if self.recency is not None:
+            weights = [self.recency ** (len(pts) - 1 - i) for i in range(len(pts))]
+        t.curve = fit_loss_curve(pts, weights, polish=self.polish)
+        self.fits += 1
+
+    @property
+    def tracks(self) -> Mapping[str, _Track]:
+        """The jobs whose losses were folded in (read-only)."""
+        return self._tracks_ro
+
+    def track(self, job_id: str) -> _Track:
+        """The job's fit (done now if one fell due) and drop rates (``KeyError`` if none of its
+        losses were folded in)."""
+        t = self._tracks[job_id]
+        if t.due is not None:
+            self._fit_due(t)
+        return t
 
     def get(self, job_id: str) -> LossCurve | None:
-        t = self._tracks.get(job_id)
-        return None if t is None else t.curve
+        return self.track(job_id).curve if job_id in self._tracks else None
 
     def max_rate(self, job_id: str) -> float:
         """Largest observed loss decrease per iteration (SLAQ's normaliser); 0 if unknown."""

@@ -78,7 +78,8 @@ from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .params import build
-from .targets import EPS, admit_in_order, apply_targets, balanced_placement, greedy_by_value, waiting_jobs
+from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
+                      room_for_none, waiting_jobs)
 
 
 
@@ -110,8 +111,11 @@ class JobModels:
         self.loss = LossFits(recency=recency)
         self._speed: dict[str, SpeedModel] = {}
         self._abc: dict[str, tuple[float, float, float]] = {}
-        # per job: (loss-curve estimate of total iterations, beta0, beta1, max drop rate, last drop rate)
-        self._fit: dict[str, tuple[float, float, float, float, float]] = {}
+        # per job: (the loss curve it was computed from, loss-curve estimate of total iterations, beta0,
+        # beta1): computed when a snapshot first sees a new curve, not on every report
+        self._fit: dict[str, tuple[LossCurve | None, float, float, float]] = {}
+        # per job: the (workers, iteration time) of its last speed observation (a repeat changes nothing)
+        self._last_speed: dict[str, tuple[int, float]] = {}
         self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
@@ -122,24 +126,40 @@ class JobModels:
 
     # -- observations
     def observe(self, job: JobView) -> None:
+        """Fold one report in: the loss points into the job's fit (:meth:`LossFits.update`), the
+        measured speed into its speed model. Called on every report, so it does only that: the
+        estimates a decision reads are derived from the fit when a snapshot needs them."""
+        jid = job.id
         pts = job.metrics.get("loss")
         if pts:
-            curve = self.loss.update(job.id, pts)
-            total = math.nan
-            b0 = b1 = math.nan
+            self.loss.fold(jid, pts)  # fitted when a round reads the curve
+        it = job.iter_time
+        if it:
+            w = job.n_workers
+            if w > 0 and self._last_speed.get(jid) != (w, it):
+                # the same (workers, iteration time) as the last observation is a no-op of SpeedModel.observe
+                self._last_speed[jid] = (w, it)
+                m = self._speed.get(jid)
+                if m is None:
+                    m = self._speed[jid] = SpeedModel(speed_mode(job))
+                if m.observe(job.spec.num_ps, w, 1.0 / it):
+                    self._abc.pop(jid, None)
+
+    def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
+        """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
+        rate)`` of a job whose loss was observed; the curve-derived part cached per fitted curve."""
+        track = self.loss.track(jid)
+        curve = track.curve
+        hit = self._fit.get(jid)
+        if hit is None or hit[0] is not curve:
+            total = b0 = b1 = math.nan
             if curve is not None:
                 b0, b1 = curve.beta0, curve.beta1
                 total = curve.iterations_to_converge(self.tolerance)
-                if job.spec.iterations is not None:
-                    total = min(total, float(job.spec.iterations))
-            self._fit[job.id] = (total, b0, b1, self.loss.max_rate(job.id), self.loss.last_rate(job.id))
-        it, w = job.iter_time, job.n_workers
-        if it and w > 0:
-            m = self._speed.get(job.id)
-            if m is None:
-                m = self._speed[job.id] = SpeedModel(speed_mode(job))
-            if m.observe(job.spec.num_ps, w, 1.0 / it):
-                self._abc.pop(job.id, None)
+                if declared == declared:  # a declared count caps the estimate
+                    total = min(total, declared)
+            hit = self._fit[jid] = (curve, total, b0, b1)
+        return hit[1], hit[2], hit[3], track.max_rate, track.last_rate
 
     def forget(self, job: JobView) -> None:
         if job.state is JobState.FINISHED and job.reported_iterations > 0:
@@ -153,7 +173,7 @@ class JobModels:
                 s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
                 self._iter_time_by_model[job.spec.model] = (s + sum(abc), n + 1)
         self.loss.drop(job.id)
-        for cache in (self._speed, self._abc, self._fit, self._static):
+        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed):
             cache.pop(job.id, None)  # type: ignore[attr-defined]
 
     # -- estimates
@@ -230,7 +250,7 @@ class JobModels:
         flts: list[float] = []
         nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
         running, paused = JobState.RUNNING, JobState.PAUSED
-        static, abcs, fits = self._static, self._abc, self._fit
+        static, abcs, tracks = self._static, self._abc, self.loss.tracks
         hist: dict[str, float] = {}
         prior: dict[str, tuple[float, float, float]] = {}
         ids: list[str] = []
@@ -257,7 +277,7 @@ class JobModels:
                 h = hist[model] = self._history_iterations(model)
             ints.extend((seq, cur, lo, hi, code, w_row, p_row))
             flts.extend((job.iterations_done(now), submit, declared, a, b, c))
-            flts.extend(fits.get(jid, nan5))
+            flts.extend(self._fit_of(jid, declared) if jid in tracks else nan5)
             flts.append(h)
         n = len(jobs)
         iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
@@ -266,11 +286,48 @@ class JobModels:
         remaining = self._remaining(done, declared, total, hist_iters)
         if view is not None and self._rows is not None:
             worker, ps, cap = self._rows[iv[5]], self._rows[iv[6]], view.capacity.sum(axis=0)
+        elif view is not None:  # no job seen yet (an empty snapshot)
+            cap = view.capacity.sum(axis=0)
+            worker = ps = np.zeros((n, cap.shape[0]))
         else:
             worker = ps = np.zeros((n, 0))
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def admission_window(self, view: ClusterView, waiting: Sequence[JobView], free: np.ndarray,
+                         scan: int = ADMIT_SCAN) -> int:
+        """How many of ``waiting`` (in order) :func:`admit_in_order` can admit into ``free``: up to
+        the first whose minimum's cumulative demand (the same running sum) does not fit, plus the
+        ``scan`` it back-fills from; later jobs are never admitted, so a round need not look at them.
+        Read in chunks, so a long queue behind a full cluster costs one chunk per round."""
+        carry = np.zeros_like(free)
+        start, n = 0, len(waiting)
+        while start < n:
+            chunk = waiting[start:start + scan]
+            cum = np.cumsum(np.vstack([carry[None, :], self._first_cost(view, chunk)]), axis=0)[1:]
+            bad = ~(cum <= free + EPS).all(axis=1)
+            if bad.any():
+                return min(n, start + int(np.argmax(bad)) + scan)
+            carry = cum[-1]
+            start += len(chunk)
+        return n
+
+    def _first_cost(self, view: ClusterView, jobs: Sequence[JobView]) -> np.ndarray:
+        """Each job's minimum, ``n_min`` workers plus its parameter servers, as
+        :meth:`Snapshot.bundle` computes it."""
+        static = self._static
+        lo: list[int] = []
+        w_idx: list[int] = []
+        p_idx: list[int] = []
+        for job in jobs:
+            st = static.get(job.id) or self._static_of(view, job)
+            lo.append(st[1])
+            w_idx.append(st[6])
+            p_idx.append(st[7])
+        rows = self._rows
+        assert rows is not None  # set by _static_of
+        return rows[w_idx] * np.array(lo, dtype=np.int64)[:, None] + rows[p_idx]
 
     def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
         """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),
@@ -317,6 +374,13 @@ class Snapshot:
 
     def __len__(self) -> int:
         return len(self.jobs)
+
+    def extend(self, more: Snapshot) -> Snapshot:
+        """This snapshot's jobs followed by ``more``'s (taken at the same time and view)."""
+        fields = [f for f in self.__dataclass_fields__ if f != "total"]
+        parts = {f: (getattr(self, f) + getattr(more, f) if f in ("jobs", "ids")
+                     else np.concatenate([getattr(self, f), getattr(more, f)])) for f in fields}
+        return Snapshot(**parts, total=self.total)
 
     def share(self, v: np.ndarray) -> np.ndarray:
         """Dominant share of each row of ``v`` in the cluster (DRF's dominant resource, as Optimus uses)."""
@@ -379,14 +443,16 @@ class Optimus(ObservingPolicy):
     # decision
     def decide(self, view: ClusterView) -> Plan:
         now = view.now
-        waiting = waiting_jobs(view)
+        waiting = any_waiting(view)  # decide runs after every report: no per-job work unless a round is due
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            return self._round(view, waiting, full=True)
+            return self._round(view, waiting_jobs(view), full=True)
         if self._event and waiting:
             self._event = False
-            return self._round(view, waiting, full=False)
+            if room_for_none(view):  # the round below would admit nobody: the same empty plan
+                return []
+            return self._round(view, waiting_jobs(view), full=False)
         self._event = False
         return []
 
@@ -396,15 +462,19 @@ class Optimus(ObservingPolicy):
         Full round: running jobs keep their minimum (rigid ones their size), waiting jobs are
         admitted at theirs in arrival order, then every elastic job grows by marginal gain.
         Event round: running jobs are left alone; waiting jobs are admitted into free room
-        and sized by the same greedy."""
+        and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
+        :func:`admit_in_order` never reaches) get 0 without being looked at."""
         running = list(view.running.values()) if full else []
-        snap = self.models.snapshot(view, running + list(waiting))
+        run = self.models.snapshot(view, running)
         n_run = len(running)
-        rigid = snap.n_min == snap.n_max
+        rigid = run.n_min == run.n_max
+        base_run = np.where(rigid, run.cur, run.n_min)
+        free = run.total.copy() if full else view.free.sum(axis=0)
+        free -= run.bundle(base_run).sum(axis=0)
+        considered = waiting[:self.models.admission_window(view, waiting, free)] if waiting else []
+        snap = run.extend(self.models.snapshot(view, considered)) if considered else run
         base = snap.n_min.copy()
-        base[:n_run] = np.where(rigid[:n_run], snap.cur[:n_run], snap.n_min[:n_run])
-        free = snap.total.copy() if full else view.free.sum(axis=0)
-        free -= snap.bundle(base)[:n_run].sum(axis=0)
+        base[:n_run] = base_run
         admitted = np.ones(len(snap), dtype=bool)
         if len(snap) > n_run:
             ok, free = admit_in_order(snap.bundle(base)[n_run:], free)
@@ -416,7 +486,10 @@ class Optimus(ObservingPolicy):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
         stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
         n = np.where(stay, snap.cur, n)
-        return dict(zip(snap.ids, n.tolist()))
+        targets = dict(zip(snap.ids, n.tolist()))
+        for job in waiting[len(considered):]:
+            targets[job.id] = 0
+        return targets
 
     def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Workers added beyond ``base`` by the marginal-gain greedy.
@@ -437,7 +510,7 @@ class Optimus(ObservingPolicy):
 
     def _round(self, view: ClusterView, waiting: list[JobView], *, full: bool) -> Plan:
         targets = self.targets(view, waiting, full=full)
-        order = list(chain(view.running.values(), waiting))
+        order = list(chain(view.running.values(), (job for job in waiting if targets.get(job.id))))
         return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
 
 

@@ -46,7 +46,8 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
 from .params import build
-from .targets import admit_in_order, apply_targets, consolidated_placer, greedy_by_value, waiting_jobs
+from .targets import (admit_in_order, any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none,
+                      waiting_jobs)
 
 
 class SLAQ(ObservingPolicy):
@@ -86,14 +87,16 @@ class SLAQ(ObservingPolicy):
     # decision
     def decide(self, view: ClusterView) -> Plan:
         now = view.now
-        waiting = waiting_jobs(view)
+        waiting = any_waiting(view)  # decide runs after every report: no per-job work unless a round is due
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            return self._round(view, list(chain(view.running.values(), waiting)), full=True)
+            return self._round(view, list(chain(view.running.values(), waiting_jobs(view))), full=True)
         if self._event and waiting:
             self._event = False
-            return self._round(view, waiting, full=False)
+            if room_for_none(view):  # the round below would admit nobody: the same empty plan
+                return []
+            return self._round(view, waiting_jobs(view), full=False)
         self._event = False
         return []
 

@@ -21,6 +21,7 @@ from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
 
 EPS = 1e-9
+ADMIT_SCAN = 512  # rows admit_in_order back-fills from past the first that does not fit
 Placer = Callable[[Draft, JobView, int], "Placement | None"]
 
 
@@ -78,7 +79,7 @@ def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.nd
     return counts, rem
 
 
-def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
+def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = ADMIT_SCAN) -> tuple[np.ndarray, np.ndarray]:
     """Admit jobs in row order while their ``cost`` fits ``free`` (skipping those that do not)."""
     n = cost.shape[0]
     values = (n - np.arange(n, dtype=np.float64))[:, None]
@@ -93,6 +94,18 @@ def is_rigid(job: JobView) -> bool:
 def waiting_jobs(view: ClusterView) -> list[JobView]:
     """Paused then pending jobs, each in the engine's order (pause order, arrival order)."""
     return list(chain(view.paused.values(), view.pending.values()))
+
+
+def any_waiting(view: ClusterView) -> bool:
+    """Whether a job is paused or pending (without listing them: asked on every report)."""
+    return bool(view.paused) or bool(view.pending)
+
+
+def room_for_none(view: ClusterView) -> bool:
+    """Whether the aggregate free capacity is below :attr:`ClusterView.task_floor` in some resource
+    (with :func:`greedy_by_value`'s ``EPS``): then no waiting job's first unit (``n_min >= 1`` workers
+    plus its parameter servers) fits it, and a round over the free room alone admits nobody."""
+    return bool((view.free.sum(axis=0) + EPS < view.task_floor).any())
 
 
 # ----------------------------------------------------------------------------- placement

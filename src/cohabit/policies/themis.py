@@ -73,7 +73,7 @@ from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
 from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
 from .params import build
-from .targets import apply_targets, consolidated_placer, greedy_by_value, waiting_jobs
+from .targets import any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none, waiting_jobs
 from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
@@ -96,6 +96,10 @@ class Themis(ObservingPolicy):
         self.name = "themis"
         self._event = False
         self._expiry: dict[str, float] = {}  # running job -> end of its lease
+        # the earliest lease end among the running jobs (-inf: one holds none) and the allocation version
+        # it was taken at: while no allocation changed and no round ran, the running jobs and their lease
+        # ends are the same, so a turn before that time has no expired lease (decide runs on every report)
+        self._soonest: tuple[int, float] | None = None
         # contention integral: C(t) = integral of the number of active jobs
         self._c = 0.0
         self._t = 0.0
@@ -129,6 +133,7 @@ class Themis(ObservingPolicy):
         self._advance(view)
         self._arrived.pop(job.id, None)
         self._expiry.pop(job.id, None)
+        self._soonest = None
         self.models.forget(job)
         self._event = True
 
@@ -162,15 +167,18 @@ class Themis(ObservingPolicy):
         self._advance(view)
         now = view.now
         horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
-        expired = [job for jid, job in view.running.items() if self._expiry.get(jid, -math.inf) <= horizon]
-        waiting = waiting_jobs(view)
-        if not expired and not (self._event and waiting):
+        expired = self._expired(view, horizon)
+        if not expired and not (self._event and any_waiting(view)):
             self._event = False
             return []
         self._event = False
         typed = self.type_speeds.heterogeneous(view)
         if typed:  # the running jobs' speeds on their types, as last reported
             self.type_speeds.observe(view)
+        if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
+            return []
+        self._soonest = None  # the round sets lease ends
+        waiting = waiting_jobs(view)
         targets, served = self.targets(view, expired + waiting)
         for jid, n in targets.items():
             if n > 0:
@@ -187,6 +195,19 @@ class Themis(ObservingPolicy):
             if job.id not in started:
                 self._expiry.pop(job.id, None)
         return plan
+
+    def _expired(self, view: ClusterView, horizon: float) -> list[JobView]:
+        """The running jobs whose lease ends by ``horizon`` (or that hold none), in running order."""
+        version = view.allocation_version
+        soonest = self._soonest
+        if soonest is not None and soonest[0] == version and horizon < soonest[1]:
+            return []
+        expiry = self._expiry
+        ends = [expiry.get(jid, -math.inf) for jid in view.running]
+        self._soonest = (version, min(ends, default=math.inf))
+        if horizon < self._soonest[1]:
+            return []
+        return [job for job, end in zip(view.running.values(), ends) if end <= horizon]
 
     def faster_types(self, view: ClusterView, plan: Plan, renewed: Sequence[JobView]) -> Plan:
         """Moves of jobs whose lease was just renewed to a faster GPU type with room after ``plan``
