@@ -35,6 +35,7 @@ Non-preemptive: running tasks are never paused (Tetris packs free resources).
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -99,11 +100,46 @@ class Tetris(BasePolicy):
         self._models: dict[str, int] = {}
         self._oracle: Oracle | None = None
         self._inv = np.zeros(0)
+        # the waiting jobs by worker shape (demand row bytes, workers): a round in which no waiting shape
+        # fits anywhere plans nothing, and is answered from these without a pass over the queue
+        self._by_shape: dict[tuple[bytes, int], tuple[np.ndarray, set[str]]] = {}
+        self._indexed: dict[str, tuple[bytes, int]] = {}  # job id -> its key in _by_shape
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         if self.fairness > 0:
             self._book.see(job, view)
+        self._index(view, job)
+
+    def _index(self, view: ClusterView, job: JobView) -> None:
+        key, w, n, _ = self._info(view, job)
+        hit = self._by_shape.get((key, n))
+        if hit is None:
+            hit = self._by_shape[(key, n)] = (w, set())
+        hit[1].add(job.id)
+        self._indexed[job.id] = (key, n)
+
+    def _unindex(self, job_id: str) -> None:
+        shape = self._indexed.pop(job_id, None)
+        if shape is not None:
+            self._by_shape[shape][1].discard(job_id)
+
+    def _in_step(self, view: ClusterView, waiting_ids: AbstractSet[str], count: int) -> bool:
+        """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view: C speed)."""
+        return view is self._view and count == len(self._indexed) and self._indexed.keys() >= waiting_ids
+
+    def _nothing_fits(self, view: ClusterView) -> bool:
+        """True when the index holds exactly the waiting jobs and none of their shapes fits the free
+        capacity now: the first pick of :meth:`decide` would find no feasible job (room < workers or
+        no node with room for one task), so the round plans nothing. False when unsure."""
+        if view.paused or not self._in_step(view, view.pending.keys(), len(view.pending)):
+            return False
+        for (_, n), (w, ids) in self._by_shape.items():
+            if ids:
+                fit = view.fit_now(w)
+                if (fit > 0).any() and int(np.minimum(fit, 1 << 40).sum()) >= n:
+                    return False
+        return True
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -185,12 +221,20 @@ class Tetris(BasePolicy):
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._rows.pop(job.id, None)
+        self._unindex(job.id)
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        if self.fairness <= 0 and self._nothing_fits(view):  # (the fairness book must see every round)
+            return []
         waiting = list(waiting_in_order(view))
         if not waiting:
             return []
+        ids = view.pending.keys() if not view.paused else {j.id for j in waiting}
+        if not self._in_step(view, ids, len(waiting)):
+            self._by_shape, self._indexed = {}, {}  # out of step (e.g. a refused start): rebuilt
+            for job in waiting:
+                self._index(view, job)
         jobs = self._candidates(view, waiting)
         draft = Draft(view)
         cap = view.capacity
@@ -233,6 +277,7 @@ class Tetris(BasePolicy):
             placement = place_with(draft, jobs[k], aligned_chooser, n_workers=int(need[k]))
             if placement is not None:
                 plan.append(start_or_resume(jobs[k], placement))
+                self._unindex(jobs[k].id)
         return plan
 
 
