@@ -357,13 +357,30 @@ class GandivaRound:
             self.failed.clear()
 
     def _take_turns(self, rec: JobRec, pool) -> tuple[list[JobRec], Placement] | None:  # type: ignore[no-untyped-def]
+        """Suspend the jobs of ``pool`` in order until ``rec`` fits (on the last victim's nodes if the
+        shapes match, else by :meth:`place`); None, and the draft as it was, if all of them do not make
+        room. While the free GPUs plus those of the victims so far are fewer than ``rec``'s, no attempt
+        can succeed: those victims' room is given back only once there are enough (the same additions
+        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any."""
         draft = self.draft
         saved = draft.save()
+        victims = list(pool)
+        g = self.g
+        free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
+        if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
+            draft.restore(saved)
+            return None
         chosen: list[JobRec] = []
+        given = 0  # victims of ``chosen`` whose room is given back
         width = rec.n + rec.job.spec.num_ps
-        for v in pool:
-            draft.give_back(v.job)
+        for v in victims:
             chosen.append(v)
+            free_gpu += v.cls
+            if free_gpu < rec.cls - 1e-6:
+                continue
+            for u in chosen[given:]:
+                draft.give_back(u.job)
+            given = len(chosen)
             placement = v.job.placement
             if len(placement) == width and draft.reserve(rec.job, placement):
                 return chosen, placement  # the same nodes the suspended job had
