@@ -2,7 +2,8 @@
 and of the per-tenant policies on a contended multi-tenant Philly run.
 
     python bench/sim_pins.py            # rewrite tests/data/sim_pins_tiresias_480.json
-                                        # and tests/data/sim_pins_philly_tenants.json
+                                        # tests/data/sim_pins_philly_tenants.json
+                                        # and tests/data/sim_pins_philly_512.json
 
 ``tests/test_sim_pins.py`` runs the same simulations and compares them with this file, so a
 speed-up that changes a result fails there. Re-pin only for a deliberate change of behaviour,
@@ -19,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sim_pins_helpers import (PIN_FILE, PINNED_POLICIES, TENANT_PIN_FILE, TENANT_POLICIES,  # noqa: E402
-                              run_pinned, run_tenant_pinned)
+from sim_pins_helpers import (CONTENDED_PIN_FILE, CONTENDED_POLICIES, PIN_FILE, PINNED_POLICIES,  # noqa: E402
+                              TENANT_PIN_FILE, TENANT_POLICIES, run_contended_pinned, run_pinned, run_tenant_pinned)
 
 
 def main() -> None:
@@ -33,6 +34,10 @@ def main() -> None:
     TENANT_PIN_FILE.write_text(json.dumps({"trace": "philly_82k[:600]", "cluster": "muri-n8g8", "pins": pins},
                                           indent=1) + "\n")
     print(f"wrote {TENANT_PIN_FILE}")
+    pins = {p: run_contended_pinned(p) for p in CONTENDED_POLICIES}
+    CONTENDED_PIN_FILE.write_text(json.dumps({"trace": "philly_82k[:2000]", "cluster": "philly-512", "pins": pins},
+                                             indent=1) + "\n")
+    print(f"wrote {CONTENDED_PIN_FILE}")
 
 
 if __name__ == "__main__":

@@ -60,3 +60,29 @@ def run_tenant_pinned(policy: str) -> dict[str, Any]:
     jobs, cluster = _tenant_trace()
     out = simulate(jobs, cluster, make_policy(policy))
     return fingerprint(out.result.record, out.metrics)
+
+
+CONTENDED_PIN_FILE = Path(__file__).parent / "data" / "sim_pins_philly_512.json"
+
+#: Policies whose rounds scan a long queue, pinned on the contended Philly shape the speed work measures
+#: (issue 18): the first 2,000 Philly jobs on ``philly-512`` (64 x 8 GPUs; gandiva pauses, migrates and packs).
+CONTENDED_POLICIES = ("gandiva", "tetris")
+
+
+@cache
+def _contended_trace() -> tuple[Any, Any]:
+    from cohabit.sim.traces import load_trace
+    from cohabit.spec import cluster_from_arg
+
+    return load_trace("philly_82k", "philly", limit=2000).jobs, cluster_from_arg("philly-512")
+
+
+def run_contended_pinned(policy: str) -> dict[str, Any]:
+    """Fingerprint of ``policy`` on the first 2,000 jobs of ``philly_82k`` on ``philly-512``."""
+    from cohabit.policies import make_policy
+    from cohabit.report.fingerprint import fingerprint
+    from cohabit.sim.runner import simulate
+
+    jobs, cluster = _contended_trace()
+    out = simulate(jobs, cluster, make_policy(policy))
+    return fingerprint(out.result.record, out.metrics)

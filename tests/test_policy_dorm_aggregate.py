@@ -73,3 +73,29 @@ def test_only_large_problems_of_few_server_kinds_are_aggregated() -> None:
     assert should_aggregate(Problem(apps, same))
     distinct = np.array([[8.0 + j, 0.0] for j in range(100)])
     assert not should_aggregate(Problem(apps, distinct))
+
+
+def test_an_absolute_gap_stops_the_solve_at_an_incumbent_within_it() -> None:
+    """``solve(mip_abs_gap=...)`` reaches HiGHS: with a gap above any utilization the solve stops at its
+    first incumbent (here the keep-and-fill start), below the optimum; ``one_container`` is the smallest
+    container's utilization (the class solve's gap on large instances)."""
+    from cohabit.policies.dorm.aggregate import one_container
+    from cohabit.policies.dorm.milp import keep_and_fill
+
+    stopped = 0
+    for seed in range(12):
+        p = small_instance(seed)
+        assert p.running is not None
+        exact = solve(p, TH, threads=1)
+        start = keep_and_fill(p, TH.adjust_bound(int(p.running.sum())))
+        s_util = evaluate(p, start)[0]
+        if exact.status != "optimal" or s_util >= exact.utilization - 1e-9:
+            continue
+        loose = solve(p, TH, threads=1, start=start, mip_abs_gap=10.0, symmetry=False)
+        if loose.ok and loose.utilization < exact.utilization - 1e-9:
+            stopped += 1
+        assert loose.ok and loose.utilization <= exact.utilization + 1e-9
+    assert stopped >= 1
+    p = small_instance(0)
+    assert one_container(p) == pytest.approx(float(p.util_per_container[p.util_per_container > 0].min()), rel=1e-5)
+    assert one_container(p) < float(p.util_per_container[p.util_per_container > 0].min())

@@ -13,11 +13,12 @@ import json
 import pytest
 
 from cohabit.report.fingerprint import differences
-from sim_pins_helpers import (PIN_FILE, PINNED_POLICIES, TENANT_PIN_FILE, TENANT_POLICIES, run_pinned,
-                              run_tenant_pinned)
+from sim_pins_helpers import (CONTENDED_PIN_FILE, CONTENDED_POLICIES, PIN_FILE, PINNED_POLICIES, TENANT_PIN_FILE,
+                              TENANT_POLICIES, run_contended_pinned, run_pinned, run_tenant_pinned)
 
 PINS = json.loads(PIN_FILE.read_text())["pins"]
 TENANT_PINS = json.loads(TENANT_PIN_FILE.read_text())["pins"]
+CONTENDED_PINS = json.loads(CONTENDED_PIN_FILE.read_text())["pins"]
 
 
 def test_every_pinned_policy_has_a_pin():
@@ -38,6 +39,15 @@ def test_tenant_result_unchanged(policy):
     now = run_tenant_pinned(policy)
     diff = differences(TENANT_PINS[policy], now)
     assert not diff, f"{policy} on philly_82k[:600] changed: " + "; ".join(diff)
+
+
+@pytest.mark.parametrize("policy", CONTENDED_POLICIES)
+def test_contended_result_unchanged(policy):
+    """Policies whose rounds scan a long queue (gandiva, tetris) on 2,000 Philly jobs on philly-512."""
+    assert sorted(CONTENDED_PINS) == sorted(CONTENDED_POLICIES)
+    now = run_contended_pinned(policy)
+    diff = differences(CONTENDED_PINS[policy], now)
+    assert not diff, f"{policy} on philly_82k[:2000] at philly-512 changed: " + "; ".join(diff)
 
 
 def test_differences_names_what_moved():

@@ -129,6 +129,9 @@ class Gandiva(BasePolicy):
         self._partner: dict[str, str] = {}  # both directions of every packed pair
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
+        self._shared_version = 0  # bumped whenever _shared changes
+        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers and the free-device row
+        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._good_pairs: set[frozenset[str]] = set()
@@ -207,13 +210,13 @@ class Gandiva(BasePolicy):
         rec.nodes = nodes
         for node in nodes:
             self._aff[node, rec.ci] += 1
-            self._node_jobs[node][rec.job.id] = rec
+            self._node_jobs[node][rec.id] = rec
 
     def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
         for node in rec.nodes:
             self._aff[node, rec.ci] -= 1
-            self._node_jobs[node].pop(rec.job.id, None)
+            self._node_jobs[node].pop(rec.id, None)
         rec.nodes = ()
 
     def _dissolve(self, job_id: str) -> None:
@@ -226,35 +229,36 @@ class Gandiva(BasePolicy):
             devs = self._shared_devs.pop(guest, None)
             if devs:
                 self._shared.difference_update(devs)
+                self._shared_version += 1
 
     def _to_running(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         if rec.job.state is JobState.PAUSED:
-            self._resumed_at[rec.job.id] = now
-        self._wait.pop(rec.job.id, None)
-        self._run.pop(rec.job.id, None)
-        self._run[rec.job.id] = rec
+            self._resumed_at[rec.id] = now
+        self._wait.pop(rec.id, None)
+        self._run.pop(rec.id, None)
+        self._run[rec.id] = rec
         rec.running = True
         rec.turn_start = now
         self._release_nodes(rec)
         self._hold(rec, nodes)
 
     def _to_waiting(self, rec: JobRec, now: float) -> None:
-        self._run.pop(rec.job.id, None)
+        self._run.pop(rec.id, None)
         self._release_nodes(rec)
-        self._idle[(rec.n, rec.cls)].pop(rec.job.id, None)
-        self._dissolve(rec.job.id)
+        self._idle[(rec.n, rec.cls)].pop(rec.id, None)
+        self._dissolve(rec.id)
         rec.running = False
         rec.wait_since = now
         rec.key = (now, rec.job.seq)
-        self._wait[rec.job.id] = rec
+        self._wait[rec.id] = rec
 
     def _relocated(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         """A running job was migrated: it restarts its turn on ``nodes``, unmeasured."""
-        self._idle[(rec.n, rec.cls)].pop(rec.job.id, None)
-        self._dissolve(rec.job.id)
-        self._resumed_at[rec.job.id] = now
-        self._run.pop(rec.job.id, None)
-        self._run[rec.job.id] = rec
+        self._idle[(rec.n, rec.cls)].pop(rec.id, None)
+        self._dissolve(rec.id)
+        self._resumed_at[rec.id] = now
+        self._run.pop(rec.id, None)
+        self._run[rec.id] = rec
         rec.turn_start = now
         self._release_nodes(rec)
         self._hold(rec, nodes)
@@ -284,6 +288,8 @@ class Gandiva(BasePolicy):
     def decide(self, view: ClusterView) -> Plan:
         self._catch_up(view)
         plan: Plan = []
+        if not self._trials and not self._wait:
+            return plan  # nothing to measure, nobody waiting: a round would plan nothing
         rnd = GandivaRound(self, view, plan)
         if self._trials:
             self._evaluate_packs(rnd)
@@ -313,7 +319,7 @@ class Gandiva(BasePolicy):
                 continue
             self._bad_pairs.add(pair)
             rnd.unpack(guest, f"gandiva: packed progress {s_host + s_guest:.2f} < {self.pack_threshold:g} "
-                              f"(time-slicing); unpacked from {host.job.id}")
+                              f"(time-slicing); unpacked from {host.id}")
 
 
 def make(oracle: bool = False, **params: object) -> Gandiva:

@@ -30,11 +30,12 @@ EPS = 1e-9
 class JobRec:
     """What the policy keeps per active job."""
 
-    __slots__ = ("job", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
+    __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
                  "solo_iter", "nodes", "key")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
+        self.id = job.id  # a plain attribute: read in every round's loops over the queue and hosts
         self.cls = 0.0  # GPU count: Gandiva's size class and node affinity
         self.ci = 0  # column of the class in the affinity table
         self.n = 1  # workers
@@ -81,9 +82,15 @@ class GandivaRound:
         self.defrag_attempts = 0
         # per host: would the ledger time-share its devices (_ledger_picks)? The ledger does not change
         # within a round, and a pack makes its host's nodes dirty before it changes the shared devices
-        # there, so an answer holds for the round (hosts on dirty nodes are not asked again)
-        self._picks: dict[str, bool] = {}
-        self._free_dev: list[bool] | None = None  # per node: has a whole free GPU device (the ledger's)
+        # there, so an answer holds for the round (hosts on dirty nodes are not asked again). The answers
+        # (and the free-device row) depend only on the ledger and the policy's shared devices, so they are
+        # kept across rounds while neither changed (``Gandiva._picks_memo``, keyed by both versions)
+        key = (view.allocation_version, policy._shared_version)
+        memo = policy._picks_memo
+        if memo is None or memo[0] is not view or memo[1] != key:
+            memo = policy._picks_memo = (view, key, {}, [None])
+        self._picks: dict[str, bool] = memo[2]
+        self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
@@ -92,7 +99,7 @@ class GandivaRound:
         free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
         left: list[JobRec] = []
         for rec in waiting:
-            if rec.job.id in self.moved:
+            if rec.id in self.moved:
                 continue  # suspended in this very round (unpacked): its turn comes later
             if free + EPS >= rec.cls and self.place_free(rec):
                 free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
@@ -111,18 +118,18 @@ class GandivaRound:
         self.dirty.update(placement)
 
     def _suspend(self, rec: JobRec, reason: str) -> None:
-        self.plan.append(Pause(rec.job.id, reason=reason))
-        self.log.append(("wait", rec.job.id))
+        self.plan.append(Pause(rec.id, reason=reason))
+        self.log.append(("wait", rec.id))
         self.dirty.update(rec.nodes)
-        self.moved.add(rec.job.id)
+        self.moved.add(rec.id)
         self.p._to_waiting(rec, self.now)
 
     def _migrate(self, rec: JobRec, placement: Placement) -> None:
-        self.plan.append(Migrate(rec.job.id, placement))
-        self.log.append(("move", rec.job.id))
+        self.plan.append(Migrate(rec.id, placement))
+        self.log.append(("move", rec.id))
         self.dirty.update(rec.nodes)
         self.dirty.update(placement)
-        self.moved.add(rec.job.id)
+        self.moved.add(rec.id)
         self.p._relocated(rec, tuple(placement[: rec.n]), self.now)
 
     # ------------------------------------------------------- free capacity
@@ -188,7 +195,7 @@ class GandivaRound:
 
         def movable(node: int) -> list[JobRec]:
             return [r for r in p._node_jobs[node].values()
-                    if r.job.id not in self.moved and r.job.id not in p._partner and not r.job.spec.num_ps
+                    if r.id not in self.moved and r.id not in p._partner and not r.job.spec.num_ps
                     and len(set(r.nodes)) == 1 and self.now - r.turn_start >= self.slice - EPS]
 
         movers_by = {int(i): movable(int(i)) for i in cand}
@@ -240,7 +247,7 @@ class GandivaRound:
         for scanned, host in enumerate(list(hosts.values())):
             if scanned >= MAX_PACK_SCAN:
                 break
-            hid = host.job.id
+            hid = host.id
             if hid in self.moved or hid in p._partner or host.job.iter_time is None \
                     or p._pair(rec, host) in p._bad_pairs or any(node in self.dirty for node in host.nodes):
                 continue
@@ -259,14 +266,15 @@ class GandivaRound:
                 continue
             for node, c in per_node.items():
                 draft.free[node] -= rest * c
-            self.plan.append(Colocate((rec.job.id, hid), host.nodes))
-            self.log.append(("run", rec.job.id))
-            p._trials[rec.job.id] = PackTrial(hid, self.now, float(host.job.iter_time))
+            self.plan.append(Colocate((rec.id, hid), host.nodes))
+            self.log.append(("run", rec.id))
+            p._trials[rec.id] = PackTrial(hid, self.now, float(host.job.iter_time))
             p._to_running(rec, host.nodes, self.now)
-            p._partner[rec.job.id] = hid
-            p._partner[hid] = rec.job.id
-            p._shared_devs[rec.job.id] = alloc.devices
+            p._partner[rec.id] = hid
+            p._partner[hid] = rec.id
+            p._shared_devs[rec.id] = alloc.devices
             p._shared.update(alloc.devices)
+            p._shared_version += 1
             p._idle[(host.n, host.cls)].pop(hid, None)
             self.moved.add(hid)  # a host is not sliced or migrated in the round it packs
             self.dirty.update(host.nodes)
@@ -279,9 +287,9 @@ class GandivaRound:
         devices with the fewest jobs, then the most free room, then the lowest index."""
         dev = self.view.device_free
         shared = self.p._shared
-        if self._free_dev is None:
-            self._free_dev = (dev >= 1.0 - EPS).any(axis=1).tolist()  # (-1 marks no device: never free)
-        free_dev = self._free_dev
+        free_dev = self._free_dev_box[0]
+        if free_dev is None:
+            free_dev = self._free_dev_box[0] = (dev >= 1.0 - EPS).any(axis=1).tolist()  # (-1: no device, never free)
         for node in set(nodes):
             if free_dev[node]:
                 return False  # a free device on the node: the guest would own it instead
@@ -294,7 +302,7 @@ class GandivaRound:
 
     def unpack(self, guest: JobRec, reason: str) -> None:
         """Move the guest to free GPUs if any, else suspend it (it is time-sliced from then on)."""
-        if guest.job.id in self.moved:
+        if guest.id in self.moved:
             return
         p = self.place(guest)
         if p is not None:
@@ -311,7 +319,7 @@ class GandivaRound:
         for r in p._run.values():  # in the order their turns started: oldest turns first
             if now - r.turn_start < self.slice - EPS:
                 break
-            if r.job.id not in self.moved and r.job.id not in p._partner:
+            if r.id not in self.moved and r.id not in p._partner:
                 done.append(r)
         if not done:
             return
@@ -326,7 +334,7 @@ class GandivaRound:
                 return
             same = by_class.get(rec.cls, [])
             i = head[rec.cls]
-            while i < len(same) and same[i].job.id in taken:
+            while i < len(same) and same[i].id in taken:
                 i += 1
             head[rec.cls] = i
             cross = i == len(same)
@@ -336,26 +344,43 @@ class GandivaRound:
             if key in self.failed_turn:
                 continue
             pool = done if cross else same[i:]
-            got = self._take_turns(rec, (r for r in pool if r.job.id not in taken))
+            got = self._take_turns(rec, (r for r in pool if r.id not in taken))
             if got is None:
                 self.failed_turn.add(key)
                 continue
             victims, placement = got
             for v in victims:
-                taken.add(v.job.id)
+                taken.add(v.id)
                 remaining -= 1
-                self._suspend(v, f"gandiva: time slice over, {rec.job.id} resumes")
+                self._suspend(v, f"gandiva: time slice over, {rec.id} resumes")
             self._start(rec, placement)
             self.failed.clear()
 
     def _take_turns(self, rec: JobRec, pool) -> tuple[list[JobRec], Placement] | None:  # type: ignore[no-untyped-def]
+        """Suspend the jobs of ``pool`` in order until ``rec`` fits (on the last victim's nodes if the
+        shapes match, else by :meth:`place`); None, and the draft as it was, if all of them do not make
+        room. While the free GPUs plus those of the victims so far are fewer than ``rec``'s, no attempt
+        can succeed: those victims' room is given back only once there are enough (the same additions
+        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any."""
         draft = self.draft
         saved = draft.save()
+        victims = list(pool)
+        g = self.g
+        free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
+        if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
+            draft.restore(saved)
+            return None
         chosen: list[JobRec] = []
+        given = 0  # victims of ``chosen`` whose room is given back
         width = rec.n + rec.job.spec.num_ps
-        for v in pool:
-            draft.give_back(v.job)
+        for v in victims:
             chosen.append(v)
+            free_gpu += v.cls
+            if free_gpu < rec.cls - 1e-6:
+                continue
+            for u in chosen[given:]:
+                draft.give_back(u.job)
+            given = len(chosen)
             placement = v.job.placement
             if len(placement) == width and draft.reserve(rec.job, placement):
                 return chosen, placement  # the same nodes the suspended job had

@@ -35,6 +35,7 @@ Non-preemptive: running tasks are never paused (Tetris packs free resources).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Set as AbstractSet
 
 import numpy as np
 
@@ -50,6 +51,10 @@ from .params import build
 
 
 _GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, start size, normalised size
+#: a waiting job's row: its worker shape's id, start size (workers), normalised size, then what its remaining
+#: time is estimated from (reported iterations, own seconds per iteration, declared iterations, model id,
+#: seconds run, and under the oracle the true iterations and duration)
+_COLS = ("shape", "need", "size", "done", "own_it", "iters", "model", "executed", "total", "dur")
 
 
 def alignment(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
@@ -95,15 +100,56 @@ class Tetris(BasePolicy):
         self._book = TenantBook()
         self._view: ClusterView | None = None
         self._groups: dict[tuple[int, int, int | None], tuple[object, object, _GroupInfo]] = {}
-        self._rows: dict[str, tuple[tuple[float, int], tuple[float, ...]]] = {}
+        # one row per waiting job seen by a round (the columns of _COLS), kept until the job starts or ends:
+        # what a round reads of a waiting job does not change while it waits
+        self._slot: dict[str, int] = {}
+        self._spare: list[int] = []
+        self._table = np.empty((0, len(_COLS)))
+        self._shape_ids: dict[bytes, int] = {}
+        self._shape_rows: list[np.ndarray] = []
         self._models: dict[str, int] = {}
         self._oracle: Oracle | None = None
         self._inv = np.zeros(0)
+        # the waiting jobs by worker shape (demand row bytes, workers): a round in which no waiting shape
+        # fits anywhere plans nothing, and is answered from these without a pass over the queue
+        self._by_shape: dict[tuple[bytes, int], tuple[np.ndarray, set[str]]] = {}
+        self._indexed: dict[str, tuple[bytes, int]] = {}  # job id -> its key in _by_shape
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         if self.fairness > 0:
             self._book.see(job, view)
+        self._index(view, job)
+
+    def _index(self, view: ClusterView, job: JobView) -> None:
+        key, w, n, _ = self._info(view, job)
+        hit = self._by_shape.get((key, n))
+        if hit is None:
+            hit = self._by_shape[(key, n)] = (w, set())
+        hit[1].add(job.id)
+        self._indexed[job.id] = (key, n)
+
+    def _unindex(self, job_id: str) -> None:
+        shape = self._indexed.pop(job_id, None)
+        if shape is not None:
+            self._by_shape[shape][1].discard(job_id)
+
+    def _in_step(self, view: ClusterView, waiting_ids: AbstractSet[str], count: int) -> bool:
+        """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view: C speed)."""
+        return view is self._view and count == len(self._indexed) and self._indexed.keys() >= waiting_ids
+
+    def _nothing_fits(self, view: ClusterView) -> bool:
+        """True when the index holds exactly the waiting jobs and none of their shapes fits the free
+        capacity now: the first pick of :meth:`decide` would find no feasible job (room < workers or
+        no node with room for one task), so the round plans nothing. False when unsure."""
+        if view.paused or not self._in_step(view, view.pending.keys(), len(view.pending)):
+            return False
+        for (_, n), (w, ids) in self._by_shape.items():
+            if ids:
+                fit = view.fit_now(w)
+                if (fit > 0).any() and int(np.minimum(fit, 1 << 40).sum()) >= n:
+                    return False
+        return True
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -121,7 +167,9 @@ class Tetris(BasePolicy):
         """Per task group (trace loaders share them between jobs): shape key, worker demand,
         start size, and total demand normalised by the cluster's capacity."""
         if view is not self._view:
-            self._view, self._groups, self._rows, self._models = view, {}, {}, {}
+            self._view, self._groups, self._models = view, {}, {}
+            self._slot, self._spare, self._table = {}, [], np.empty((0, len(_COLS)))
+            self._shape_ids, self._shape_rows = {}, []
             total = view.capacity.sum(axis=0)
             self._inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
         spec = job.spec
@@ -134,29 +182,54 @@ class Tetris(BasePolicy):
             hit = self._groups[key] = (spec.workers, spec.ps, (w.tobytes(), w, n, size))
         return hit[2]
 
-    def _remaining(self, view: ClusterView, jobs: list[JobView]) -> np.ndarray:
+    def _row(self, view: ClusterView, job: JobView) -> int:
+        """A table row for waiting ``job`` (see :data:`_COLS`); returns its index."""
+        key, w, n, size = self._info(view, job)
+        sid = self._shape_ids.get(key)
+        if sid is None:
+            sid = self._shape_ids[key] = len(self._shape_rows)
+            self._shape_rows.append(w)
+        spec = job.spec
+        total = dur = math.nan
+        if self._oracle is not None:
+            total = float(self._oracle.total_iterations(job.id))
+            d = self._oracle.duration(job.id)
+            dur = math.nan if d is None else float(d)
+        m = self._models.setdefault(spec.model, len(self._models))
+        row = (sid, n, size, job.reported_iterations, job.iter_time or math.nan,
+               math.nan if spec.iterations is None else float(spec.iterations), m, job.executed_time(view.now),
+               total, dur)
+        if not self._spare:
+            old = len(self._table)
+            grown = np.empty((max(2 * old, 64), len(_COLS)))
+            grown[:old] = self._table
+            self._table = grown
+            self._spare = list(range(len(grown) - 1, old - 1, -1))
+        i = self._slot[job.id] = self._spare.pop()
+        self._table[i] = row
+        return i
+
+    def _drop_row(self, job_id: str) -> None:
+        i = self._slot.pop(job_id, None)
+        if i is not None:
+            self._spare.append(i)
+
+    def _rows_of(self, view: ClusterView, jobs: list[JobView], ids: Iterable[str]) -> np.ndarray:
+        """The table rows of waiting ``jobs`` (whose ids, in the same order, are ``ids``), made where missing."""
+        get = self._slot.get
+        at = [get(i, -1) for i in ids]
+        if -1 in at:
+            at = [i if i >= 0 else self._row(view, jobs[k]) for k, i in enumerate(at)]
+        return self._table[np.array(at, dtype=np.int64)]
+
+    def _remaining(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray | None = None) -> np.ndarray:
         """Remaining seconds of waiting ``jobs``: :meth:`SRTF.remaining <.srtf.SRTF.remaining>`
-        vectorised. A waiting job's own numbers are cached until it runs again; what comes from
-        history (mean seconds per iteration per model, mean run time) is looked up per round."""
-        out: list[tuple[float, ...]] = []
+        vectorised. A waiting job's own numbers are read once and kept while it waits (its row); what
+        comes from history (mean seconds per iteration per model, mean run time) is looked up per round."""
+        if rows is None:
+            rows = self._rows_of(view, jobs, [j.id for j in jobs])
+        done, own_it, iters, model, executed, total, dur = rows[:, 3:].T
         models = self._models
-        for job in jobs:
-            stamp = (job.reported_iterations, job.preemptions)
-            hit = self._rows.get(job.id)
-            if hit is None or hit[0] != stamp:
-                spec = job.spec
-                total = dur = math.nan
-                if self._oracle is not None:
-                    total = float(self._oracle.total_iterations(job.id))
-                    d = self._oracle.duration(job.id)
-                    dur = math.nan if d is None else float(d)
-                m = models.setdefault(spec.model, len(models))
-                hit = self._rows[job.id] = (stamp, (
-                    job.reported_iterations, job.iter_time or math.nan,
-                    math.nan if spec.iterations is None else float(spec.iterations),
-                    m, job.executed_time(view.now), total, dur))
-            out.append(hit[1])
-        done, own_it, iters, model, executed, total, dur = np.array(out, dtype=float).reshape(-1, 7).T
         hist = np.array([view.history.mean_iter_time(name) or math.nan for name in models])
         it = np.where(own_it > 0, own_it, hist[model.astype(np.int64)] if hist.size else math.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -171,11 +244,11 @@ class Tetris(BasePolicy):
                 rem = np.where(np.isfinite(iters) & np.isfinite(it), np.maximum(iters - done, 0.0) * it, fallback)
         return np.asarray(rem, dtype=float)
 
-    def _srtf_term(self, view: ClusterView, jobs: list[JobView], size: np.ndarray) -> np.ndarray:
+    def _srtf_term(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray) -> np.ndarray:
         """``p`` per job: 1 for no remaining work, 0 for the most (or unknown)."""
         if self.epsilon == 0 or not jobs:
             return np.zeros(len(jobs))
-        work = self._remaining(view, jobs) * size
+        work = self._remaining(view, jobs, rows) * rows[:, 2]
         known = np.isfinite(work)
         p = np.zeros(len(jobs))
         if known.any():
@@ -184,37 +257,37 @@ class Tetris(BasePolicy):
         return p
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
-        self._rows.pop(job.id, None)
+        self._drop_row(job.id)
+        self._unindex(job.id)
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        if self.fairness <= 0 and self._nothing_fits(view):  # (the fairness book must see every round)
+            return []
         waiting = list(waiting_in_order(view))
         if not waiting:
             return []
+        ids = view.pending.keys() if not view.paused else {j.id for j in waiting}
+        if not self._in_step(view, ids, len(waiting)):
+            self._by_shape, self._indexed = {}, {}  # out of step (e.g. a refused start): rebuilt
+            for job in waiting:
+                self._index(view, job)
         jobs = self._candidates(view, waiting)
+        rows = self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else [j.id for j in jobs])
         draft = Draft(view)
         cap = view.capacity
-        # group jobs by worker shape: alignment is computed once per shape and pick
-        shape_of: dict[bytes, int] = {}
-        shapes: list[np.ndarray] = []
-        idx = np.empty(len(jobs), dtype=np.int64)
-        need = np.empty(len(jobs), dtype=np.int64)
-        size = np.empty(len(jobs))
-        for k, job in enumerate(jobs):
-            key, w, need[k], size[k] = self._info(view, job)
-            s = shape_of.get(key)
-            if s is None:
-                s = shape_of[key] = len(shapes)
-                shapes.append(w)
-            idx[k] = s
-        p = self._srtf_term(view, jobs, size)
+        # jobs by worker shape: alignment is computed once per shape and pick
+        idx = rows[:, 0].astype(np.int64)
+        need = rows[:, 1].astype(np.int64)
+        shapes = [(int(s), self._shape_rows[s]) for s in np.unique(idx)]
+        p = self._srtf_term(view, jobs, rows)
         alive = np.ones(len(jobs), dtype=bool)
         plan: Plan = []
         while alive.any():
             free = draft.free
-            best = np.full(len(shapes), -np.inf)
-            room = np.zeros(len(shapes), dtype=np.int64)
-            for s, w in enumerate(shapes):
+            best = np.full(len(self._shape_rows), -np.inf)
+            room = np.zeros(len(self._shape_rows), dtype=np.int64)
+            for s, w in shapes:
                 fit = draft.tasks_fit(w)
                 ok = fit > 0
                 if ok.any():
@@ -233,6 +306,8 @@ class Tetris(BasePolicy):
             placement = place_with(draft, jobs[k], aligned_chooser, n_workers=int(need[k]))
             if placement is not None:
                 plan.append(start_or_resume(jobs[k], placement))
+                self._unindex(jobs[k].id)
+                self._drop_row(jobs[k].id)  # it runs: its numbers change (read afresh if it waits again)
         return plan
 
 

@@ -237,9 +237,12 @@ def keep_and_fill(problem: Problem, adjust_bound: int | None = None) -> np.ndarr
 
 
 def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0, mip_rel_gap: float = 1e-4,
-          threads: int | None = None, start: np.ndarray | None = None, compact: bool | None = None) -> Solution:
+          threads: int | None = None, start: np.ndarray | None = None, compact: bool | None = None,
+          mip_abs_gap: float | None = None, symmetry: bool = True) -> Solution:
     """Build P2 for ``problem`` and solve it with HiGHS (see module doc). ``start`` (apps x servers)
-    is offered to HiGHS as a first incumbent (e.g. :func:`keep_and_fill`); it is used only if feasible."""
+    is offered to HiGHS as a first incumbent (e.g. :func:`keep_and_fill`); it is used only if feasible.
+    ``mip_abs_gap``: also stop when the incumbent is within this utilization of the bound (HiGHS'
+    default otherwise); ``symmetry=False`` skips HiGHS' symmetry detection (:mod:`.aggregate` uses both)."""
     t0 = time.perf_counter()
     assert problem.previous is not None and problem.running is not None and problem.shares is not None
     apps, cap, prev = problem.apps, problem.capacity, problem.previous
@@ -354,6 +357,10 @@ def solve(problem: Problem, thresholds: Thresholds, *, time_limit: float = 10.0,
     h.setOptionValue("mip_rel_gap", float(mip_rel_gap))
     if threads is not None:
         h.setOptionValue("threads", int(threads))
+    if mip_abs_gap is not None:
+        h.setOptionValue("mip_abs_gap", float(mip_abs_gap))
+    if not symmetry:
+        h.setOptionValue("mip_detect_symmetry", False)
     h.passModel(lp)
     if start is not None:
         n_i = start.sum(axis=1)
