@@ -330,6 +330,11 @@ class SRTF(BasePolicy):
         if other:
             rem = self._waiting_remaining
             by_shape, pos, shapes = self._other_sorted, self._other_pos, self._other_shape
+            if self._other_hist != n_history:  # the history grew: estimates that read it may move
+                self._other_hist = n_history
+                self._reestimate(view, n_history)  # (newcomers are estimated below, on this history)
+            batch = len(self._other_new) > 16  # many newcomers (a burst of arrivals): append, sort once
+            touched: set[Hashable] = set()
             for job_id in self._other_new:
                 job = other.get(job_id)
                 if job is not None and job_id not in pos:
@@ -337,12 +342,14 @@ class SRTF(BasePolicy):
                     lst = by_shape.get(shapes[job_id])
                     if lst is None:
                         by_shape[shapes[job_id]] = [entry]
+                    elif batch:
+                        lst.append(entry)
+                        touched.add(shapes[job_id])
                     else:
                         insort(lst, entry)
+            for shape in touched:
+                by_shape[shape].sort()
             self._other_new.clear()
-            if self._other_hist != n_history:  # the history grew: estimates that read it may move
-                self._other_hist = n_history
-                self._reestimate(view, n_history)
             for lst in by_shape.values():
                 streams.append((True, ((r, seq, other[job_id]) for r, seq, job_id in lst)))
         return Streams(streams)
@@ -361,7 +368,9 @@ class SRTF(BasePolicy):
                     continue
                 seen[key] = it
             for job_id, job in jobs.items():
-                old = pos[job_id]
+                old = pos.get(job_id)
+                if old is None:  # joined since the last round: not in a list yet
+                    continue
                 new = (rem(job, view, n_history), old[1], job_id)
                 if new != old:
                     lst = by_shape[shapes[job_id]]
