@@ -16,6 +16,11 @@ Per workload (``drl_workload.generate(30, n_servers=30)``, 1-10 workers / PS per
 * **JCT**: average JCT (intervals of 20 min) of every policy, with the mean wait (first start -
   submission) and mean run time over the solo bound's run time (slowdown).
 
+``--experts``: the DAgger teachers run as policies (training-time choosers) on the same
+workloads: LIF-Quad, the lookahead expert scored by ``reward-30.pt``
+(:class:`cohabit.learn.drl_expert.LookaheadExpert`, horizon 3) and the same lookahead scored by
+the simulator's own speeds (:class:`ObservedScorer`, a perfect reward model; this bench only).
+
 Reward model (``data/drl/reward-30.pt`` when present): mean relative error and share within
 10% on fresh samples of 30-server placements (a seed training never used; the same
 random/packed/spread mix as training, ``sim.drl_samples``), beside LIF-Line / LIF-Quad on the
@@ -87,6 +92,58 @@ def workload_table(workloads: dict[str, list], before: Path | None) -> dict[str,
     return out
 
 
+class ObservedScorer:
+    """Sum over a candidate's jobs of their normalised speed in the simulator's physics: what a
+    perfect reward model would predict (a lookahead scorer for the expert comparison only)."""
+
+    def __init__(self, m: int) -> None:
+        from cohabit.sim.drl_physics import InterferenceWorld
+
+        self.cores = {s: 8.0 for s in range(m)}
+        self.world = InterferenceWorld(node_cores=(8.0,) * m)
+
+    def __call__(self, cands: list) -> np.ndarray:
+        from cohabit.sim.drl_physics import Placed, base_speed, speeds
+
+        out = np.zeros(len(cands))
+        for i, c in enumerate(cands):
+            placed = [Placed(mo, ar, {s: int(n) for s, n in enumerate(pw) if n},
+                             {s: int(n) for s, n in enumerate(pp) if n}) for mo, ar, _, _, pw, pp in c]
+            got = speeds(placed, self.cores, self.world)
+            out[i] = sum(g / base_speed(mo, ar, w, p) for g, (mo, ar, w, p, _, _) in zip(got, c))
+        return out
+
+
+def expert_table(workloads: dict[str, list]) -> dict[str, dict[str, float]]:
+    """Average JCT of each DAgger teacher placing on its own (``RecordingPolicy`` with no actor)."""
+    import torch
+
+    from cohabit.learn.drl_dagger import RecordingPolicy
+    from cohabit.learn.drl_expert import LookaheadExpert, load_reward
+
+    torch.set_num_threads(1)
+    experts = {"lif-quad": lambda: make_policy("lif-quad"),
+               "look-observed": lambda: RecordingPolicy(None, LookaheadExpert(ObservedScorer(M), horizon=3), 1.0,
+                                                         np.random.default_rng(0))}
+    if (DATA / "reward-30.pt").is_file():
+        net = load_reward(DATA / "reward-30.pt", M)
+        experts["look-reward-30"] = lambda: RecordingPolicy(None, LookaheadExpert(net, horizon=3), 1.0,
+                                                            np.random.default_rng(0))
+    out: dict[str, dict[str, float]] = {}
+    for wname, jobs in workloads.items():
+        out[wname] = {}
+        for name, make in experts.items():
+            t = time.process_time()
+            out[wname][name] = simulate(jobs, preset("drl-30"), make()).metrics.avg_jct / 1200.0
+            out[wname][f"{name}_cpu_s"] = time.process_time() - t
+    names = list(experts)
+    print(f"\nTeachers as policies, average JCT (intervals); {load()}")
+    print(f"{'workload':22s}" + "".join(f"{n:>16s}" for n in names))
+    for wname, row in out.items():
+        print(f"{wname:22s}" + "".join(f"{row[n]:16.2f}" for n in names))
+    return out
+
+
 def reward_errors(n: int, seed: int) -> dict | None:
     """The 30-server reward model's error on fresh samples, beside LIF's on the same jobs."""
     path = DATA / "reward-30.pt"
@@ -124,10 +181,13 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="folder with earlier policy-30.pt (+ JSON): a 'drl-before' column")
     ap.add_argument("--seeds", type=int, nargs="+", default=[101])
     ap.add_argument("--samples", type=int, default=300, help="fresh placements for the reward-model errors")
+    ap.add_argument("--experts", action="store_true", help="also run the DAgger teachers as policies")
     args = ap.parse_args()
     workloads = {f"{a} seed {s}": generate(30, arrival=a, seed=s, n_servers=M) for s in args.seeds for a in ARRIVALS}
     result = {"jct_intervals": workload_table(workloads, args.before),
               "prediction": reward_errors(args.samples, 54321), "load_average": os.getloadavg()}
+    if args.experts:
+        result["experts"] = expert_table(workloads)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUT}")
