@@ -118,17 +118,48 @@ def test_imitation_agreement_counts_ties_and_recording_keeps_them():
     from cohabit.policies.drl.nets import PolicyNet
 
     pol = RecordingPolicy(None, LIFExpert("quad"), beta=1.0, rng=np.random.default_rng(0))
-    state = PlacementState(np.ones((8, 3)), [])
-    for k in range(4):
-        job = new_entry(f"j{k}", "vgg-16", False, 2, 2, W.copy(), P.copy(), 8)
+    models = ["vgg-16", "resnet-50", "seq2seq", "wlm", "resnext-110", "cnn-text-classification"]
+    for k in range(30):  # a lone job's first worker on an empty cluster: any server will do
+        state = PlacementState(np.ones((8, 3)), [])
+        job = new_entry(f"j{k}", models[k % 6], k % 2 == 0, 1 + k % 3, 1 + k % 2, W.copy(), P.copy(), 8)
         state.jobs.append(job)
-        while not job.complete:
-            state.apply(job, pol.choose(state, job, state.mask(job)))
-    assert pol.samples and all(s.good is not None and s.good[s.action] for s in pol.samples)
+        pol.choose(state, job, state.mask(job))
+    assert len(pol.samples) == 30 and all(s.good is not None and s.good[s.action] for s in pol.samples)
     torch.manual_seed(0)
     net = PolicyNet(8)
     tied = imitate(net, pol.samples, epochs=0, log=lambda s: None)["heldout_agreement"]
     for s in pol.samples:
         s.good = None
     alone = imitate(net, pol.samples, epochs=0, log=lambda s: None)["heldout_agreement"]
+    assert tied == 1.0
     assert tied > alone
+
+
+def test_dagger_first_round_needs_init_weights(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+    from cohabit.learn import drl_dagger
+
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--teacher", "lif-quad", "--first-round", "1",
+                                 "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--first-round" in r.output and "Traceback" not in r.output
+    with pytest.raises(ValueError, match="init"):
+        drl_dagger.dagger(m=6, rounds=1, episodes=1, intervals=1, teacher="lif-quad", workers=1, first_round=1,
+                          log=lambda s: None)
+
+
+def test_lif_expert_ties_never_split_a_job_the_rule_keeps_together():
+    """LIF-Quad scores a job's second worker beside its first like one on an empty server; only
+    its lowest-index tie-break keeps the job together, so an empty server is not equally good."""
+    from cohabit.learn.drl_expert import LIFExpert
+
+    ex = LIFExpert("quad")
+    state = PlacementState(np.ones((8, 3)), [])
+    job = new_entry("a", "vgg-16", False, 3, 2, W.copy(), P.copy(), 8)
+    state.jobs.append(job)
+    state.apply(job, ex(state, job, state.mask(job)))
+    mask = state.mask(job)
+    s = ex.scores(state, job, mask)
+    assert s[0] == pytest.approx(s[2])  # the rule's score: beside the first worker = on an empty server
+    assert ex(state, job, mask) == 0 and np.flatnonzero(ex.good).tolist() == [0]

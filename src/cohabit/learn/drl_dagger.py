@@ -130,8 +130,11 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
 def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 30, epochs: int = 4,
            teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
-           max_fit: int = 20_000, tie: float = 0.0, log: Any = print) -> tuple[Any, dict[str, Any]]:
-    """The DAgger loop of the module docstring; returns the best actor and a report."""
+           max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
+           log: Any = print) -> tuple[Any, dict[str, Any]]:
+    """The DAgger loop of the module docstring; returns the best actor and a report.
+    ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
+    come from the actor itself (with the expert acting with probability ``0.5^first_round``)."""
     import multiprocessing as mp
 
     import torch
@@ -139,6 +142,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     from ..policies.drl.nets import PolicyNet
     from .drl_rl import imitate
 
+    if first_round > 0 and init is None:
+        raise ValueError("first_round > 0 needs init weights (the actor plays from the first round)")
     torch.manual_seed(seed)
     actor = PolicyNet(m)
     if init is not None:
@@ -176,7 +181,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         report["init_validation_mean"] = best
         log(f"validation (avg JCT, intervals, mean of {3 * len(VALIDATION_SEEDS)} workloads): expert "
             f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
-        for k in range(rounds + 1):
+        for k in range(first_round, rounds + 1):
             beta = 0.5 ** k
             sd = None if k == 0 else {n: v.detach().clone() for n, v in actor.state_dict().items()}
             args = []
@@ -221,6 +226,8 @@ def train_drl_dagger(
     max_fit: int = typer.Option(20_000, help="at most this many samples (drawn at random) in each fit"),
     teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), lif-quad or lif-line"),
     horizon: int = typer.Option(3, help="lookahead: waiting jobs also placed in each candidate's score"),
+    first_round: int = typer.Option(0, help="start at this round (> 0: the --init actor plays from the start, "
+                                             "the expert with probability 0.5^round)"),
     tie: float = typer.Option(0.0, help="> 0: fit the actor to every action the expert rates within this of its "
                                         "choice (for lif-*: exact ties, e.g. 1e-9); 0: the expert's action alone"),
     lr: float = typer.Option(5e-4, help="Adam learning rate of the fits"),
@@ -244,6 +251,8 @@ def train_drl_dagger(
                                  "--horizon >= 0, --lr > 0")
     if min(tie, 0.0) < 0:
         raise typer.BadParameter(f"--tie must be >= 0, got {tie}")
+    if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
+        raise typer.BadParameter(f"--first-round must be in [0, --rounds] and needs --init when > 0, got {first_round}")
     if reward is None:
         reward = reward_for(servers)
     if teacher == "lookahead":
@@ -257,11 +266,12 @@ def train_drl_dagger(
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
                            seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, tie=tie,
+                           first_round=first_round,
                            log=lambda s: typer.echo(s, err=True))
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
-            "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie,
+            "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
             "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(VALIDATION_SEEDS)}",
             "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,

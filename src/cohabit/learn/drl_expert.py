@@ -162,9 +162,13 @@ def load_reward(path: Any, m: int) -> Any:
 
 class LIFExpert:
     """Chooser: the LIF-Line / LIF-Quad rule (:class:`~cohabit.policies.lif_line.LIFPolicy`, ties to
-    the lowest server) on 8-core servers, which also names in ``good`` every action whose
-    interference score ties with the best (an empty server is as good as another): the teacher's
-    equally good actions (``Sample.good``)."""
+    the lowest server) on 8-core servers, which also names in ``good`` the actions equivalent to
+    its choice: the same kind of task (worker or parameter server) on a server in the same
+    situation: the same interference score, the same free resources and the same number of the
+    job's own workers and parameter servers there (e.g. any empty server, where the rule's
+    lowest-index choice is arbitrary). A tie of the score alone is not enough: the rule scores a
+    job's second task on an empty server like the one beside its first task, and only its
+    lowest-index tie-break keeps the job together."""
 
     def __init__(self, kind: str = "quad", tie: float = 1e-9) -> None:
         from ..policies.lif_line import LIFPolicy
@@ -189,5 +193,12 @@ class LIFExpert:
     def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         s = self.scores(state, job, mask)
         best = int(np.argmax(s))  # the first maximum: the lowest server, as the rule
-        self.good = s >= s[best] - self.tie
+        srv, kind = divmod(best, 2)
+        servers = np.arange(state.m)
+        same = ((np.abs(state.free - state.free[srv]) <= 1e-9).all(axis=1)
+                & (job.placed_w == job.placed_w[srv]) & (job.placed_p == job.placed_p[srv])
+                & (s[2 * servers + kind] >= s[best] - self.tie))
+        self.good = np.zeros(mask.size, dtype=bool)
+        self.good[2 * servers[same] + kind] = True
+        self.good &= mask
         return best
