@@ -48,6 +48,13 @@ VALIDATION_SEEDS = (900, 901, 902)
 TRAIN_SEED0 = 1000
 
 
+def reward_for(servers: int) -> Path:
+    """The shipped reward model for ``servers`` servers (``reward.pt``, ``reward-30.pt``)."""
+    from .drl_reward import REWARD_FILES
+
+    return DEFAULT_OUT / REWARD_FILES.get(servers, "reward.pt")
+
+
 class RecordingPolicy(TaskwisePolicy):
     """Places like ``drl`` (the actor's argmax), or as the expert with probability ``beta``;
     records the expert's action for every state it decides on (a :class:`Sample`)."""
@@ -62,8 +69,9 @@ class RecordingPolicy(TaskwisePolicy):
         # a state with one valid action teaches nothing; nor one where the expert sees that the job
         # cannot be completed whatever the action (it will wait; its label would be arbitrary)
         if mask.sum() > 1 and not getattr(self.expert, "hopeless", False):
+            good = getattr(self.expert, "good", None)
             self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
-                                       target))
+                                       target, good=None if good is None else good.copy()))
         if self.actor is None or self.rng.random() < self.beta:
             return target
         from .drl_env import net_probabilities
@@ -72,8 +80,10 @@ class RecordingPolicy(TaskwisePolicy):
         return int(np.argmax(np.where(mask, p, -1.0)))
 
 
-def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int) -> Chooser:
-    """The expert chooser: ``lookahead`` (reward model) or ``lif-quad`` / ``lif-line``."""
+def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, tie: float = 0.0) -> Chooser:
+    """The expert chooser: ``lookahead`` (reward model) or ``lif-quad`` / ``lif-line``. ``tie > 0``:
+    the expert also names the actions it rates within ``tie`` of its choice (``Sample.good``;
+    for LIF, exact ties of the interference score)."""
     if teacher == "lookahead":
         from ..policies.drl.nets import RewardNet
         from .drl_expert import LookaheadExpert
@@ -81,7 +91,11 @@ def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon:
         net = RewardNet(m)
         net.load_state_dict(reward_sd)
         net.eval()
-        return LookaheadExpert(net, horizon=horizon)
+        return LookaheadExpert(net, horizon=horizon, tie=tie)
+    if tie > 0:
+        from .drl_expert import LIFExpert
+
+        return LIFExpert(teacher.split("-")[1], tie=tie)
     return lif_teacher(teacher.split("-")[1])
 
 
@@ -106,7 +120,7 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor = PolicyNet(m)
         actor.load_state_dict(actor_sd)
         actor.eval()
-    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"])
+    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], cfg.get("tie", 0.0))
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
@@ -116,8 +130,11 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
 def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 30, epochs: int = 4,
            teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
-           max_fit: int = 20_000, log: Any = print) -> tuple[Any, dict[str, Any]]:
-    """The DAgger loop of the module docstring; returns the best actor and a report."""
+           max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
+           log: Any = print) -> tuple[Any, dict[str, Any]]:
+    """The DAgger loop of the module docstring; returns the best actor and a report.
+    ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
+    come from the actor itself (with the expert acting with probability ``0.5^first_round``)."""
     import multiprocessing as mp
 
     import torch
@@ -125,6 +142,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     from ..policies.drl.nets import PolicyNet
     from .drl_rl import imitate
 
+    if first_round > 0 and init is None:
+        raise ValueError("first_round > 0 needs init weights (the actor plays from the first round)")
     torch.manual_seed(seed)
     actor = PolicyNet(m)
     if init is not None:
@@ -142,7 +161,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return pool.map(episode, args) if pool is not None else [episode(a) for a in args]
 
     def cfg(**kw: Any) -> dict[str, Any]:
-        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, **kw}
+        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie, **kw}
 
     def validate(sd: dict[str, Any] | None) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=0.0 if sd is not None else 1.0))
@@ -162,7 +181,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         report["init_validation_mean"] = best
         log(f"validation (avg JCT, intervals, mean of {3 * len(VALIDATION_SEEDS)} workloads): expert "
             f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
-        for k in range(rounds + 1):
+        for k in range(first_round, rounds + 1):
             beta = 0.5 ** k
             sd = None if k == 0 else {n: v.detach().clone() for n, v in actor.state_dict().items()}
             args = []
@@ -207,11 +226,16 @@ def train_drl_dagger(
     max_fit: int = typer.Option(20_000, help="at most this many samples (drawn at random) in each fit"),
     teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), lif-quad or lif-line"),
     horizon: int = typer.Option(3, help="lookahead: waiting jobs also placed in each candidate's score"),
+    first_round: int = typer.Option(0, help="start at this round (> 0: the --init actor plays from the start, "
+                                             "the expert with probability 0.5^round)"),
+    tie: float = typer.Option(0.0, help="> 0: fit the actor to every action the expert rates within this of its "
+                                        "choice (for lif-*: exact ties, e.g. 1e-9); 0: the expert's action alone"),
     lr: float = typer.Option(5e-4, help="Adam learning rate of the fits"),
     workers: int = typer.Option(2, help="processes simulating workloads in parallel"),
     seed: int = typer.Option(0, help="seed of the fits; workload seeds are 1000 + 1000 x seed onwards"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after the round that passes this wall time"),
-    reward: Path = typer.Option(DEFAULT_OUT / "reward.pt", help="reward model (lookahead teacher)"),
+    reward: Path = typer.Option(None, help="reward model (lookahead teacher; default: the shipped one for --servers, "
+                                         "reward.pt or reward-30.pt)"),
     init: Path = typer.Option(None, help="start the actor from these policy weights"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
@@ -225,6 +249,12 @@ def train_drl_dagger(
     if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
         raise typer.BadParameter("--episodes, --intervals, --epochs, --workers and --max-fit must be >= 1, --rounds and "
                                  "--horizon >= 0, --lr > 0")
+    if min(tie, 0.0) < 0:
+        raise typer.BadParameter(f"--tie must be >= 0, got {tie}")
+    if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
+        raise typer.BadParameter(f"--first-round must be in [0, --rounds] and needs --init when > 0, got {first_round}")
+    if reward is None:
+        reward = reward_for(servers)
     if teacher == "lookahead":
         meta_r = reward.with_suffix(".json")
         if not reward.is_file():
@@ -235,11 +265,13 @@ def train_drl_dagger(
     torch.set_num_threads(1)
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
-                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True))
+                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, tie=tie,
+                           first_round=first_round,
+                           log=lambda s: typer.echo(s, err=True))
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
-            "heads": actor.heads, "teacher": teacher, "horizon": horizon,
+            "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
             "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(VALIDATION_SEEDS)}",
             "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,

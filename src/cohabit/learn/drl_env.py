@@ -46,6 +46,8 @@ class Sample:
     mask: np.ndarray
     action: int
     ret: float = 0.0
+    #: every action the teacher rates as good as ``action`` (ties), or None: ``action`` alone
+    good: np.ndarray | None = None
 
 
 @dataclass

@@ -94,11 +94,14 @@ class LookaheadExpert:
     ``horizon``: the next waiting new jobs are also placed (by :func:`complete`) in each
     candidate before it is scored, so that a placement that leaves them no room scores less."""
 
-    def __init__(self, scorer: Any, horizon: int = 0) -> None:
+    def __init__(self, scorer: Any, horizon: int = 0, tie: float = 0.0) -> None:
         self.scorer = scorer if not hasattr(scorer, "parameters") else RewardScorer(scorer)
         self.horizon = horizon
+        self.tie = tie
         self.calls = 0
         self.hopeless = False  # the last call found no action after which the job can be completed
+        #: ``tie > 0``: the actions of the last call scored within ``tie`` of the best (else None)
+        self.good: np.ndarray | None = None
 
     def scores(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
         """Per action, the predicted sum of normalised speeds after it (``-inf`` when masked or
@@ -137,7 +140,10 @@ class LookaheadExpert:
         s = self.scores(state, job, mask)
         self.hopeless = not np.isfinite(s).any()
         if not self.hopeless:
-            return int(np.argmax(s))
+            best = int(np.argmax(s))
+            self.good = (s >= s[best] - self.tie) if self.tie > 0 else None
+            return best
+        self.good = None
         # no action lets the job complete: any valid one (the job will wait, its tasks taken back)
         return int(np.flatnonzero(mask)[0])
 
@@ -152,3 +158,47 @@ def load_reward(path: Any, m: int) -> Any:
     net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     net.eval()
     return net
+
+
+class LIFExpert:
+    """Chooser: the LIF-Line / LIF-Quad rule (:class:`~cohabit.policies.lif_line.LIFPolicy`, ties to
+    the lowest server) on 8-core servers, which also names in ``good`` the actions equivalent to
+    its choice: the same kind of task (worker or parameter server) on a server in the same
+    situation: the same interference score, the same free resources and the same number of the
+    job's own workers and parameter servers there (e.g. any empty server, where the rule's
+    lowest-index choice is arbitrary). A tie of the score alone is not enough: the rule scores a
+    job's second task on an empty server like the one beside its first task, and only its
+    lowest-index tie-break keeps the job together."""
+
+    def __init__(self, kind: str = "quad", tie: float = 1e-9) -> None:
+        from ..policies.lif_line import LIFPolicy
+
+        self.rule = LIFPolicy(kind)
+        self.rule._cores = {s: 8.0 for s in range(64)}
+        self.tie = tie
+        self.hopeless = False
+        self.good: np.ndarray | None = None
+
+    def scores(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
+        """Per action, minus the rule's interference score after it (``-inf`` where masked)."""
+        out = np.full(mask.size, -np.inf)
+        for a in np.flatnonzero(mask):
+            server, is_ps = divmod(int(a), 2)
+            side = job.placed_p if is_ps else job.placed_w
+            side[server] += 1
+            out[a] = -self.rule.score(state, server)
+            side[server] -= 1
+        return out
+
+    def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        s = self.scores(state, job, mask)
+        best = int(np.argmax(s))  # the first maximum: the lowest server, as the rule
+        srv, kind = divmod(best, 2)
+        servers = np.arange(state.m)
+        same = ((np.abs(state.free - state.free[srv]) <= 1e-9).all(axis=1)
+                & (job.placed_w == job.placed_w[srv]) & (job.placed_p == job.placed_p[srv])
+                & (s[2 * servers + kind] >= s[best] - self.tie))
+        self.good = np.zeros(mask.size, dtype=bool)
+        self.good[2 * servers[same] + kind] = True
+        self.good &= mask
+        return best

@@ -10,7 +10,9 @@ the test split: mean relative error and the share of predictions within 10% (Fig
 
 Outputs in ``--out`` (default: the package's ``data/drl``): ``reward.pt`` (state dict),
 ``lif.json`` (profiles + coefficients) and ``reward.json`` (command, seed, samples, sizes, time,
-test errors).
+test errors). ``--servers 30``: ``reward-30.pt`` and ``reward-30.json`` for the ``drl-30``
+preset (§VII-C: 1-10 workers / PS; samples as :func:`sample_config` says); ``lif.json`` is not
+rewritten (the LIF errors in the JSON are of fits on the 30-server training split).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from ..policies.drl.state import reward_token
 from ..sim.drl_samples import SampleJob, lif_profiles, samples
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data" / "drl"
+#: reward-model file per number of servers
+REWARD_FILES: dict[int, str] = {6: "reward.pt", 30: "reward-30.pt"}
 
 
 def tokens(sample: list[SampleJob]) -> np.ndarray:
@@ -56,16 +60,44 @@ def errors(pred: np.ndarray, label: np.ndarray) -> dict[str, float]:
     return {"relative_error": float(rel.mean()), "within_10pct": float((rel <= 0.10).mean()), "n": int(rel.size)}
 
 
+def predict(net: Any, data: list[list[SampleJob]]) -> np.ndarray:
+    """The reward network's predicted normalised speed of every job of ``data``, in order."""
+    import torch
+
+    from ..policies.drl.nets import pad_batch
+
+    preds: list[float] = []
+    with torch.no_grad():
+        for b in range(0, len(data), 64):
+            chunk = data[b: b + 64]
+            xb, pad = pad_batch([torch.from_numpy(tokens(s)) for s in chunk], tokens(chunk[0]).shape[1])
+            out = net(xb, pad)
+            for i, s in enumerate(chunk):
+                preds.extend(out[i, : len(s)].tolist())
+    return np.array(preds)
+
+
+def sample_config(m: int) -> dict[str, Any]:
+    """How the samples for ``m`` servers are drawn: the 6-server testbed's (1-3 tasks, random
+    placements, as the shipped ``reward.pt``) or the 30-server rack's (§VII-C: 1-10 workers / PS;
+    at most 16 jobs, about the concurrency of the ``drl-30`` workloads; random, packed, isolated
+    and spread placements, :data:`cohabit.sim.drl_samples.RULES`)."""
+    if m == 6:
+        return {"max_tasks": 3, "max_jobs": None, "mix": False}
+    return {"max_tasks": 10, "max_jobs": 16, "mix": True}
+
+
 def train_reward(n_samples: int = 4000, epochs: int = 30, seed: int = 0, m: int = 6, lr: float = 1e-3,
                  time_budget_s: float | None = None, log: Any = print) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """Train the reward model and fit LIF; returns (net, lif json, report)."""
+    """Train the reward model for ``m`` servers (samples drawn as :func:`sample_config` says) and
+    fit LIF on the same training split; returns (net, lif json, report)."""
     import torch
 
     from ..policies.drl.nets import RewardNet, pad_batch
 
     torch.manual_seed(seed)
     t0 = time.process_time()
-    data = samples(n_samples, seed=seed, m=m)
+    data = samples(n_samples, seed=seed, m=m, **sample_config(m))
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(data))
     cut = int(0.9 * len(data))
@@ -96,13 +128,8 @@ def train_reward(n_samples: int = 4000, epochs: int = 30, seed: int = 0, m: int 
             log(f"stopping: CPU time budget {time_budget_s:g} s spent")
             break
     net.eval()
-    with torch.no_grad():
-        preds = []
-        for s in test:
-            xb, pad = pad_batch([torch.from_numpy(tokens(s))], tokens(s).shape[1])
-            preds.extend(net(xb, pad)[0, : len(s)].tolist())
     label = np.array([j.speed for s in test for j in s])
-    report: dict[str, Any] = {"reward_model": errors(np.array(preds), label)}
+    report: dict[str, Any] = {"reward_model": errors(predict(net, test), label)}
     profiles = lif_profiles()
     lif: dict[str, Any] = {"profiles": profiles}
     prof_model = LIFModel({k: ModelProfile(**v) for k, v in profiles.items()}, {}, "line")
@@ -114,7 +141,8 @@ def train_reward(n_samples: int = 4000, epochs: int = 30, seed: int = 0, m: int 
         pred = np.array([max(0.05, 1.0 - model.slowdown(mo, c, b)) for mo, c, b, _ in test_rows])
         report[f"lif_{kind}"] = errors(pred, np.array([1.0 - s for *_, s in test_rows]))
     report["cpu_s"] = time.process_time() - t0
-    report["samples"] = {"train": len(train), "test": len(test), "jobs": int(sum(len(s) for s in data))}
+    report["samples"] = {"train": len(train), "test": len(test), "jobs": int(sum(len(s) for s in data)),
+                         **sample_config(m)}
     return net, lif, report
 
 
@@ -123,24 +151,32 @@ def train_drl_reward(
     epochs: int = typer.Option(30, help="passes over the training split"),
     seed: int = typer.Option(0, help="seed of the samples, the split and the initial weights"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after this much CPU time (0: no limit)"),
-    out: Path = typer.Option(DEFAULT_OUT, help="directory for reward.pt, reward.json and lif.json"),
+    servers: int = typer.Option(6, help="servers M: 6 (the 'drl' preset: reward.pt, lif.json) or 30 ('drl-30', "
+                                         "1-10 workers / PS: reward-30.pt)"),
+    out: Path = typer.Option(DEFAULT_OUT, help="directory for reward.pt (reward-30.pt), its JSON and lif.json"),
 ) -> None:
     """Train Harmony-DRL's reward model and fit LIF-Line / LIF-Quad on random placements (Bao et al. §VI)."""
     import torch
 
     if samples_n < 10 or epochs < 1:
         raise typer.BadParameter("--samples must be >= 10 and --epochs >= 1")
+    if servers not in REWARD_FILES:
+        raise typer.BadParameter(f"--servers must be 6 or 30 (the drl and drl-30 presets), got {servers}")
     torch.set_num_threads(1)
-    net, lif, report = train_reward(samples_n, epochs, seed, time_budget_s=budget_s or None,
+    net, lif, report = train_reward(samples_n, epochs, seed, m=servers, time_budget_s=budget_s or None,
                                     log=lambda s: typer.echo(s, err=True))
     out.mkdir(parents=True, exist_ok=True)
-    torch.save(net.state_dict(), out / "reward.pt")
-    (out / "lif.json").write_text(json.dumps(lif, indent=1) + "\n", encoding="utf-8")
+    name = REWARD_FILES[servers]
+    torch.save(net.state_dict(), out / name)
+    if servers == 6:  # the LIF baselines' coefficients come from the testbed's samples only
+        (out / "lif.json").write_text(json.dumps(lif, indent=1) + "\n", encoding="utf-8")
+    how = "random placements" if servers == 6 else "random / packed / isolated / spread placements (1-10 tasks)"
     meta = {"command": "cohabit train drl-reward " + " ".join(sys.argv[3:]), "seed": seed,
-            "workload": "random placements of drl_workload jobs on the 'drl' preset (sim.drl_samples)",
-            "servers": 6, "epochs": epochs, "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "workload": f"{how} of drl_workload jobs on the {'drl' if servers == 6 else 'drl-30'} preset "
+                        "(sim.drl_samples)",
+            "servers": servers, "epochs": epochs, "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "params": int(sum(p.numel() for p in net.parameters())), **report}
-    (out / "reward.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    Path(out / name).with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     r = report
     typer.echo(f"reward model: relative error {r['reward_model']['relative_error']:.3f}, "
                f"{100 * r['reward_model']['within_10pct']:.0f}% within 10%; LIF-Line "

@@ -123,10 +123,34 @@ def update(policy: Any, value: Any | None, opt: Any, batch: list[Sample], beta: 
     return {"loss": float(loss.detach()), "entropy": float(entropy.mean().detach()), "v_loss": float(v_loss.detach())}
 
 
+def _good(batch: list[Sample]) -> Any:
+    """B x 2M booleans: the teacher's equally good actions of each sample (its action alone when
+    ``Sample.good`` is None)."""
+    import torch
+
+    out = np.zeros((len(batch), batch[0].mask.size), dtype=bool)
+    for i, s in enumerate(batch):
+        if s.good is not None:
+            out[i] = s.good & s.mask
+        out[i, s.action] = True
+    return torch.from_numpy(out)
+
+
+def set_cross_entropy(logp: Any, good: Any) -> Any:
+    """``-log sum_{a good} pi(a)`` averaged over the batch: cross-entropy toward a set of equally
+    good actions (one action: the usual cross-entropy). ``logp``: B x 2M masked log-probabilities."""
+    import torch
+
+    return -torch.logsumexp(logp.masked_fill(~good, float("-inf")), dim=1).mean()
+
+
 def imitate(policy: Any, samples: list[Sample], *, epochs: int, seed: int = 0, lr: float = 5e-4,
             batch: int = 64, log: Any = print) -> dict[str, float]:
     """Warm start: fit the policy to a teacher's actions (cross-entropy over the valid actions);
-    returns the share of held-out decisions (10%) where its argmax agrees with the teacher."""
+    returns the share of held-out decisions (10%) where its argmax agrees with the teacher.
+    A sample whose teacher rated several actions best (``Sample.good``, ties) counts the
+    probability of all of them: the loss is ``-log sum_{a good} pi(a)``, and the argmax agrees
+    when it is one of them."""
     import torch
 
     from ..policies.drl.nets import masked_log_probs
@@ -144,7 +168,7 @@ def imitate(policy: Any, samples: list[Sample], *, epochs: int, seed: int = 0, l
             for b in range(0, len(data), 256):
                 jobs, jpad, cur, dec, dpad, mask, act = _tensors(data[b: b + 256])
                 pred = masked_log_probs(policy(jobs, jpad, cur, dec, dpad), mask).argmax(1)
-                hit += int((pred == act).sum())
+                hit += int(_good(data[b: b + 256]).gather(1, pred.unsqueeze(1)).sum())
         return hit / len(data)
 
     policy.train()
@@ -152,9 +176,10 @@ def imitate(policy: Any, samples: list[Sample], *, epochs: int, seed: int = 0, l
         perm = rng.permutation(len(train_s))
         total = 0.0
         for b in range(0, len(perm), batch):
-            jobs, jpad, cur, dec, dpad, mask, act = _tensors([train_s[i] for i in perm[b: b + batch]])
+            chunk = [train_s[i] for i in perm[b: b + batch]]
+            jobs, jpad, cur, dec, dpad, mask, act = _tensors(chunk)
             logp = masked_log_probs(policy(jobs, jpad, cur, dec, dpad), mask)
-            loss = -logp.gather(1, act.unsqueeze(1)).mean()
+            loss = set_cross_entropy(logp, _good(chunk))
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -43,13 +43,37 @@ def _demand(model: str, allreduce: bool, ps: bool) -> np.ndarray:
     return np.array([1.0, w_cpu + (1 if allreduce else 0), w_mem])
 
 
+#: placement rules a job of a ``mix`` sample follows (:func:`_pick`)
+RULES: tuple[str, ...] = ("random", "pack", "isolate", "spread")
+
+
+def _pick(rule: str, room: np.ndarray, free: np.ndarray, mine: np.ndarray, rng: np.random.Generator) -> int:
+    """The server (among ``room``) a task goes to: ``random``; ``pack``: the server holding most of
+    the job's tasks, ties to the least room left (bin packing); ``isolate``: most of the job's
+    tasks, ties to the most room left (consolidated but away from others, as LIF places on an
+    idle cluster); ``spread``: the most room left (load balancing)."""
+    if rule == "random":
+        return int(room[rng.integers(room.size)])
+    left = free[room].sum(axis=1)
+    if rule == "spread":
+        return int(room[int(np.argmax(left))])
+    order = np.lexsort((left if rule == "pack" else -left, -mine[room]))
+    return int(room[order[0]])
+
+
 def random_sample(rng: np.random.Generator, m: int = 6, models: tuple[str, ...] = MODELS,
-                  world: InterferenceWorld | None = None, max_tasks: int = 3) -> list[SampleJob]:
-    """One random placement of random jobs on ``m`` servers and every job's normalised speed."""
+                  world: InterferenceWorld | None = None, max_tasks: int = 3, max_jobs: int | None = None,
+                  mix: bool = False) -> list[SampleJob]:
+    """One random placement of random jobs on ``m`` servers and every job's normalised speed.
+
+    ``max_jobs``: the target job count is uniform in [1, max_jobs] (default ``4 m``); ``mix``:
+    each job's tasks follow one of :data:`RULES` drawn at random (default: every task on a random
+    server with room, the paper's random placements), so that the consolidated placements a
+    scheduler makes are sampled as well as random ones."""
     world = world or InterferenceWorld(node_cores=(float(SERVER["cpu"]),) * m)
     cap = np.array([SERVER["gpu"], SERVER["cpu"], SERVER["mem_gb"]], dtype=float)
     free = np.tile(cap, (m, 1))
-    target = int(rng.integers(1, 4 * m + 1))
+    target = int(rng.integers(1, (max_jobs or 4 * m) + 1))
     jobs: list[tuple[str, bool, int, int, np.ndarray, np.ndarray]] = []
     while len(jobs) < target:
         model = models[int(rng.integers(len(models)))]
@@ -59,6 +83,7 @@ def random_sample(rng: np.random.Generator, m: int = 6, models: tuple[str, ...] 
         pw, pp = np.zeros(m, np.int64), np.zeros(m, np.int64)
         trial = free.copy()
         ok = True
+        rule = RULES[int(rng.integers(len(RULES)))] if mix else "random"
         for is_ps, count in ((False, w), (True, p)):
             d = _demand(model, allreduce, is_ps)
             for _ in range(count):
@@ -66,7 +91,7 @@ def random_sample(rng: np.random.Generator, m: int = 6, models: tuple[str, ...] 
                 if room.size == 0:
                     ok = False
                     break
-                s = int(room[rng.integers(room.size)])
+                s = _pick(rule, room, trial, pw + pp, rng)
                 trial[s] -= d
                 (pp if is_ps else pw)[s] += 1
             if not ok:
@@ -83,12 +108,14 @@ def random_sample(rng: np.random.Generator, m: int = 6, models: tuple[str, ...] 
             for (mo, ar, w, p, pw, pp), sp in zip(jobs, got)]
 
 
-def samples(n: int, seed: int = 0, m: int = 6, models: tuple[str, ...] = MODELS) -> list[list[SampleJob]]:
-    """``n`` random samples (each a list of concurrent jobs), reproducible from ``seed``."""
+def samples(n: int, seed: int = 0, m: int = 6, models: tuple[str, ...] = MODELS, max_tasks: int = 3,
+            max_jobs: int | None = None, mix: bool = False) -> list[list[SampleJob]]:
+    """``n`` random samples (each a list of concurrent jobs), reproducible from ``seed``; the other
+    arguments as :func:`random_sample`'s (1-``max_tasks`` workers and PS per job)."""
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < n:
-        s = random_sample(rng, m, models)
+        s = random_sample(rng, m, models, max_tasks=max_tasks, max_jobs=max_jobs, mix=mix)
         if s:
             out.append(s)
     return out
