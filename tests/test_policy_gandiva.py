@@ -186,3 +186,32 @@ def test_every_job_terminates_and_nothing_over_allocates(jobs, slice_length, bar
     assert result.unfinished == {}
     assert all(j.state is JobState.FINISHED for j in result.jobs.values())
     assert [e for e in result.record if e.kind == EventKind.ACTION_REJECTED] == []
+
+
+def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
+    """Which packing hosts the ledger would time-share (``_ledger_picks``) is kept across rounds while
+    the ledger and the shared devices are unchanged: at the start of every round each kept answer
+    must equal a fresh check (a stale memo, e.g. one not keyed by the ledger's version, fails)."""
+    from cohabit.policies.gandiva_round import GandivaRound
+    from cohabit.sim.traces import load_trace
+    from cohabit.spec import cluster_from_arg
+
+    checked = []
+
+    class Probe(Gandiva):
+        def decide(self, view):  # type: ignore[override]
+            kept = GandivaRound(self, view, [])._picks  # the answers this round starts from
+            if kept:
+                fresh = GandivaRound.__new__(GandivaRound)
+                fresh.view, fresh.p, fresh._free_dev_box = view, self, [None]
+                for hid, ok in kept.items():
+                    alloc = view.allocation_of(hid)
+                    rec = self._recs.get(hid)
+                    if alloc is not None and rec is not None:
+                        assert fresh._ledger_picks(rec.nodes, alloc.devices) == ok, hid
+                        checked.append(hid)
+            return super().decide(view)
+
+    jobs = load_trace("philly_82k", "philly", limit=40).jobs
+    simulate(jobs, cluster_from_arg("muri-n8g8"), Probe())
+    assert len(checked) > 100

@@ -157,6 +157,7 @@ class Gandiva(BasePolicy):
         ps = view.ps_demand_vector(job)
         rec.shape = (w.tobytes() + (ps.tobytes() if ps is not None else b""), rec.n)
         rec.model = _canonical(job.spec.model)
+        rec.pack_key = (rec.n, rec.cls, rec.model)
         ci = self._classes.get(rec.cls)
         if ci is None:
             ci = self._classes[rec.cls] = len(self._classes)

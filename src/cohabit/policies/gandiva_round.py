@@ -31,7 +31,7 @@ class JobRec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key")
+                 "solo_iter", "nodes", "key", "pack_key")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -48,6 +48,7 @@ class JobRec:
         self.solo_iter: float | None = None  # iteration time last measured while not sharing
         self.nodes: tuple[int, ...] = ()  # worker nodes it holds
         self.key = (now, job.seq)  # round-robin order: longest waiting first
+        self.pack_key: tuple[int, float, str] = (1, 0.0, "")  # (n, cls, model): set with them on arrival
 
 
 class PackTrial:
@@ -98,13 +99,16 @@ class GandivaRound:
         g = self.g
         free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
         left: list[JobRec] = []
+        moved, failed_pack, idle, packing = self.moved, self.failed_pack, self.p._idle, self.p.packing
         for rec in waiting:
-            if rec.id in self.moved:
+            if rec.id in moved:
                 continue  # suspended in this very round (unpacked): its turn comes later
             if free + EPS >= rec.cls and self.place_free(rec):
                 free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
                 continue
-            if self.p.packing and rec.whole and self.pack(rec):
+            # (pack's own first checks, inline: most waiting jobs fail them, every round)
+            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get((rec.n, rec.cls)) \
+                    and self.pack(rec):
                 continue
             left.append(rec)
         if left:
@@ -238,7 +242,7 @@ class GandivaRound:
     def pack(self, rec: JobRec) -> bool:
         """Colocate ``rec`` on the GPUs of a running job of its size (paper §4.1 "Packing")."""
         view, draft, g, p = self.view, self.draft, self.g, self.p
-        key = (rec.n, rec.cls, rec.model)
+        key = rec.pack_key
         hosts = p._idle.get((rec.n, rec.cls))
         if g is None or not hosts or key in self.failed_pack:
             return False

@@ -37,7 +37,7 @@ the bound never moved from the root); HiGHS' symmetry detection (966 generators 
 applications) took 3.9 of 13 s on another. The class solve therefore skips symmetry detection and, on
 the instances the policy aggregates (above :data:`AGGREGATE_ABOVE` pairs), stops once its incumbent
 is within one smallest container of the bound (``mip_abs_gap``, :func:`one_container`; the split
-loses far more than that against the class bound, see ``docs/dorm.md``).
+loses far more than that against the class bound, see ``docs/speed.md``).
 """
 
 from __future__ import annotations
