@@ -76,3 +76,25 @@ def test_the_draft_and_its_scratch_ledger_are_one_free_capacity() -> None:
     assert draft.free_now[:, g].sum() == 0.0 and draft.exhausted()
     assert draft.place(c) is None
     assert view.free[:, g].sum() == 8.0 and not view.running
+
+
+def test_the_draft_fits_follow_every_write_of_the_draft() -> None:
+    """A dirty draft keeps each cached row's fits until it writes its arrays (issue 18): every
+    reserve, give-back and restore, and any write through ``free`` (handed out writable), shows."""
+    jobs = [trace_job("a", 2, 10), trace_job("b", 1, 10)]
+    view = _view(jobs, nodes=1, gpus=4)
+    d = Draft(view)
+    a, b = view.pending["a"], view.pending["b"]
+    w = view.demand_vector(b)
+    saved = d.save()
+    assert d.place(a) is not None
+    assert d.tasks_fit(w).tolist() == [2] and d.tasks_fit(w) is d.tasks_fit(w)  # kept while nothing changes
+    assert d.reserve(b, (0,))
+    assert d.tasks_fit(w).tolist() == [1]
+    d.restore(saved)
+    assert d.tasks_fit(w).tolist() == [4]
+    free = d.free  # a policy may plan into the arrays itself, at any later time
+    assert d.tasks_fit(w).tolist() == [4]
+    free[0] -= 3 * w
+    d._dev[0, :3] = 0.0  # (and into the devices, as naive's device model does)
+    assert d.tasks_fit(w).tolist() == [1]

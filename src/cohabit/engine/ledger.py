@@ -54,6 +54,7 @@ class Ledger(GroupLedger, PackLedger):
         self.allocations: dict[str, Allocation] = {}
         self._per_node: dict[str, dict[int, np.ndarray]] = {}
         self._vectors: dict[int, tuple[Resources, np.ndarray | None]] = {}
+        self._rows: dict[bytes, np.ndarray] = {}  # one row object per distinct demand (see vector)
         self._totals: dict[tuple[int, ...], Resources] = {}
         self._fits_cache: dict[bytes, str | None] = {}
         # pipelined groups: key (mode, nodes) -> members, first = owner of the machines
@@ -89,13 +90,15 @@ class Ledger(GroupLedger, PackLedger):
     def vector(self, r: Resources) -> np.ndarray | None:
         """``r`` as a row over the cluster's resource names; None if it names a resource no node has.
 
-        Rows are cached per distinct demand and must not be modified."""
+        Rows are cached per distinct demand and must not be modified; equal demands get the same row
+        object (so memos keyed by a row's id, e.g. :meth:`fit_of`, serve every job of that demand)."""
         hit = self._vectors.get(id(r))
         if hit is not None and hit[0] is r:
             return hit[1]
         v = self._make_vector(r)
         if v is not None:
             v.flags.writeable = False
+            v = self._rows.setdefault(v.tobytes(), v)
         self._vectors[id(r)] = (r, v)  # keeps r alive, so its id stays unique
         return v
 

@@ -38,7 +38,7 @@ class Draft:
     :class:`~cohabit.engine.ledger.Ledger` for plans that need the ledger's bookkeeping (packs and
     their device memory, groups); both share this draft's free-capacity arrays."""
 
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger")
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -48,6 +48,9 @@ class Draft:
         self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
         self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
         self._ledger: Ledger | None = None  # the scratch ledger handed out by ledger(), if any
+        # id(demand row) -> (row, fit) on the draft's arrays as they are now; emptied by every write of
+        # the draft's own, and None (no memo) once the arrays were handed out writable (free, ledger())
+        self._fits: dict[int, tuple[np.ndarray, np.ndarray]] | None = {}
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
@@ -70,12 +73,18 @@ class Draft:
             led.free, led.device_free = free, dev  # one free capacity: the draft's
             self._ledger = led
         self._dirty = True
+        self._fits = None  # the scratch ledger writes the shared arrays: fits are computed afresh from now on
         return self._ledger
+
+    def _forget_fits(self) -> None:
+        if self._fits is not None:
+            self._fits.clear()
 
     @property
     def free(self) -> np.ndarray:
         """The draft's free capacity per node, writable (a caller may plan into it directly)."""
         self._dirty = True
+        self._fits = None  # the caller may write into it at any time: fits are computed afresh from now on
         return self._arrays()[0]
 
     @property
@@ -99,7 +108,15 @@ class Draft:
         if not self._dirty:
             return self.view.fit_now(demand)
         free, dev = self._arrays()
-        return fit_counts(free, dev, demand, self.view.gpu_col)
+        fits = self._fits
+        if fits is None or demand.flags.writeable:  # (a row that is not cached may change: no memo)
+            return fit_counts(free, dev, demand, self.view.gpu_col)
+        hit = fits.get(id(demand))
+        if hit is None or hit[0] is not demand:
+            fit = fit_counts(free, dev, demand, self.view.gpu_col)
+            fit.flags.writeable = False
+            hit = fits[id(demand)] = (demand, fit)  # (keeps the row alive: its id stays unique)
+        return hit[1]
 
     def task_vectors(self, job: JobView, n_workers: int) -> list[np.ndarray]:
         w = self.view.demand_vector(job)
@@ -112,6 +129,7 @@ class Draft:
 
     def restore(self, saved: tuple[np.ndarray, np.ndarray]) -> None:
         self._dirty = True
+        self._forget_fits()
         free, dev = self._arrays()
         free[:] = saved[0]
         dev[:] = saved[1]
@@ -121,6 +139,7 @@ class Draft:
     def reserve(self, job: JobView, placement: Placement) -> bool:
         """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit."""
         self._dirty = True
+        self._forget_fits()
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
         nodes = sorted(set(placement))
@@ -155,6 +174,7 @@ class Draft:
         if extra is None or alloc is None or not extra.any():
             return
         self._dirty = True
+        self._forget_fits()
         free, _ = self._arrays()
         free[alloc.slots[0].node] += extra
         self._total = free.sum(axis=0)
@@ -167,6 +187,7 @@ class Draft:
         if alloc is None:
             return
         self._dirty = True
+        self._forget_fits()
         self.give_back_extra(job)
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)

@@ -300,12 +300,13 @@ class PlacementFIFO(BasePolicy):
         draft = Draft(view)
         memo = NoFitMemo()
         plan: Plan = []
+        backfill = self.backfill  # (without it the first failure ends the round: the memo is never asked)
         for job in waiting_in_order(view):
             n = view.target_workers(job)
-            p = None if memo.known_to_fail(view, job, n) else place_with(draft, job, type(self).chooser,
-                                                                          n_workers=n)
+            p = None if backfill and memo.known_to_fail(view, job, n) else place_with(draft, job, type(self).chooser,
+                                                                                       n_workers=n)
             if p is None:
-                if not self.backfill:
+                if not backfill:
                     break
                 memo.failed(view, job, n)
                 continue
