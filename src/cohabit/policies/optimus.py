@@ -121,6 +121,8 @@ class JobModels:
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
         self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
+        self._row_of: dict[int, tuple[np.ndarray, int]] = {}  # id of a view's demand array -> (it, its row)
+        self._zero_row: int | None = None
         self._iters_by_model: dict[str, tuple[float, int]] = {}
         self._iters_all = (0.0, 0)
         self._iter_time_by_model: dict[str, tuple[float, int]] = {}
@@ -232,10 +234,21 @@ class JobModels:
             declared = float(spec.iterations) if spec.iterations is not None else math.nan
             w_row = p_row = 0
             if view is not None:
-                w = view.demand_vector(job)
-                p = view.ps_demand_vector(job)
-                ps = p * spec.num_ps if p is not None and spec.num_ps else np.zeros_like(w)
-                w_row, p_row = self._row(w), self._row(ps)
+                w = view.demand_vector(job)  # one array per spec (ClusterView.shape): its row is looked up once
+                known = self._row_of.get(id(w))
+                if known is not None and known[0] is w:
+                    w_row = known[1]
+                else:
+                    w_row = self._row(w)
+                    self._row_of[id(w)] = (w, w_row)
+                num_ps = spec.num_ps
+                p = view.ps_demand_vector(job) if num_ps else None
+                if p is not None:
+                    p_row = self._row(p * num_ps)
+                else:  # no parameter servers: the zero row
+                    if self._zero_row is None:
+                        self._zero_row = self._row(np.zeros_like(w))
+                    p_row = self._zero_row
             hit = (job.seq, spec.min_workers, spec.max_workers, spec.submit_time, declared, spec.model, w_row, p_row)
             if view is not None:
                 self._static[job.id] = hit
