@@ -256,17 +256,20 @@ class LossFits:
         replaces an earlier one not read). ``points`` must only grow by appending until then (the
         engine's metric histories do)."""
         t = self._tracks.get(job_id)
+        n = len(points)
         if t is None:
             t = self._tracks[job_id] = _Track()
-        n = len(points)
+        elif n == t.n_seen:
+            return  # nothing new: no rate moves, and what was not due at n is not due now
         if n > t.n_seen:
             start = max(t.n_seen, 1)
             for i in range(start, n):
                 (k1, l1), (k2, l2) = points[i - 1], points[i]
                 if k2 > k1:
                     rate = (l1 - l2) / (k2 - k1)
-                    t.last_rate = max(rate, 0.0)
-                    t.max_rate = max(t.max_rate, t.last_rate)
+                    t.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
+                    if t.last_rate > t.max_rate:
+                        t.max_rate = t.last_rate
             t.n_seen = n
         if n >= self.min_points and (n < self.dense and n > t.n_fit or n >= t.n_fit * (1 + self.growth) + 1):
             t.due = (points, n)

@@ -114,12 +114,15 @@ class JobModels:
         # per job: (the loss curve it was computed from, loss-curve estimate of total iterations, beta0,
         # beta1): computed when a snapshot first sees a new curve, not on every report
         self._fit: dict[str, tuple[LossCurve | None, float, float, float]] = {}
-        # per job: the (workers, iteration time) of its last speed observation (a repeat changes nothing)
-        self._last_speed: dict[str, tuple[int, float]] = {}
+        # per job: the (placement, iteration time) of its last speed observation (a repeat changes nothing)
+        self._last_speed: dict[str, tuple[tuple[int, ...], float]] = {}
+        self._losses: dict[str, list[tuple[float, float]]] = {}  # per job: its reported loss history
         self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
         self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
+        self._row_of: dict[int, tuple[np.ndarray, int]] = {}  # id of a view's demand array -> (it, its row)
+        self._zero_row: int | None = None
         self._iters_by_model: dict[str, tuple[float, int]] = {}
         self._iters_all = (0.0, 0)
         self._iter_time_by_model: dict[str, tuple[float, int]] = {}
@@ -130,20 +133,28 @@ class JobModels:
         measured speed into its speed model. Called on every report, so it does only that: the
         estimates a decision reads are derived from the fit when a snapshot needs them."""
         jid = job.id
-        pts = job.metrics.get("loss")
+        pts = self._losses.get(jid)
+        if pts is None:  # the job's loss history: one list the engine appends to
+            pts = job.metrics.get("loss")
+            if pts is not None:
+                self._losses[jid] = pts
         if pts:
             self.loss.fold(jid, pts)  # fitted when a round reads the curve
         it = job.iter_time
         if it:
-            w = job.n_workers
-            if w > 0 and self._last_speed.get(jid) != (w, it):
-                # the same (workers, iteration time) as the last observation is a no-op of SpeedModel.observe
-                self._last_speed[jid] = (w, it)
-                m = self._speed.get(jid)
-                if m is None:
-                    m = self._speed[jid] = SpeedModel(speed_mode(job))
-                if m.observe(job.spec.num_ps, w, 1.0 / it):
-                    self._abc.pop(jid, None)
+            placement = job.placement
+            last = self._last_speed.get(jid)
+            # the same placement and iteration time as the last observation: SpeedModel.observe of the
+            # same (workers, speed) again would change nothing
+            if last is None or last[0] is not placement or last[1] != it:
+                self._last_speed[jid] = (placement, it)
+                w = job.n_workers
+                if w > 0:
+                    m = self._speed.get(jid)
+                    if m is None:
+                        m = self._speed[jid] = SpeedModel(speed_mode(job))
+                    if m.observe(job.spec.num_ps, w, 1.0 / it):
+                        self._abc.pop(jid, None)
 
     def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
         """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
@@ -173,7 +184,7 @@ class JobModels:
                 s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
                 self._iter_time_by_model[job.spec.model] = (s + sum(abc), n + 1)
         self.loss.drop(job.id)
-        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed):
+        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed, self._losses):
             cache.pop(job.id, None)  # type: ignore[attr-defined]
 
     # -- estimates
@@ -223,10 +234,21 @@ class JobModels:
             declared = float(spec.iterations) if spec.iterations is not None else math.nan
             w_row = p_row = 0
             if view is not None:
-                w = view.demand_vector(job)
-                p = view.ps_demand_vector(job)
-                ps = p * spec.num_ps if p is not None and spec.num_ps else np.zeros_like(w)
-                w_row, p_row = self._row(w), self._row(ps)
+                w = view.demand_vector(job)  # one array per spec (ClusterView.shape): its row is looked up once
+                known = self._row_of.get(id(w))
+                if known is not None and known[0] is w:
+                    w_row = known[1]
+                else:
+                    w_row = self._row(w)
+                    self._row_of[id(w)] = (w, w_row)
+                num_ps = spec.num_ps
+                p = view.ps_demand_vector(job) if num_ps else None
+                if p is not None:
+                    p_row = self._row(p * num_ps)
+                else:  # no parameter servers: the zero row
+                    if self._zero_row is None:
+                        self._zero_row = self._row(np.zeros_like(w))
+                    p_row = self._zero_row
             hit = (job.seq, spec.min_workers, spec.max_workers, spec.submit_time, declared, spec.model, w_row, p_row)
             if view is not None:
                 self._static[job.id] = hit
