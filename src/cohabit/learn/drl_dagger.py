@@ -56,8 +56,19 @@ class RecordingPolicy(TaskwisePolicy):
         self.actor, self.expert, self.beta, self.rng = actor, expert, beta, rng
         self.samples: list[Sample] = []
         self.name = "drl-dagger"
+        self.record = True  # False: a validation run of the actor alone, the expert not consulted
+
+    def begin(self, state: PlacementState, view: Any) -> None:
+        """Experts that need the work each job has left (the rollout teacher) see the view first."""
+        observe = getattr(self.expert, "observe", None)
+        if observe is not None:
+            observe(view)
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        if not self.record and self.actor is not None and self.beta == 0.0:
+            from .drl_env import net_probabilities
+
+            return int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
         target = int(self.expert(state, job, mask))
         # a state with one valid action teaches nothing; nor one where the expert sees that the job
         # cannot be completed whatever the action (it will wait; its label would be arbitrary)
@@ -72,8 +83,21 @@ class RecordingPolicy(TaskwisePolicy):
         return int(np.argmax(np.where(mask, p, -1.0)))
 
 
-def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int) -> Chooser:
-    """The expert chooser: ``lookahead`` (reward model) or ``lif-quad`` / ``lif-line``."""
+def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None) -> Chooser:
+    """The expert chooser: ``lookahead`` (reward model), ``rollout`` (drained cluster with the
+    simulator's speeds, the ``actor`` placing in the rollouts; :mod:`.drl_rollout`) or
+    ``lif-quad`` / ``lif-line``."""
+    if teacher == "rollout":
+        from .drl_env import net_probabilities
+        from .drl_rollout import DrainRollout
+
+        if actor is None:
+            raise ValueError("the rollout teacher needs actor weights (--init) to place in its rollouts")
+
+        def placer(state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+            return int(np.argmax(np.where(mask, net_probabilities(actor, state, job, mask), -1.0)))
+
+        return DrainRollout(placer=placer)
     if teacher == "lookahead":
         from ..policies.drl.nets import RewardNet
         from .drl_expert import LookaheadExpert
@@ -106,8 +130,9 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor = PolicyNet(m)
         actor.load_state_dict(actor_sd)
         actor.eval()
-    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"])
+    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor)
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
+    pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
     return pol.samples, float(res.metrics.avg_jct or 0.0) / 1200.0
@@ -116,8 +141,10 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
 def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 30, epochs: int = 4,
            teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
-           max_fit: int = 20_000, log: Any = print) -> tuple[Any, dict[str, Any]]:
-    """The DAgger loop of the module docstring; returns the best actor and a report."""
+           max_fit: int = 20_000, log: Any = print, expert_validation: bool = True) -> tuple[Any, dict[str, Any]]:
+    """The DAgger loop of the module docstring; returns the best actor and a report.
+    ``expert_validation=False`` skips scoring the expert alone on the validation workloads (for
+    the rollout teacher that costs as much as a round)."""
     import multiprocessing as mp
 
     import torch
@@ -144,8 +171,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     def cfg(**kw: Any) -> dict[str, Any]:
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, **kw}
 
-    def validate(sd: dict[str, Any] | None) -> dict[str, float]:
-        got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=0.0 if sd is not None else 1.0))
+    def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
+        got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
                    for a in ARRIVALS for s in VALIDATION_SEEDS])
         keys = [f"{a}-{s}" for a in ARRIVALS for s in VALIDATION_SEEDS]
         out = {k: jct for k, (_, jct) in zip(keys, got)}
@@ -157,14 +184,18 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     report: dict[str, Any] = {"rounds": []}
     best_sd = {k: v.detach().clone() for k, v in actor.state_dict().items()}
     try:
-        report["expert_validation"] = validate(None)
+        # the rollout teacher places with the actor inside its rollouts: it needs the weights even
+        # where it plays alone (beta = 1: the actor's own choices are never taken)
+        rollout = teacher == "rollout"
+        report["expert_validation"] = (validate(best_sd if rollout else None, expert=True) if expert_validation
+                                       else {"mean": float("nan")})
         best = validate(best_sd)["mean"] if init is not None else float("inf")
         report["init_validation_mean"] = best
         log(f"validation (avg JCT, intervals, mean of {3 * len(VALIDATION_SEEDS)} workloads): expert "
             f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
         for k in range(rounds + 1):
             beta = 0.5 ** k
-            sd = None if k == 0 else {n: v.detach().clone() for n, v in actor.state_dict().items()}
+            sd = None if k == 0 and not rollout else {n: v.detach().clone() for n, v in actor.state_dict().items()}
             args = []
             for i in range(episodes):
                 args.append((sd, reward_sd, cfg(arrival=ARRIVALS[i % len(ARRIVALS)], seed=next_seed, beta=beta)))
@@ -205,12 +236,15 @@ def train_drl_dagger(
     intervals: int = typer.Option(30, help="intervals of arrivals per workload"),
     epochs: int = typer.Option(4, help="passes over the data after each round"),
     max_fit: int = typer.Option(20_000, help="at most this many samples (drawn at random) in each fit"),
-    teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), lif-quad or lif-line"),
+    teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), rollout (drained cluster, "
+                                "simulator speeds, needs --init), lif-quad or lif-line"),
     horizon: int = typer.Option(3, help="lookahead: waiting jobs also placed in each candidate's score"),
     lr: float = typer.Option(5e-4, help="Adam learning rate of the fits"),
     workers: int = typer.Option(2, help="processes simulating workloads in parallel"),
     seed: int = typer.Option(0, help="seed of the fits; workload seeds are 1000 + 1000 x seed onwards"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after the round that passes this wall time"),
+    skip_expert_validation: bool = typer.Option(False, help="do not score the expert alone on the validation "
+                                                "workloads (saves a round's time with --teacher rollout)"),
     reward: Path = typer.Option(DEFAULT_OUT / "reward.pt", help="reward model (lookahead teacher)"),
     init: Path = typer.Option(None, help="start the actor from these policy weights"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
@@ -218,8 +252,10 @@ def train_drl_dagger(
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
     import torch
 
-    if teacher not in ("lookahead", "lif-quad", "lif-line"):
-        raise typer.BadParameter(f"--teacher must be lookahead, lif-quad or lif-line, got {teacher!r}")
+    if teacher not in ("lookahead", "rollout", "lif-quad", "lif-line"):
+        raise typer.BadParameter(f"--teacher must be lookahead, rollout, lif-quad or lif-line, got {teacher!r}")
+    if teacher == "rollout" and init is None:
+        raise typer.BadParameter("--teacher rollout places with the actor in its rollouts: give --init weights")
     if servers not in (6, 30):
         raise typer.BadParameter(f"--servers must be 6 or 30 (the drl and drl-30 presets), got {servers}")
     if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
@@ -235,7 +271,8 @@ def train_drl_dagger(
     torch.set_num_threads(1)
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
-                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True))
+                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True),
+                           expert_validation=not skip_expert_validation)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
