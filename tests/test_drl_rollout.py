@@ -111,3 +111,32 @@ def test_recording_policy_gives_the_rollout_teacher_the_work_left():
     # some decision saw a running job with less than its declared work left
     assert any(0 < left < work[k] for d in seen for k, left in d.items())
     assert all(left <= work[k] for d in seen for k, left in d.items())
+
+
+def test_rollout_label_keeps_the_actors_choice_unless_the_gain_passes_the_margin():
+    m = 2
+    ctc = _job("ctc", "cnn-text-classification", False, 1, 1, m, placed=(0, 0), new=False)
+    new = _job("x", "resnext-110", True, 1, 0, m)
+    st = PlacementState(_free(m, [ctc]), [ctc, new])
+    mask = st.mask(new)
+    strict = DrainRollout(placer=_first, margin=0.0)
+    strict.left = {"ctc": 1e6, "x": 1e6}
+    assert strict(st, new, mask) == 2 and strict.label(0) == 2  # any gain: the best action
+    s = strict.last
+    gain = (s[2] - s[0]) / abs(s[0])
+    lax = DrainRollout(placer=_first, margin=2 * gain)
+    lax.left = strict.left
+    assert lax(st, new, mask) == 2 and lax.label(0) == 0  # a gain within the margin: the actor's own
+    assert lax.label(2) == 2
+
+
+def test_train_drl_dagger_rollout_needs_init(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--teacher", "rollout", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--init" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--teacher", "rollout", "--margin", "-1", "--init",
+                                 str(tmp_path / "none.pt"), "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--margin" in r.output

@@ -70,20 +70,26 @@ class RecordingPolicy(TaskwisePolicy):
 
             return int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
         target = int(self.expert(state, job, mask))
+        own = None
+        if self.actor is not None:
+            from .drl_env import net_probabilities
+
+            own = int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
         # a state with one valid action teaches nothing; nor one where the expert sees that the job
         # cannot be completed whatever the action (it will wait; its label would be arbitrary)
         if mask.sum() > 1 and not getattr(self.expert, "hopeless", False):
+            # an expert with a `label` (the rollout teacher with a margin) keeps the actor's own
+            # choice where its best action is no clear gain over it
+            label = self.expert.label(own) if own is not None and hasattr(self.expert, "label") else target
             self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
-                                       target))
-        if self.actor is None or self.rng.random() < self.beta:
+                                       label))
+        if own is None or self.rng.random() < self.beta:
             return target
-        from .drl_env import net_probabilities
-
-        p = net_probabilities(self.actor, state, job, mask)
-        return int(np.argmax(np.where(mask, p, -1.0)))
+        return own
 
 
-def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None) -> Chooser:
+def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None,
+                margin: float = 0.0) -> Chooser:
     """The expert chooser: ``lookahead`` (reward model), ``rollout`` (drained cluster with the
     simulator's speeds, the ``actor`` placing in the rollouts; :mod:`.drl_rollout`) or
     ``lif-quad`` / ``lif-line``."""
@@ -97,7 +103,7 @@ def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon:
         def placer(state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
             return int(np.argmax(np.where(mask, net_probabilities(actor, state, job, mask), -1.0)))
 
-        return DrainRollout(placer=placer)
+        return DrainRollout(placer=placer, margin=margin)
     if teacher == "lookahead":
         from ..policies.drl.nets import RewardNet
         from .drl_expert import LookaheadExpert
@@ -130,7 +136,7 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor = PolicyNet(m)
         actor.load_state_dict(actor_sd)
         actor.eval()
-    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor)
+    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0))
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
     pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
@@ -141,7 +147,8 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
 def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 30, epochs: int = 4,
            teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
-           max_fit: int = 20_000, log: Any = print, expert_validation: bool = True) -> tuple[Any, dict[str, Any]]:
+           max_fit: int = 20_000, log: Any = print, expert_validation: bool = True,
+           margin: float = 0.0) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``expert_validation=False`` skips scoring the expert alone on the validation workloads (for
     the rollout teacher that costs as much as a round)."""
@@ -169,7 +176,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return pool.map(episode, args) if pool is not None else [episode(a) for a in args]
 
     def cfg(**kw: Any) -> dict[str, Any]:
-        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, **kw}
+        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "margin": margin, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -243,6 +250,8 @@ def train_drl_dagger(
     workers: int = typer.Option(2, help="processes simulating workloads in parallel"),
     seed: int = typer.Option(0, help="seed of the fits; workload seeds are 1000 + 1000 x seed onwards"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after the round that passes this wall time"),
+    margin: float = typer.Option(0.0, help="rollout teacher: label the actor's own action unless the best one "
+                                 "beats it by more than this share of the drained sum of completion times"),
     skip_expert_validation: bool = typer.Option(False, help="do not score the expert alone on the validation "
                                                 "workloads (saves a round's time with --teacher rollout)"),
     reward: Path = typer.Option(DEFAULT_OUT / "reward.pt", help="reward model (lookahead teacher)"),
@@ -258,9 +267,9 @@ def train_drl_dagger(
         raise typer.BadParameter("--teacher rollout places with the actor in its rollouts: give --init weights")
     if servers not in (6, 30):
         raise typer.BadParameter(f"--servers must be 6 or 30 (the drl and drl-30 presets), got {servers}")
-    if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
+    if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0 or margin < 0:
         raise typer.BadParameter("--episodes, --intervals, --epochs, --workers and --max-fit must be >= 1, --rounds and "
-                                 "--horizon >= 0, --lr > 0")
+                                 "--horizon >= 0, --lr > 0, --margin >= 0")
     if teacher == "lookahead":
         meta_r = reward.with_suffix(".json")
         if not reward.is_file():
@@ -272,7 +281,7 @@ def train_drl_dagger(
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
                            seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True),
-                           expert_validation=not skip_expert_validation)
+                           expert_validation=not skip_expert_validation, margin=margin)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,

@@ -117,7 +117,9 @@ class DrainRollout:
     finish, so ``free`` in the state must be the cluster's free room now."""
 
     def __init__(self, world: InterferenceWorld | None = None, cores: float = 8.0, max_events: int = 200,
-                 placer: Chooser | None = None) -> None:
+                 placer: Chooser | None = None, margin: float = 0.0) -> None:
+        self.margin = margin
+        self.last = np.zeros(0)
         self.world = world if world is not None else InterferenceWorld()
         #: how the rollout places the candidate's other tasks and the waiting jobs: by default the
         #: myopic lookahead on observed speeds (each task where the summed normalised speed is highest)
@@ -172,8 +174,21 @@ class DrainRollout:
         placed, _ = place_new(st, self.placer)
         return (me.placed_w, me.placed_p) if placed else None
 
+    def label(self, own: int) -> int:
+        """The training label for a state where the actor would take ``own``: the last call's best
+        action when it beats ``own`` by more than ``margin`` (relative, in the drained sum of
+        completion times), else ``own``. Near-ties in a rollout are noise, not advice: labelling
+        them would move the actor away from choices that are as good (conservative policy
+        improvement)."""
+        s = self.last
+        best = int(np.argmax(s))
+        if not np.isfinite(s[own]) or s[best] - s[own] > self.margin * abs(s[own]):
+            return best
+        return own
+
     def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         s = self.scores(state, job, mask)
+        self.last = s
         self.hopeless = not np.isfinite(s).any()
         if not self.hopeless:
             return int(np.argmax(s))
