@@ -7,7 +7,9 @@ the simulator's (``docs/drl.md``): its signal (Eq. 1 rewards summed over every r
 per-inference discounting) is too noisy for an hour of this machine. Here every decision gets a
 target instead: the action of :class:`~cohabit.learn.drl_expert.LookaheadExpert`, which scores
 each candidate with the learned reward model (never the simulator's physics), or of the LIF-Quad
-rule (``--teacher lif-quad``, for cluster sizes without a reward model).
+rule (``--teacher lif-quad``, for cluster sizes without a reward model), or of
+:class:`~cohabit.learn.drl_rollout.DrainRollout` (``--teacher rollout``: each candidate scored by
+draining the cluster with the simulator's speeds and the current actor placing; training only).
 
 Where the states come from: the simulator itself (:func:`cohabit.sim.runner.simulate` on the
 ``drl`` / ``drl-30`` preset), through :class:`RecordingPolicy`, the same task-by-task placement
@@ -280,7 +282,8 @@ def train_drl_dagger(
     torch.set_num_threads(1)
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
-                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, log=lambda s: typer.echo(s, err=True),
+                           seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit,
+                           log=lambda s: typer.echo(s, err=True),
                            expert_validation=not skip_expert_validation, margin=margin)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)

@@ -60,8 +60,8 @@ class PhysicsScorer:
     def __call__(self, cands: list[list[Job]]) -> np.ndarray:
         out = np.zeros(len(cands))
         for i, c in enumerate(cands):
-            placed = [Placed(mo, ar, {s: int(n) for s, n in enumerate(pw) if n}, {s: int(n) for s, n in enumerate(pp) if n})
-                      for mo, ar, _, _, pw, pp in c]
+            placed = [Placed(mo, ar, {s: int(n) for s, n in enumerate(pw) if n},
+                             {s: int(n) for s, n in enumerate(pp) if n}) for mo, ar, _, _, pw, pp in c]
             got = speeds(placed, {s: self.cores for s in range(len(c[0][4]))}, self.world)
             out[i] = sum(g / base_speed(mo, ar, nw, npp) for g, (mo, ar, nw, npp, _, _) in zip(got, c))
         return out
