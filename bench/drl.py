@@ -14,6 +14,8 @@ drl-dagger``) were trained on a mix of uniform, Poisson and bursty workloads of 
 DSSM and Inception-BN jobs it never placed; "drl-30 ..." are the 30-server preset with its own
 weights (``policy-30.pt``), seed 101 of each arrival pattern. ``--before DIR`` adds a
 ``drl-before`` column (earlier weights) measured in the same run.
+Beside the table: lower bounds per workload (``bench/drl_bounds.py``): every job at its solo
+speed without queueing, and no interference with FIFO / backfill queueing on the same cluster.
 Table II's ablations come from ``bench/drl_ablations.py``
 (its JSON is read when present).
 JCT is in intervals (seconds / 1200). Times are CPU seconds (``time.process_time``); the
@@ -80,6 +82,16 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
               + f"{row['drl_vs_best_baseline_pct']:+12.1f}%"
               + (f"{row['drl_before_vs_best_baseline_pct']:+15.1f}%" if before is not None else ""))
     return out
+
+
+def headroom(workloads: dict[str, list]) -> dict[str, dict[str, float]]:
+    """Lower bounds per workload (``bench/drl_bounds.py``): solo speed without queueing, and no
+    interference with FIFO / backfill queueing on the same cluster."""
+    from drl_bounds import bounds, print_bounds
+
+    rows = {w: bounds(jobs, preset("drl-30" if "drl-30" in w else "drl")) for w, jobs in workloads.items()}
+    print_bounds(rows)
+    return rows
 
 
 def reward_errors(n: int = 600, seed: int = 12345) -> dict[str, dict[str, float]]:
@@ -161,7 +173,8 @@ def main() -> None:
         for arrival in ("uniform", "poisson", "bursty"):
             for seed in (101, 102):
                 workloads[f"{arrival} seed {seed}"] = generate(30, arrival=arrival, seed=seed)
-    result = {"jct_intervals": jct_table(workloads, args.before), "prediction": reward_errors(), "latency": latency(),
+    result = {"jct_intervals": jct_table(workloads, args.before), "bounds": headroom(workloads),
+              "prediction": reward_errors(), "latency": latency(),
               "training": {k: json.loads((DATA / f"{k}.json").read_text()) for k in ("reward", "policy", "policy-30")},
               "load_average": os.getloadavg()}
     tr = result["training"]

@@ -7,7 +7,9 @@ the simulator's (``docs/drl.md``): its signal (Eq. 1 rewards summed over every r
 per-inference discounting) is too noisy for an hour of this machine. Here every decision gets a
 target instead: the action of :class:`~cohabit.learn.drl_expert.LookaheadExpert`, which scores
 each candidate with the learned reward model (never the simulator's physics), or of the LIF-Quad
-rule (``--teacher lif-quad``, for cluster sizes without a reward model).
+rule (``--teacher lif-quad``, for cluster sizes without a reward model), or of
+:class:`~cohabit.learn.drl_rollout.DrainRollout` (``--teacher rollout``: each candidate scored by
+draining the cluster with the simulator's speeds and the current actor placing; training only).
 
 Where the states come from: the simulator itself (:func:`cohabit.sim.runner.simulate` on the
 ``drl`` / ``drl-30`` preset), through :class:`RecordingPolicy`, the same task-by-task placement
@@ -63,27 +65,56 @@ class RecordingPolicy(TaskwisePolicy):
         self.actor, self.expert, self.beta, self.rng = actor, expert, beta, rng
         self.samples: list[Sample] = []
         self.name = "drl-dagger"
+        self.record = True  # False: a validation run of the actor alone, the expert not consulted
+
+    def begin(self, state: PlacementState, view: Any) -> None:
+        """Experts that need the work each job has left (the rollout teacher) see the view first."""
+        observe = getattr(self.expert, "observe", None)
+        if observe is not None:
+            observe(view)
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        if not self.record and self.actor is not None and self.beta == 0.0:
+            from .drl_env import net_probabilities
+
+            return int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
         target = int(self.expert(state, job, mask))
+        own = None
+        if self.actor is not None:
+            from .drl_env import net_probabilities
+
+            own = int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
         # a state with one valid action teaches nothing; nor one where the expert sees that the job
         # cannot be completed whatever the action (it will wait; its label would be arbitrary)
         if mask.sum() > 1 and not getattr(self.expert, "hopeless", False):
             good = getattr(self.expert, "good", None)
+            # an expert with a `label` (the rollout teacher with a margin) keeps the actor's own
+            # choice where its best action is no clear gain over it
+            label = self.expert.label(own) if own is not None and hasattr(self.expert, "label") else target
             self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
-                                       target, good=None if good is None else good.copy()))
-        if self.actor is None or self.rng.random() < self.beta:
+                                       label, good=None if good is None else good.copy()))
+        if own is None or self.rng.random() < self.beta:
             return target
+        return own
+
+
+def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None,
+                margin: float = 0.0, tie: float = 0.0) -> Chooser:
+    """The expert chooser: ``lookahead`` (reward model), ``rollout`` (drained cluster with the
+    simulator's speeds, the ``actor`` placing in the rollouts; :mod:`.drl_rollout`) or
+    ``lif-quad`` / ``lif-line``. ``tie > 0``: the expert also names the actions it rates within
+    ``tie`` of its choice (``Sample.good``; for LIF, exact ties of the interference score)."""
+    if teacher == "rollout":
         from .drl_env import net_probabilities
+        from .drl_rollout import DrainRollout
 
-        p = net_probabilities(self.actor, state, job, mask)
-        return int(np.argmax(np.where(mask, p, -1.0)))
+        if actor is None:
+            raise ValueError("the rollout teacher needs actor weights (--init) to place in its rollouts")
 
+        def placer(state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+            return int(np.argmax(np.where(mask, net_probabilities(actor, state, job, mask), -1.0)))
 
-def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, tie: float = 0.0) -> Chooser:
-    """The expert chooser: ``lookahead`` (reward model) or ``lif-quad`` / ``lif-line``. ``tie > 0``:
-    the expert also names the actions it rates within ``tie`` of its choice (``Sample.good``;
-    for LIF, exact ties of the interference score)."""
+        return DrainRollout(placer=placer, margin=margin)
     if teacher == "lookahead":
         from ..policies.drl.nets import RewardNet
         from .drl_expert import LookaheadExpert
@@ -120,8 +151,10 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor = PolicyNet(m)
         actor.load_state_dict(actor_sd)
         actor.eval()
-    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], cfg.get("tie", 0.0))
+    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
+                         cfg.get("tie", 0.0))
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
+    pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
     return pol.samples, float(res.metrics.avg_jct or 0.0) / 1200.0
@@ -131,10 +164,13 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            teacher: str = "lookahead", horizon: int = 3, reward_path: Path | None = None, init: Path | None = None,
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
            max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
-           log: Any = print) -> tuple[Any, dict[str, Any]]:
+           log: Any = print, expert_validation: bool = True,
+           margin: float = 0.0) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
-    come from the actor itself (with the expert acting with probability ``0.5^first_round``)."""
+    come from the actor itself (with the expert acting with probability ``0.5^first_round``).
+    ``expert_validation=False`` skips scoring the expert alone on the validation workloads (for
+    the rollout teacher that costs as much as a round)."""
     import multiprocessing as mp
 
     import torch
@@ -161,10 +197,11 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return pool.map(episode, args) if pool is not None else [episode(a) for a in args]
 
     def cfg(**kw: Any) -> dict[str, Any]:
-        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie, **kw}
+        return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
+                "margin": margin, **kw}
 
-    def validate(sd: dict[str, Any] | None) -> dict[str, float]:
-        got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=0.0 if sd is not None else 1.0))
+    def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
+        got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
                    for a in ARRIVALS for s in VALIDATION_SEEDS])
         keys = [f"{a}-{s}" for a in ARRIVALS for s in VALIDATION_SEEDS]
         out = {k: jct for k, (_, jct) in zip(keys, got)}
@@ -176,14 +213,18 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     report: dict[str, Any] = {"rounds": []}
     best_sd = {k: v.detach().clone() for k, v in actor.state_dict().items()}
     try:
-        report["expert_validation"] = validate(None)
+        # the rollout teacher places with the actor inside its rollouts: it needs the weights even
+        # where it plays alone (beta = 1: the actor's own choices are never taken)
+        rollout = teacher == "rollout"
+        report["expert_validation"] = (validate(best_sd if rollout else None, expert=True) if expert_validation
+                                       else {"mean": float("nan")})
         best = validate(best_sd)["mean"] if init is not None else float("inf")
         report["init_validation_mean"] = best
         log(f"validation (avg JCT, intervals, mean of {3 * len(VALIDATION_SEEDS)} workloads): expert "
             f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
         for k in range(first_round, rounds + 1):
             beta = 0.5 ** k
-            sd = None if k == 0 else {n: v.detach().clone() for n, v in actor.state_dict().items()}
+            sd = None if k == 0 and not rollout else {n: v.detach().clone() for n, v in actor.state_dict().items()}
             args = []
             for i in range(episodes):
                 args.append((sd, reward_sd, cfg(arrival=ARRIVALS[i % len(ARRIVALS)], seed=next_seed, beta=beta)))
@@ -224,7 +265,8 @@ def train_drl_dagger(
     intervals: int = typer.Option(30, help="intervals of arrivals per workload"),
     epochs: int = typer.Option(4, help="passes over the data after each round"),
     max_fit: int = typer.Option(20_000, help="at most this many samples (drawn at random) in each fit"),
-    teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), lif-quad or lif-line"),
+    teacher: str = typer.Option("lookahead", help="expert: lookahead (reward model), rollout (drained cluster, "
+                                "simulator speeds, needs --init), lif-quad or lif-line"),
     horizon: int = typer.Option(3, help="lookahead: waiting jobs also placed in each candidate's score"),
     first_round: int = typer.Option(0, help="start at this round (> 0: the --init actor plays from the start, "
                                              "the expert with probability 0.5^round)"),
@@ -234,6 +276,10 @@ def train_drl_dagger(
     workers: int = typer.Option(2, help="processes simulating workloads in parallel"),
     seed: int = typer.Option(0, help="seed of the fits; workload seeds are 1000 + 1000 x seed onwards"),
     budget_s: float = typer.Option(0.0, "--budget-s", help="stop after the round that passes this wall time"),
+    margin: float = typer.Option(0.0, help="rollout teacher: label the actor's own action unless the best one "
+                                 "beats it by more than this share of the drained sum of completion times"),
+    skip_expert_validation: bool = typer.Option(False, help="do not score the expert alone on the validation "
+                                                "workloads (saves a round's time with --teacher rollout)"),
     reward: Path = typer.Option(None, help="reward model (lookahead teacher; default: the shipped one for --servers, "
                                          "reward.pt or reward-30.pt)"),
     init: Path = typer.Option(None, help="start the actor from these policy weights"),
@@ -242,13 +288,15 @@ def train_drl_dagger(
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
     import torch
 
-    if teacher not in ("lookahead", "lif-quad", "lif-line"):
-        raise typer.BadParameter(f"--teacher must be lookahead, lif-quad or lif-line, got {teacher!r}")
+    if teacher not in ("lookahead", "rollout", "lif-quad", "lif-line"):
+        raise typer.BadParameter(f"--teacher must be lookahead, rollout, lif-quad or lif-line, got {teacher!r}")
+    if teacher == "rollout" and init is None:
+        raise typer.BadParameter("--teacher rollout places with the actor in its rollouts: give --init weights")
     if servers not in (6, 30):
         raise typer.BadParameter(f"--servers must be 6 or 30 (the drl and drl-30 presets), got {servers}")
-    if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0:
+    if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0 or margin < 0:
         raise typer.BadParameter("--episodes, --intervals, --epochs, --workers and --max-fit must be >= 1, --rounds and "
-                                 "--horizon >= 0, --lr > 0")
+                                 "--horizon >= 0, --lr > 0, --margin >= 0")
     if min(tie, 0.0) < 0:
         raise typer.BadParameter(f"--tie must be >= 0, got {tie}")
     if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
@@ -266,8 +314,8 @@ def train_drl_dagger(
     actor, report = dagger(m=servers, rounds=rounds, episodes=episodes, intervals=intervals, epochs=epochs,
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
                            seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, tie=tie,
-                           first_round=first_round,
-                           log=lambda s: typer.echo(s, err=True))
+                           first_round=first_round, log=lambda s: typer.echo(s, err=True),
+                           expert_validation=not skip_expert_validation, margin=margin)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,

@@ -1,0 +1,195 @@
+"""A rollout expert for Harmony-DRL's actor, used only in training (``cohabit train drl-dagger
+--teacher rollout``): each candidate action is scored by running the cluster forward.
+
+Why: the reward-model lookahead (:class:`~cohabit.learn.drl_expert.LookaheadExpert`) maximises
+the summed normalised speed of the jobs placed *now*; it cannot see that a job placed where it
+runs a little faster may hold GPUs that the jobs waiting behind it need, nor that a short job
+slowed down costs the average JCT more than a long one. On bursty arrivals the queue dominates
+(``bench/drl_bounds.py``: with no interference the bursty workload's average JCT would be 2.2
+intervals instead of 5.7), so the teacher has to value completion times, not speeds.
+
+:class:`DrainRollout` (a :data:`~cohabit.policies.drl.taskwise.Chooser`): for each valid action
+for the next task of a job, the job is completed by the consolidating rule
+(:func:`~cohabit.learn.drl_expert.complete`), then a small fluid simulation drains the cluster:
+no new arrivals; the running jobs, the candidate and the jobs waiting behind it (in arrival
+order, each started by the same consolidating rule as soon as it fits, later ones passing a
+blocked one as the task-by-task loop does) train at the speeds the simulator's interference
+world gives their co-location (:func:`cohabit.sim.drl_physics.speeds`: the *observed* speeds of
+the paper's online stage, §IV), the speeds recomputed at every start and finish, until every
+job is done. The candidate's score is minus the sum of the jobs' completion times from now:
+exactly the contribution of these jobs to the average JCT if nothing else arrived.
+
+What it reads: the placement state (as the actor), the work each job has left (its declared
+``iterations`` minus the progress it reported, :meth:`DrainRollout.observe`) and the
+simulator's interference world. The last is not an observation: this chooser labels training
+states and is never a policy (``drl`` decides with the actor alone; ``tests/test_barrier.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..policies.drl.state import JobEntry, PlacementState
+from ..policies.drl.taskwise import Chooser, place_new
+from ..sim.drl_physics import InterferenceWorld, Placed, base_speed, speeds
+from .drl_expert import Job, LookaheadExpert
+
+_EPS = 1e-9
+
+
+def _placed(e: JobEntry, pw: np.ndarray, pp: np.ndarray) -> Placed:
+    return Placed(e.model, e.allreduce, {s: int(c) for s, c in enumerate(pw) if c},
+                  {s: int(c) for s, c in enumerate(pp) if c})
+
+
+def _used(e: JobEntry, pw: np.ndarray, pp: np.ndarray) -> np.ndarray:
+    return np.outer(pw, e.worker_demand) + np.outer(pp, e.ps_demand)
+
+
+class PhysicsScorer:
+    """Sum of the normalised speeds the simulator's interference world gives each candidate's jobs
+    (speed over solo speed; the scorer of :class:`~cohabit.learn.drl_expert.LookaheadExpert`
+    with observed instead of predicted speeds)."""
+
+    def __init__(self, world: InterferenceWorld, cores: float = 8.0) -> None:
+        self.world, self.cores = world, cores
+
+    def __call__(self, cands: list[list[Job]]) -> np.ndarray:
+        out = np.zeros(len(cands))
+        for i, c in enumerate(cands):
+            placed = [Placed(mo, ar, {s: int(n) for s, n in enumerate(pw) if n},
+                             {s: int(n) for s, n in enumerate(pp) if n}) for mo, ar, _, _, pw, pp in c]
+            got = speeds(placed, {s: self.cores for s in range(len(c[0][4]))}, self.world)
+            out[i] = sum(g / base_speed(mo, ar, nw, npp) for g, (mo, ar, nw, npp, _, _) in zip(got, c))
+        return out
+
+
+def _copy(e: JobEntry, new: bool) -> JobEntry:
+    return replace(e, placed_w=e.placed_w.copy(), placed_p=e.placed_p.copy(), new=new)
+
+
+def drain(state: PlacementState, left: dict[str, float], placer: Chooser, world: InterferenceWorld,
+          cores: float = 8.0, max_events: int = 200) -> float:
+    """Sum of completion times (seconds from now) of every job of ``state`` (its placed jobs keep
+    their placement; its new ones start in order, placed task by task by ``placer`` through
+    :func:`~cohabit.policies.drl.taskwise.place_new`, whenever they fit), each with ``left[key]``
+    samples to train, no other arrivals, the speeds recomputed at every start and finish. Jobs
+    still unfinished after ``max_events`` count the time left at their solo speed. ``state`` is
+    not modified."""
+    st = PlacementState(state.free.copy(), [_copy(e, e.new) for e in state.jobs])
+    rem = {e.key: left[e.key] for e in st.jobs}
+    cores_of = {s: cores for s in range(st.m)}
+    t, total = 0.0, 0.0
+    for _ in range(max_events):
+        if any(e.new for e in st.jobs):
+            _, waiting = place_new(st, placer)
+            st.jobs.extend(waiting)  # place_new took them out; they wait, in order, for the next event
+            st.decisions.clear()
+        run = [e for e in st.jobs if not e.new]
+        if not run:
+            break
+        rate = speeds([_placed(e, e.placed_w, e.placed_p) for e in run], cores_of, world)
+        dt = min(rem[e.key] / max(v, _EPS) for e, v in zip(run, rate))
+        t += dt
+        for e, v in zip(run, rate):
+            rem[e.key] -= v * dt
+            if rem[e.key] <= 1e-6 * max(v, 1.0):
+                total += t
+                st.free += _used(e, e.placed_w, e.placed_p)
+                st.jobs.remove(e)
+        if not st.jobs:
+            break
+    else:  # out of events: the rest at solo speed
+        for e in st.jobs:
+            total += t + rem[e.key] / base_speed(e.model, e.allreduce, e.n_workers, e.n_ps)
+    return total
+
+
+class DrainRollout:
+    """Chooser: the action whose drained cluster has the least sum of completion times (module doc).
+
+    :meth:`observe` must be called with the deciding view before the decision's first task (the
+    :class:`~cohabit.learn.drl_dagger.RecordingPolicy` does it in ``begin``); jobs it has not seen
+    count their declared work. Running jobs' freed room only returns in the rollout when they
+    finish, so ``free`` in the state must be the cluster's free room now."""
+
+    def __init__(self, world: InterferenceWorld | None = None, cores: float = 8.0, max_events: int = 200,
+                 placer: Chooser | None = None, margin: float = 0.0) -> None:
+        self.margin = margin
+        self.last = np.zeros(0)
+        self.world = world if world is not None else InterferenceWorld()
+        #: how the rollout places the candidate's other tasks and the waiting jobs: by default the
+        #: myopic lookahead on observed speeds (each task where the summed normalised speed is highest)
+        self.placer = placer if placer is not None else LookaheadExpert(PhysicsScorer(self.world, cores), horizon=0)
+        self.cores = cores
+        self.max_events = max_events
+        self.left: dict[str, float] = {}
+        self.work: dict[str, float] = {}
+        self.hopeless = False
+        self.calls = 0
+
+    def observe(self, view: Any) -> None:
+        """Samples left per job: declared ``iterations`` minus the progress reported so far."""
+        self.left = {}
+        for jid, job in view.running.items():
+            self.left[jid] = max(float(job.spec.iterations) - float(job.iterations_done(view.now)), 1.0)
+        for jid, job in view.pending.items():
+            self.left[jid] = float(job.spec.iterations)
+
+    def _left(self, e: JobEntry) -> float:
+        return self.left.get(e.key, 1.0)
+
+    def scores(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
+        """Per action, minus the drained sum of completion times (``-inf``: masked, or the job
+        cannot be completed after it)."""
+        out = np.full(mask.size, -np.inf)
+        pos = state.jobs.index(job)
+        keep = [j for j in state.jobs if j is not job and j.complete and (j.placed_w.sum() + j.placed_p.sum()) > 0]
+        queue = [e for e in state.jobs[pos + 1:] if e.new]
+        left = {e.key: self._left(e) for e in state.jobs}
+        for a in np.flatnonzero(mask):
+            server, is_ps = divmod(int(a), 2)
+            pw, pp = job.placed_w.copy(), job.placed_p.copy()
+            free = state.free.copy()
+            (pp if is_ps else pw)[server] += 1
+            free[server] -= job.ps_demand if is_ps else job.worker_demand
+            done = self._complete(state, free, job, pw, pp, keep)
+            if done is None:
+                continue
+            free -= _used(job, done[0] - pw, done[1] - pp)
+            me = replace(job, placed_w=done[0], placed_p=done[1], new=False)
+            out[a] = -drain(PlacementState(free, [*keep, me, *queue]), left, self.placer, self.world, self.cores,
+                            self.max_events)
+        self.calls += 1
+        return out
+
+    def _complete(self, state: PlacementState, free: np.ndarray, job: JobEntry, pw: np.ndarray, pp: np.ndarray,
+                  keep: list[JobEntry]) -> tuple[np.ndarray, np.ndarray] | None:
+        """The candidate's other tasks, placed by the rollout's placer."""
+        me = replace(job, placed_w=pw.copy(), placed_p=pp.copy(), new=True)
+        st = PlacementState(free.copy(), [*keep, me])
+        placed, _ = place_new(st, self.placer)
+        return (me.placed_w, me.placed_p) if placed else None
+
+    def label(self, own: int) -> int:
+        """The training label for a state where the actor would take ``own``: the last call's best
+        action when it beats ``own`` by more than ``margin`` (relative, in the drained sum of
+        completion times), else ``own``. Near-ties in a rollout are noise, not advice: labelling
+        them would move the actor away from choices that are as good (conservative policy
+        improvement)."""
+        s = self.last
+        best = int(np.argmax(s))
+        if not np.isfinite(s[own]) or s[best] - s[own] > self.margin * abs(s[own]):
+            return best
+        return own
+
+    def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        s = self.scores(state, job, mask)
+        self.last = s
+        self.hopeless = not np.isfinite(s).any()
+        if not self.hopeless:
+            return int(np.argmax(s))
+        return int(np.flatnonzero(mask)[0])

@@ -1,0 +1,39 @@
+"""bench/drl_bounds.py: the headroom values printed beside bench/drl.py's table."""
+
+from __future__ import annotations
+
+import pytest
+
+from cohabit.sim.drl_workload import INTERVAL_S, drl_cluster, drl_job
+from cohabit.sim.runner import simulate
+from cohabit.policies import make_policy
+from conftest import load_bench
+
+
+def _two_jobs_on_one_server():
+    # CTC (CPU-hungry) and ResNeXt-110 (CPU-sensitive), one worker + one PS each: both fit one server
+    a = drl_job("a", "cnn-text-classification", False, 1, 1, 2 * INTERVAL_S, 0.0)
+    b = drl_job("b", "resnext-110", False, 1, 1, 1 * INTERVAL_S, 0.0)
+    return [a, b]
+
+
+def test_no_interference_world_runs_co_located_jobs_at_their_solo_speed():
+    mod = load_bench("drl_bounds")
+    jobs = _two_jobs_on_one_server()
+    one = drl_cluster(1)
+    # with the real world the pair slows down (the bound would be no bound otherwise)
+    slowed = simulate(jobs, one, make_policy("fifo")).metrics.avg_jct / INTERVAL_S
+    got = mod.bounds(jobs, one)
+    assert got["solo_no_queue"] == pytest.approx(1.5, rel=1e-3)
+    assert got["no_interference_fifo"] == pytest.approx(1.5, rel=1e-3)
+    assert got["no_interference_backfill"] == pytest.approx(1.5, rel=1e-3)
+    assert slowed > 1.6
+
+
+def test_queueing_shows_in_the_fifo_bound_only():
+    mod = load_bench("drl_bounds")
+    # three 2-worker all-reduce jobs at once on one server of 2 GPUs: they run one after another
+    jobs = [drl_job(f"j{i}", "resnet-50", True, 2, 0, INTERVAL_S, 0.0) for i in range(3)]
+    got = mod.bounds(jobs, drl_cluster(1))
+    assert got["solo_no_queue"] == pytest.approx(1.0, rel=1e-3)
+    assert got["no_interference_fifo"] == pytest.approx(2.0, rel=1e-3)  # (1 + 2 + 3) / 3
