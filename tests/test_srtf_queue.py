@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
 
 from cohabit.engine.job import JobView
 from cohabit.engine.record import EventKind
