@@ -44,22 +44,27 @@ TENANT_POLICIES = (
 
 
 @cache
-def _tenant_trace() -> tuple[Any, Any]:
+def _philly_prefix(limit: int, cluster: str) -> tuple[Any, Any]:
     from cohabit.sim.traces import load_trace
     from cohabit.spec import cluster_from_arg
 
-    return load_trace("philly_82k", "philly", limit=600).jobs, cluster_from_arg("muri-n8g8")
+    return load_trace("philly_82k", "philly", limit=limit).jobs, cluster_from_arg(cluster)
 
 
-def run_tenant_pinned(policy: str) -> dict[str, Any]:
-    """Fingerprint of ``policy`` on the first 600 jobs of ``philly_82k`` on ``muri-n8g8``."""
+def _run_on_philly_prefix(policy: str, limit: int, cluster: str) -> dict[str, Any]:
+    """Fingerprint of ``policy`` on the first ``limit`` jobs of ``philly_82k`` on the ``cluster`` preset."""
     from cohabit.policies import make_policy
     from cohabit.report.fingerprint import fingerprint
     from cohabit.sim.runner import simulate
 
-    jobs, cluster = _tenant_trace()
-    out = simulate(jobs, cluster, make_policy(policy))
+    jobs, spec = _philly_prefix(limit, cluster)
+    out = simulate(jobs, spec, make_policy(policy))
     return fingerprint(out.result.record, out.metrics)
+
+
+def run_tenant_pinned(policy: str) -> dict[str, Any]:
+    """Fingerprint of ``policy`` on the first 600 jobs of ``philly_82k`` on ``muri-n8g8``."""
+    return _run_on_philly_prefix(policy, 600, "muri-n8g8")
 
 
 CONTENDED_PIN_FILE = Path(__file__).parent / "data" / "sim_pins_philly_512.json"
@@ -69,20 +74,6 @@ CONTENDED_PIN_FILE = Path(__file__).parent / "data" / "sim_pins_philly_512.json"
 CONTENDED_POLICIES = ("gandiva", "tetris")
 
 
-@cache
-def _contended_trace() -> tuple[Any, Any]:
-    from cohabit.sim.traces import load_trace
-    from cohabit.spec import cluster_from_arg
-
-    return load_trace("philly_82k", "philly", limit=2000).jobs, cluster_from_arg("philly-512")
-
-
 def run_contended_pinned(policy: str) -> dict[str, Any]:
     """Fingerprint of ``policy`` on the first 2,000 jobs of ``philly_82k`` on ``philly-512``."""
-    from cohabit.policies import make_policy
-    from cohabit.report.fingerprint import fingerprint
-    from cohabit.sim.runner import simulate
-
-    jobs, cluster = _contended_trace()
-    out = simulate(jobs, cluster, make_policy(policy))
-    return fingerprint(out.result.record, out.metrics)
+    return _run_on_philly_prefix(policy, 2000, "philly-512")

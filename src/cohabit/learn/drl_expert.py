@@ -25,6 +25,17 @@ from ..policies.drl.state import JobEntry, PlacementState, reward_token
 _EPS = 1e-9
 
 
+def take_action(state: PlacementState, job: JobEntry, a: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Action ``a`` (§V-A: ``2m`` a worker, ``2m + 1`` a PS on server ``m``) tried on copies: the
+    job's worker and PS counts per server and the servers' free resources after it."""
+    server, is_ps = divmod(int(a), 2)
+    pw, pp = job.placed_w.copy(), job.placed_p.copy()
+    free = state.free.copy()
+    (pp if is_ps else pw)[server] += 1
+    free[server] -= job.ps_demand if is_ps else job.worker_demand
+    return pw, pp, free
+
+
 def complete(free: np.ndarray, job: JobEntry, pw: np.ndarray, pp: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Place ``job``'s tasks not yet in ``pw``/``pp`` (workers, then parameter servers) each on the
     valid server holding most of the job's tasks, ties to the least room left (bin packing);
@@ -114,11 +125,7 @@ class LookaheadExpert:
         actions: list[int] = []
         cands: list[list[Job]] = []
         for a in np.flatnonzero(mask):
-            server, is_ps = divmod(int(a), 2)
-            pw, pp = job.placed_w.copy(), job.placed_p.copy()
-            free = state.free.copy()
-            (pp if is_ps else pw)[server] += 1
-            free[server] -= job.ps_demand if is_ps else job.worker_demand
+            pw, pp, free = take_action(state, job, a)
             done = complete(free, job, pw, pp)
             if done is None:
                 continue

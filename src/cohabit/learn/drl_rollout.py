@@ -35,7 +35,7 @@ import numpy as np
 from ..policies.drl.state import JobEntry, PlacementState
 from ..policies.drl.taskwise import Chooser, place_new
 from ..sim.drl_physics import InterferenceWorld, Placed, base_speed, speeds
-from .drl_expert import Job, LookaheadExpert
+from .drl_expert import Job, LookaheadExpert, take_action
 
 _EPS = 1e-9
 
@@ -151,11 +151,7 @@ class DrainRollout:
         queue = [e for e in state.jobs[pos + 1:] if e.new]
         left = {e.key: self._left(e) for e in state.jobs}
         for a in np.flatnonzero(mask):
-            server, is_ps = divmod(int(a), 2)
-            pw, pp = job.placed_w.copy(), job.placed_p.copy()
-            free = state.free.copy()
-            (pp if is_ps else pw)[server] += 1
-            free[server] -= job.ps_demand if is_ps else job.worker_demand
+            pw, pp, free = take_action(state, job, a)
             done = self._complete(state, free, job, pw, pp, keep)
             if done is None:
                 continue
