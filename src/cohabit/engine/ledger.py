@@ -21,11 +21,15 @@ import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from ..spec.resources import Resources
-from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, take_devices
+from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, refit, take_devices
 from .ledger_groups import GroupLedger
 from .ledger_packs import PackLedger
 
 __all__ = ["EPS", "Allocation", "AllocationError", "Ledger", "TaskSlot", "fit_counts", "take_devices"]
+
+#: the most (memoised rows x changed nodes) a change of the free capacity updates in place
+#: (``alloc.refit``) before the fit memo is simply dropped and recomputed on demand
+REFIT_LIMIT = 48
 
 
 class Ledger(GroupLedger, PackLedger):
@@ -72,6 +76,10 @@ class Ledger(GroupLedger, PackLedger):
         self.version = 0
         self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
         self._fit_version = 0
+        # nodes whose free capacity changed since _fit_version, and how many version bumps they account
+        # for: when every bump since is accounted for, the memo's fits are updated on those nodes only
+        self._changed: set[int] = set()
+        self._tracked = 0
         self._free_total: np.ndarray | None = None  # see free_total
         # bumped only when room may have grown (release, or a scratch copy's owner giving room back):
         # a placement that failed keeps failing while room only shrinks, so no_room outlives allocations
@@ -118,9 +126,25 @@ class Ledger(GroupLedger, PackLedger):
         """How many tasks of ``demand`` each node can take now (vector over nodes)."""
         return fit_counts(self.free, self.device_free, demand, self._gpu_col)
 
+    def _touch(self, nodes: object) -> None:
+        """A mutation (one version bump) changes the free capacity of ``nodes`` (an iterable of node
+        indices) only; a bump without this call drops the fit memo at the next read."""
+        self._tracked += 1
+        self._changed.update(nodes)  # type: ignore[call-overload]
+
     def _memo_valid(self) -> None:
         if self._fit_version != self.version:
-            self._fit_memo.clear()
+            memo, changed = self._fit_memo, self._changed
+            if memo and self.version - self._fit_version == self._tracked and \
+                    len(changed) * len(memo) <= REFIT_LIMIT:
+                for key, (row, fit) in list(memo.items()):
+                    new = refit(fit, self.free, self.device_free, row, self._gpu_col, changed)
+                    new.flags.writeable = False
+                    memo[key] = (row, new)
+            else:
+                memo.clear()
+            changed.clear()
+            self._tracked = 0
             self._free_total = None
             self._fit_version = self.version
             if self._no_room_grown != self.grown:
@@ -216,6 +240,7 @@ class Ledger(GroupLedger, PackLedger):
                 raise AllocationError(
                     f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {d[i]:g}"
                 )
+        self._touch(per_node)
         dev_backup = {node: self.device_free[node].copy() for node in per_node}
         slots: list[TaskSlot] = []
         try:
@@ -278,6 +303,7 @@ class Ledger(GroupLedger, PackLedger):
                 raise AllocationError(
                     f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {rest[i]:g}"
                 )
+        self._touch(set(placement))
         taken: dict[tuple[int, int], int] = {}
         slots: list[TaskSlot] = []
         owned = np.zeros(len(self.names))
@@ -351,7 +377,9 @@ class Ledger(GroupLedger, PackLedger):
             return self._release_group(job, alloc, per_node)
         if alloc.pack is not None:
             return self._release_pack(job, alloc, per_node)
-        for key in alloc.devices:
+        devices = alloc.devices
+        self._touch(set(per_node).union(k[0] for k in devices))
+        for key in devices:
             shares = self.dev_shares.get(key)
             if shares is None or job not in shares:
                 continue
@@ -405,6 +433,7 @@ class Ledger(GroupLedger, PackLedger):
         d.packs = {k: list(v) for k, v in self.packs.items()}
         d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
         d._fit_memo, d._no_room, d._free_total = {}, set(), None
+        d._changed, d._tracked = set(), 0
         return d
 
     def check(self) -> None:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..engine.actions import Placement
 from ..engine.job import JobView
+from ..engine.alloc import refit
 from ..engine.ledger import fit_counts, take_devices
 from ..engine.view import ClusterView
 
@@ -38,7 +39,7 @@ class Draft:
     :class:`~cohabit.engine.ledger.Ledger` for plans that need the ledger's bookkeeping (packs and
     their device memory, groups); both share this draft's free-capacity arrays."""
 
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits")
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits", "_touched", "_sums")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -51,12 +52,18 @@ class Draft:
         # id(demand row) -> (row, fit) on the draft's arrays as they are now; emptied by every write of
         # the draft's own, and None (no memo) once the arrays were handed out writable (free, ledger())
         self._fits: dict[int, tuple[np.ndarray, np.ndarray]] | None = {}
+        # (ledger version at the copy, nodes the draft's own reservations changed since): a row's fit is the
+        # ledger's (ClusterView.fit_now) refitted on these nodes only (alloc.refit); None once the draft
+        # changed in other ways (room given back, arrays handed out)
+        self._touched: tuple[int, set[int]] | None = None
+        self._sums: dict[tuple[int, ...], np.ndarray] = {}  # task rows' ids -> their sum (see reserve)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
             self._free = self.view.free.copy()
             self._dev = self.view.device_free.copy()
             self._total = self._free.sum(axis=0)
+            self._touched = (self.view.allocation_version, set())
         elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
             self._total = self._free.sum(axis=0)
             self._ledger.room_changed()  # and this draft may have (given back too): its memos go stale
@@ -74,9 +81,14 @@ class Draft:
             self._ledger = led
         self._dirty = True
         self._fits = None  # the scratch ledger writes the shared arrays: fits are computed afresh from now on
+        self._touched = None
         return self._ledger
 
     def _forget_fits(self) -> None:
+        """The draft's arrays are about to change other than by :meth:`reserve`: no fit is kept or derived."""
+        if self._free is None:
+            self._arrays()  # (the copy first: it would start a fresh record of touched nodes)
+        self._touched = None
         if self._fits is not None:
             self._fits.clear()
 
@@ -85,6 +97,7 @@ class Draft:
         """The draft's free capacity per node, writable (a caller may plan into it directly)."""
         self._dirty = True
         self._fits = None  # the caller may write into it at any time: fits are computed afresh from now on
+        self._touched = None
         return self._arrays()[0]
 
     @property
@@ -113,7 +126,11 @@ class Draft:
             return fit_counts(free, dev, demand, self.view.gpu_col)
         hit = fits.get(id(demand))
         if hit is None or hit[0] is not demand:
-            fit = fit_counts(free, dev, demand, self.view.gpu_col)
+            touched = self._touched
+            if touched is not None and touched[0] == self.view.allocation_version and len(touched[1]) <= 16:
+                fit = refit(self.view.fit_now(demand), free, dev, demand, self.view.gpu_col, touched[1])
+            else:
+                fit = fit_counts(free, dev, demand, self.view.gpu_col)
             fit.flags.writeable = False
             hit = fits[id(demand)] = (demand, fit)  # (keeps the row alive: its id stays unique)
         return hit[1]
@@ -137,9 +154,9 @@ class Draft:
         self._no_room.clear()
 
     def reserve(self, job: JobView, placement: Placement) -> bool:
-        """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit."""
+        """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit (the draft is then
+        as it was: its memo of fits stays)."""
         self._dirty = True
-        self._forget_fits()
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
         nodes = sorted(set(placement))
@@ -154,7 +171,20 @@ class Draft:
                     dev[n] = d_row
                 return False
         assert self._total is not None
-        self._total -= np.sum(vecs, axis=0)
+        key = tuple(map(id, vecs))
+        total = self._sums.get(key)
+        if total is None:  # (the rows are the view's cached ones: their ids stay theirs while the draft lives)
+            total = self._sums[key] = np.sum(vecs, axis=0)
+        self._total -= total
+        fits, touched = self._fits, self._touched
+        if touched is not None:
+            touched[1].update(nodes)
+        if fits:  # the fits known change on these nodes only
+            gc = self.view.gpu_col
+            for k, (row, fit) in list(fits.items()):
+                new = refit(fit, free, dev, row, gc, nodes)
+                new.flags.writeable = False
+                fits[k] = (row, new)
         return True
 
     def extra_held(self, job: JobView) -> np.ndarray | None:
