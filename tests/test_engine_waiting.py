@@ -7,7 +7,7 @@ import random
 import pytest
 
 from cohabit.engine.job import JobView
-from cohabit.engine.waiting import Waiting
+from cohabit.engine.waiting import Running, Waiting
 from cohabit.spec.job import JobSpec
 
 
@@ -68,3 +68,40 @@ def test_other_mutators_are_refused() -> None:
         with pytest.raises(TypeError, match="per-tenant index"):
             call()
     assert not w and not w.by_tenant
+
+
+def test_the_running_journal_names_every_id_that_entered_or_left() -> None:
+    """A reader that follows ``changed_since`` from its mark keeps an exact copy of the key set; a mark
+    older than the kept journal reads None (the reader compares the whole set then)."""
+    rng = random.Random(11)
+    class Small(Running):
+        KEEP = 8  # drop old entries often
+
+    r = Small()
+    jobs = {f"j{i}": _job(i, "t") for i in range(40)}
+    copy: set[str] = set()
+    mark = r.mark
+    stale = 0
+    for step in range(3000):
+        jid = rng.choice(list(jobs))
+        if jid in r:
+            if rng.random() < 0.5:
+                del r[jid]
+            else:
+                r.pop(jid)
+        else:
+            r[jid] = jobs[jid]
+        if rng.random() < 0.3 or step % 17 == 0:
+            changed = r.changed_since(mark)
+            if changed is None:
+                stale += 1
+                copy = set(r)
+            else:
+                for c in changed:
+                    copy.symmetric_difference_update({c} if (c in r) != (c in copy) else set())
+            mark = r.mark
+            assert copy == set(r)
+    assert stale > 0  # the reader fell behind the kept journal at least once
+    assert r.pop("nope", None) is None
+    with pytest.raises(TypeError, match="journal"):
+        r.update({})

@@ -33,7 +33,7 @@ from .oracle import Oracle
 from .record import EventKind, Record
 from .state import JobState, check_transition
 from .view import ClusterView
-from .waiting import Waiting
+from .waiting import Running, Waiting
 
 __all__ = ["IDLE_TICKS", "ActionError", "RunResult", "Scheduler"]
 
@@ -106,7 +106,7 @@ class Scheduler(ActionHandlers, LiveControl):
         self.criteria = CriteriaBook()  # completion criteria: evaluations, verdicts, budget timers
         self.jobs: dict[str, JobView] = {}
         self.pending = Waiting()  # a dict by id that also keeps the jobs per tenant (engine/waiting.py)
-        self.running: dict[str, JobView] = {}
+        self.running = Running()  # a dict by id with a journal of changes (engine/waiting.py)
         self.paused = Waiting()
         self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}

@@ -23,7 +23,7 @@ from .ledger import fit_counts
 if TYPE_CHECKING:
     from .history import History
     from .ledger import Allocation, Ledger
-    from .waiting import Waiting
+    from .waiting import Running, Waiting
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -35,7 +35,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
                  "_pending_by_tenant", "_paused_by_tenant", "_pending_by_shape", "_position", "history",
-                 "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
+                 "_journal", "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
 
     def __init__(
         self,
@@ -43,7 +43,7 @@ class ClusterView:
         ledger: Ledger,
         jobs: dict[str, JobView],
         pending: Waiting,
-        running: dict[str, JobView],
+        running: dict[str, JobView] | Running,
         paused: Waiting,
         history: History,
     ) -> None:
@@ -52,6 +52,7 @@ class ClusterView:
         self._jobs = MappingProxyType(jobs)
         self._pending = MappingProxyType(pending)
         self._running = MappingProxyType(running)
+        self._journal = running if hasattr(running, "changed_since") else None
         self._paused = MappingProxyType(paused)
         self._pending_by_tenant = pending.by_tenant
         self._paused_by_tenant = paused.by_tenant
@@ -224,6 +225,20 @@ class ClusterView:
     @property
     def running(self) -> Mapping[str, JobView]:
         return self._running
+
+    @property
+    def running_mark(self) -> int | None:
+        """A position in the journal of the running set (None if this view has none): see
+        :meth:`running_changes`."""
+        return self._journal.mark if self._journal is not None else None
+
+    def running_changes(self, mark: int | None) -> list[str] | None:
+        """Ids of jobs that started or stopped running since ``mark`` (a :attr:`running_mark`), oldest
+        first; None when unknown (no mark, no journal, or that part of it was dropped): compare
+        :attr:`running` as a whole then."""
+        if mark is None or self._journal is None:
+            return None
+        return self._journal.changed_since(mark)
 
     @property
     def paused(self) -> Mapping[str, JobView]:

@@ -144,3 +144,63 @@ class Waiting(dict[str, JobView]):
         raise TypeError("Waiting changes only by [id] = job, del and pop (its per-tenant index and other indexes follow them)")
 
     update = setdefault = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]
+
+
+class Running(dict[str, JobView]):
+    """The running jobs by id, with a journal of the ids that entered or left
+    (:meth:`changed_since`, ``ClusterView.running_changes``): a policy that keeps its own book of the
+    running set (DRF's tenant usage) follows it in O(changes) instead of comparing the whole set every
+    round. Only ``[id] = job``, ``del`` and ``pop`` change it."""
+
+    __slots__ = ("_log", "_base")
+
+    #: the journal keeps at least this many recent entries (older ones are dropped in halves)
+    KEEP = 4096
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._log: list[str] = []
+        self._base = 0  # journal entries dropped from the front so far
+
+    def _note(self, key: str) -> None:
+        log = self._log
+        log.append(key)
+        if len(log) > 2 * self.KEEP:
+            drop = len(log) - self.KEEP
+            del log[:drop]
+            self._base += drop
+
+    def __setitem__(self, key: str, job: JobView) -> None:
+        super().__setitem__(key, job)
+        self._note(key)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._note(key)
+
+    def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
+        if key not in self:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default  # type: ignore[return-value]
+        job = super().pop(key)
+        self._note(key)
+        return job
+
+    @property
+    def mark(self) -> int:
+        """The journal's position now (pass it to :meth:`changed_since` later)."""
+        return self._base + len(self._log)
+
+    def changed_since(self, mark: int) -> list[str] | None:
+        """Ids that entered or left since ``mark`` (a :attr:`mark`), oldest first, an id once per change;
+        None if that part of the journal was dropped (compare the whole set instead)."""
+        i = mark - self._base
+        if i < 0:
+            return None
+        return self._log[i:]
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("Running changes only by [id] = job, del and pop (its journal follows them)")
+
+    update = setdefault = popitem = clear = __ior__ = _refuse  # type: ignore[assignment]

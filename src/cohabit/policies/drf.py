@@ -118,7 +118,8 @@ class TenantBook:
         self._inv = np.zeros(0)
         self._syncs = 0
         self._synced_at: int | None = None  # the view's allocation_version at the last sync
-        self._expected = False  # expect() ran since the last sync
+        self._expected: list[str] = []  # jobs expect() counted since the last sync
+        self._mark: int | None = None  # the view's running_mark at the last sync
 
     def see(self, job: JobView, view: ClusterView) -> None:
         if view is not self._view:
@@ -144,6 +145,8 @@ class TenantBook:
         self._running = {}
         self._syncs = 0
         self._synced_at = None
+        self._expected = []
+        self._mark = None
 
     def sync(self, view: ClusterView) -> None:
         if view is not self._view:
@@ -154,12 +157,24 @@ class TenantBook:
             self._resync(view)
         elif version == self._synced_at and not self._expected:
             return  # no allocation changed since the last sync: neither did the running set
-        self._synced_at, self._expected = version, False
         running = view.running
-        for jid in self._running.keys() - running.keys():
+        # the jobs that may differ between the book and the running set: those that entered or left it
+        # since the last sync (the view's journal) and those expect() counted; else compare the sets
+        changed = view.running_changes(self._mark) if self._synced_at is not None else None
+        self._synced_at, self._mark = version, view.running_mark
+        if changed is None:
+            gone: Iterable[str] = self._running.keys() - running.keys()
+            new: Iterable[str] = running.keys() - self._running.keys()
+        else:
+            ids = dict.fromkeys(changed)
+            ids.update(dict.fromkeys(self._expected))
+            gone = [j for j in ids if j in self._running and j not in running]
+            new = [j for j in ids if j in running and j not in self._running]
+        self._expected = []
+        for jid in gone:
             tenant, u = self._running.pop(jid)
             self._usage[tenant] = self._usage[tenant] - u
-        for jid in running.keys() - self._running.keys():
+        for jid in new:
             job = running[jid]
             tenant, u = job.spec.tenant, job_usage(view, job)
             self._running[jid] = (tenant, u)
@@ -171,7 +186,7 @@ class TenantBook:
         """Count a job this decision starts as running from now (the next :meth:`sync` drops it
         again if the scheduler refused the start)."""
         if job.id not in self._running:
-            self._expected = True
+            self._expected.append(job.id)
             t = job.spec.tenant
             self._running[job.id] = (t, usage)
             self._usage[t] = self._usage[t] + usage if t in self._usage else usage.copy()
@@ -208,21 +223,25 @@ class DRF(BasePolicy):
         if not view.pending and not view.paused:
             return []
         quiet = self._quiet
-        if quiet is not None and (quiet.still(view) or _heads_all_fail(view)):
+        fitting: set[str] | None = None
+        if quiet is not None and (quiet.still(view) or not (fitting := _heads_that_fit(view))):
             self._book.sync(view)
             quiet.planned(view, [])
             return []
-        plan = self._decide(view)
+        plan = self._decide(view, fitting)
         if quiet is not None:
             quiet.planned(view, plan)
         return plan
 
-    def _decide(self, view: ClusterView) -> Plan:
+    def _decide(self, view: ClusterView, fitting: set[str] | None = None) -> Plan:
+        """One round. ``fitting`` (without preemption or backfill): the tenants whose head fits the free
+        capacity now; the others' heads fail whenever their turn comes (room only shrinks within the
+        round, and a failed head ends its tenant's round), so they are left out of the ranking."""
         # each tenant's queue, read from its head only as far as this round goes
         queues = waiting_by_tenant(view)
         head: dict[str, JobView | None] = {t: next(q)[1] for t, q in queues.items()}
         shares = self._book.shares(view, (j for j in head.values() if j is not None))
-        heap = [(shares.share(t), shares.order[t], t) for t in queues]
+        heap = [(shares.share(t), shares.order[t], t) for t in queues if fitting is None or t in fitting]
         heapq.heapify(heap)
         draft = Draft(view)
         memo = NoFitMemo()
@@ -314,27 +333,41 @@ class DRF(BasePolicy):
         return None
 
 
-def _heads_all_fail(view: ClusterView) -> bool:
-    """True if no tenant's head fits the free capacity as it is now (nothing paused): then a round of
-    DRF without preemption or backfill plans nothing, whatever the tenants' order, since each head is
-    tried on at most this much room. One placement attempt per distinct head shape (a few: after room
-    was given back, most rounds on a contended cluster still fit nobody), failures kept in the ledger's
-    no-room memo for the round that follows if one does fit."""
+def _heads_that_fit(view: ClusterView) -> set[str] | None:
+    """The tenants whose head fits the free capacity as it is now, None if something is paused (then
+    the order is over both sets: not worked out here). A round of DRF without preemption or backfill
+    tries each head on at most this much room, so when this is empty the round plans nothing,
+    whatever the tenants' order (after room was given back, most rounds on a contended cluster still
+    fit nobody). A head without parameter servers fits iff its worker count is at most the tasks of
+    its demand row that fit over all nodes (``most_room_chooser`` fills any such count): one sum per
+    distinct row (the ledger's fit index), one comparison per head; heads with parameter servers are
+    tried by placement (once per distinct shape)."""
     if view.paused:
-        return False
-    draft = Draft(view)
-    seen: set[tuple[int, int, int | None, int]] = set()
-    for queue in view.pending_by_tenant.values():
+        return None
+    room: dict[int, int] = {}  # id(worker demand row) -> tasks of it that fit over all nodes
+    draft: Draft | None = None
+    tried: dict[tuple[int, int, int, int], bool] = {}
+    out: set[str] = set()
+    for tenant, queue in view.pending_by_tenant.items():
         job = next(iter(queue.values()))
         w, n = view.shape(job)
         p = view.ps_demand_vector(job)
-        key = (id(w), n, None if p is None else id(p), job.spec.num_ps)
-        if key in seen:
+        if p is None or job.spec.num_ps <= 0:
+            r = room.get(id(w))
+            if r is None:
+                r = room[id(w)] = int(view.fit_now(w).sum())
+            if n <= r:
+                out.add(tenant)
             continue
-        seen.add(key)
-        if place_with(draft, job, most_room_chooser, n_workers=n, reserve=False) is not None:
-            return False
-    return True
+        key = (id(w), n, id(p), job.spec.num_ps)
+        ok = tried.get(key)
+        if ok is None:
+            if draft is None:
+                draft = Draft(view)
+            ok = tried[key] = place_with(draft, job, most_room_chooser, n_workers=n, reserve=False) is not None
+        if ok:
+            out.add(tenant)
+    return out
 
 
 def _next(queue: Iterator[tuple[int, JobView]]) -> JobView | None:
