@@ -39,24 +39,42 @@ def refit(fit: np.ndarray, free: np.ndarray, device_free: np.ndarray, demand: np
     The same arithmetic per node in Python floats (IEEE doubles, as numpy's float64), so the result
     equals ``fit_counts(free, device_free, demand, gpu_col)`` exactly; an allocation or release touches
     a node or two, so this costs a few microseconds where the whole matrix costs ten or more."""
-    need = [(i, v) for i, v in enumerate(demand.tolist()) if v > EPS]
+    need, lo, k = _plan(demand, gpu_col)
     out = fit.copy()
     if not need:
         return out
-    g = float(demand[gpu_col]) if gpu_col is not None else 0.0
-    whole = g >= 1.0 - EPS
-    k = int(round(g)) if whole else 1
     floor = math.floor
     for node in nodes:
         row = free[node].tolist()
         per = min([floor((row[i] + EPS) / v) for i, v in need])
-        if g > EPS:
-            lo = 1.0 - EPS if whole else g - EPS
+        if lo is not None:
             dev = sum([x >= lo for x in device_free[node].tolist()]) // k
             if dev < per:
                 per = dev
         out[node] = per if per > 0 else 0
     return out
+
+
+#: id(demand row) -> (row, plan): a read-only row's plan for :func:`refit` (the row is kept alive, so its id stays its own)
+_PLANS: dict[int, tuple[np.ndarray, tuple[list[tuple[int, float]], float | None, int]]] = {}
+
+
+def _plan(demand: np.ndarray, gpu_col: int | None) -> tuple[list[tuple[int, float]], float | None, int]:
+    """``(needed columns and amounts, the free fraction a device must have (None: no GPU), devices per
+    task)`` of a demand row, as :func:`fit_counts` reads it."""
+    hit = _PLANS.get(id(demand))
+    if hit is not None and hit[0] is demand and hit[1][3] == gpu_col:  # type: ignore[misc]
+        return hit[1][:3]  # type: ignore[return-value]
+    need = [(i, v) for i, v in enumerate(demand.tolist()) if v > EPS]
+    g = float(demand[gpu_col]) if gpu_col is not None else 0.0
+    lo = None if g <= EPS else (1.0 - EPS if g >= 1.0 - EPS else g - EPS)
+    k = int(round(g)) if g >= 1.0 - EPS else 1
+    plan = (need, lo, k)
+    if not demand.flags.writeable:
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        _PLANS[id(demand)] = (demand, (*plan, gpu_col))  # type: ignore[assignment]
+    return plan
 
 
 def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | None:
@@ -81,8 +99,9 @@ def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | N
     whole = [i for i, x in enumerate(vals) if x >= 1.0 - EPS][:k]
     if len(whole) < k:
         return None
-    row[whole] = 0.0
-    return tuple((i, 1.0) for i in whole)
+    for i in whole:
+        row[i] = 0.0
+    return tuple([(i, 1.0) for i in whole])
 
 
 @dataclass(frozen=True, slots=True)

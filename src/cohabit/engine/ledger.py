@@ -76,6 +76,7 @@ class Ledger(GroupLedger, PackLedger):
         self.version = 0
         self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
         self._fit_version = 0
+        self._memo_version = 0  # the version _free_total and _no_room were checked at
         # nodes whose free capacity changed since _fit_version, and how many version bumps they account
         # for: when every bump since is accounted for, the memo's fits are updated on those nodes only
         self._changed: set[int] = set()
@@ -132,7 +133,9 @@ class Ledger(GroupLedger, PackLedger):
         self._tracked += 1
         self._changed.update(nodes)  # type: ignore[call-overload]
 
-    def _memo_valid(self) -> None:
+    def _fits_valid(self) -> None:
+        """Bring the fit memo up to the free capacity now: update its rows on the nodes changed since
+        (lazily, at the first fit asked for: a round that finds its shape in :meth:`no_room` asks none)."""
         if self._fit_version != self.version:
             memo, changed = self._fit_memo, self._changed
             if memo and self.version - self._fit_version == self._tracked and \
@@ -145,8 +148,13 @@ class Ledger(GroupLedger, PackLedger):
                 memo.clear()
             changed.clear()
             self._tracked = 0
-            self._free_total = None
             self._fit_version = self.version
+
+    def _memo_valid(self) -> None:
+        """Drop the free total and, if room may have grown, the no-room memo, once the free capacity changed."""
+        if self._memo_version != self.version:
+            self._free_total = None
+            self._memo_version = self.version
             if self._no_room_grown != self.grown:
                 self._no_room.clear()
                 self._no_room_grown = self.grown
@@ -160,7 +168,7 @@ class Ledger(GroupLedger, PackLedger):
     def fit_of(self, demand: np.ndarray) -> np.ndarray:
         """:meth:`tasks_fit` of a cached demand row (:meth:`vector`), kept until the free capacity
         changes; read-only (a policy's scratch draft asks for the same shapes round after round)."""
-        self._memo_valid()
+        self._fits_valid()
         hit = self._fit_memo.get(id(demand))
         if hit is None or hit[0] is not demand:
             fit = fit_counts(self.free, self.device_free, demand, self._gpu_col)

@@ -163,9 +163,10 @@ class Draft:
         saved = [(n, free[n].copy(), dev[n].copy()) for n in nodes]  # only the rows touched
         g = self.view.gpu_col
         for node, d in zip(placement, vecs):
-            free[node] -= d
-            got = take_devices(dev[node], float(d[g]) if g is not None else 0.0)
-            if got is None or (free[node] < -1e-9).any():
+            row = free[node]
+            row -= d
+            got = take_devices(dev[node], d.item(g) if g is not None else 0.0)
+            if got is None or min(row.tolist()) < -1e-9:
                 for n, f_row, d_row in saved:
                     free[n] = f_row
                     dev[n] = d_row
@@ -244,12 +245,16 @@ class Draft:
 
     def _could_fit(self, w: np.ndarray, n: int) -> bool:
         key = (id(w), n)
-        if self.failed_before(key):
+        if key in self._no_room or (not self._dirty and key in self.view.no_room_now()):  # (failed_before)
             return False
-        if (self._total_now() >= w * n - 1e-9).all():
-            return True
-        self.note_failure(key)
-        return False
+        hit = _NEED.get(key)
+        if hit is None or hit[0] is not w:
+            hit = _need(w, n)
+        for have, need in zip(self._total_now().tolist(), hit[1]):  # total >= w * n - 1e-9, in Python floats
+            if not have >= need:
+                self.note_failure(key)
+                return False
+        return True
 
     def failed_before(self, key: Hashable) -> bool:
         """True if a placement ``key`` (a shape: what the placement depends on, besides the free
@@ -288,6 +293,20 @@ class Draft:
         return None
 
 
+#: (id(demand row), workers) -> (row, ``row * workers - 1e-9`` as Python floats): what :meth:`Draft.could_fit`
+#: compares the free total with (the row is kept alive, so its id stays its own)
+_NEED: dict[tuple[int, int], tuple[np.ndarray, list[float]]] = {}
+
+
+def _need(w: np.ndarray, n: int) -> tuple[np.ndarray, list[float]]:
+    hit = (w, (w * n - 1e-9).tolist())
+    if not w.flags.writeable:  # a cached row: its contents never change
+        if len(_NEED) > 4096:
+            _NEED.clear()
+        _NEED[(id(w), n)] = hit
+    return hit
+
+
 def fill(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
     """Assign ``n`` tasks to nodes in ``order``, taking up to ``fit[node]`` on each."""
     out: list[int] = []
@@ -306,8 +325,9 @@ def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None,
     room); else spread over the nodes with most room first, so the job spans as few nodes
     as possible. Parameter servers then go where most room is left. ``nodes``: the workers
     only on these nodes (None: any)."""
-    n = draft.view.target_workers(job) if n_workers is None else n_workers
-    w = draft.view.demand_vector(job)
+    w, n = draft.view.shape(job)
+    if n_workers is not None:
+        n = n_workers
     fit = draft.tasks_fit(w)
     if nodes is not None:
         mask = np.zeros(len(fit), dtype=bool)
