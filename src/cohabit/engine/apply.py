@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..spec.resources import Resources
 from . import actions as A
 from .backend import Unsupported
-from .job import JobView
+from .job import NO_ALLOCATION, JobView
 from .ledger import Allocation, AllocationError
 from .record import EventKind
 from .state import IllegalTransition, JobState, check_transition
@@ -275,7 +275,7 @@ class ActionHandlers:
         check_transition(job.id, job._state, JobState.PAUSED)
         job._state = JobState.PAUSED
         job._placement = ()
-        job._alloc = Resources()
+        job._alloc = NO_ALLOCATION
         job._preemptions += 1
         self.paused[job.id] = job
         self.record.append(self.now, EventKind.PAUSED, job.id, reason=reason)

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from .criteria import CriterionTracker
 
 
+#: the allocation of a job that holds none (``Resources`` is immutable: one object serves every job)
+NO_ALLOCATION = Resources()
+
+
 class JobView:
     __slots__ = (
         "_spec", "_state", "_placement", "_alloc", "_gpus", "_first_start", "_attained", "_run_time",
@@ -33,7 +37,7 @@ class JobView:
         self._seq = seq
         self._state = JobState.SUBMITTED
         self._placement: Placement = ()
-        self._alloc = Resources()
+        self._alloc = NO_ALLOCATION
         self._gpus = 0.0
         self._first_start: float | None = None
         self._attained = 0.0  # GPU-seconds (CPU-seconds for CPU-only jobs) up to _since

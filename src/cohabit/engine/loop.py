@@ -20,13 +20,12 @@ import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
-from ..spec.resources import Resources
 from . import actions as A
 from .apply import ActionError, ActionHandlers
 from .backend import Backend, BackendEvent, BackendEventKind
 from .criteria import CriteriaBook, Verdict
 from .history import FinishedJob, History
-from .job import JobView
+from .job import NO_ALLOCATION, JobView
 from .ledger import Ledger
 from .live import JobSource, LiveControl
 from .oracle import Oracle
@@ -39,6 +38,7 @@ __all__ = ["IDLE_TICKS", "ActionError", "RunResult", "Scheduler"]
 
 
 _USED = BackendEventKind.USED
+_UNKNOWN = object()
 
 
 #: Idle policy ticks in a row (nothing waits, empty plans) before the next ones are spaced out.
@@ -112,6 +112,9 @@ class Scheduler(ActionHandlers, LiveControl):
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float], float]] = {}
+        # (id(worker row), workers, id(PS row), PS count) -> Ledger.ever_fits of those tasks (rows are the
+        # ledger's interned ones: their ids stay theirs); task-graph jobs are checked each time
+        self._ever_fits: dict[tuple[int, int, int, int], str | None] = {}
         self.view = ClusterView(cluster, self.ledger, self.jobs, self.pending, self.running, self.paused, self.history)
         self.pending.group_by(self.view.shape_key)  # ClusterView.pending_by_shape
         self.now = 0.0
@@ -318,7 +321,12 @@ class Scheduler(ActionHandlers, LiveControl):
             if any(v is None for v in per):
                 return f"a graph partition demands a resource no node has (cluster has: {', '.join(self.ledger.names)})"
             self._graph_vectors[spec.id] = per  # type: ignore[assignment]
-        return self.ledger.ever_fits(self._task_vectors(spec.id, spec.min_workers))
+            return self.ledger.ever_fits(self._task_vectors(spec.id, spec.min_workers))
+        key = (id(w), spec.min_workers, id(p), spec.num_ps)
+        reason = self._ever_fits.get(key, _UNKNOWN)
+        if reason is _UNKNOWN:
+            reason = self._ever_fits[key] = self.ledger.ever_fits(self._task_vectors(spec.id, spec.min_workers))
+        return reason  # type: ignore[return-value]
 
     def _task_vectors(self, job: str, n_workers: int) -> list[np.ndarray]:
         w, p = self._demands[job]
@@ -437,7 +445,7 @@ class Scheduler(ActionHandlers, LiveControl):
         job._state = state
         job._reason = reason
         job._end_time = now
-        job._alloc = Resources()
+        job._alloc = NO_ALLOCATION
         job._placement = ()
         self._done += 1
         data = {"reason": reason} if reason else {}

@@ -35,7 +35,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
                  "_pending_by_tenant", "_paused_by_tenant", "_pending_by_shape", "_position", "history",
-                 "_journal", "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro")
+                 "_journal", "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro", "_floor_rows",
+                 "_shape_keys")
 
     def __init__(
         self,
@@ -70,6 +71,8 @@ class ClusterView:
         # elementwise minimum of every admitted job's per-worker demand (see task_floor)
         self._task_floor = np.full(len(ledger.names), np.inf)
         self._floor_ro = _readonly(self._task_floor)
+        self._shape_keys: dict[int, tuple[object, tuple[bytes, int, bytes | None, int]]] = {}  # id(spec) -> key
+        self._floor_rows: dict[int, np.ndarray] = {}  # id(row) -> row, of the rows folded into _task_floor
 
     @property
     def now(self) -> float:
@@ -137,9 +140,13 @@ class ClusterView:
         """What a job's default placement depends on besides the free capacity: the contents of
         ``demand_vector``, ``target_workers``, the contents of ``ps_demand_vector`` (or None) and
         ``num_ps``. :attr:`pending_by_shape` groups the pending jobs by it."""
-        w, n = self.shape(job)
-        p = self.ps_demand_vector(job)
-        return (w.tobytes(), n, None if p is None else p.tobytes(), job.spec.num_ps)
+        spec = job.spec
+        hit = self._shape_keys.get(id(spec))
+        if hit is None or hit[0] is not spec:
+            w, n = self.shape(job)
+            p = self.ps_demand_vector(job)
+            hit = self._shape_keys[id(spec)] = (spec, (w.tobytes(), n, None if p is None else p.tobytes(), spec.num_ps))
+        return hit[1]
 
     @property
     def task_floor(self) -> np.ndarray:
@@ -149,7 +156,10 @@ class ClusterView:
 
     def _admitted(self, job: JobView) -> None:
         """Scheduler side: ``job`` was admitted; lower :attr:`task_floor` by its worker demand."""
-        np.minimum(self._task_floor, self.shape(job)[0], out=self._task_floor)
+        w = self.shape(job)[0]
+        if self._floor_rows.get(id(w)) is not w:  # (a row already folded in changes nothing)
+            self._floor_rows[id(w)] = w
+            np.minimum(self._task_floor, w, out=self._task_floor)
 
     def target_workers(self, job: JobView) -> int:
         """The worker count to start ``job`` with when a policy has no opinion: what it asked

@@ -51,7 +51,7 @@ _EPS = 1e-9
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
                  "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
-                 "host", "split", "host_factors", "gpus")
+                 "host", "split", "host_factors", "gpus", "unit")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -78,6 +78,7 @@ class _Run:
         self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
         self.host_factors: tuple[float, float] | None = None  # physics local: (f_cpu, f_link) now
         self.gpus: float | None = None  # usage.job_gpus on alloc (cached)
+        self.unit = min(spec.workers.demand["gpu"], 1.0)  # share of a device one worker uses alone at full speed
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -304,6 +305,8 @@ class SimBackend:
         In job-id order: the order fixes the sequence numbers that break ties between events due at
         the same time, and the order of the use reports; a set's own order depends on the process's
         string-hash seed (``PYTHONHASHSEED``), and results must not."""
+        if not jobs:
+            return  # (a job that ran alone left nobody behind)
         order = sorted(jobs)
         for jid in order:
             run = self._runs.get(jid)
@@ -327,7 +330,8 @@ class SimBackend:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
                 others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
-                factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes, self.cfg)
+                factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes,
+                                      self.cfg) if others else 1.0  # (shared_speed is 1 without others)
                 run.rate = run.solo * factor
             self._seq += 1
             run.version = self._seq  # globally unique: a relaunched job never matches stale entries
@@ -369,21 +373,22 @@ class SimBackend:
                     r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
                 r.busy = r.consolidation * r.rate / r.solo
             if r.gpus is None:
-                r.gpus = job_gpus(r.spec, r.alloc)
+                r.gpus = _job_gpus(r.spec, r.alloc)
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy, gpus=r.gpus)
             if r.host is not None and r.host_factors is not None:  # cores and links it uses (LocalBackend measures them)
                 r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
                 if r.host.link_nodes():
                     r.level["net_gbps"] = host_physics.net_used(r.host, *r.host_factors, self.cfg.link_gbps)
+        by_id, on_device = self._runs, self._device_jobs
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
-                r.level["gpu"] *= min(device_factor([self._device_share(o) for o in self._device_jobs[d]])
-                                      for d in r.devices)
+                r.level["gpu"] *= min([device_factor([(o := by_id[j]).unit * o.busy for j in on_device[d]])
+                                       for d in r.devices])
 
     def _device_share(self, job: str) -> float:
         """Share of one of its devices a job uses at its current speed."""
         r = self._runs[job]
-        return min(r.spec.workers.demand["gpu"], 1.0) * r.busy
+        return r.unit * r.busy
 
     def _report_use(self, run: _Run, now: float) -> None:
         """Queue ``USED`` events for the run's use since it was last reported, up to ``now``: memory
@@ -554,6 +559,24 @@ class SimBackend:
 
     def close(self) -> None:
         pass
+
+
+#: (id(workers), id(ps), workers on the allocation) -> (workers, ps, usage.job_gpus): traces share their
+#: task-group objects, so a job's GPU count is computed once per shape (task-graph jobs: not cached)
+_GPUS: dict[tuple[int, int, int], tuple[object, object, float]] = {}
+
+
+def _job_gpus(spec: JobSpec, alloc: Allocation) -> float:
+    """``usage.job_gpus(spec, alloc)``, cached per task-group objects and worker count."""
+    if spec.graph is not None:
+        return job_gpus(spec, alloc)
+    key = (id(spec.workers), id(spec.ps), len(alloc.slots))
+    hit = _GPUS.get(key)
+    if hit is None or hit[0] is not spec.workers or hit[1] is not spec.ps:
+        if len(_GPUS) > 4096:
+            _GPUS.clear()
+        hit = _GPUS[key] = (spec.workers, spec.ps, job_gpus(spec, alloc))  # (keeps them alive: ids stay theirs)
+    return hit[2]
 
 
 def _leave(occupancy: dict[Any, set[str]], keys: Iterable[Any], job: str, touched: set[str]) -> None:
