@@ -49,15 +49,39 @@ def node_load(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray) -> tup
     Load = mean over the resources the task demands of allocated / capacity
     (resources a node lacks count as fully loaded there; such nodes cannot fit
     the task anyway)."""
-    cols = demand > 1e-12
-    if not cols.any():
+    hit = _LOADS.get((id(capacity), id(demand)))
+    if hit is None or hit[0] is not capacity or hit[1] is not demand:
+        hit = _load_terms(capacity, demand)
+    _, _, cols, cap, has, safe, step = hit
+    if cols is None:
         z = np.zeros(free.shape[0])
         return z, z
-    cap = capacity[:, cols]
-    safe = np.where(cap > 0, cap, 1.0)
-    used = np.where(cap > 0, (cap - free[:, cols]) / safe, 1.0)
-    step = np.where(cap > 0, demand[cols] / safe, 0.0)
-    return used.mean(axis=1), step.mean(axis=1)
+    used = np.where(has, (cap - free[:, cols]) / safe, 1.0)
+    return used.mean(axis=1), step
+
+
+#: (id(capacity), id(demand row)) -> what :func:`node_load` computes from those two alone (both read-only
+#: arrays, kept alive here so their ids stay theirs): the demanded columns, their capacity, where it is
+#: positive, the divisor, and the per-node load one task adds
+_LOADS: dict[tuple[int, int], tuple] = {}
+
+
+def _load_terms(capacity: np.ndarray, demand: np.ndarray) -> tuple:
+    cols = demand > 1e-12
+    if not cols.any():
+        out: tuple = (capacity, demand, None, None, None, None, None)
+    else:
+        cap = capacity[:, cols]
+        has = cap > 0
+        safe = np.where(has, cap, 1.0)
+        step = np.where(has, demand[cols] / safe, 0.0).mean(axis=1)
+        step.flags.writeable = False
+        out = (capacity, demand, cols, cap, has, safe, step)
+    if not capacity.flags.writeable and not demand.flags.writeable:  # (cached arrays: contents never change)
+        if len(_LOADS) > 256:
+            _LOADS.clear()
+        _LOADS[(id(capacity), id(demand))] = out
+    return out
 
 
 def spread_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
