@@ -96,6 +96,12 @@ class StaticPartition(BasePolicy):
         # jobs change (None: to be rebuilt)
         self._masks: dict[str, tuple[np.ndarray, tuple[str, bytes]]] | None = None
         self._usable = np.zeros(0, dtype=bool)
+        # without backfill, across rounds: slice -> the job whose failure blocked it (it fails again while no
+        # job left the slice's nodes), the slices each running job's nodes are in, and the running set's
+        # journal mark they were read at (see _sync_blocked)
+        self._still_blocked: dict[str, str] = {}
+        self._job_slices: dict[str, tuple[str, ...]] = {}
+        self._mark: int | None = None
         self.name = "static" + ("-job" if by == "job" else "") + ("+backfill" if backfill else "")
 
     # ----------------------------------------------------------------- slices
@@ -169,7 +175,7 @@ class StaticPartition(BasePolicy):
         else:
             self._update_slices(view, [])
         assert self._owner is not None
-        gone = self._foreign.keys() - view.running.keys()
+        gone = [jid for jid in self._foreign if jid not in view.running]
         if gone:
             for jid in gone:
                 del self._foreign[jid]
@@ -179,7 +185,11 @@ class StaticPartition(BasePolicy):
             for nodes in self._foreign.values():
                 self._usable[list(nodes)] = False
             self._masks = {}
+            self._still_blocked.clear()
+            self._mark = None  # (the slices' nodes may have changed: learn every running job's slices afresh)
         usable, masks = self._usable, self._masks
+        memo_blocked = not self.backfill and self._sync_blocked(view)
+        still = self._still_blocked
         draft = Draft(view)
         memo = NoFitMemo()
         blocked: set[str] = set()
@@ -197,6 +207,11 @@ class StaticPartition(BasePolicy):
                 continue
             if name in blocked:
                 continue  # (and the tenant's later jobs: they are in the same slice)
+            if memo_blocked and still.get(name) == job.id:  # failed here before, and no room came back since
+                blocked.add(name)
+                if len(blocked) == len(self._names):
+                    break
+                continue
             hit = masks.get(name)
             if hit is None:
                 m = (self._owner == self._index[name]) & usable
@@ -211,14 +226,43 @@ class StaticPartition(BasePolicy):
                 if self.backfill:
                     memo.failed(view, job, n, scope=name)
                 else:
+                    if memo_blocked:
+                        still[name] = job.id
                     blocked.add(name)
                     if len(blocked) == len(self._names):
                         break
                     continue
             else:
                 plan.append(start_or_resume(job, p))
+                still.pop(name, None)
             _push_next(heap, queues[tenant], tenant)
         return plan
+
+    def _sync_blocked(self, view: ClusterView) -> bool:
+        """Keep :attr:`_still_blocked` true: drop the slices where room may have come back since the last
+        round (a job that ran on their nodes stopped running: the running set's journal names it), and
+        learn which slices newly running jobs hold. False (and nothing kept) while jobs are paused, or
+        without a journal: then every slice's first job is tried by placement, as without this memo.
+
+        Without backfill a slice's first waiting job that failed to fit fails again as long as its slice's
+        usable nodes have not gained room: jobs only take room there, the slices' nodes (``_masks``) are
+        kept, and tenants never share a node, so only a job leaving a node of the slice gives room back."""
+        changed = view.running_changes(self._mark) if self._mark is not None else None
+        self._mark = view.running_mark
+        running = view.running
+        owner, names = self._owner, self._names
+        assert owner is not None
+        if changed is None or view.paused:
+            self._still_blocked.clear()
+            self._job_slices = {}
+            changed = list(running)
+        for jid in dict.fromkeys(changed):
+            for name in self._job_slices.pop(jid, ()):  # it left those nodes (or moved: as if it left)
+                self._still_blocked.pop(name, None)
+            job = running.get(jid)
+            if job is not None:
+                self._job_slices[jid] = tuple({names[k] for n in job.placement if (k := int(owner[n])) >= 0})
+        return self._mark is not None and not view.paused
 
     def _decide_isolated(self, view: ClusterView, waiting: Iterable[JobView]) -> Plan:
         # a node nothing runs on has all its capacity free (every job holds some of something)
