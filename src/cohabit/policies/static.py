@@ -101,6 +101,7 @@ class StaticPartition(BasePolicy):
         # journal mark they were read at (see _sync_blocked)
         self._still_blocked: dict[str, str] = {}
         self._job_slices: dict[str, tuple[str, ...]] = {}
+        self._planned: dict[str, str] = {}  # job -> slice, of the starts the last round planned
         self._mark: int | None = None
         self.name = "static" + ("-job" if by == "job" else "") + ("+backfill" if backfill else "")
 
@@ -235,6 +236,8 @@ class StaticPartition(BasePolicy):
             else:
                 plan.append(start_or_resume(job, p))
                 still.pop(name, None)
+                if memo_blocked:  # its slice, should it end before the next round learns its nodes
+                    self._planned[job.id] = name
             _push_next(heap, queues[tenant], tenant)
         return plan
 
@@ -255,11 +258,20 @@ class StaticPartition(BasePolicy):
         if changed is None or view.paused:
             self._still_blocked.clear()
             self._job_slices = {}
+            self._planned = {}
             changed = list(running)
-        for jid in dict.fromkeys(changed):
-            for name in self._job_slices.pop(jid, ()):  # it left those nodes (or moved: as if it left)
+        planned, self._planned = self._planned, {}
+        for jid, name in planned.items():  # the last round's starts: one that is not running now was refused
+            if jid not in running:        # or has already ended: its slice may have room again
                 self._still_blocked.pop(name, None)
+        for jid in dict.fromkeys(changed):
             job = running.get(jid)
+            if jid not in planned:  # (a planned start enters the journal once: nothing of it to forget)
+                held = self._job_slices.pop(jid, None)
+                if held is None and job is None:  # it ran and left unseen (a start this policy did not plan)
+                    self._still_blocked.clear()
+                for name in held or ():  # it left those nodes (or moved: as if it left)
+                    self._still_blocked.pop(name, None)
             if job is not None:
                 self._job_slices[jid] = tuple({names[k] for n in job.placement if (k := int(owner[n])) >= 0})
         return self._mark is not None and not view.paused
