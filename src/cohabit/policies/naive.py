@@ -77,7 +77,8 @@ class _Devices:
             if not all(exists):  # an absent device counts as full: never picked, never open
                 keys = [k if e else (_ABSENT, 0.0, k[2]) for k, e in zip(keys, exists)]
                 count = [c if e else _ABSENT for c, e in zip(count, exists)]
-            row = self._rows[node] = _Row(count, dev, keys, self.free[node].tolist())
+            row = self._rows[node] = _Row(count, dev, keys, self.free[node].tolist(),
+                                          [sum(map(self.limit.__gt__, count))])
         return row
 
     def _add(self, key: tuple[int, int], job: str) -> None:
@@ -89,6 +90,8 @@ class _Devices:
             if row is not None:  # the row's list is the count now (written back by flush)
                 i = key[1]
                 row.count[i] += 1
+                if row.count[i] == self.limit:
+                    row.open[0] -= 1
                 row.keys[i] = (row.count[i], -row.dev[i], i)
             else:
                 self.count[key] += 1
@@ -144,6 +147,8 @@ class _Devices:
         while first < end and cap[first] < n:
             first += 1
         shape.first[n] = first
+        if first < end and n == 1 and shape.per_task == 1:
+            return self._colocate_one(job.id, shape, first)
         if first < end:
             nodes = [first] * n
             touched = [first]
@@ -187,6 +192,8 @@ class _Devices:
                             hosts.append(h)
                     mine.append(jid)  # a job is placed once per decision: not in the list yet
                 count[i] += 1
+                if count[i] == limit:
+                    row.open[0] -= 1
                 keys[i] = (count[i], -dev[i], i)
             room = row.free
             for c, a in shape.cols:
@@ -196,6 +203,43 @@ class _Devices:
             self._refresh_row(node, row)
         return tuple(nodes), hosts
 
+    def _colocate_one(self, jid: str, shape: _Shape, node: int) -> tuple[Placement, list[str]]:
+        """:meth:`colocate` of a one-task job taking one device on ``node`` (most jobs): the same steps
+        without the loops over nodes, tasks and devices."""
+        row = self._rows.get(node) or self._row(node)
+        count, dev, keys = row.count, row.dev, row.keys
+        best = min(keys)  # the device with fewest jobs, then most free room
+        hosts: list[str] = []
+        owned = 0.0
+        if best[0] < self.limit:
+            i = best[2]
+            want = shape.want
+            if not count[i] and dev[i] >= want - _EPS:
+                dev[i] -= want  # a device nobody holds: the guest owns it (the row is its record now)
+                owned = want
+            for h in self._holders(node, i):
+                if h not in hosts:
+                    hosts.append(h)
+            mine = self._extra.get((node, i))
+            if mine is None:
+                self._extra[(node, i)] = [jid]
+            else:
+                for h in mine:
+                    if h not in hosts:
+                        hosts.append(h)
+                mine.append(jid)
+            count[i] += 1
+            if count[i] == self.limit:
+                row.open[0] -= 1
+            keys[i] = (count[i], -dev[i], i)
+        room = row.free
+        for c, a in shape.cols:
+            room[c] -= a * 1
+        if owned:
+            room[self.g] -= owned  # type: ignore[index]
+        self._refresh_row(node, row)
+        return (node,), hosts
+
     def refresh(self, nodes: list[int]) -> None:
         """Recompute the cached capacities of ``nodes`` after room there was taken (on the arrays:
         call :meth:`flush` before the draft takes it)."""
@@ -203,24 +247,26 @@ class _Devices:
             self._refresh_row(node, self._row(node))
 
     def _refresh_row(self, node: int, row: _Row) -> None:
-        open_devs = sum(map(self.limit.__gt__, row.count))  # absent devices count as full
+        open_devs = row.open[0]  # devices below the limit (absent ones count as full)
         room_left = row.free
         floor = math.floor
         for shape in self._caps.values():
             room = min([floor((room_left[c] + _EPS) / a) for c, a in shape.cols] or [1 << 30])
-            shape.cap[node] = max(min(room, open_devs // shape.per_task), 0)
+            per = open_devs // shape.per_task
+            shape.cap[node] = (room if room < per else per) if room > 0 and per > 0 else 0
 
 
 class _Row(NamedTuple):
     """One node's working copy as Python lists: jobs per device (running and this plan's; an absent
     device counts as full), free share per device, per device the key ``(jobs, -free share,
-    index)`` a task picks the smallest of (an absent device's key never qualifies), and the node's
-    free room per resource."""
+    index)`` a task picks the smallest of (an absent device's key never qualifies), the node's
+    free room per resource, and (one item) how many devices hold fewer jobs than the limit."""
 
     count: list[int]
     dev: list[float]
     keys: list[tuple[int, float, int]]
     free: list[float]
+    open: list[int]
 
 
 class _Shape(NamedTuple):
@@ -285,6 +331,7 @@ class NaiveColocation(BasePolicy):
         devices: _Devices | None = None
         any_failed = False  # the memo is only consulted once something failed (backfill)
         g = view.gpu_col
+        shares: dict[int, bool] = {}  # id(worker demand row) -> it demands some GPU
         for job in waiting:
             w, n = view.shape(job)  # per-worker demand and worker count, one cached lookup
             if devices is None:
@@ -295,7 +342,10 @@ class NaiveColocation(BasePolicy):
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
                 devices = _Devices(view, draft, started, self.max_jobs_per_gpu)
-            if g is None or float(w[g]) <= _EPS:  # nothing to share: an ordinary start on the room left
+            gpu = shares.get(id(w))
+            if gpu is None:
+                gpu = shares[id(w)] = g is not None and float(w[g]) > _EPS
+            if not gpu:  # nothing to share: an ordinary start on the room left
                 devices.flush()  # the draft takes the room on the arrays
                 p = place_with(draft, job, most_room_chooser, n_workers=n)
                 if p is not None:
