@@ -320,10 +320,12 @@ class Ledger(GroupLedger, PackLedger):
         try:
             for node, d in zip(placement, demands):
                 k = max(int(np.ceil(d[g_col] - EPS)), 0)
-                n_dev = int((self.device_free[node] >= 0).sum())
+                dev_row = self.device_free[node].tolist()  # (Python floats: the same values, sorted the same)
+                n_dev = sum([x >= 0 for x in dev_row])
+                jobs_on = self.dev_jobs[node].tolist()  # len(dev_shares[(node, i)]), kept in step with it
                 # fewest jobs on the device first, then most free room
                 cand = sorted(
-                    (len(self.dev_shares.get((node, i), ())) + taken.get((node, i), 0), -self.device_free[node, i], i)
+                    (jobs_on[i] + taken.get((node, i), 0), -dev_row[i], i)
                     for i in range(n_dev)
                 )
                 # one task per device per job: a job never time-shares a GPU with itself
