@@ -148,12 +148,12 @@ def solo_rate(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg: SimConfig,
     if spec.graph is not None and truth.compute_s is not None:
         return 1.0 / (truth.compute_s + graph_comm_s(spec, alloc, cfg))
     n_workers = len(alloc.slots) - spec.num_ps
-    per_node = replicas_per_node(alloc, n_workers)
     app = truth.app
     if app is not None and app in POLLUX_APPS:
         # Work is counted in iterations at the app's smallest profiled batch size (the
         # loader's convention), so samples/s divide by that batch size. Statistical
         # efficiency of large batches (Pollux's goodput) is not modelled: a sample is a sample.
+        per_node = replicas_per_node(alloc, n_workers)
         prof = app_profile(app)
         batch = spec.batch_size or prof.init_batch_size * n_workers
         return pollux_throughput(app, per_node, batch) / prof.init_batch_size
