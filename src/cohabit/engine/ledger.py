@@ -234,7 +234,8 @@ class Ledger(GroupLedger, PackLedger):
         for node, d in zip(placement, demands):
             if not 0 <= node < self.n_nodes:
                 raise AllocationError(f"job {job!r}: node index {node} out of range 0..{self.n_nodes - 1}")
-            per_node[node] = per_node.get(node, 0.0) + d
+            prev = per_node.get(node)  # (a node's first task: its row itself, as 0.0 + row equals it)
+            per_node[node] = d if prev is None else prev + d
         for node in per_node:
             if node in self.group_of_node:
                 raise AllocationError(f"job {job!r}: node {node} is held by the {self.group_of_node[node][0]} "
@@ -242,12 +243,11 @@ class Ledger(GroupLedger, PackLedger):
         if share_gpus and self._gpu_col is not None:
             return self._allocate_shared(job, placement, demands, per_node, only_devices)
         for node, d in per_node.items():
-            short = d > self.free[node] + EPS
-            if short.any():
-                i = int(np.argmax(short))
-                raise AllocationError(
-                    f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {d[i]:g}"
-                )
+            for i, (need, have) in enumerate(zip(d.tolist(), self.free[node].tolist())):
+                if need > have + EPS:  # (the first short resource, as argmax of the comparison finds it)
+                    raise AllocationError(
+                        f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {d[i]:g}"
+                    )
         self._touch(per_node)
         dev_backup = {node: self.device_free[node].copy() for node in per_node}
         slots: list[TaskSlot] = []
