@@ -78,11 +78,13 @@ class TenantShares:
     positive cluster capacity."""
 
     def __init__(self, inv_capacity: np.ndarray, usage: dict[str, np.ndarray], weight: dict[str, float],
-                 order: dict[str, int]) -> None:
+                 order: dict[str, int], memo: dict[str, tuple[np.ndarray, float]] | None = None) -> None:
         self._inv = inv_capacity
         self.usage = usage
         self.weight = weight
         self.order = order  # tenant -> arrival number of its first job (ties in share)
+        # tenant -> (usage row, its dominant share): a usage row is replaced, never changed, on every update
+        self._memo: dict[str, tuple[np.ndarray, float]] = {} if memo is None else memo
 
     def add(self, tenant: str, amount: np.ndarray) -> None:
         u = self.usage.get(tenant)
@@ -94,7 +96,12 @@ class TenantShares:
 
     def share(self, tenant: str) -> float:
         u = self.usage.get(tenant)
-        return 0.0 if u is None else self.dominant(u) / self.weight.get(tenant, 1.0)
+        if u is None:
+            return 0.0
+        hit = self._memo.get(tenant)
+        if hit is None or hit[0] is not u:
+            hit = self._memo[tenant] = (u, self.dominant(u))
+        return hit[1] / self.weight.get(tenant, 1.0)
 
 
 class TenantBook:
@@ -120,6 +127,7 @@ class TenantBook:
         self._synced_at: int | None = None  # the view's allocation_version at the last sync
         self._expected: list[str] = []  # jobs expect() counted since the last sync
         self._mark: int | None = None  # the view's running_mark at the last sync
+        self._dominant: dict[str, tuple[np.ndarray, float]] = {}  # TenantShares' memo, kept across decisions
 
     def see(self, job: JobView, view: ClusterView) -> None:
         if view is not self._view:
@@ -198,7 +206,7 @@ class TenantBook:
             if job.spec.tenant not in self.order:
                 self.see(job, view)
         # a shallow copy: every update of a usage row replaces it (no in-place arithmetic anywhere)
-        return TenantShares(self._inv, dict(self._usage), self.weight, self.order)
+        return TenantShares(self._inv, dict(self._usage), self.weight, self.order, self._dominant)
 
 
 class DRF(BasePolicy):

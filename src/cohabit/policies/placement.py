@@ -39,7 +39,7 @@ class Draft:
     :class:`~cohabit.engine.ledger.Ledger` for plans that need the ledger's bookkeeping (packs and
     their device memory, groups); both share this draft's free-capacity arrays."""
 
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits", "_touched", "_sums")
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits", "_touched")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -56,13 +56,12 @@ class Draft:
         # ledger's (ClusterView.fit_now) refitted on these nodes only (alloc.refit); None once the draft
         # changed in other ways (room given back, arrays handed out)
         self._touched: tuple[int, set[int]] | None = None
-        self._sums: dict[tuple[int, ...], np.ndarray] = {}  # task rows' ids -> their sum (see reserve)
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
             self._free = self.view.free.copy()
             self._dev = self.view.device_free.copy()
-            self._total = self._free.sum(axis=0)
+            self._total = self.view.free_total.copy()  # (the ledger's column sums of the same values, kept per version)
             self._touched = (self.view.allocation_version, set())
         elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
             self._total = self._free.sum(axis=0)
@@ -172,11 +171,7 @@ class Draft:
                     dev[n] = d_row
                 return False
         assert self._total is not None
-        key = tuple(map(id, vecs))
-        total = self._sums.get(key)
-        if total is None:  # (the rows are the view's cached ones: their ids stay theirs while the draft lives)
-            total = self._sums[key] = np.sum(vecs, axis=0)
-        self._total -= total
+        self._total -= _task_sum(vecs)
         fits, touched = self._fits, self._touched
         if touched is not None:
             touched[1].update(nodes)
@@ -291,6 +286,25 @@ class Draft:
             self.undo_failed_reserve(pristine)
             self.note_failure((id(w), n))
         return None
+
+
+#: ids of a job's task rows -> (the rows, their sum): what a reservation takes from the draft's free total
+_SUMS: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}
+
+
+def _task_sum(vecs: list[np.ndarray]) -> np.ndarray:
+    """``np.sum(vecs, axis=0)``, cached for the view's read-only rows (kept alive here: ids stay theirs)."""
+    key = tuple(map(id, vecs))
+    hit = _SUMS.get(key)
+    if hit is not None:
+        return hit[1]
+    total = np.sum(vecs, axis=0)
+    if not any(v.flags.writeable for v in vecs):
+        if len(_SUMS) > 4096:
+            _SUMS.clear()
+        total.flags.writeable = False
+        _SUMS[key] = (vecs, total)
+    return total
 
 
 #: (id(demand row), workers) -> (row, ``row * workers - 1e-9`` as Python floats): what :meth:`Draft.could_fit`
