@@ -15,6 +15,7 @@ in :mod:`.ledger_groups`, packs (Liu's Pack: jobs trained jointly on one device)
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -60,6 +61,7 @@ class Ledger(GroupLedger, PackLedger):
         self._vectors: dict[int, tuple[Resources, np.ndarray | None]] = {}
         self._rows: dict[bytes, np.ndarray] = {}  # one row object per distinct demand (see vector)
         self._totals: dict[tuple[int, ...], Resources] = {}
+        self._resources: dict[bytes, Resources] = {}  # see _as_resources
         self._fits_cache: dict[bytes, str | None] = {}
         # pipelined groups: key (mode, nodes) -> members, first = owner of the machines
         self.groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
@@ -274,7 +276,13 @@ class Ledger(GroupLedger, PackLedger):
         return total
 
     def _as_resources(self, row: np.ndarray) -> Resources:
-        return Resources({n: float(v) for n, v in zip(self.names, row) if v > EPS})
+        key = row.tobytes()  # (Resources is immutable: one object per distinct row)
+        hit = self._resources.get(key)
+        if hit is None:
+            if len(self._resources) > 4096:
+                self._resources.clear()
+            hit = self._resources[key] = Resources({n: float(v) for n, v in zip(self.names, row) if v > EPS})
+        return hit
 
     def owned(self, job: str) -> Resources:
         """What ``job`` owns now (differs from its demand for a GPU time-sharing guest)."""
@@ -303,14 +311,11 @@ class Ledger(GroupLedger, PackLedger):
         g_col = self._gpu_col
         assert g_col is not None
         for node, d in per_node.items():
-            rest = d.copy()
-            rest[g_col] = 0.0
-            short = rest > self.free[node] + EPS
-            if short.any():
-                i = int(np.argmax(short))
-                raise AllocationError(
-                    f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {rest[i]:g}"
-                )
+            for i, (need, have) in enumerate(zip(d.tolist(), self.free[node].tolist())):
+                if i != g_col and need > have + EPS:  # (the GPU is time-shared: every other resource must be free)
+                    raise AllocationError(
+                        f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {need:g}"
+                    )
         self._touch(set(placement))
         taken: dict[tuple[int, int], int] = {}
         slots: list[TaskSlot] = []
@@ -319,7 +324,7 @@ class Ledger(GroupLedger, PackLedger):
         dev_backup = {n: self.device_free[n].copy() for n in set(placement)}
         try:
             for node, d in zip(placement, demands):
-                k = max(int(np.ceil(d[g_col] - EPS)), 0)
+                k = max(math.ceil(d.item(g_col) - EPS), 0)
                 dev_row = self.device_free[node].tolist()  # (Python floats: the same values, sorted the same)
                 n_dev = sum([x >= 0 for x in dev_row])
                 jobs_on = self.dev_jobs[node].tolist()  # len(dev_shares[(node, i)]), kept in step with it
