@@ -105,3 +105,28 @@ def test_the_running_journal_names_every_id_that_entered_or_left() -> None:
     assert r.pop("nope", None) is None
     with pytest.raises(TypeError, match="journal"):
         r.update({})
+
+
+def test_unchanged_removals_and_tenant_count_mean_unchanged_heads() -> None:
+    """``Waiting.removals`` (``ClusterView.pending_removals``, read by ``spread.QuietRounds``): whenever it
+    and the number of tenants stay across a mutation, every tenant's first job stays."""
+    rng = random.Random(5)
+    w = Waiting()
+    jobs = [_job(i, rng.choice("abcd")) for i in range(300)]
+    out: list[JobView] = []
+    for _ in range(3000):
+        before = (w.removals(), len(w.by_tenant), {t: next(iter(q)) for t, q in w.by_tenant.items()})
+        r = rng.random()
+        if r < 0.5 and jobs:
+            j = jobs.pop(rng.randrange(len(jobs)))
+            w[j.id] = j
+        elif r < 0.8 and w:
+            out.append(w.pop(rng.choice(list(w))))
+        elif r < 0.9 and w:
+            jid = rng.choice(list(w))
+            w[jid] = w[jid]  # set again: same place
+        elif out:
+            j = out.pop(rng.randrange(len(out)))
+            w[j.id] = j
+        if (w.removals(), len(w.by_tenant)) == before[:2]:
+            assert {t: next(iter(q)) for t, q in w.by_tenant.items()} == before[2]

@@ -34,7 +34,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
-                 "_pending_by_tenant", "_paused_by_tenant", "_pending_by_shape", "_position", "history",
+                 "_pending_by_tenant", "_paused_by_tenant", "_pending_by_shape", "_position", "_removals", "history",
                  "_journal", "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro", "_floor_rows",
                  "_shape_keys")
 
@@ -59,6 +59,7 @@ class ClusterView:
         self._paused_by_tenant = paused.by_tenant
         self._pending_by_shape = pending.by_shape
         self._position = pending.position
+        self._removals = pending.removals
         self._clock_now = 0.0
         self.history = history
         self._free_ro = _readonly(ledger.free)
@@ -71,7 +72,8 @@ class ClusterView:
         # elementwise minimum of every admitted job's per-worker demand (see task_floor)
         self._task_floor = np.full(len(ledger.names), np.inf)
         self._floor_ro = _readonly(self._task_floor)
-        self._shape_keys: dict[int, tuple[object, tuple[bytes, int, bytes | None, int]]] = {}  # id(spec) -> key
+        # (id(worker row), workers, id(PS row), PS count) -> shape_key: one entry per distinct shape
+        self._shape_keys: dict[tuple[int, int, int, int], tuple[bytes, int, bytes | None, int]] = {}
         self._floor_rows: dict[int, np.ndarray] = {}  # id(row) -> row, of the rows folded into _task_floor
 
     @property
@@ -140,13 +142,14 @@ class ClusterView:
         """What a job's default placement depends on besides the free capacity: the contents of
         ``demand_vector``, ``target_workers``, the contents of ``ps_demand_vector`` (or None) and
         ``num_ps``. :attr:`pending_by_shape` groups the pending jobs by it."""
-        spec = job.spec
-        hit = self._shape_keys.get(id(spec))
-        if hit is None or hit[0] is not spec:
-            w, n = self.shape(job)
-            p = self.ps_demand_vector(job)
-            hit = self._shape_keys[id(spec)] = (spec, (w.tobytes(), n, None if p is None else p.tobytes(), spec.num_ps))
-        return hit[1]
+        w, n = self.shape(job)
+        p = self.ps_demand_vector(job)
+        num_ps = job.spec.num_ps
+        ids = (id(w), n, id(p), num_ps)  # (the rows are the ledger's interned ones: their ids stay theirs)
+        key = self._shape_keys.get(ids)
+        if key is None:
+            key = self._shape_keys[ids] = (w.tobytes(), n, None if p is None else p.tobytes(), num_ps)
+        return key
 
     @property
     def task_floor(self) -> np.ndarray:
@@ -271,6 +274,12 @@ class ClusterView:
         """:meth:`shape_key` -> the pending jobs of that shape, in the order of :attr:`pending` (only
         shapes with pending jobs): skip every job of a shape that does not fit without visiting each."""
         return self._pending_by_shape
+
+    @property
+    def pending_removals(self) -> int:
+        """How many jobs left :attr:`pending` so far (started, cancelled, held): while it and the number of
+        tenants with pending jobs stay, every tenant's first pending job stays the same."""
+        return self._removals()
 
     def pending_position(self, job_id: str) -> int:
         """Rank of a pending job in the order of :attr:`pending` (increasing, comparable across tenants)."""

@@ -55,7 +55,7 @@ class Waiting(dict[str, JobView]):
     Only ``[id] = job``, ``del`` and ``pop`` change it; the other dict mutators are refused, so the
     indexes cannot fall out of step."""
 
-    __slots__ = ("_tenants", "_shapes", "_shape_fn", "_shape_of", "_pos", "_next")
+    __slots__ = ("_tenants", "_shapes", "_shape_fn", "_shape_of", "_pos", "_next", "_removed")
 
     def __init__(self) -> None:
         super().__init__()
@@ -65,6 +65,7 @@ class Waiting(dict[str, JobView]):
         self._shape_of: dict[str, Hashable] = {}  # job id -> its shape key (as when it was added)
         self._pos: dict[str, int] = {}
         self._next = 0
+        self._removed = 0  # entries removed so far (see removals)
 
     def group_by(self, shape: Callable[[JobView], Hashable]) -> None:
         """Also keep the jobs per ``shape(job)`` (:attr:`by_shape`); set before the first job is added."""
@@ -83,6 +84,11 @@ class Waiting(dict[str, JobView]):
         :meth:`group_by`)."""
         return self._shapes.view
 
+    def removals(self) -> int:
+        """How many entries were removed (or replaced) so far: while it and the number of tenants stay,
+        every tenant's first job stays (new entries go last)."""
+        return self._removed
+
     def position(self, job_id: str) -> int:
         """Rank of ``job_id`` in the queue order (increasing; comparable across tenants)."""
         return self._pos[job_id]
@@ -91,6 +97,7 @@ class Waiting(dict[str, JobView]):
         shape = self._shape_fn(job) if self._shape_fn is not None else _MISSING
         old = self.get(key)
         if old is not None:  # an existing entry keeps its place, as in a dict (and in its groups)
+            self._removed += 1  # (counted as a change: its job, even its tenant, may differ)
             if old.spec.tenant == job.spec.tenant:
                 self._tenants.add(old.spec.tenant, key, job)
             else:
@@ -129,6 +136,7 @@ class Waiting(dict[str, JobView]):
         super().__delitem__(key)
         self._forget(key, job)
         del self._pos[key]
+        self._removed += 1
 
     def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
         if key not in self:
@@ -138,6 +146,7 @@ class Waiting(dict[str, JobView]):
         job = super().pop(key)
         self._forget(key, job)
         del self._pos[key]
+        self._removed += 1
         return job
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:

@@ -260,11 +260,13 @@ class QuietRounds:
     __slots__ = ("_state",)
 
     def __init__(self) -> None:
-        self._state: tuple[int, tuple[tuple[str, str], ...]] | None = None
+        self._state: tuple[int, tuple[int, int]] | None = None
 
     @staticmethod
-    def _heads(view: ClusterView) -> tuple[tuple[str, str], ...]:
-        return tuple((t, next(iter(q))) for t, q in view.pending_by_tenant.items())
+    def _heads(view: ClusterView) -> tuple[int, int]:
+        """Stays while every tenant's head stays: no job left the pending queue (new ones go last) and no
+        tenant got its first pending job (``ClusterView.pending_removals``)."""
+        return view.pending_removals, len(view.pending_by_tenant)
 
     def still(self, view: ClusterView) -> bool:
         """True if this round would plan nothing, as the last one did."""

@@ -197,7 +197,21 @@ class StaticPartition(BasePolicy):
         plan: Plan = []
         # the tenants' queues merged in waiting order; a tenant whose slice is blocked drops out
         queues = waiting_by_tenant(view)
-        heap = [(*next(q), t) for t, q in queues.items()]
+        if memo_blocked and still:
+            # a slice whose blocking job still waits is blocked from the start (that job is still its first):
+            # its tenants' entries would only be skipped, so they are left out of the merge, unless some
+            # waiting tenant has no slice (the loop learns it, in queue order)
+            slice_of = {t: self.slice_name(t) for t in queues}
+            if all(name is not None and name in self._index for name in slice_of.values()):
+                pending = view.pending
+                blocked.update(name for name, jid in still.items() if jid in pending)
+                if len(blocked) == len(self._names):
+                    return plan
+                heap = [(*next(q), t) for t, q in queues.items() if slice_of[t] not in blocked]
+            else:
+                heap = [(*next(q), t) for t, q in queues.items()]
+        else:
+            heap = [(*next(q), t) for t, q in queues.items()]
         heapq.heapify(heap)
         while heap:
             _, job, tenant = heapq.heappop(heap)
