@@ -193,7 +193,7 @@ class Scheduler(ActionHandlers, LiveControl):
                     i += 1
                 if source is not None and not source.poll(self):
                     break
-                ended = self._criteria_due()
+                ended = self._criteria_due() if self.criteria.next_time() <= self.now + 1e-9 else False
                 if not (self.pending or self.paused or self.running or events or ended):
                     continue
                 period = self._period
