@@ -163,38 +163,46 @@ class Scheduler(ActionHandlers, LiveControl):
         # full sweeps only cost time here (they grow with the heap). Restored on exit.
         gc_was_enabled = gc.isenabled()
         gc.disable()
+        # bound once: these objects are the scheduler's for its whole life (the policy and its hooks are
+        # not: set_policy may switch them, so they are looked up each turn)
+        next_event_time, advance = self.backend.next_event_time, self.backend.advance
+        criteria_next = self.criteria.next_time
+        running, pending, paused, view = self.running, self.pending, self.paused, self.view
+        on_event, arrive, apply = self._on_backend_event, self._arrive, self._apply
+        perf_counter, inf, decision = time.perf_counter, math.inf, EventKind.DECISION
         try:
             while True:
-                t_arr = arrivals[i].submit_time if i < total else math.inf
-                t_be = self.backend.next_event_time()
-                t_src = source.next_poll(self.now) if source is not None else math.inf
-                active = bool(self.running or self.pending or self.paused)
+                t_arr = arrivals[i].submit_time if i < total else inf
+                t_be = next_event_time()
+                t_src = source.next_poll(self.now) if source is not None else inf
+                active = bool(running or pending or paused)
                 if not active:
-                    next_tick = math.inf
-                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else math.inf,
-                        self.criteria.next_time())
+                    next_tick = inf
+                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else inf, criteria_next())
                 if self._hook_wake is not None and active:
                     wake = self._hook_wake()
                     if wake is not None and self.now < wake < t:  # (one already past is not a reason to turn)
                         t = wake
-                if t == math.inf and not self.running:
+                if t == inf and not running:
                     break  # (a real backend with running jobs waits for their next event)
                 if t > self.horizon:
                     break
-                reached, events = self.backend.advance(t)
-                self.now = max(self.now, reached)
-                self.view._clock_now = self.now
-                if events and any(ev.kind is _USED for ev in events):
-                    events = self._record_used(events)  # metrics only: not a reason to decide
-                for ev in events:
-                    self._on_backend_event(ev)
-                while i < total and arrivals[i].submit_time <= self.now:
-                    self._arrive(arrivals[i])
+                reached, events = advance(t)
+                now = self.now = view._clock_now = max(self.now, reached)
+                if events:
+                    for ev in events:
+                        if ev.kind is _USED:
+                            events = self._record_used(events)  # metrics only: not a reason to decide
+                            break
+                    for ev in events:
+                        on_event(ev)
+                while i < total and arrivals[i].submit_time <= now:
+                    arrive(arrivals[i])
                     i += 1
                 if source is not None and not source.poll(self):
                     break
-                ended = self._criteria_due() if self.criteria.next_time() <= self.now + 1e-9 else False
-                if not (self.pending or self.paused or self.running or events or ended):
+                ended = self._criteria_due() if criteria_next() <= self.now + 1e-9 else False
+                if not (pending or paused or running or events or ended):
                     continue
                 period = self._period
                 if period:  # between rounds events are folded in and the policy waits for the next round
@@ -205,11 +213,11 @@ class Scheduler(ActionHandlers, LiveControl):
                         next_tick = first + max(k + 1, 0) * period
                         continue
                     last_round = at
-                t0 = time.perf_counter()
-                plan = self.policy.decide(self.view)  # type: ignore[attr-defined]  (set_policy may switch it)
-                rec.append(self.now, EventKind.DECISION, None, ms=(time.perf_counter() - t0) * 1e3)
+                t0 = perf_counter()
+                plan = self.policy.decide(view)  # type: ignore[attr-defined]  (set_policy may switch it)
+                rec.append(self.now, decision, None, ms=(perf_counter() - t0) * 1e3)
                 for action in plan:
-                    self._apply(action)
+                    apply(action)
                 if period:
                     next_tick = last_round + period
                 elif self._tick:
@@ -218,7 +226,7 @@ class Scheduler(ActionHandlers, LiveControl):
                     # minute); any change, arrival or waiting job resets it
                     idle_ticks = idle_ticks + 1 if (not plan and not self.pending and not self.paused) else 0
                     next_tick = self.now + self._tick * 2.0 ** min(max(idle_ticks - IDLE_TICKS, 0), 60)
-                if self.running or i < total or self.backend.next_event_time() is not None:
+                if running or i < total or next_event_time() is not None:
                     idle_turns = 0
                 else:
                     idle_turns += 1  # nothing runs and nothing will arrive: only ticks remain

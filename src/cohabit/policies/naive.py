@@ -118,17 +118,16 @@ class _Devices:
         by_id = self._caps_id.get(id(w))  # the view hands out one array per task group
         if by_id is not None and by_id[0] is w:
             return by_id[1]
-        key = w.tobytes()
+        g = self.g
+        assert g is not None
+        fixed = _FIXED.get((id(w), g))
+        if fixed is None or fixed[0] is not w:
+            fixed = _fixed_terms(w, g)
+        _, key, rest, per_task, cols, want = fixed
         hit = self._caps.get(key)
         if hit is None:
-            g = self.g
-            assert g is not None
-            rest = w.copy()
-            rest[g] = 0.0
-            per_task = max(int(math.ceil(float(w[g]) - _EPS)), 1)
-            cols = [(int(c), float(rest[c])) for c in np.flatnonzero(rest > _EPS)]
             caps = self._node_caps(rest, per_task, slice(None)).tolist()
-            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, min(float(w[g]), 1.0))
+            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
         self._caps_id[id(w)] = (w, hit)
         return hit
 
@@ -280,6 +279,25 @@ class _Shape(NamedTuple):
     cap: list[int]
     first: dict[int, int]  # n -> no node below this index takes n tasks (capacities only shrink)
     want: float  # the GPU share one task takes of each device it uses
+
+
+#: (id(worker demand row), GPU column) -> (row, its bytes, its non-GPU part, GPU devices per task, non-GPU
+#: columns and amounts, GPU share per device): what a round's shape needs besides the capacities (the
+#: view's rows are read-only and kept alive here, so their ids stay theirs)
+_FIXED: dict[tuple[int, int], tuple[np.ndarray, bytes, np.ndarray, int, list[tuple[int, float]], float]] = {}
+
+
+def _fixed_terms(w: np.ndarray, g: int) -> tuple[np.ndarray, bytes, np.ndarray, int, list[tuple[int, float]], float]:
+    rest = w.copy()
+    rest[g] = 0.0
+    per_task = max(int(math.ceil(float(w[g]) - _EPS)), 1)
+    cols = [(int(c), float(rest[c])) for c in np.flatnonzero(rest > _EPS)]
+    out = (w, w.tobytes(), rest, per_task, cols, min(float(w[g]), 1.0))
+    if not w.flags.writeable:
+        if len(_FIXED) > 4096:
+            _FIXED.clear()
+        _FIXED[(id(w), g)] = out
+    return out
 
 
 def _fill_index_order(cap: list[int], n: int) -> list[int]:
