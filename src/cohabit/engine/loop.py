@@ -441,15 +441,17 @@ class Scheduler(ActionHandlers, LiveControl):
 
     def _end(self, job: JobView, state: JobState, kind: EventKind, reason: str, *, attained: bool = False) -> None:
         now = self.now
-        check_transition(job.id, job._state, state)
+        jid = job.id
+        check_transition(jid, job._state, state)
         job._settle(now)
-        if job._state is JobState.RUNNING:
-            self._release(job.id)
-            self.running.pop(job.id, None)
-        self.pending.pop(job.id, None)
-        self.paused.pop(job.id, None)
+        if job._state is JobState.RUNNING:  # (a running job is in neither waiting dict)
+            self._release(jid)
+            self.running.pop(jid, None)
+        else:
+            self.pending.pop(jid, None)
+            self.paused.pop(jid, None)
         if self._backend_job_ended is not None:
-            self._backend_job_ended(job.id, now)  # a backend holding the job's paused state lets go of it
+            self._backend_job_ended(jid, now)  # a backend holding the job's paused state lets go of it
         job._state = state
         job._reason = reason
         job._end_time = now
