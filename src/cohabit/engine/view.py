@@ -35,7 +35,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 class ClusterView:
     __slots__ = ("_cluster", "_ledger", "_clock_now", "_pending", "_running", "_paused", "_jobs",
                  "_pending_by_tenant", "_paused_by_tenant", "_pending_by_shape", "_position", "_removals", "history",
-                 "_journal", "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro", "_floor_rows",
+                 "_journal", "_free_ro", "_cap_ro", "_dev_ro", "_dev_jobs_ro", "_max_tasks", "_shapes", "_task_floor", "_floor_ro", "_floor_rows", "_floor_margin",
                  "_shape_keys")
 
     def __init__(
@@ -74,7 +74,8 @@ class ClusterView:
         self._floor_ro = _readonly(self._task_floor)
         # (id(worker row), workers, id(PS row), PS count) -> shape_key: one entry per distinct shape
         self._shape_keys: dict[tuple[int, int, int, int], tuple[bytes, int, bytes | None, int]] = {}
-        self._floor_rows: dict[int, np.ndarray] = {}  # id(row) -> row, of the rows folded into _task_floor
+        self._floor_rows: dict[int, np.ndarray] = {}
+        self._floor_margin = tuple((self._task_floor - 1e-9).tolist())  # see task_floor_margin  # id(row) -> row, of the rows folded into _task_floor
 
     @property
     def now(self) -> float:
@@ -157,12 +158,18 @@ class ClusterView:
         below it in some resource fits no waiting job's first worker (``Draft.exhausted``)."""
         return self._floor_ro
 
+    @property
+    def task_floor_margin(self) -> tuple[float, ...]:
+        """``task_floor - 1e-9`` as Python floats (what ``Draft.exhausted`` compares the free total with)."""
+        return self._floor_margin
+
     def _admitted(self, job: JobView) -> None:
         """Scheduler side: ``job`` was admitted; lower :attr:`task_floor` by its worker demand."""
         w = self.shape(job)[0]
         if self._floor_rows.get(id(w)) is not w:  # (a row already folded in changes nothing)
             self._floor_rows[id(w)] = w
             np.minimum(self._task_floor, w, out=self._task_floor)
+            self._floor_margin = tuple((self._task_floor - 1e-9).tolist())
 
     def target_workers(self, job: JobView) -> int:
         """The worker count to start ``job`` with when a policy has no opinion: what it asked

@@ -269,7 +269,10 @@ class Draft:
     def exhausted(self) -> bool:
         """True when the free total is below :attr:`ClusterView.task_floor` in some resource: then no
         admitted job's first worker fits and every :meth:`place` fails until room is given back."""
-        return bool((self._total_now() < self.view.task_floor - 1e-9).any())
+        for have, low in zip(self._total_now().tolist(), self.view.task_floor_margin):  # (total < floor - 1e-9)
+            if have < low:
+                return True
+        return False
 
     def place(self, job: JobView, n_workers: int | None = None) -> Placement | None:
         """Find and reserve a placement (see :func:`consolidated_first`); None if none fits."""
