@@ -183,7 +183,7 @@ class Ledger(GroupLedger, PackLedger):
         self._memo_valid()
         total = self._free_total
         if total is None:
-            total = self._free_total = self.free.sum(axis=0)
+            total = self._free_total = np.add.reduce(self.free, axis=0)  # (free.sum(axis=0))
             total.flags.writeable = False
         return total
 

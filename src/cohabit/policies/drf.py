@@ -363,7 +363,7 @@ def _heads_that_fit(view: ClusterView) -> set[str] | None:
         if p is None or job.spec.num_ps <= 0:
             r = room.get(id(w))
             if r is None:
-                r = room[id(w)] = int(view.fit_now(w).sum())
+                r = room[id(w)] = int(np.add.reduce(view.fit_now(w)))  # (.sum() without the wrapper)
             if n <= r:
                 out.add(tenant)
             continue

@@ -355,7 +355,7 @@ def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None,
         node = int(whole[np.argmin(fit[whole])])
         workers = [node] * n
     else:
-        if fit.sum() < n:
+        if np.add.reduce(fit) < n:  # (fit.sum() without the method wrapper)
             return None
         workers = fill(fit, n, np.argsort(-fit, kind="stable"))
         if workers is None:
