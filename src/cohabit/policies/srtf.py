@@ -239,7 +239,8 @@ class SRTF(BasePolicy):
             p = None if need[1] * n > free_gpus + ROOM_EPS else draft.place(job)
             if p is None and self.preemptive and view.running:
                 if victims is None:
-                    if self._bound_now(view, n_history) <= mine + self.preempt_margin:
+                    if mine + self.preempt_margin == math.inf or \
+                            self._bound_now(view, n_history) <= mine + self.preempt_margin:
                         victims = []  # nobody is worth pausing for this job, nor for any later one
                     else:
                         victims = sorted(((self.remaining(r, view),
@@ -397,7 +398,7 @@ class SRTF(BasePolicy):
         if mean_queues or other_lists:
             first = min(min((q.first_estimate(mean) for _, q in mean_queues), default=math.inf),
                         min((lst[0][0] for _, lst in other_lists), default=math.inf))
-            if not self.preemptive or not view.running or \
+            if not self.preemptive or not view.running or first + self.preempt_margin == math.inf or \
                     self._bound_now(view, n_history) <= first + self.preempt_margin:
                 # nobody can be paused in this round (the first job has the least work left): room only
                 # shrinks while it plans, so a shape the free capacity is known not to hold fails whenever
