@@ -230,6 +230,7 @@ class Tiresias(LasQueues, BasePolicy):
         self._wait_sizes = self._order.sizes
         self._stale: dict[str, Rec] = {}
         self._order_version = -1  # distribution version the Gittins keys in the order were computed with
+        self._g_memo: dict[float, float] = {}  # Gittins index by attained service, for _order_version
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
         self._quiet: tuple[int, int, bytes, bytes] | None = None
@@ -316,23 +317,26 @@ class Tiresias(LasQueues, BasePolicy):
         if self.gittins:
             dist = self.distribution(view)
             version = self._dist_version
+            memo = self._g_memo  # attained service -> index under this distribution (new and promoted jobs: 0)
             if version != self._order_version:  # refitted: every waiting job's index changes
                 self._order_version = version
+                memo.clear()
                 stale = list(self._order)
             else:
                 stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
             self._stale.clear()
             if stale:
                 now = view.now
-                a = np.array([self.service(r.job, now) for r in stale])
-                uniq, inv = np.unique(a, return_inverse=True)
-                g = dist.index(uniq, self.gittins_delta)[inv]
-                for r, gi in zip(stale, g.tolist()):
+                a = [self.service(r.job, now) for r in stale]
+                new = [x for x in set(a) if x not in memo]
+                if new:  # (each index depends on its own service only: computed alone or in a batch, the same)
+                    memo.update(zip(new, dist.index(np.array(new), self.gittins_delta).tolist()))
+                for r, gi in zip(stale, [memo[x] for x in a]):
                     self._order_remove(r)
                     r.g_index, r.g_version = gi, version
                     r.key = (r.q, -gi, r.entered, r.job.seq)
                     self._order_add(r)
-        return [(True, recs) for recs in self._order.snapshot()]
+        return [(True, recs) for recs in self._order.lists()]
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -420,6 +424,7 @@ class Tiresias(LasQueues, BasePolicy):
                     for v in paused:
                         plan.append(Pause(v.job.id, reason=f"tiresias: {job.id} is in a higher-priority queue"))
                         self._set_running(v, now, False)
+                        order.hide(v)  # it waits from now on, but not in this round
                         self._last_plan.append((False, v.job.id))
                     gone = {id(v) for v in paused}
                     victims = [v for v in victims if id(v) not in gone]
@@ -436,6 +441,7 @@ class Tiresias(LasQueues, BasePolicy):
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._set_running(rec, now, True)
+            order.taken()  # (it left its list)
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
         self._nofit = failed
