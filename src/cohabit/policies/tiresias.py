@@ -246,6 +246,7 @@ class Tiresias(LasQueues, BasePolicy):
         rec = Rec(job, view.now)
         g = view.gpu_col
         per = float(view.demand_vector(job)[g]) if g is not None else 0.0
+        rec.per_gpu = per
         n = view.target_workers(job)
         ps = view.ps_demand_vector(job)
         rec.gpus = per * n + (float(ps[g]) * job.spec.num_ps if ps is not None and g is not None else 0.0)
@@ -378,6 +379,29 @@ class Tiresias(LasQueues, BasePolicy):
                 return None  # would spread a skewed model: wait for a consolidated slot
         return p if draft.reserve(job, p) else None
 
+    def _too_few_gpus(self, rec: Rec, view: ClusterView, node_gpus: list[float]) -> bool:
+        """True if ``rec``'s workers certainly do not fit the free GPUs ``node_gpus`` (per node, most first):
+        a node takes at most ``floor(free GPUs / GPUs per worker)`` of them (fewer if its devices are split
+        or another resource is short), and a consolidated job (paper §3.3) only the fewest nodes that can
+        hold it (:meth:`place`: ``consolidated_first`` fills the nodes that take most first, and the rule
+        rejects it past :meth:`min_nodes`). A necessary condition, with 1e-6 of slack: :meth:`place` would
+        fail. (On a contended cluster most placement attempts are consolidated jobs that would spread.)"""
+        per = rec.per_gpu
+        if per <= 0.0:
+            return False
+        n = rec.shape[1]
+        if n > 1 and rec.shape[2]:
+            node_gpus = node_gpus[: self.min_nodes(view, view.demand_vector(rec.job), n)]
+        got = 0
+        for free in node_gpus:
+            k = math.floor((free + 1e-6) / per)
+            if k <= 0:
+                break  # (most first: the rest take none either)
+            got += k
+            if got >= n:
+                return False
+        return True
+
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         self._decided_at = view.now
@@ -399,6 +423,7 @@ class Tiresias(LasQueues, BasePolicy):
         min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
+        node_gpus: list[float] | None = None
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
                 break  # no room and nobody left to preempt for this queue or any later one
@@ -408,7 +433,9 @@ class Tiresias(LasQueues, BasePolicy):
                 if draft.failed_before(("tiresias", rec.shape)):  # on the same free capacity as now
                     failed.add(rec.shape)
                 else:
-                    p = self.place(draft, job)
+                    if node_gpus is None:  # each node's free GPUs, most first (after the last change)
+                        node_gpus = sorted(draft.free_now[:, g].tolist(), reverse=True) if g is not None else []
+                    p = None if self._too_few_gpus(rec, view, node_gpus) else self.place(draft, job)
                     if p is None:
                         failed.add(rec.shape)
                         draft.note_failure(("tiresias", rec.shape))
@@ -429,7 +456,8 @@ class Tiresias(LasQueues, BasePolicy):
                     gone = {id(v) for v in paused}
                     victims = [v for v in victims if id(v) not in gone]
                     lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
-                    free_gpus = (float(draft.free[:, g].sum()) + rec.gpus) if g is not None else math.inf
+                    free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
+                    node_gpus = None
                     failed.clear()  # the victims' leftover room may fit shapes that failed before
                     hopeless.clear()
                     order.unpark(rec.key)
@@ -444,6 +472,7 @@ class Tiresias(LasQueues, BasePolicy):
             order.taken()  # (it left its list)
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
+            node_gpus = None
         self._nofit = failed
         self._nofit_room = draft.save() if failed else None  # the room after this plan
         self._changed = False
