@@ -223,6 +223,7 @@ class Tiresias(LasQueues, BasePolicy):
         # keep failing while no node has more room than that (see _carried_failures)
         self._nofit: set[tuple[bytes, int, bool]] = set()
         self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
+        self._nofit_version: int | None = None  # allocation version when _nofit_room was the ledger's room
         # the waiting jobs in priority order, kept across rounds, one list per (queue, shape) (keys are
         # unique: they end with the arrival number), with the count of each GPU size among them, and
         # (Gittins) the jobs whose index may have changed since it was computed
@@ -233,7 +234,7 @@ class Tiresias(LasQueues, BasePolicy):
         self._g_memo: dict[float, float] = {}  # Gittins index by attained service, for _order_version
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
-        self._quiet: tuple[int, int, bytes, bytes] | None = None
+        self._quiet: tuple[int, int, bytes, bytes, int] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
         self._decided_at = -math.inf  # time of the last decision
@@ -474,9 +475,11 @@ class Tiresias(LasQueues, BasePolicy):
             node_gpus = None
         self._nofit = failed
         self._nofit_room = draft.save() if failed else None  # the room after this plan
+        # with an empty plan that room is the ledger's own: while no allocation changes, it is the same
+        self._nofit_version = view.allocation_version if not plan else None
         self._changed = False
-        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes()) \
-            if not plan else None
+        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes(),
+                       view.allocation_version) if not plan else None
         return plan
 
     def _still_quiet(self, view: ClusterView) -> bool:
@@ -493,6 +496,8 @@ class Tiresias(LasQueues, BasePolicy):
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):
             return False
+        if quiet[4] == view.allocation_version:  # no allocation changed: the same free room
+            return True
         return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
@@ -504,6 +509,8 @@ class Tiresias(LasQueues, BasePolicy):
         saved = self._nofit_room
         if not self._nofit or saved is None:
             return set()
+        if self._nofit_version == view.allocation_version:  # an empty plan and no allocation since: the same room
+            return set(self._nofit)
         free, dev = view.free, view.device_free
         if free.shape != saved[0].shape or dev.shape != saved[1].shape or (free > saved[0]).any() \
                 or (dev > saved[1]).any():
