@@ -66,12 +66,13 @@ class _ReferenceSRTF(SRTF):
 
 
 class _CheckedBoundSRTF(SRTF):
-    """SRTF that checks, every round, that its pruning bound is at least every running job's estimate."""
+    """SRTF that checks, every round, that its pruning bound (computed afresh or kept from an earlier round
+    while nothing it reads moved) is at least every running job's estimate."""
 
     rounds_checked = 0
 
-    def _running_bound(self, view: ClusterView, n_history: int) -> float:
-        bound = super()._running_bound(view, n_history)
+    def _bound_now(self, view: ClusterView, n_history: int) -> float:
+        bound = super()._bound_now(view, n_history)
         for r in view.running.values():
             assert bound >= self.remaining(r, view), (view.now, r.id)
         if view.running:

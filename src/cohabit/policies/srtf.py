@@ -30,7 +30,10 @@ Waiting jobs without a declared length stay ordered across rounds (``srtf_queue.
 the same order and estimates as re-estimating and sorting them every round, without the work.
 The others stay in one sorted list per placement shape; when the history grows only the jobs whose
 estimate reads it (no measured iteration time yet, and whose model's mean iteration time moved) are
-estimated again. Once a shape's preemption fails in a round, the rest of its jobs are skipped.
+estimated again. Once a shape's preemption fails in a round, the rest of its jobs are skipped. In a round
+where nobody can be paused (the job with the least work left would not pause anyone), the shapes the free
+capacity is known not to hold (the ledger's no-room index, or more GPUs than are free) are left out before
+the streams are merged, and a job needing more GPUs than are free is not tried (``ROOM_EPS``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterator
+
+import numpy as np
 
 from ..engine.actions import Pause, Plan, Resume, Start
 from ..engine.job import JobView
@@ -48,6 +53,10 @@ from .base import BasePolicy
 from .srtf_queue import MeanQueue, Streams
 from .placement import Draft
 from .params import build
+
+#: GPUs: a job whose workers need more GPUs than are free by more than this cannot be placed (the free
+#: total summed in another order differs by rounding only; ``Draft.place`` checks with 1e-9)
+ROOM_EPS = 1e-6
 
 
 class SRTF(BasePolicy):
@@ -90,7 +99,17 @@ class SRTF(BasePolicy):
         self._dep_key: dict[str, Hashable] = {}
         self._dep_seen: dict[Hashable, object] = {}
         self._just_paused: list[str] = []  # paused by the last plan: they wait again (see _sync_waiting)
+        # placement shape -> (worker demand row, workers) of its jobs (jobs without parameter servers), to
+        # look the shape up in the free-capacity index's failures (see _ordered); shapes seen, never dropped
+        self._shape_rep: dict[Hashable, tuple[np.ndarray, int, float]] = {}  # ... and the GPUs they need
+        self._bound: float | None = None  # _running_bound of this round, once computed
+        self._bound_key: tuple[int, int, int] | None = None  # (allocation version, history, reports) of ...
+        self._bound_last = math.inf  # ... the last _running_bound computed
+        self._reports = 0  # progress reports seen
+        self._criteria = False  # a job with a completion criterion arrived
+        self._gpu_needs: dict[int, tuple[object, float]] = {}  # id(worker demand row) -> (row, its GPUs)
         self._seen: set[str] = set()  # jobs classified for _running_bound (dropped when they end)
+        self._seen_version = -1  # the allocation version when _seen last took in the running jobs
         self._estimated: set[str] = set()  # of those, the ones whose running estimate is computed per job
         self.name = "srtf[oracle]" if use_oracle else "srtf"
 
@@ -101,6 +120,8 @@ class SRTF(BasePolicy):
                      self._other_new, self._other_sorted, self._other_shape, self._dep, self._dep_key,
                      self._dep_seen):
             held.clear()  # sorted without the oracle: sorted again at the next round
+        self._seen_version = -1
+        self._bound_key = None
 
     # -------------------------------------------------------------- estimate
     def remaining(self, job: JobView, view: ClusterView) -> float:
@@ -158,10 +179,13 @@ class SRTF(BasePolicy):
         cache = self._running_rem
         running = view.running
         no_oracle = self._oracle is None
-        for job_id in running.keys() - self._seen:  # set operations at C speed, not a loop over every job
-            self._seen.add(job_id)
-            if not (no_oracle and running[job_id].spec.iterations is None):
-                self._estimated.add(job_id)
+        version = view.allocation_version  # (the running set changes only with an allocation)
+        if version != self._seen_version:
+            self._seen_version = version
+            for job_id in running.keys() - self._seen:  # set operations at C speed, not a loop over every job
+                self._seen.add(job_id)
+                if not (no_oracle and running[job_id].spec.iterations is None):
+                    self._estimated.add(job_id)
         estimated = running.keys() & self._estimated if self._estimated else ()
         mean_bounded = len(estimated) < len(running)
         for job_id in estimated:
@@ -181,6 +205,26 @@ class SRTF(BasePolicy):
         """When a job spared by ``min_run_time`` for a waiting job with less work left may be paused."""
         return self._wake
 
+    def _bound_now(self, view: ClusterView, n_history: int) -> float:
+        """:meth:`_running_bound` once per round (the running jobs do not change while a round plans), and
+        the last one again while no input of it moved: no allocation changed (the running set, their
+        placements and speeds: every start, pause, end or move allocates or releases), the history kept its
+        length and no job reported. Its per-job estimates would all be cache hits, so it is the same number.
+        (Only while no job has a completion criterion: the scheduler may fold a running job's progress to
+        check one without a report.)"""
+        if self._bound is None:
+            key = (view.allocation_version, n_history, self._reports)
+            if key == self._bound_key and not self._criteria:
+                self._bound = self._bound_last
+            else:
+                self._bound = self._bound_last = self._running_bound(view, n_history)
+                self._bound_key = key
+        return self._bound
+
+    def on_progress(self, job: JobView, view: ClusterView) -> None:
+        """A running job reported (its estimate's inputs moved: see :meth:`_bound_now`)."""
+        self._reports += 1
+
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         self._wake = None
@@ -191,6 +235,7 @@ class SRTF(BasePolicy):
         plan: Plan = []
         victims: list[tuple[float, float, JobView]] | None = None  # (remaining, end of its minimum run, job)
         started: list[str] = []
+        self._bound = None
         stream = self._ordered(view, n_history)
         # shapes whose preemption failed since the last one that succeeded: a later job of the shape has as
         # much work left (so at most the same victims) and at most the same room, and fails the same way.
@@ -200,11 +245,21 @@ class SRTF(BasePolicy):
         # shape's stream is skipped (before: each of its jobs was tried, 30 placement attempts per round on
         # the Muri artifact's trace1).
         no_preempt: set[Hashable] = set()
+        g = view.gpu_col
+        free_gpus = float(view.free_total[g]) if g is not None else math.inf
+        needs = self._gpu_needs
         for mine, _, job in stream:
-            p = draft.place(job)
+            w, n = view.shape(job)
+            need = needs.get(id(w))
+            if need is None or need[0] is not w:
+                need = needs[id(w)] = (w, float(w[g]) if g is not None else 0.0)
+            # fewer GPUs free than the workers need, by more than rounding: Draft.place would fail on its
+            # total check; the draft's free GPUs are re-read after every change below
+            p = None if need[1] * n > free_gpus + ROOM_EPS else draft.place(job)
             if p is None and self.preemptive and view.running:
                 if victims is None:
-                    if self._running_bound(view, n_history) <= mine + self.preempt_margin:
+                    if mine + self.preempt_margin == math.inf or \
+                            self._bound_now(view, n_history) <= mine + self.preempt_margin:
                         victims = []  # nobody is worth pausing for this job, nor for any later one
                     else:
                         victims = sorted(((self.remaining(r, view),
@@ -218,6 +273,8 @@ class SRTF(BasePolicy):
                             no_preempt.add(shape)
                         else:
                             no_preempt.clear()
+                            if g is not None:
+                                free_gpus = float(draft.free_now[:, g].sum())
                     if p is None:  # the rest of this shape's stream fails the same way (see no_preempt)
                         stream.skip_rest()
                         continue
@@ -235,6 +292,8 @@ class SRTF(BasePolicy):
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._started[job.id] = view.now
             started.append(job.id)
+            if g is not None:
+                free_gpus = float(draft.free_now[:, g].sum())
         for job_id in started:  # after the loop: _ordered's streams must not change while read
             self._forget_waiting(job_id)
         return plan
@@ -294,15 +353,20 @@ class SRTF(BasePolicy):
     def _join(self, job: JobView, view: ClusterView) -> None:
         """Add a waiting job: to its shape's :class:`MeanQueue` if its estimate is the mean finished run
         time less its run time (no declared length, no oracle), else to the per-round estimated ones."""
+        shape = self._shape_key(job, view)
+        if not job.spec.num_ps and shape not in self._shape_rep:
+            w, n = view.shape(job)
+            g = view.gpu_col
+            self._shape_rep[shape] = (w, n, float(w[g]) * n if g is not None else 0.0)
         if self._oracle is None and job.spec.iterations is None:
-            key = self._mean_key[job.id] = self._shape_key(job, view)
+            key = self._mean_key[job.id] = shape
             queue = self._mean.get(key)
             if queue is None:
                 queue = self._mean[key] = MeanQueue()
             queue.add(job.id, job.executed_time(view.now), job.seq)
         else:
             self._other[job.id] = job
-            self._other_shape[job.id] = self._shape_key(job, view)
+            self._other_shape[job.id] = shape
             self._other_new.append(job.id)
             if not job.iter_time:  # (a waiting job reports nothing: its own inputs stay as they are)
                 key = self._dep_key[job.id] = job.spec.model if self._oracle is None and \
@@ -324,8 +388,6 @@ class SRTF(BasePolicy):
             for r, seq, job_id in queue.ordered(mean):
                 yield r, seq, pending.get(job_id) or paused[job_id]
 
-        streams: list[tuple[bool, Iterator[tuple[float, int, JobView]]]] = [
-            (True, jobs(q)) for q in self._mean.values()]
         other = self._other
         if other:
             rem = self._waiting_remaining
@@ -350,8 +412,26 @@ class SRTF(BasePolicy):
             for shape in touched:
                 by_shape[shape].sort()
             self._other_new.clear()
-            for lst in by_shape.values():
-                streams.append((True, ((r, seq, other[job_id]) for r, seq, job_id in lst)))
+        mean_queues: list[tuple[Hashable, MeanQueue]] = list(self._mean.items())
+        other_lists = list(self._other_sorted.items())
+        if mean_queues or other_lists:
+            first = min(min((q.first_estimate(mean) for _, q in mean_queues), default=math.inf),
+                        min((lst[0][0] for _, lst in other_lists), default=math.inf))
+            if not self.preemptive or not view.running or first + self.preempt_margin == math.inf or \
+                    self._bound_now(view, n_history) <= first + self.preempt_margin:
+                # nobody can be paused in this round (the first job has the least work left): room only
+                # shrinks while it plans, so a shape the free capacity is known not to hold fails whenever
+                # its jobs come up, and is skipped then (see decide); leave its stream out from the start
+                # (and one whose workers need more GPUs than are free: Draft.place's total check fails)
+                no_room, rep, g = view.no_room_now(), self._shape_rep, view.gpu_col
+                limit = float(view.free_total[g]) + ROOM_EPS if g is not None else math.inf
+                mean_queues = [(k, q) for k, q in mean_queues if (r := rep.get(k)) is None or
+                               (r[2] <= limit and (id(r[0]), r[1]) not in no_room)]
+                other_lists = [(k, lst) for k, lst in other_lists if (r := rep.get(k)) is None or
+                               (r[2] <= limit and (id(r[0]), r[1]) not in no_room)]
+        streams: list[tuple[bool, Iterator[tuple[float, int, JobView]]]] = [(True, jobs(q)) for _, q in mean_queues]
+        for _, lst in other_lists:
+            streams.append((True, ((r, seq, other[job_id]) for r, seq, job_id in lst)))
         return Streams(streams)
 
     def _reestimate(self, view: ClusterView, n_history: int) -> None:
@@ -390,6 +470,8 @@ class SRTF(BasePolicy):
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         """A newcomer joins the waiting structures at once (no set difference needed for it)."""
+        if job.criterion is not None:
+            self._criteria = True
         if job.id not in self._mean_key and job.id not in self._other:
             self._join(job, view)
 

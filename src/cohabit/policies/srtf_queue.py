@@ -44,6 +44,12 @@ class MeanQueue:
         if key is not None:
             del self._sorted[bisect_left(self._sorted, key)]
 
+    def first_estimate(self, mean: float | None) -> float:
+        """The smallest estimate held (``inf`` when empty or ``mean`` is None)."""
+        if mean is None or not self._sorted:
+            return math.inf
+        return max(mean - (-self._sorted[0][0]), 0.0)
+
     def ordered(self, mean: float | None) -> Iterator[tuple[float, int, str]]:
         """``(max(mean - run_time, 0.0), seq, id)`` ascending by (estimate, seq), lazily; ``inf``
         estimates in ``seq`` order when ``mean`` is None. Do not add or discard while iterating."""
@@ -60,7 +66,11 @@ class MeanQueue:
         i = 0
         while i < n:
             r = estimate(items[i])
-            j = bisect_right(items, r, lo=i, key=estimate)  # estimates only grow along the list
+            # the jobs of this run time (in seq order), found without estimating; if the next run time's
+            # estimate is larger, they are the whole block of estimate r (the usual case)
+            j = bisect_right(items, (items[i][0], math.inf), lo=i)
+            if j < n and estimate(items[j]) <= r:  # other run times share the estimate: find them all
+                j = bisect_right(items, r, lo=i, key=estimate)  # estimates only grow along the list
             if items[i][0] == items[j - 1][0]:  # one run time: already in seq order
                 for k in range(i, j):
                     _, seq, job_id = items[k]

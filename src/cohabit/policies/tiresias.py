@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -105,6 +104,7 @@ from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
 from .tiresias_preempt import Rec, lower_gpus, preempt_for
+from .tiresias_queues import TIME_EPS, LasQueues
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
 __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tiresias", "gittins_index",
@@ -114,9 +114,6 @@ __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tires
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
 
 REFRESH_GROWTH = 1.05  # refit the learned size distribution when the history grew this much
-#: Seconds: a queue change or victim eligibility due within this of now counts as due now (a wake-up
-#: computed as ``now + left / rate`` may land a rounding error short of the crossing).
-TIME_EPS = 1e-6
 
 
 def _positive(value: object, *, allow_zero: bool = False) -> bool:
@@ -128,7 +125,7 @@ def _positive(value: object, *, allow_zero: bool = False) -> bool:
 
 
 # ------------------------------------------------------------------ the policy
-class Tiresias(BasePolicy):
+class Tiresias(LasQueues, BasePolicy):
     """Discretized 2D-LAS (default) or 2D-Gittins-index scheduling with profile-based placement."""
 
     def __init__(
@@ -226,6 +223,7 @@ class Tiresias(BasePolicy):
         # keep failing while no node has more room than that (see _carried_failures)
         self._nofit: set[tuple[bytes, int, bool]] = set()
         self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
+        self._nofit_version: int | None = None  # allocation version when _nofit_room was the ledger's room
         # the waiting jobs in priority order, kept across rounds, one list per (queue, shape) (keys are
         # unique: they end with the arrival number), with the count of each GPU size among them, and
         # (Gittins) the jobs whose index may have changed since it was computed
@@ -233,9 +231,10 @@ class Tiresias(BasePolicy):
         self._wait_sizes = self._order.sizes
         self._stale: dict[str, Rec] = {}
         self._order_version = -1  # distribution version the Gittins keys in the order were computed with
+        self._g_memo: dict[float, float] = {}  # Gittins index by attained service, for _order_version
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
-        self._quiet: tuple[int, int, bytes, bytes] | None = None
+        self._quiet: tuple[int, int, bytes, bytes, int] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
         self._decided_at = -math.inf  # time of the last decision
@@ -248,6 +247,7 @@ class Tiresias(BasePolicy):
         rec = Rec(job, view.now)
         g = view.gpu_col
         per = float(view.demand_vector(job)[g]) if g is not None else 0.0
+        rec.per_gpu = per
         n = view.target_workers(job)
         ps = view.ps_demand_vector(job)
         rec.gpus = per * n + (float(ps[g]) * job.spec.num_ps if ps is not None and g is not None else 0.0)
@@ -277,126 +277,6 @@ class Tiresias(BasePolicy):
                 self._order_remove(rec)
             self._stale.pop(job.id, None)
         self._consolidate.pop(job.id, None)
-
-    # ----------------------------------------------------------- priority
-    def queue_of(self, service: float) -> int:
-        """Index (0-based) of the queue holding a job with ``service`` GPU-seconds."""
-        return bisect_right(self.thresholds, service)
-
-    def service(self, job: JobView, now: float) -> float:
-        """Attained service since the job last entered ``Q_1`` (GPU-seconds)."""
-        rec = self._recs.get(job.id)
-        a = job.attained_service(now)
-        return a - rec.base[0] if rec is not None and rec.base is not None else a
-
-    def _since_top(self, rec: Rec, now: float) -> tuple[float, float]:
-        """(executed, waited) seconds since the job last entered ``Q_1``; waiting before the first
-        start does not count (as in the authors' simulator)."""
-        job = rec.job
-        executed, waited = job.executed_time(now), job.waiting_time(now)
-        if rec.base is not None:
-            return (executed if self.promote_basis == "total" else executed - rec.base[1]), waited - rec.base[2]
-        first = job.first_start
-        return executed, waited - ((first - job.spec.submit_time) if first is not None else waited)
-
-    def _starved(self, rec: Rec, now: float) -> bool:
-        """The paper's rule: waited >= starve_limit x executed, both since (re-)entering Q_1."""
-        if self.starve_limit is None or rec.job.first_start is None:
-            return False
-        executed, waited = self._since_top(rec, now)
-        return executed > 0 and waited >= self.starve_limit * executed - TIME_EPS
-
-    def _push(self, when: float, rec: Rec) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, rec.job.id, rec.epoch))
-
-    def _schedule(self, rec: Rec, now: float) -> None:
-        """Queue the next moment this job's queue may change: demotion if running, promotion if waiting."""
-        rec.epoch += 1
-        rec.g_version = -1  # its service changed: recompute its Gittins index when it waits
-        if self.gittins:
-            self._stale[rec.job.id] = rec
-        if rec.running:
-            if rec.q < len(self.thresholds):
-                left = self.thresholds[rec.q] - self.service(rec.job, now)
-                self._push(now + max(left, 0.0) / rec.rate, rec)
-        elif rec.q > 0 and self.starve_limit is not None and rec.job.first_start is not None:
-            executed, waited = self._since_top(rec, now)
-            if executed > 0:
-                self._push(now + max(self.starve_limit * executed - waited, 0.0), rec)
-
-    def _move(self, rec: Rec, q: int, now: float) -> None:
-        """Put the job in queue ``q`` (it enters at the back)."""
-        table = self._run if rec.running else self._wait
-        del table[rec.q][rec.job.id]
-        table[q][rec.job.id] = rec
-        if rec.running:
-            self._run_gpus[rec.q] -= rec.gpus
-            self._run_gpus[q] += rec.gpus
-        else:
-            self._order_remove(rec)
-        rec.q = q
-        rec.entered = now
-        rec.key = (q, 0.0, now, rec.job.seq)
-        self._changed = True
-        if not rec.running:
-            self._order_add(rec)
-
-    def _order_add(self, rec: Rec) -> None:
-        """Insert a waiting job into the priority order under its current key."""
-        self._order.add(rec)
-
-    def _order_remove(self, rec: Rec) -> None:
-        """Take a job out of the priority order (its key must be the one it was inserted with)."""
-        self._order.remove(rec)
-
-    def _set_running(self, rec: Rec, now: float, running: bool) -> None:
-        if rec.running == running:
-            return
-        src, dst = (self._wait, self._run) if running else (self._run, self._wait)
-        del src[rec.q][rec.job.id]
-        dst[rec.q][rec.job.id] = rec
-        if running:
-            self._order_remove(rec)
-        else:
-            self._order_add(rec)
-        self._run_gpus[rec.q] += rec.gpus if running else -rec.gpus
-        rec.running = running
-        self._changed = True
-        if running:
-            rec.last_start = now
-            heapq.heappush(self._eligible, now + self.min_run_time)
-        self._schedule(rec, now)
-
-    def _promote(self, rec: Rec, now: float) -> None:
-        job = rec.job
-        rec.base = (job.attained_service(now), job.executed_time(now), job.waiting_time(now))
-        self._move(rec, 0, now)
-        self.promotions += 1
-
-    def _catch_up(self, view: ClusterView) -> None:
-        """Undo what the scheduler refused from the last plan; apply demotions and promotions due."""
-        now = view.now
-        for started, job_id in self._last_plan:
-            rec = self._recs.get(job_id)
-            if rec is not None and rec.running != started:
-                continue  # already reconciled (e.g. finished and gone)
-            if rec is not None and (rec.job.state is JobState.RUNNING) != started:
-                self._set_running(rec, now, not started)
-        self._last_plan = []
-        heap = self._heap
-        while heap and heap[0][0] <= now + TIME_EPS:
-            _, _, job_id, epoch = heapq.heappop(heap)
-            rec = self._recs.get(job_id)
-            if rec is None or rec.epoch != epoch:
-                continue
-            if rec.running:
-                q = self.queue_of(self.service(rec.job, now) + TIME_EPS * rec.rate)
-                if q > rec.q:
-                    self._move(rec, q, now)  # demotion (paper §3.2.3)
-            elif self._starved(rec, now):
-                self._promote(rec, now)
-            self._schedule(rec, now)
 
     def distribution(self, view: ClusterView) -> SizeDistribution:
         """The job-size distribution the Gittins index uses now (history, prior, or oracle)."""
@@ -439,23 +319,26 @@ class Tiresias(BasePolicy):
         if self.gittins:
             dist = self.distribution(view)
             version = self._dist_version
+            memo = self._g_memo  # attained service -> index under this distribution (new and promoted jobs: 0)
             if version != self._order_version:  # refitted: every waiting job's index changes
                 self._order_version = version
+                memo.clear()
                 stale = list(self._order)
             else:
                 stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
             self._stale.clear()
             if stale:
                 now = view.now
-                a = np.array([self.service(r.job, now) for r in stale])
-                uniq, inv = np.unique(a, return_inverse=True)
-                g = dist.index(uniq, self.gittins_delta)[inv]
-                for r, gi in zip(stale, g.tolist()):
+                a = [self.service(r.job, now) for r in stale]
+                new = [x for x in set(a) if x not in memo]
+                if new:  # (each index depends on its own service only: computed alone or in a batch, the same)
+                    memo.update(zip(new, dist.index(np.array(new), self.gittins_delta).tolist()))
+                for r, gi in zip(stale, [memo[x] for x in a]):
                     self._order_remove(r)
                     r.g_index, r.g_version = gi, version
                     r.key = (r.q, -gi, r.entered, r.job.seq)
                     self._order_add(r)
-        return [(True, recs) for recs in self._order.snapshot()]
+        return [(True, recs) for recs in self._order.lists()]
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -497,6 +380,27 @@ class Tiresias(BasePolicy):
                 return None  # would spread a skewed model: wait for a consolidated slot
         return p if draft.reserve(job, p) else None
 
+    def _spreads(self, rec: Rec, view: ClusterView, node_gpus: list[float] | None) -> bool:
+        """True if consolidated ``rec`` (paper §3.3: its workers on the fewest nodes that can hold them) certainly
+        cannot be placed so on the free GPUs ``node_gpus`` (per node, most first): a node takes at most
+        ``floor(free GPUs / GPUs per worker)`` workers (fewer if its devices are split or another resource is
+        short), :meth:`place` fills the nodes that take most first (``consolidated_first``) and refuses a
+        placement past :meth:`min_nodes` of them. A necessary condition, with 1e-6 of slack: :meth:`place` would
+        fail. (On the contended Philly run nearly every failed placement was such a job: 21.5k of 36.5k.)"""
+        assert node_gpus is not None
+        per, n = rec.per_gpu, rec.shape[1]
+        if per <= 0.0:
+            return False
+        got = 0
+        for free in node_gpus[: self.min_nodes(view, view.demand_vector(rec.job), n)]:
+            k = math.floor((free + 1e-6) / per)
+            if k <= 0:
+                break  # (most first: the rest take none either)
+            got += k
+            if got >= n:
+                return False
+        return True
+
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         self._decided_at = view.now
@@ -518,6 +422,7 @@ class Tiresias(BasePolicy):
         min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
+        node_gpus: list[float] | None = None
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
                 break  # no room and nobody left to preempt for this queue or any later one
@@ -527,7 +432,10 @@ class Tiresias(BasePolicy):
                 if draft.failed_before(("tiresias", rec.shape)):  # on the same free capacity as now
                     failed.add(rec.shape)
                 else:
-                    p = self.place(draft, job)
+                    spreads = rec.shape[2] and rec.shape[1] > 1 and g is not None  # a consolidated job: see _spreads
+                    if spreads and node_gpus is None:  # each node's free GPUs, most first (after the last change)
+                        node_gpus = np.sort(draft.free_now[:, g])[::-1].tolist()
+                    p = None if spreads and self._spreads(rec, view, node_gpus) else self.place(draft, job)
                     if p is None:
                         failed.add(rec.shape)
                         draft.note_failure(("tiresias", rec.shape))
@@ -543,11 +451,13 @@ class Tiresias(BasePolicy):
                     for v in paused:
                         plan.append(Pause(v.job.id, reason=f"tiresias: {job.id} is in a higher-priority queue"))
                         self._set_running(v, now, False)
+                        order.hide(v)  # it waits from now on, but not in this round
                         self._last_plan.append((False, v.job.id))
                     gone = {id(v) for v in paused}
                     victims = [v for v in victims if id(v) not in gone]
                     lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
-                    free_gpus = (float(draft.free[:, g].sum()) + rec.gpus) if g is not None else math.inf
+                    free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
+                    node_gpus = None
                     failed.clear()  # the victims' leftover room may fit shapes that failed before
                     hopeless.clear()
                     order.unpark(rec.key)
@@ -559,13 +469,17 @@ class Tiresias(BasePolicy):
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
             self._set_running(rec, now, True)
+            order.taken()  # (it left its list)
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
+            node_gpus = None
         self._nofit = failed
         self._nofit_room = draft.save() if failed else None  # the room after this plan
+        # with an empty plan that room is the ledger's own: while no allocation changes, it is the same
+        self._nofit_version = view.allocation_version if not plan else None
         self._changed = False
-        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes()) \
-            if not plan else None
+        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes(),
+                       view.allocation_version) if not plan else None
         return plan
 
     def _still_quiet(self, view: ClusterView) -> bool:
@@ -582,24 +496,9 @@ class Tiresias(BasePolicy):
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):
             return False
+        if quiet[4] == view.allocation_version:  # no allocation changed: the same free room
+            return True
         return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
-
-    def next_decision_time(self) -> float | None:
-        """When the queues can next change without an event (the scheduler decides then): the earliest
-        pending demotion or promotion (stale heap entries are dropped), and, while jobs wait, the earliest
-        moment a running job reaches ``min_run_time`` (a new possible victim). None: nothing pending."""
-        heap, recs = self._heap, self._recs
-        while heap:
-            _, _, job_id, epoch = heap[0]
-            rec = recs.get(job_id)
-            if rec is not None and rec.epoch == epoch:
-                break
-            heapq.heappop(heap)
-        t = heap[0][0] if heap else math.inf
-        # (a round with waiting jobs drops the eligibility times it has reached, see _still_quiet)
-        if self._eligible and self._eligible[0] > self._decided_at + TIME_EPS and any(self._wait):
-            t = min(t, self._eligible[0])
-        return t if t < math.inf else None
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
         """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
@@ -610,6 +509,8 @@ class Tiresias(BasePolicy):
         saved = self._nofit_room
         if not self._nofit or saved is None:
             return set()
+        if self._nofit_version == view.allocation_version:  # an empty plan and no allocation since: the same room
+            return set(self._nofit)
         free, dev = view.free, view.device_free
         if free.shape != saved[0].shape or dev.shape != saved[1].shape or (free > saved[0]).any() \
                 or (dev > saved[1]).any():

@@ -66,16 +66,21 @@ class WaitingOrder:
         for recs in self._recs.values():
             yield from recs
 
-    def snapshot(self) -> list[list[Rec]]:
-        """Copies of the lists (a round starts and pauses jobs while it walks them)."""
-        return [list(recs) for recs in self._recs.values()]
+    def lists(self) -> list[list[Rec]]:
+        """The lists themselves (not copies: a round walks them live, see :class:`Walk`)."""
+        return list(self._recs.values())
 
 
 class Walk:
     """Lists of jobs, each sorted by key, read merged in key order (keys are unique). A droppable list
-    can be parked and taken up again (see the module docstring)."""
+    can be parked and taken up again (see the module docstring).
 
-    __slots__ = ("_lists", "_droppable", "_pos", "_heap", "_last", "_parked")
+    The lists are read live, not copied (a copy per round cost O(queue) on a contended cluster): the round
+    tells the walk what it changes in them. A job it starts leaves its list right after it was read
+    (:meth:`taken`); a job it pauses joins a list of a lower queue, which the walk has not read yet, and is
+    not visited in this round (:meth:`hide`), as in a copy taken when the round began."""
+
+    __slots__ = ("_lists", "_droppable", "_pos", "_heap", "_last", "_parked", "_hidden")
 
     def __init__(self, lists: list[tuple[bool, list[Rec]]]) -> None:
         self._lists = [recs for _, recs in lists]
@@ -85,6 +90,7 @@ class Walk:
         heapq.heapify(self._heap)
         self._last = -1
         self._parked: set[int] = set()
+        self._hidden: set[int] = set()  # id() of jobs that joined a list during the walk
 
     def __iter__(self) -> Walk:
         return self
@@ -95,15 +101,31 @@ class Walk:
             raise StopIteration
         i = heap[0][1]
         recs, k = self._lists[i], self._pos[i]
+        hidden = self._hidden
+        if hidden:
+            while id(recs[k]) in hidden:  # (the heap's key is that of the first job not hidden)
+                k += 1
         rec = recs[k]
         k += 1
         self._pos[i] = k
-        if k < len(recs):
+        n = len(recs)
+        if hidden:
+            while k < n and id(recs[k]) in hidden:
+                k += 1
+        if k < n:
             heapq.heapreplace(heap, (recs[k].key, i))
         else:
             heapq.heappop(heap)
         self._last = i
         return rec
+
+    def taken(self) -> None:
+        """The job just read has left its list (it starts)."""
+        self._pos[self._last] -= 1
+
+    def hide(self, rec: Rec) -> None:
+        """``rec`` joined a list during the walk: do not visit it."""
+        self._hidden.add(id(rec))
 
     def park(self) -> None:
         """Read nothing more from the list of the last job until :meth:`unpark` (if it is droppable)."""
@@ -120,10 +142,11 @@ class Walk:
                 break
 
     def unpark(self, after: Key) -> None:
-        """Read the parked lists again from their first job with a key above ``after``."""
+        """Read the parked lists again from their first job with a key above ``after`` (not hidden)."""
+        hidden = self._hidden
         for i in self._parked:
             recs, k = self._lists[i], self._pos[i]
-            while k < len(recs) and recs[k].key < after:
+            while k < len(recs) and (recs[k].key < after or id(recs[k]) in hidden):
                 k += 1
             self._pos[i] = k
             if k < len(recs):

@@ -26,7 +26,7 @@ MinNodesFn = Callable[[ClusterView, np.ndarray, int], int]
 class Rec:
     """What the policy keeps per active job."""
 
-    __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "rate", "shape",
+    __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "per_gpu", "rate", "shape",
                  "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share")
 
     def __init__(self, job: JobView, now: float) -> None:
@@ -38,6 +38,7 @@ class Rec:
         self.base: tuple[float, float, float] | None = None  # (service, executed, waited) at promotion
         self.last_start = -math.inf
         self.gpus = 0.0
+        self.per_gpu = 0.0  # GPUs per worker
         self.rate = 1.0
         self.shape: tuple[bytes, int, bool] = (b"", 0, False)  # what placement depends on
         self.g_index = 0.0
@@ -83,9 +84,14 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
     if not cands:
         return None
     g = draft.view.gpu_col
-    free = float(draft.free[:, g].sum()) if g is not None else 0.0
+    free = float(draft.free_now[:, g].sum()) if g is not None else 0.0
     need = rec.gpus
-    if free + sum(v.gpus for v in cands) + 1e-9 < need:
+    held = 0.0  # the candidates' GPUs, summed in order until they cover the need (a sum of the rest only grows)
+    for v in cands:
+        held += v.gpus
+        if free + held + 1e-9 >= need:
+            break
+    else:
         return None
     job = rec.job
     view = draft.view
@@ -94,7 +100,7 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
-        room = draft.free[:, g].copy()
+        room = draft.free_now[:, g].copy()
         idx: list[int] = []
         add: list[float] = []
         for v in cands:
