@@ -45,7 +45,7 @@ def test_short_order_starts_jobs_shortest_estimate_first_and_arrival_keeps_submi
     assert est == sorted(est) and len(started) < len(jobs)  # some wait: the order mattered
     waiting = [solo_estimate(v, solo) for k, v in pending.items() if k not in started]
     assert min(est) <= min(waiting)  # the shortest job of all was offered first
-    (plan_a, _), _ = _first_plan(policy)
+    (plan_a, _), _ = _first_plan(f"{policy}:order=arrival")
     arrival = [a.job for a in plan_a if isinstance(a, Start)]
     ids = [j.spec.id for j in jobs]
     assert arrival == sorted(arrival, key=ids.index) and arrival[0] == ids[0]
@@ -68,5 +68,8 @@ def test_estimate_reads_declared_iterations_over_profiled_speed_and_unknown_orde
         spec = job.spec.model_copy(update={"model": "torch-mlp"})
 
     assert solo_estimate(Other, solo) == float("inf")
+    # drl offers the shortest job first by default; the plain baselines keep arrival order
+    assert make_policy("drl").pending_order.order == "short"
+    assert make_policy("lif-quad").pending_order.order == make_policy("lif-line").pending_order.order == "arrival"
     with pytest.raises(PolicyParamError, match="order must be one of arrival, short"):
         make_policy("lif-quad:order=fastest")

@@ -59,7 +59,7 @@ class DRLPolicy(TaskwisePolicy):
     """Harmony-DRL: one policy-network inference per task of each new job."""
 
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
-                 reward: str = "", order: str = "arrival") -> None:
+                 reward: str = "", order: str = "short") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
