@@ -88,10 +88,10 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
         out[wname] = row
     print(f"\nAverage JCT (intervals of 20 min), {len(names)} policies; {load()}")
     short = {"drl:order=arrival": "drl arrival", "lif-line:order=short": "line short", "lif-quad:order=short": "quad short"}
-    print(f"{'workload':24s}" + "".join(f"{short.get(p, p):>11s}" for p in names) + f"{'drl vs best':>13s}"
+    print(f"{'workload':24s}" + "".join(f"{short.get(p, p):>12s}" for p in names) + f"{'drl vs best':>13s}"
           + f"{'vs LIF short':>14s}" + (f"{'before vs best':>16s}" if before is not None else ""))
     for wname, row in out.items():
-        print(f"{wname:24s}" + "".join(f"{row[p]:11.2f}" for p in names)
+        print(f"{wname:24s}" + "".join(f"{row[p]:12.2f}" for p in names)
               + f"{row['drl_vs_best_baseline_pct']:+12.1f}%" + f"{row['drl_vs_best_short_order_lif_pct']:+13.1f}%"
               + (f"{row['drl_before_vs_best_baseline_pct']:+15.1f}%" if before is not None else ""))
     return out

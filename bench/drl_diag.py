@@ -17,6 +17,13 @@ slowdown, so that ``avg JCT = wait + solo x slowdown`` holds exactly per row.
     python bench/drl_diag.py                    # drl, lif-line, lif-quad, tetris on the four 6-server rows
     python bench/drl_diag.py --policies drl,lif-quad --workloads drl_bursty
     python bench/drl_diag.py --before DIR       # + drl with DIR/policy.pt
+    python bench/drl_diag.py --seeds 950-961    # mean over fresh workloads of each arrival pattern
+
+``--seeds A-B``: instead of the bench's rows, workloads ``drl_workload.generate(30, arrival, seed)``
+for every seed in A..B of each arrival pattern (seeds below 1000 were never trained on; the
+shipped weights chose their best round on 900-902), and the mean of each column per pattern:
+single workloads swing by 10-20% between policies of nearly equal quality, so a mean over many
+is the steadier comparison.
 
 Writes ``bench/results/drl_diag.json``; CPU seconds per run (``time.process_time``) and the load
 average are printed beside the table.
@@ -85,6 +92,25 @@ def split(jobs: Sequence[TraceJob], res: SimOutcome) -> dict[str, float]:
     return out
 
 
+def seed_workloads(spec: str) -> dict[str, list[TraceJob]]:
+    """``--seeds A-B``: fresh workloads of every arrival pattern, named ``ARRIVAL-SEED``."""
+    lo, dash, hi = spec.partition("-")
+    if not (dash and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi)):
+        raise SystemExit(f"--seeds: expected A-B with integers A <= B, got {spec!r}")
+    return {f"{a}-{s}": generate(30, arrival=a, seed=s) for a in ("uniform", "poisson", "bursty")
+            for s in range(int(lo), int(hi) + 1)}
+
+
+def means(table: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per arrival pattern (the part of a workload name before ``-``), each policy's mean row."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for wname, rows in table.items():
+        for p, r in rows.items():
+            out.setdefault(f"mean {wname.split('-')[0]}", {}).setdefault(p, []).append(r)  # type: ignore[arg-type]
+    return {k: {p: {c: float(np.nanmean([r[c] for r in rs])) for c in rs[0]} for p, rs in v.items()}  # type: ignore[misc]
+            for k, v in out.items()}
+
+
 def run(wl: dict[str, list[TraceJob]], policies: Sequence[str]) -> dict[str, dict[str, dict[str, float]]]:
     cluster = preset("drl")
     out: dict[str, dict[str, dict[str, float]]] = {}
@@ -118,9 +144,12 @@ def main() -> None:
                     help="comma-separated policy specs; NAME=SPEC names a column")
     ap.add_argument("--workloads", default="", help="comma-separated subset of drl_uniform, drl_poisson, "
                     "drl_bursty, unseen")
-    ap.add_argument("--before", type=Path, help="folder with earlier policy.pt (+ JSON): a 'drl-before' row")
+    ap.add_argument("--before", type=Path, help="folder with earlier policy.pt (+ JSON): a 'drl-before' row "
+                    "(in arrival order, as drl decided before drl10)")
+    ap.add_argument("--seeds", default="", help="A-B: fresh workloads of each arrival pattern, seeds A..B, and "
+                    "their means (instead of the bench's rows)")
     args = ap.parse_args()
-    wl = workloads()
+    wl = seed_workloads(args.seeds) if args.seeds else workloads()
     if args.workloads:
         keep = args.workloads.split(",")
         unknown = [w for w in keep if w not in wl]
@@ -129,12 +158,15 @@ def main() -> None:
         wl = {w: wl[w] for w in keep}
     policies = args.policies.split(",")
     if args.before is not None:
-        policies.insert(0, f"drl-before=drl:weights={args.before / 'policy.pt'}")
+        policies.insert(0, f"drl-before=drl:weights={args.before / 'policy.pt'}:order=arrival")
     table = run(wl, policies)
-    show(table)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"rows": table, "load_average": os.getloadavg()}, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {OUT}")
+    summary = means(table) if args.seeds else {}
+    show(summary or table)
+    out = OUT.with_name(f"drl_diag_seeds_{args.seeds}.json") if args.seeds else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": table, "means": summary, "policies": policies,
+                               "load_average": os.getloadavg()}, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
