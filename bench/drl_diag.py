@@ -138,6 +138,12 @@ def show(table: dict[str, dict[str, dict[str, float]]]) -> None:
             print(f"{wname:14s}{p:22s}" + "".join(f"{r[c]:10.2f}" for c in cols))
 
 
+def _rounded(table: dict) -> dict:
+    """Every number rounded to 4 decimals (the JSON stays small)."""
+    return {k: _rounded(v) if isinstance(v, dict) else (round(v, 4) if isinstance(v, float) else v)
+            for k, v in table.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--policies", default="drl,lif-line,lif-quad,tetris",
@@ -164,8 +170,8 @@ def main() -> None:
     show(summary or table)
     out = OUT.with_name(f"drl_diag_seeds_{args.seeds}.json") if args.seeds else OUT
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": table, "means": summary, "policies": policies,
-                               "load_average": os.getloadavg()}, indent=1) + "\n", encoding="utf-8")
+    doc = {"rows": _rounded(table), "means": _rounded(summary), "policies": policies, "load_average": os.getloadavg()}
+    out.write_text(json.dumps(doc, separators=(",", ":")).replace('},"', '},\n"') + "\n", encoding="utf-8")
     print(f"wrote {out}")
 
 
