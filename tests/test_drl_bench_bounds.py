@@ -37,3 +37,22 @@ def test_queueing_shows_in_the_fifo_bound_only():
     got = mod.bounds(jobs, drl_cluster(1))
     assert got["solo_no_queue"] == pytest.approx(1.0, rel=1e-3)
     assert got["no_interference_fifo"] == pytest.approx(2.0, rel=1e-3)  # (1 + 2 + 3) / 3
+
+
+def test_diag_splits_jct_into_wait_plus_solo_times_slowdown():
+    """bench/drl_diag.py: three 2-GPU jobs at once on one 2-GPU server run one after another,
+    alone: waits 0, 1, 2 intervals, no slowdown; a co-located pair shows its slowdown instead."""
+    mod = load_bench("drl_diag")
+    jobs = [drl_job(f"j{i}", "resnet-50", True, 2, 0, INTERVAL_S, 0.0) for i in range(3)]
+    res = simulate(jobs, drl_cluster(1), make_policy("fifo"))
+    got = mod.split(jobs, res)
+    assert got["wait"] == pytest.approx(1.0, rel=1e-3) and got["wait_gpus_2"] == pytest.approx(1.0, rel=1e-3)
+    assert got["solo"] == pytest.approx(1.0, rel=1e-3) and got["slowdown"] == pytest.approx(1.0, rel=1e-3)
+    assert got["avg_jct"] == pytest.approx(res.metrics.avg_jct / INTERVAL_S, rel=1e-6) == pytest.approx(2.0, rel=1e-3)
+    assert got["started_at_once"] == pytest.approx(1 / 3)
+    pair = _two_jobs_on_one_server()
+    res = simulate(pair, drl_cluster(1), make_policy("fifo"))
+    got = mod.split(pair, res)
+    assert got["wait"] == 0.0 and got["slowdown"] > 1.05
+    assert got["avg_jct"] == pytest.approx(got["wait"] + got["solo"] * got["slowdown"], rel=1e-9)
+    assert got["avg_jct"] == pytest.approx(res.metrics.avg_jct / INTERVAL_S, rel=1e-6)

@@ -180,3 +180,38 @@ def test_recording_policy_skips_states_the_expert_finds_hopeless():
     state.free[:, 0] = [1.0, 1.0]
     pol.choose(state, job, state.mask(job))
     assert not expert.hopeless and len(pol.samples) == 1
+
+
+@pytest.mark.parametrize("order", ["short", "arrival"])
+def test_dagger_episodes_offer_pending_jobs_in_the_order_drl_decides_in(order, monkeypatch):
+    """The training states are the deciding states: with ``order=short`` the recorder's loop
+    offers the pending jobs by least estimated solo time, with ``arrival`` in submission order."""
+    from cohabit.learn import drl_dagger
+    from cohabit.policies.drl.online import load_solo
+    from cohabit.policies.drl.order import solo_estimate
+
+    solo = load_solo()
+    seen: list[list[float]] = []
+
+    def begin(self, state, view):
+        new = [view.pending[e.key] for e in state.jobs if e.new]
+        if len(new) > 1:
+            seen.append([solo_estimate(j, solo) if order == "short" else j.spec.submit_time for j in new])
+
+    monkeypatch.setattr(drl_dagger.RecordingPolicy, "begin", begin)
+    cfg = {"m": 6, "teacher": "lif-quad", "horizon": 0, "intervals": 8, "tie": 0.0, "margin": 0.0, "order": order,
+           "arrival": "bursty", "seed": 5, "beta": 1.0}
+    drl_dagger.episode((None, None, cfg))
+    assert seen and all(k == sorted(k) for k in seen)
+    assert any(k != sorted(k, reverse=True) for k in seen)  # not all ties: the check could fail
+
+
+def test_train_drl_dagger_refuses_bad_order_and_validation(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--order", "random", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--order" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--validation", "0", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--validation" in r.output and "Traceback" not in r.output

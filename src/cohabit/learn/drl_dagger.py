@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import typer
 
+from ..policies.drl.order import ORDERS, PendingOrder
 from ..policies.drl.state import JobEntry, PlacementState
 from ..policies.drl.taskwise import Chooser, TaskwisePolicy
 from ..sim.drl_workload import ARRIVALS, generate
@@ -154,6 +155,7 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
     expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
                          cfg.get("tie", 0.0))
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
+    pol.pending_order = PendingOrder(cfg.get("order", "arrival"))  # the order ``drl`` decides in
     pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
@@ -165,12 +167,15 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
            max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
            log: Any = print, expert_validation: bool = True,
-           margin: float = 0.0) -> tuple[Any, dict[str, Any]]:
+           margin: float = 0.0, order: str = "arrival",
+           validation_seeds: tuple[int, ...] = VALIDATION_SEEDS) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
     ``expert_validation=False`` skips scoring the expert alone on the validation workloads (for
-    the rollout teacher that costs as much as a round)."""
+    the rollout teacher that costs as much as a round). ``order``: the pending-job order of the
+    placement loop (:mod:`cohabit.policies.drl.order`) in every episode, validation included;
+    ``validation_seeds``: the seeds of each arrival pattern the best weights are chosen on."""
     import multiprocessing as mp
 
     import torch
@@ -198,12 +203,12 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
 
     def cfg(**kw: Any) -> dict[str, Any]:
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
-                "margin": margin, **kw}
+                "margin": margin, "order": order, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
-                   for a in ARRIVALS for s in VALIDATION_SEEDS])
-        keys = [f"{a}-{s}" for a in ARRIVALS for s in VALIDATION_SEEDS]
+                   for a in ARRIVALS for s in validation_seeds])
+        keys = [f"{a}-{s}" for a in ARRIVALS for s in validation_seeds]
         out = {k: jct for k, (_, jct) in zip(keys, got)}
         out["mean"] = float(np.mean([jct for _, jct in got]))
         return out
@@ -220,7 +225,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
                                        else {"mean": float("nan")})
         best = validate(best_sd)["mean"] if init is not None else float("inf")
         report["init_validation_mean"] = best
-        log(f"validation (avg JCT, intervals, mean of {3 * len(VALIDATION_SEEDS)} workloads): expert "
+        log(f"validation (avg JCT, intervals, mean of {3 * len(validation_seeds)} workloads): expert "
             f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
         for k in range(first_round, rounds + 1):
             beta = 0.5 ** k
@@ -283,6 +288,10 @@ def train_drl_dagger(
     reward: Path = typer.Option(None, help="reward model (lookahead teacher; default: the shipped one for --servers, "
                                          "reward.pt or reward-30.pt)"),
     init: Path = typer.Option(None, help="start the actor from these policy weights"),
+    order: str = typer.Option("short", help="pending-job order of the placement loop in the episodes: short "
+                              "(drl's default) or arrival (the paper's; what the weights before drl10 saw)"),
+    validation: int = typer.Option(len(VALIDATION_SEEDS), help="validation seeds per arrival pattern (900 up): "
+                                   "the best round's weights are chosen on these"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -297,6 +306,12 @@ def train_drl_dagger(
     if min(episodes, intervals, epochs, workers, max_fit) < 1 or rounds < 0 or horizon < 0 or not lr > 0 or margin < 0:
         raise typer.BadParameter("--episodes, --intervals, --epochs, --workers and --max-fit must be >= 1, --rounds and "
                                  "--horizon >= 0, --lr > 0, --margin >= 0")
+    if not 1 <= validation <= 99:
+        raise typer.BadParameter(f"--validation must be in [1, 99] (seeds 900 up, below the training seeds), got "
+                                 f"{validation}")
+    val_seeds = tuple(range(VALIDATION_SEEDS[0], VALIDATION_SEEDS[0] + validation))
+    if order not in ORDERS:
+        raise typer.BadParameter(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     if min(tie, 0.0) < 0:
         raise typer.BadParameter(f"--tie must be >= 0, got {tie}")
     if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
@@ -315,13 +330,15 @@ def train_drl_dagger(
                            teacher=teacher, horizon=horizon, reward_path=reward, init=init, workers=workers,
                            seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, tie=tie,
                            first_round=first_round, log=lambda s: typer.echo(s, err=True),
-                           expert_validation=not skip_expert_validation, margin=margin)
+                           expert_validation=not skip_expert_validation, margin=margin, order=order,
+                           validation_seeds=val_seeds)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
+            "order": order,
             "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
-                        f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(VALIDATION_SEEDS)}",
+                        f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
             "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "params": int(sum(p.numel() for p in actor.parameters())), **report}

@@ -24,6 +24,7 @@ from ...engine.actions import Plan
 from ...engine.view import ClusterView
 from ...spec.cluster import ClusterSpec
 from ..params import build
+from .order import PendingOrder
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
 
@@ -58,7 +59,7 @@ class DRLPolicy(TaskwisePolicy):
     """Harmony-DRL: one policy-network inference per task of each new job."""
 
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
-                 reward: str = "") -> None:
+                 reward: str = "", order: str = "short") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -75,6 +76,7 @@ class DRLPolicy(TaskwisePolicy):
         self.sample = sample
         self.rng = np.random.default_rng(seed)
         self.name = "drl"
+        self.pending_order = PendingOrder(order)
         self.inferences = 0
         self.online = online
         self.reward_path = Path(reward) if reward else shipped("reward.pt")

@@ -1,6 +1,7 @@
 """Placement of new jobs one task at a time (Bao et al., §V-A, Fig. 8), shared by ``drl`` and LIF.
 
-At each decision the pending jobs (the interval's new jobs), in arrival order, are placed task
+At each decision the pending jobs (the interval's new jobs), in arrival order (or the policy's
+``order``, :mod:`.order`), are placed task
 by task: :meth:`TaskwisePolicy.choose` picks one of the ``2M`` actions among the valid ones,
 the state is updated, and so on until the job is whole (it starts) or no valid action is left
 (its tasks are taken back and it waits for the next decision). Running jobs are never moved.
@@ -17,6 +18,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
+from .order import PendingOrder
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
 
 
@@ -93,7 +95,11 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
 
 
 class TaskwisePolicy(BasePolicy):
-    """Places each pending job task by task with :meth:`choose`; subclasses pick the action."""
+    """Places each pending job task by task with :meth:`choose`; subclasses pick the action.
+    ``pending_order`` (:mod:`.order`, the ``order`` parameter of every subclass) says in which
+    order the pending jobs are offered: arrival order unless set."""
+
+    pending_order = PendingOrder("arrival")
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:  # pragma: no cover
         raise NotImplementedError
@@ -112,6 +118,7 @@ class TaskwisePolicy(BasePolicy):
         if key == self._last_failed:
             return []
         state, pending = state_from_view(view)
+        self.pending_order.apply(state, pending)
         self.begin(state, view)
         draft = Draft(view)
         plan: Plan = []
