@@ -141,6 +141,11 @@ class Gandiva(BasePolicy):
         self._node_jobs: list[dict[str, JobRec]] = []
         self._last_plan: list[tuple[str, str]] = []
         self.suspend_cost: float | None = None  # measured seconds lost per resume (EWMA)
+        # quiet rounds: bumped by every change of what a round reads besides the ledger, the slice and the
+        # clock (the waiting set, packing hosts, pairs); a round after an empty one with the same stamp,
+        # ledger version and slice, before the next slice or cross-class threshold, plans nothing
+        self._stamp = 0
+        self._quiet: tuple[ClusterView, int, int, float, float | None, float | None] | None = None
 
     # ---------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -166,6 +171,7 @@ class Gandiva(BasePolicy):
         rec.ci = ci
         self._recs[job.id] = rec
         self._wait[job.id] = rec
+        self._stamp += 1
 
     def on_progress(self, job: JobView, view: ClusterView) -> None:
         rec = self._recs.get(job.id)
@@ -173,12 +179,16 @@ class Gandiva(BasePolicy):
         if rec is None or not rec.running or it is None:
             return
         if view.sharers(job.id):
-            self._idle[(rec.n, rec.cls)].pop(job.id, None)
+            if self._idle[(rec.n, rec.cls)].pop(job.id, None) is not None:
+                self._stamp += 1
         else:
             rec.solo_iter = it
             self._dissolve(job.id)
             if rec.whole:
-                self._idle[(rec.n, rec.cls)][job.id] = rec
+                hosts = self._idle[(rec.n, rec.cls)]
+                if job.id not in hosts:
+                    hosts[job.id] = rec
+                    self._stamp += 1
         t0 = self._resumed_at.pop(job.id, None)
         if t0 is not None:
             cost = max(view.now - t0 - it, 0.0)
@@ -188,6 +198,7 @@ class Gandiva(BasePolicy):
         rec = self._recs.pop(job.id, None)
         if rec is None:
             return
+        self._stamp += 1
         if rec.running:
             del self._run[job.id]
             self._release_nodes(rec)
@@ -226,6 +237,7 @@ class Gandiva(BasePolicy):
         if other is None:
             return
         self._partner.pop(other, None)
+        self._stamp += 1
         for guest in (job_id, other):
             devs = self._shared_devs.pop(guest, None)
             if devs:
@@ -291,13 +303,58 @@ class Gandiva(BasePolicy):
         plan: Plan = []
         if not self._trials and not self._wait:
             return plan  # nothing to measure, nobody waiting: a round would plan nothing
-        rnd = GandivaRound(self, view, plan)
+        rnd: GandivaRound | None = None
         if self._trials:
+            rnd = GandivaRound(self, view, plan)
             self._evaluate_packs(rnd)
-        if self._wait:
-            rnd.schedule(sorted(self._wait.values(), key=_KEY))
-        self._last_plan = rnd.log
+        if self._wait and (plan or not self._still_quiet(view)):
+            if rnd is None:
+                rnd = GandivaRound(self, view, plan)
+            waiting = sorted(self._wait.values(), key=_KEY)
+            rnd.schedule(waiting)
+            self._quiet = None if plan else self._quiet_until(view, rnd.slice, waiting)
+        if plan:
+            self._quiet = None
+        if rnd is not None:
+            self._last_plan = rnd.log
         return plan
+
+    # ----------------------------------------------------------- quiet rounds
+    def _quiet_until(self, view: ClusterView, slice_: float, waiting: list[JobRec]) -> tuple[
+            ClusterView, int, int, float, float | None, float | None]:
+        """What made the round that just planned nothing: the ledger version, the stamp, the slice, and
+        the two clock thresholds a later round could cross: the turn start of the first running job (in
+        turn order) without a full slice (time-slicing and defragmentation take only jobs with one), and
+        the latest wait start among the waiting jobs that may not yet take another class's turn."""
+        now = view.now
+        run_ts = None
+        for r in self._run.values():  # turn starts only grow along this order
+            if now - r.turn_start < slice_ - EPS:
+                run_ts = r.turn_start
+                break
+        wait_ws = None
+        bar = self.cross_class_after * slice_ - EPS
+        for rec in reversed(waiting):  # by (wait start, seq): the ones not yet past the bar come last
+            if now - rec.wait_since >= bar:
+                break
+            wait_ws = rec.wait_since
+        return (view, view.allocation_version, self._stamp, slice_, run_ts, wait_ws)
+
+    def _still_quiet(self, view: ClusterView) -> bool:
+        """True when the last round planned nothing and nothing it read has changed since: the same
+        ledger (free room, devices, running set), waiting set, packing hosts and pairs (``_stamp``), the
+        same slice, and no running job reached a full slice nor a waiting job the cross-class bar. That
+        round would then plan nothing again (its failures are the same), so it is skipped."""
+        q = self._quiet
+        if q is None or q[0] is not view or q[1] != view.allocation_version or q[2] != self._stamp:
+            return False
+        slice_ = self.slice_now
+        if slice_ != q[3]:
+            return False
+        now = view.now
+        if q[4] is not None and not now - q[4] < slice_ - EPS:
+            return False
+        return q[5] is None or now - q[5] < self.cross_class_after * slice_ - EPS
 
     def _evaluate_packs(self, rnd: GandivaRound) -> None:
         """Introspection: keep a pack whose measured progress beats time-slicing, else unpack."""
