@@ -1,5 +1,7 @@
-"""Gandiva's quiet rounds (issue 18): a round skipped because nothing it reads changed since an empty
-one must be a round that would have planned nothing."""
+"""Gandiva's quiet rounds and skipped ticks (issue 18): a round skipped because nothing it reads changed
+since an empty one must be a round that would have planned nothing, and asking for decisions only at the
+ticks that may matter (``next_decision_time``, :mod:`cohabit.policies.skipped_ticks`) must give the
+schedule that taking every tick gives."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from functools import cache
 import pytest
 
 from cohabit.engine.actions import Plan
+from cohabit.engine.record import EventKind
 from cohabit.engine.view import ClusterView
 from cohabit.policies.gandiva import Gandiva
 from cohabit.report.fingerprint import fingerprint
@@ -15,10 +18,13 @@ from cohabit.sim.runner import simulate
 
 
 class _FullEveryRound(Gandiva):
-    """Decides every round in full, and notes each round the policy would have skipped as quiet."""
+    """Decides at every tick of the engine (every slice after each decision) and every round in full,
+    and notes each round the policy would have skipped as quiet."""
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.tick_interval = self.slice_length  # type: ignore[assignment]
+        self.next_decision_time = None  # type: ignore[assignment,method-assign]
         self.claimed = 0
         self.full = 0
         self.wrong: list[tuple[float, Plan]] = []
@@ -51,6 +57,12 @@ def _workload(name: str):  # type: ignore[no-untyped-def]
     return load_trace("philly_82k", "philly", limit=60).jobs, cluster_from_arg("muri-n8g8")
 
 
+def _schedule(out) -> list[tuple[float, str, str | None]]:  # type: ignore[no-untyped-def]
+    """Every record event but the decisions and the usage samples (returned at the next turn)."""
+    return [(e.time, str(e.kind), e.job) for e in out.result.record if e.kind not in (EventKind.DECISION,
+                                                                                     EventKind.USED)]
+
+
 @pytest.mark.parametrize("workload", ["tiresias_480", "philly_60"])
 @pytest.mark.parametrize("params", [{}, {"cross_class_after": 3.0, "max_suspend_overhead": None}])
 def test_a_round_skipped_as_quiet_would_have_planned_nothing(workload: str, params: dict[str, object]) -> None:
@@ -60,4 +72,7 @@ def test_a_round_skipped_as_quiet_would_have_planned_nothing(workload: str, para
     assert check.wrong == []
     assert check.claimed > 100 and check.full > 100  # both kinds of round happen here
     real = simulate(jobs, cluster, Gandiva(**params))
-    assert fingerprint(real.result.record, real.metrics) == fingerprint(checked.result.record, checked.metrics)
+    want, got = fingerprint(checked.result.record, checked.metrics), fingerprint(real.result.record, real.metrics)
+    ticks, asked = want["events"].pop("decision"), got["events"].pop("decision")
+    assert got == want and asked < ticks  # the same schedule with fewer decisions
+    assert _schedule(real) == _schedule(checked)

@@ -199,6 +199,11 @@ def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
     checked = []
 
     class Probe(Gandiva):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tick_interval = self.slice_length  # type: ignore[assignment]  # every tick: more rounds to check
+            self.next_decision_time = None  # type: ignore[assignment,method-assign]
+
         def decide(self, view):  # type: ignore[override]
             kept = GandivaRound(self, view, [])._picks  # the answers this round starts from
             if kept:

@@ -33,7 +33,7 @@ implements its four mechanisms (§4.1) under its scheduling policy (§4.2):
   jobs still wait, running jobs that have had a full slice are suspended
   (``Pause``) and waiting jobs of the *same size class* resume in their place
   (on the same nodes when the shapes match), round-robin: the job waiting
-  longest goes first. The slice is ``tick_interval`` (60 s, the paper's
+  longest goes first. The slice is ``slice_length`` (60 s, the paper's
   time quantum). Gandiva's suspend/resume costs well under a second; where
   it does not (the simulator charges ``checkpoint_s + restore_s``), the
   policy *measures* it (time from ``Resume`` to the first progress report,
@@ -65,6 +65,7 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial
 from .params import build
+from .skipped_ticks import SkippedTicks
 
 
 def _canonical(name: str) -> str:
@@ -114,7 +115,12 @@ class Gandiva(BasePolicy):
         if c is None or c < 0:
             raise ValueError(f"cross_class_after must be >= 0 slices, got {cross_class_after!r}")
         self.slice_length = float(slice_length)
-        self.tick_interval = float(slice_length)
+        # the engine's tick every slice, minus the ticks whose round is known quiet: decisions are asked
+        # for with next_decision_time() on the same instants (see skipped_ticks); the shortest-interval
+        # check of the parameters reads wake_interval
+        self.tick_interval = None
+        self.wake_interval = float(slice_length)
+        self._ticks = SkippedTicks(self.slice_length)
         self.max_suspend_overhead = max_suspend_overhead
         self.packing = packing
         self.pack_threshold = float(pack_threshold)
@@ -299,6 +305,17 @@ class Gandiva(BasePolicy):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        self._ticks.decided(view)
+        plan = self._decide(view)
+        self._ticks.planned(bool(plan))
+        return plan
+
+    def next_decision_time(self) -> float | None:
+        """The next tick (every slice after the last decision, as the engine ticks) whose round is not
+        known to be quiet; None when no later tick can matter before an event."""
+        return self._ticks.wake(self._quiet_at, self._quiet_forever)
+
+    def _decide(self, view: ClusterView) -> Plan:
         self._catch_up(view)
         plan: Plan = []
         if not self._trials and not self._wait:
@@ -348,13 +365,27 @@ class Gandiva(BasePolicy):
         q = self._quiet
         if q is None or q[0] is not view or q[1] != view.allocation_version or q[2] != self._stamp:
             return False
+        return self._quiet_at(view.now)
+
+    def _quiet_at(self, now: float) -> bool:
+        """Whether a round at ``now`` with the state as it is is known to plan nothing and change nothing
+        (asked for the ticks after a decision: the state is that decision's until the next event)."""
+        if not self._wait:
+            return True  # nobody waits: only packs under measurement, which only reports move
+        q = self._quiet
+        if q is None:
+            return False
         slice_ = self.slice_now
         if slice_ != q[3]:
             return False
-        now = view.now
         if q[4] is not None and not now - q[4] < slice_ - EPS:
             return False
         return q[5] is None or now - q[5] < self.cross_class_after * slice_ - EPS
+
+    def _quiet_forever(self) -> bool:
+        """No clock threshold is left to cross: later rounds stay quiet until an event."""
+        q = self._quiet
+        return not self._wait or (q is not None and q[4] is None and q[5] is None)
 
     def _evaluate_packs(self, rnd: GandivaRound) -> None:
         """Introspection: keep a pack whose measured progress beats time-slicing, else unpack."""
