@@ -122,6 +122,8 @@ class Tetris(BasePolicy):
         if self.fairness > 0:
             self._book.see(job, view)
         self._index(view, job)
+        if job.id not in self._slot:
+            self._row(view, job)  # (what a round reads of a job that never ran: the same now as at its round)
 
     def _index(self, view: ClusterView, job: JobView) -> None:
         key, w, n, _ = self._info(view, job)
@@ -137,8 +139,16 @@ class Tetris(BasePolicy):
             self._by_shape[shape][1].discard(job_id)
 
     def _in_step(self, view: ClusterView, waiting_ids: AbstractSet[str], count: int) -> bool:
-        """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view: C speed)."""
-        return view is self._view and count == len(self._indexed) and self._indexed.keys() >= waiting_ids
+        """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view).
+
+        Without paused jobs the counts decide, with no pass over the queue: the index gains every admitted
+        job (``on_arrival``) and loses every job that ends (``on_finish``) or that a plan starts, while a
+        pending job leaves the queue only by ending or by a start that was carried out; so the index is a
+        subset of the queue (a refused start leaves a pending job outside it) and equal counts mean equal
+        sets. With paused jobs the sets are compared (C speed)."""
+        if view is not self._view or count != len(self._indexed):
+            return False
+        return not view.paused or self._indexed.keys() >= waiting_ids
 
     def _nothing_fits(self, view: ClusterView) -> bool:
         """True when the index holds exactly the waiting jobs and none of their shapes fits the free
