@@ -136,8 +136,10 @@ class Gandiva(BasePolicy):
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
         self._shared_version = 0  # bumped whenever _shared changes
-        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers and the free-device row
-        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None]] | None = None
+        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers, the free-device row
+        # and each node's devices in the order the ledger gives them to a guest
+        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None],
+                                dict[int, list[int]]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._good_pairs: set[frozenset[str]] = set()

@@ -89,9 +89,10 @@ class GandivaRound:
         key = (view.allocation_version, policy._shared_version)
         memo = policy._picks_memo
         if memo is None or memo[0] is not view or memo[1] != key:
-            memo = policy._picks_memo = (view, key, {}, [None])
+            memo = policy._picks_memo = (view, key, {}, [None], {})
         self._picks: dict[str, bool] = memo[2]
         self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
+        self._node_order: dict[int, list[int]] = memo[4]  # per node: its devices in the ledger's order for a guest
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
@@ -294,13 +295,16 @@ class GandivaRound:
         free_dev = self._free_dev_box[0]
         if free_dev is None:
             free_dev = self._free_dev_box[0] = (dev >= 1.0 - EPS).any(axis=1).tolist()  # (-1: no device, never free)
+        order = self._node_order  # (kept like the answers: a pack dirties its nodes before it shares there)
         for node in set(nodes):
             if free_dev[node]:
                 return False  # a free device on the node: the guest would own it instead
-            ids = np.flatnonzero(dev[node] >= 0)
-            cand = sorted((1 + ((node, int(i)) in shared), -float(dev[node, i]), int(i)) for i in ids)
-            cand = [x for x in cand if x[0] < LEDGER_MAX_SHARE][: nodes.count(node)]
-            if {(node, x[2]) for x in cand} != {key for key in host_devices if key[0] == node}:
+            o = order.get(node)
+            if o is None:
+                o = order[node] = [x[2] for x in sorted((1 + ((node, i) in shared), -f, i)
+                                                        for i, f in enumerate(dev[node].tolist()) if f >= 0)
+                                   if x[0] < LEDGER_MAX_SHARE]
+            if {(node, i) for i in o[: nodes.count(node)]} != {key for key in host_devices if key[0] == node}:
                 return False
         return True
 
