@@ -171,6 +171,7 @@ class Gandiva(BasePolicy):
         rec.shape = (w.tobytes() + (ps.tobytes() if ps is not None else b""), rec.n)
         rec.model = _canonical(job.spec.model)
         rec.pack_key = (rec.n, rec.cls, rec.model)
+        rec.ikey = (rec.n, rec.cls)
         ci = self._classes.get(rec.cls)
         if ci is None:
             ci = self._classes[rec.cls] = len(self._classes)

@@ -31,7 +31,7 @@ class JobRec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key", "pack_key")
+                 "solo_iter", "nodes", "key", "pack_key", "ikey")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -49,6 +49,7 @@ class JobRec:
         self.nodes: tuple[int, ...] = ()  # worker nodes it holds
         self.key = (now, job.seq)  # round-robin order: longest waiting first
         self.pack_key: tuple[int, float, str] = (1, 0.0, "")  # (n, cls, model): set with them on arrival
+        self.ikey: tuple[int, float] = (1, 0.0)  # (n, cls): its packing hosts' key in Gandiva._idle
 
 
 class PackTrial:
@@ -98,20 +99,23 @@ class GandivaRound:
     # -------------------------------------------------------------- the round
     def schedule(self, waiting: list[JobRec]) -> None:
         g = self.g
-        free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
+        lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
         left: list[JobRec] = []
+        keep = left.append
         moved, failed_pack, idle, packing = self.moved, self.failed_pack, self.p._idle, self.p.packing
+        # only the pack evaluation (before this loop) suspends waiting jobs in a round; the loop adds
+        # running jobs to ``moved`` (hosts, migrated jobs), never waiting ones
+        unpacked = bool(moved)
         for rec in waiting:
-            if rec.id in moved:
+            if unpacked and rec.id in moved:
                 continue  # suspended in this very round (unpacked): its turn comes later
-            if free + EPS >= rec.cls and self.place_free(rec):
-                free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
+            if lim >= rec.cls and self.place_free(rec):
+                lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS
                 continue
             # (pack's own first checks, inline: most waiting jobs fail them, every round)
-            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get((rec.n, rec.cls)) \
-                    and self.pack(rec):
+            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get(rec.ikey) and self.pack(rec):
                 continue
-            left.append(rec)
+            keep(rec)
         if left:
             self.time_slice(left)
 
@@ -337,19 +341,24 @@ class GandivaRound:
         taken: set[str] = set()
         head: dict[float, int] = defaultdict(int)  # per class: first victim not yet taken
         remaining = len(done)
+        bar = p.cross_class_after * self.slice - EPS
+        failed_turn = self.failed_turn
+        none: list[JobRec] = []
         for rec in waiting:
             if remaining == 0:
                 return
-            same = by_class.get(rec.cls, [])
-            i = head[rec.cls]
-            while i < len(same) and same[i].id in taken:
+            cls = rec.cls
+            same = by_class.get(cls, none)
+            i = head[cls]
+            n_same = len(same)
+            while i < n_same and same[i].id in taken:
                 i += 1
-            head[rec.cls] = i
-            cross = i == len(same)
-            if cross and now - rec.wait_since < p.cross_class_after * self.slice - EPS:
+            head[cls] = i
+            cross = i == n_same
+            if cross and now - rec.wait_since < bar:
                 continue  # its own class has no turn to give yet; other classes only after a full slice
             key = (rec.shape, cross)
-            if key in self.failed_turn:
+            if key in failed_turn:
                 continue
             pool = done if cross else same[i:]
             got = self._take_turns(rec, (r for r in pool if r.id not in taken))
