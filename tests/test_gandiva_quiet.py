@@ -53,8 +53,8 @@ def _workload(name: str):  # type: ignore[no-untyped-def]
 
     if name == "tiresias_480":
         return load_trace("tiresias_480", "tiresias").jobs, preset("tiresias")
-    # contended: the first 60 Philly jobs on 8 x 8 GPUs (time-slicing across size classes, packing)
-    return load_trace("philly_82k", "philly", limit=60).jobs, cluster_from_arg("muri-n8g8")
+    # contended: the first 60 (or 150) Philly jobs on 8 x 8 GPUs (time-slicing across size classes, packing)
+    return load_trace("philly_82k", "philly", limit=int(name.split("_")[1])).jobs, cluster_from_arg("muri-n8g8")
 
 
 def _schedule(out) -> list[tuple[float, str, str | None]]:  # type: ignore[no-untyped-def]
@@ -76,3 +76,35 @@ def test_a_round_skipped_as_quiet_would_have_planned_nothing(workload: str, para
     ticks, asked = want["events"].pop("decision"), got["events"].pop("decision")
     assert got == want and asked < ticks  # the same schedule with fewer decisions
     assert _schedule(real) == _schedule(checked)
+
+
+class _FreshTurns(Gandiva):
+    """Forgets the failed time-slice turns of earlier rounds before each decision (every turn tried in full)."""
+
+    def decide(self, view: ClusterView) -> Plan:
+        self._turn_memo = None
+        return super().decide(view)
+
+
+@pytest.mark.parametrize("workload", ["tiresias_480", "philly_150"])
+def test_failed_turns_carried_across_rounds_give_the_same_schedule(workload: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from cohabit.policies import gandiva_round
+
+    resumed = []
+    take = gandiva_round.GandivaRound._take_turns
+
+    def spy(self, rec, pool, key):  # type: ignore[no-untyped-def]
+        if not self.plan and key in self._turns_failed:
+            resumed.append(key)
+        return take(self, rec, pool, key)
+
+    monkeypatch.setattr(gandiva_round.GandivaRound, "_take_turns", spy)
+    jobs, cluster = _workload(workload)
+    fresh = simulate(jobs, cluster, _FreshTurns())
+    resumed.clear()
+    real = simulate(jobs, cluster, Gandiva())
+    assert len(resumed) > 5  # turns that failed in an earlier round are resumed here
+    want, got = fingerprint(fresh.result.record, fresh.metrics), fingerprint(real.result.record, real.metrics)
+    assert got == want
+    assert [(e.time, str(e.kind), e.job) for e in real.result.record] == \
+        [(e.time, str(e.kind), e.job) for e in fresh.result.record]

@@ -94,6 +94,13 @@ class GandivaRound:
         self._picks: dict[str, bool] = memo[2]
         self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
         self._node_order: dict[int, list[int]] = memo[4]  # per node: its devices in the ledger's order for a guest
+        tkey = (view.allocation_version, policy._held_version)
+        tm = policy._turn_memo
+        if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
+            tm = policy._turn_memo = (view, tkey[0], tkey[1], {})
+        # failed turns of earlier rounds on this very ledger and these held nodes (read and written only
+        # while the plan is empty: the draft is then the ledger's free room)
+        self._turns_failed = tm[3]
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
@@ -361,7 +368,7 @@ class GandivaRound:
             if key in failed_turn:
                 continue
             pool = done if cross else same[i:]
-            got = self._take_turns(rec, (r for r in pool if r.id not in taken))
+            got = self._take_turns(rec, (r for r in pool if r.id not in taken), key)
             if got is None:
                 self.failed_turn.add(key)
                 continue
@@ -373,12 +380,19 @@ class GandivaRound:
             self._start(rec, placement)
             self.failed.clear()
 
-    def _take_turns(self, rec: JobRec, pool) -> tuple[list[JobRec], Placement] | None:  # type: ignore[no-untyped-def]
+    def _take_turns(self, rec: JobRec, pool, key: tuple[tuple[bytes, int], bool]) -> tuple[  # type: ignore[no-untyped-def]
+            list[JobRec], Placement] | None:
         """Suspend the jobs of ``pool`` in order until ``rec`` fits (on the last victim's nodes if the
         shapes match, else by :meth:`place`); None, and the draft as it was, if all of them do not make
         room. While the free GPUs plus those of the victims so far are fewer than ``rec``'s, no attempt
         can succeed: those victims' room is given back only once there are enough (the same additions
-        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any."""
+        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any.
+
+        Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room)
+        an attempt for ``key`` (shape, cross-class) that failed in an earlier round on the same ledger
+        version and held nodes, with victims that are a prefix of this pool, failed on every one of them;
+        the attempt resumes after that prefix, with the prefix's room given back in the same order (a
+        failed reserve or placement leaves the draft as it was), so it reaches the same outcome."""
         draft = self.draft
         saved = draft.save()
         victims = list(pool)
@@ -387,10 +401,21 @@ class GandivaRound:
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
             draft.restore(saved)
             return None
+        memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
+        start = 0
+        prior = memo.get(key) if memo is not None else None
+        if prior is not None:
+            ids, p_given, p_free = prior
+            k = len(ids)
+            if k <= len(victims) and all(v.id == i for v, i in zip(victims, ids)):
+                chosen = victims[:k]
+                for u in chosen[:p_given]:
+                    draft.give_back(u.job)
+                given, free_gpu, start = p_given, p_free, k
         width = rec.n + rec.job.spec.num_ps
-        for v in victims:
+        for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
             if free_gpu < rec.cls - 1e-6:
@@ -404,5 +429,7 @@ class GandivaRound:
             q = self.place(rec)
             if q is not None:
                 return chosen, q
+        if memo is not None:
+            memo[key] = (tuple(v.id for v in victims), given, free_gpu)
         draft.restore(saved)
         return None
