@@ -142,6 +142,7 @@ class Gandiva(BasePolicy):
                                 dict[int, list[int]]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
+        self._bad_with: dict[str, set[str]] = defaultdict(set)  # model -> the models it must not pack with
         self._good_pairs: set[frozenset[str]] = set()
         self._resumed_at: dict[str, float] = {}  # resumes whose cost is not measured yet
         self._classes: dict[float, int] = {}
@@ -419,6 +420,8 @@ class Gandiva(BasePolicy):
                 self._good_pairs.add(pair)
                 continue
             self._bad_pairs.add(pair)
+            self._bad_with[guest.model].add(host.model)
+            self._bad_with[host.model].add(guest.model)
             rnd.unpack(guest, f"gandiva: packed progress {s_host + s_guest:.2f} < {self.pack_threshold:g} "
                               f"(time-slicing); unpacked from {host.id}")
 

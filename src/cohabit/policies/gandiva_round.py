@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -260,12 +261,13 @@ class GandivaRound:
             return False
         rest = view.demand_vector(rec.job).copy()
         rest[g] = 0.0
-        for scanned, host in enumerate(list(hosts.values())):
-            if scanned >= MAX_PACK_SCAN:
-                break
+        bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
+        moved, partner, dirty = self.moved, p._partner, self.dirty
+        # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
+        for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
-            if hid in self.moved or hid in p._partner or host.job.iter_time is None \
-                    or p._pair(rec, host) in p._bad_pairs or any(node in self.dirty for node in host.nodes):
+            if hid in moved or hid in partner or host.job.iter_time is None \
+                    or host.model in bad or any(node in dirty for node in host.nodes):
                 continue
             ok = self._picks.get(hid)
             if ok is None:
