@@ -190,8 +190,9 @@ def test_every_job_terminates_and_nothing_over_allocates(jobs, slice_length, bar
 
 def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
     """Which packing hosts the ledger would time-share (``_ledger_picks``) is kept across rounds while
-    the ledger and the shared devices are unchanged: at the start of every round each kept answer
-    must equal a fresh check (a stale memo, e.g. one not keyed by the ledger's version, fails)."""
+    the ledger and the shared devices are unchanged: at the start of every round each kept answer (and
+    each kept order of a node's devices) must equal a fresh check (a stale memo, e.g. one not keyed by
+    the ledger's version, fails)."""
     from cohabit.policies.gandiva_round import GandivaRound
     from cohabit.sim.traces import load_trace
     from cohabit.spec import cluster_from_arg
@@ -199,17 +200,25 @@ def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
     checked = []
 
     class Probe(Gandiva):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tick_interval = self.slice_length  # type: ignore[assignment]  # every tick: more rounds to check
+            self.next_decision_time = None  # type: ignore[assignment,method-assign]
+
         def decide(self, view):  # type: ignore[override]
-            kept = GandivaRound(self, view, [])._picks  # the answers this round starts from
+            rnd = GandivaRound(self, view, [])
+            kept = rnd._picks  # the answers this round starts from
             if kept:
                 fresh = GandivaRound.__new__(GandivaRound)
-                fresh.view, fresh.p, fresh._free_dev_box = view, self, [None]
+                fresh.view, fresh.p, fresh._free_dev_box, fresh._node_order = view, self, [None], {}
                 for hid, ok in kept.items():
                     alloc = view.allocation_of(hid)
                     rec = self._recs.get(hid)
                     if alloc is not None and rec is not None:
                         assert fresh._ledger_picks(rec.nodes, alloc.devices) == ok, hid
                         checked.append(hid)
+                for node, order in rnd._node_order.items():  # and so are the devices' orders they came from
+                    assert fresh._node_order.get(node, order) == order, node
             return super().decide(view)
 
     jobs = load_trace("philly_82k", "philly", limit=40).jobs

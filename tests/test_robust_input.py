@@ -251,7 +251,7 @@ def test_policy_parameters_must_be_finite_and_ticks_not_tiny() -> None:
         make_policy("gandiva:slice_length=1e-9")
     with pytest.raises(PolicyParamError, match="finite"):
         make_policy("srtf:preempt_margin=.inf")
-    assert make_policy("gandiva:slice_length=0.5").tick_interval == 0.5
+    assert make_policy("gandiva:slice_length=0.5").wake_interval == 0.5  # (its ticks, asked for by next_decision_time)
 
 
 def test_real_run_refuses_a_submit_time_it_would_wait_years_for(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ implements its four mechanisms (§4.1) under its scheduling policy (§4.2):
   jobs still wait, running jobs that have had a full slice are suspended
   (``Pause``) and waiting jobs of the *same size class* resume in their place
   (on the same nodes when the shapes match), round-robin: the job waiting
-  longest goes first. The slice is ``tick_interval`` (60 s, the paper's
+  longest goes first. The slice is ``slice_length`` (60 s, the paper's
   time quantum). Gandiva's suspend/resume costs well under a second; where
   it does not (the simulator charges ``checkpoint_s + restore_s``), the
   policy *measures* it (time from ``Resume`` to the first progress report,
@@ -65,6 +65,7 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial
 from .params import build
+from .skipped_ticks import SkippedTicks
 
 
 def _canonical(name: str) -> str:
@@ -114,7 +115,12 @@ class Gandiva(BasePolicy):
         if c is None or c < 0:
             raise ValueError(f"cross_class_after must be >= 0 slices, got {cross_class_after!r}")
         self.slice_length = float(slice_length)
-        self.tick_interval = float(slice_length)
+        # the engine's tick every slice, minus the ticks whose round is known quiet: decisions are asked
+        # for with next_decision_time() on the same instants (see skipped_ticks); the shortest-interval
+        # check of the parameters reads wake_interval
+        self.tick_interval = None
+        self.wake_interval = float(slice_length)
+        self._ticks = SkippedTicks(self.slice_length)
         self.max_suspend_overhead = max_suspend_overhead
         self.packing = packing
         self.pack_threshold = float(pack_threshold)
@@ -130,17 +136,31 @@ class Gandiva(BasePolicy):
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
         self._shared_version = 0  # bumped whenever _shared changes
-        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers and the free-device row
-        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None]] | None = None
+        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers, the free-device row
+        # and each node's devices in the order the ledger gives them to a guest
+        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None],
+                                dict[int, list[int]]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
+        self._bad_with: dict[str, set[str]] = defaultdict(set)  # model -> the models it must not pack with
         self._good_pairs: set[frozenset[str]] = set()
         self._resumed_at: dict[str, float] = {}  # resumes whose cost is not measured yet
         self._classes: dict[float, int] = {}
         self._aff: np.ndarray | None = None  # per node and class: tasks of running jobs of that class
         self._node_jobs: list[dict[str, JobRec]] = []
+        self._held_version = 0  # bumped whenever a job's held nodes (_aff, _node_jobs) change
+        # failed time-slice turns carried across rounds: (view, ledger version, _held_version) and per
+        # (shape, cross) the victims tried on the ledger as it is, how many gave back their room, and the
+        # free GPUs counted (see GandivaRound._take_turns)
+        self._turn_memo: tuple[ClusterView, int, int, dict[tuple[tuple[bytes, int], bool],
+                                                           tuple[tuple[str, ...], int, float]]] | None = None
         self._last_plan: list[tuple[str, str]] = []
         self.suspend_cost: float | None = None  # measured seconds lost per resume (EWMA)
+        # quiet rounds: bumped by every change of what a round reads besides the ledger, the slice and the
+        # clock (the waiting set, packing hosts, pairs); a round after an empty one with the same stamp,
+        # ledger version and slice, before the next slice or cross-class threshold, plans nothing
+        self._stamp = 0
+        self._quiet: tuple[ClusterView, int, int, float, float | None, float | None] | None = None
 
     # ---------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -158,6 +178,7 @@ class Gandiva(BasePolicy):
         rec.shape = (w.tobytes() + (ps.tobytes() if ps is not None else b""), rec.n)
         rec.model = _canonical(job.spec.model)
         rec.pack_key = (rec.n, rec.cls, rec.model)
+        rec.ikey = (rec.n, rec.cls)
         ci = self._classes.get(rec.cls)
         if ci is None:
             ci = self._classes[rec.cls] = len(self._classes)
@@ -166,6 +187,7 @@ class Gandiva(BasePolicy):
         rec.ci = ci
         self._recs[job.id] = rec
         self._wait[job.id] = rec
+        self._stamp += 1
 
     def on_progress(self, job: JobView, view: ClusterView) -> None:
         rec = self._recs.get(job.id)
@@ -173,12 +195,16 @@ class Gandiva(BasePolicy):
         if rec is None or not rec.running or it is None:
             return
         if view.sharers(job.id):
-            self._idle[(rec.n, rec.cls)].pop(job.id, None)
+            if self._idle[(rec.n, rec.cls)].pop(job.id, None) is not None:
+                self._stamp += 1
         else:
             rec.solo_iter = it
             self._dissolve(job.id)
             if rec.whole:
-                self._idle[(rec.n, rec.cls)][job.id] = rec
+                hosts = self._idle[(rec.n, rec.cls)]
+                if job.id not in hosts:
+                    hosts[job.id] = rec
+                    self._stamp += 1
         t0 = self._resumed_at.pop(job.id, None)
         if t0 is not None:
             cost = max(view.now - t0 - it, 0.0)
@@ -188,6 +214,7 @@ class Gandiva(BasePolicy):
         rec = self._recs.pop(job.id, None)
         if rec is None:
             return
+        self._stamp += 1
         if rec.running:
             del self._run[job.id]
             self._release_nodes(rec)
@@ -209,12 +236,15 @@ class Gandiva(BasePolicy):
     def _hold(self, rec: JobRec, nodes: tuple[int, ...]) -> None:
         assert self._aff is not None
         rec.nodes = nodes
+        self._held_version += 1
         for node in nodes:
             self._aff[node, rec.ci] += 1
             self._node_jobs[node][rec.id] = rec
 
     def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
+        if rec.nodes:
+            self._held_version += 1
         for node in rec.nodes:
             self._aff[node, rec.ci] -= 1
             self._node_jobs[node].pop(rec.id, None)
@@ -226,6 +256,7 @@ class Gandiva(BasePolicy):
         if other is None:
             return
         self._partner.pop(other, None)
+        self._stamp += 1
         for guest in (job_id, other):
             devs = self._shared_devs.pop(guest, None)
             if devs:
@@ -287,17 +318,87 @@ class Gandiva(BasePolicy):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        self._ticks.decided(view)
+        plan = self._decide(view)
+        self._ticks.planned(bool(plan))
+        return plan
+
+    def next_decision_time(self) -> float | None:
+        """The next tick (every slice after the last decision, as the engine ticks) whose round is not
+        known to be quiet; None when no later tick can matter before an event."""
+        return self._ticks.wake(self._quiet_at, self._quiet_forever)
+
+    def _decide(self, view: ClusterView) -> Plan:
         self._catch_up(view)
         plan: Plan = []
         if not self._trials and not self._wait:
             return plan  # nothing to measure, nobody waiting: a round would plan nothing
-        rnd = GandivaRound(self, view, plan)
+        rnd: GandivaRound | None = None
         if self._trials:
+            rnd = GandivaRound(self, view, plan)
             self._evaluate_packs(rnd)
-        if self._wait:
-            rnd.schedule(sorted(self._wait.values(), key=_KEY))
-        self._last_plan = rnd.log
+        if self._wait and (plan or not self._still_quiet(view)):
+            if rnd is None:
+                rnd = GandivaRound(self, view, plan)
+            waiting = sorted(self._wait.values(), key=_KEY)
+            rnd.schedule(waiting)
+            self._quiet = None if plan else self._quiet_until(view, rnd.slice, waiting)
+        if plan:
+            self._quiet = None
+        if rnd is not None:
+            self._last_plan = rnd.log
         return plan
+
+    # ----------------------------------------------------------- quiet rounds
+    def _quiet_until(self, view: ClusterView, slice_: float, waiting: list[JobRec]) -> tuple[
+            ClusterView, int, int, float, float | None, float | None]:
+        """What made the round that just planned nothing: the ledger version, the stamp, the slice, and
+        the two clock thresholds a later round could cross: the turn start of the first running job (in
+        turn order) without a full slice (time-slicing and defragmentation take only jobs with one), and
+        the latest wait start among the waiting jobs that may not yet take another class's turn."""
+        now = view.now
+        run_ts = None
+        for r in self._run.values():  # turn starts only grow along this order
+            if now - r.turn_start < slice_ - EPS:
+                run_ts = r.turn_start
+                break
+        wait_ws = None
+        bar = self.cross_class_after * slice_ - EPS
+        for rec in reversed(waiting):  # by (wait start, seq): the ones not yet past the bar come last
+            if now - rec.wait_since >= bar:
+                break
+            wait_ws = rec.wait_since
+        return (view, view.allocation_version, self._stamp, slice_, run_ts, wait_ws)
+
+    def _still_quiet(self, view: ClusterView) -> bool:
+        """True when the last round planned nothing and nothing it read has changed since: the same
+        ledger (free room, devices, running set), waiting set, packing hosts and pairs (``_stamp``), the
+        same slice, and no running job reached a full slice nor a waiting job the cross-class bar. That
+        round would then plan nothing again (its failures are the same), so it is skipped."""
+        q = self._quiet
+        if q is None or q[0] is not view or q[1] != view.allocation_version or q[2] != self._stamp:
+            return False
+        return self._quiet_at(view.now)
+
+    def _quiet_at(self, now: float) -> bool:
+        """Whether a round at ``now`` with the state as it is is known to plan nothing and change nothing
+        (asked for the ticks after a decision: the state is that decision's until the next event)."""
+        if not self._wait:
+            return True  # nobody waits: only packs under measurement, which only reports move
+        q = self._quiet
+        if q is None:
+            return False
+        slice_ = self.slice_now
+        if slice_ != q[3]:
+            return False
+        if q[4] is not None and not now - q[4] < slice_ - EPS:
+            return False
+        return q[5] is None or now - q[5] < self.cross_class_after * slice_ - EPS
+
+    def _quiet_forever(self) -> bool:
+        """No clock threshold is left to cross: later rounds stay quiet until an event."""
+        q = self._quiet
+        return not self._wait or (q is not None and q[4] is None and q[5] is None)
 
     def _evaluate_packs(self, rnd: GandivaRound) -> None:
         """Introspection: keep a pack whose measured progress beats time-slicing, else unpack."""
@@ -319,6 +420,8 @@ class Gandiva(BasePolicy):
                 self._good_pairs.add(pair)
                 continue
             self._bad_pairs.add(pair)
+            self._bad_with[guest.model].add(host.model)
+            self._bad_with[host.model].add(guest.model)
             rnd.unpack(guest, f"gandiva: packed progress {s_host + s_guest:.2f} < {self.pack_threshold:g} "
                               f"(time-slicing); unpacked from {host.id}")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,7 +32,7 @@ class JobRec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key", "pack_key")
+                 "solo_iter", "nodes", "key", "pack_key", "ikey")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -49,6 +50,7 @@ class JobRec:
         self.nodes: tuple[int, ...] = ()  # worker nodes it holds
         self.key = (now, job.seq)  # round-robin order: longest waiting first
         self.pack_key: tuple[int, float, str] = (1, 0.0, "")  # (n, cls, model): set with them on arrival
+        self.ikey: tuple[int, float] = (1, 0.0)  # (n, cls): its packing hosts' key in Gandiva._idle
 
 
 class PackTrial:
@@ -89,28 +91,39 @@ class GandivaRound:
         key = (view.allocation_version, policy._shared_version)
         memo = policy._picks_memo
         if memo is None or memo[0] is not view or memo[1] != key:
-            memo = policy._picks_memo = (view, key, {}, [None])
+            memo = policy._picks_memo = (view, key, {}, [None], {})
         self._picks: dict[str, bool] = memo[2]
         self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
+        self._node_order: dict[int, list[int]] = memo[4]  # per node: its devices in the ledger's order for a guest
+        tkey = (view.allocation_version, policy._held_version)
+        tm = policy._turn_memo
+        if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
+            tm = policy._turn_memo = (view, tkey[0], tkey[1], {})
+        # failed turns of earlier rounds on this very ledger and these held nodes (read and written only
+        # while the plan is empty: the draft is then the ledger's free room)
+        self._turns_failed = tm[3]
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
     def schedule(self, waiting: list[JobRec]) -> None:
         g = self.g
-        free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
+        lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
         left: list[JobRec] = []
+        keep = left.append
         moved, failed_pack, idle, packing = self.moved, self.failed_pack, self.p._idle, self.p.packing
+        # only the pack evaluation (before this loop) suspends waiting jobs in a round; the loop adds
+        # running jobs to ``moved`` (hosts, migrated jobs), never waiting ones
+        unpacked = bool(moved)
         for rec in waiting:
-            if rec.id in moved:
+            if unpacked and rec.id in moved:
                 continue  # suspended in this very round (unpacked): its turn comes later
-            if free + EPS >= rec.cls and self.place_free(rec):
-                free = float(self.draft.free[:, g].sum()) if g is not None else math.inf
+            if lim >= rec.cls and self.place_free(rec):
+                lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS
                 continue
             # (pack's own first checks, inline: most waiting jobs fail them, every round)
-            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get((rec.n, rec.cls)) \
-                    and self.pack(rec):
+            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get(rec.ikey) and self.pack(rec):
                 continue
-            left.append(rec)
+            keep(rec)
         if left:
             self.time_slice(left)
 
@@ -248,12 +261,13 @@ class GandivaRound:
             return False
         rest = view.demand_vector(rec.job).copy()
         rest[g] = 0.0
-        for scanned, host in enumerate(list(hosts.values())):
-            if scanned >= MAX_PACK_SCAN:
-                break
+        bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
+        moved, partner, dirty = self.moved, p._partner, self.dirty
+        # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
+        for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
-            if hid in self.moved or hid in p._partner or host.job.iter_time is None \
-                    or p._pair(rec, host) in p._bad_pairs or any(node in self.dirty for node in host.nodes):
+            if hid in moved or hid in partner or host.job.iter_time is None \
+                    or host.model in bad or any(node in dirty for node in host.nodes):
                 continue
             ok = self._picks.get(hid)
             if ok is None:
@@ -294,13 +308,16 @@ class GandivaRound:
         free_dev = self._free_dev_box[0]
         if free_dev is None:
             free_dev = self._free_dev_box[0] = (dev >= 1.0 - EPS).any(axis=1).tolist()  # (-1: no device, never free)
+        order = self._node_order  # (kept like the answers: a pack dirties its nodes before it shares there)
         for node in set(nodes):
             if free_dev[node]:
                 return False  # a free device on the node: the guest would own it instead
-            ids = np.flatnonzero(dev[node] >= 0)
-            cand = sorted((1 + ((node, int(i)) in shared), -float(dev[node, i]), int(i)) for i in ids)
-            cand = [x for x in cand if x[0] < LEDGER_MAX_SHARE][: nodes.count(node)]
-            if {(node, x[2]) for x in cand} != {key for key in host_devices if key[0] == node}:
+            o = order.get(node)
+            if o is None:
+                o = order[node] = [x[2] for x in sorted((1 + ((node, i) in shared), -f, i)
+                                                        for i, f in enumerate(dev[node].tolist()) if f >= 0)
+                                   if x[0] < LEDGER_MAX_SHARE]
+            if {(node, i) for i in o[: nodes.count(node)]} != {key for key in host_devices if key[0] == node}:
                 return False
         return True
 
@@ -333,22 +350,27 @@ class GandivaRound:
         taken: set[str] = set()
         head: dict[float, int] = defaultdict(int)  # per class: first victim not yet taken
         remaining = len(done)
+        bar = p.cross_class_after * self.slice - EPS
+        failed_turn = self.failed_turn
+        none: list[JobRec] = []
         for rec in waiting:
             if remaining == 0:
                 return
-            same = by_class.get(rec.cls, [])
-            i = head[rec.cls]
-            while i < len(same) and same[i].id in taken:
+            cls = rec.cls
+            same = by_class.get(cls, none)
+            i = head[cls]
+            n_same = len(same)
+            while i < n_same and same[i].id in taken:
                 i += 1
-            head[rec.cls] = i
-            cross = i == len(same)
-            if cross and now - rec.wait_since < p.cross_class_after * self.slice - EPS:
+            head[cls] = i
+            cross = i == n_same
+            if cross and now - rec.wait_since < bar:
                 continue  # its own class has no turn to give yet; other classes only after a full slice
             key = (rec.shape, cross)
-            if key in self.failed_turn:
+            if key in failed_turn:
                 continue
             pool = done if cross else same[i:]
-            got = self._take_turns(rec, (r for r in pool if r.id not in taken))
+            got = self._take_turns(rec, (r for r in pool if r.id not in taken), key)
             if got is None:
                 self.failed_turn.add(key)
                 continue
@@ -360,12 +382,19 @@ class GandivaRound:
             self._start(rec, placement)
             self.failed.clear()
 
-    def _take_turns(self, rec: JobRec, pool) -> tuple[list[JobRec], Placement] | None:  # type: ignore[no-untyped-def]
+    def _take_turns(self, rec: JobRec, pool, key: tuple[tuple[bytes, int], bool]) -> tuple[  # type: ignore[no-untyped-def]
+            list[JobRec], Placement] | None:
         """Suspend the jobs of ``pool`` in order until ``rec`` fits (on the last victim's nodes if the
         shapes match, else by :meth:`place`); None, and the draft as it was, if all of them do not make
         room. While the free GPUs plus those of the victims so far are fewer than ``rec``'s, no attempt
         can succeed: those victims' room is given back only once there are enough (the same additions
-        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any."""
+        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any.
+
+        Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room)
+        an attempt for ``key`` (shape, cross-class) that failed in an earlier round on the same ledger
+        version and held nodes, with victims that are a prefix of this pool, failed on every one of them;
+        the attempt resumes after that prefix, with the prefix's room given back in the same order (a
+        failed reserve or placement leaves the draft as it was), so it reaches the same outcome."""
         draft = self.draft
         saved = draft.save()
         victims = list(pool)
@@ -374,10 +403,21 @@ class GandivaRound:
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
             draft.restore(saved)
             return None
+        memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
+        start = 0
+        prior = memo.get(key) if memo is not None else None
+        if prior is not None:
+            ids, p_given, p_free = prior
+            k = len(ids)
+            if k <= len(victims) and all(v.id == i for v, i in zip(victims, ids)):
+                chosen = victims[:k]
+                for u in chosen[:p_given]:
+                    draft.give_back(u.job)
+                given, free_gpu, start = p_given, p_free, k
         width = rec.n + rec.job.spec.num_ps
-        for v in victims:
+        for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
             if free_gpu < rec.cls - 1e-6:
@@ -391,5 +431,7 @@ class GandivaRound:
             q = self.place(rec)
             if q is not None:
                 return chosen, q
+        if memo is not None:
+            memo[key] = (tuple(v.id for v in victims), given, free_gpu)
         draft.restore(saved)
         return None

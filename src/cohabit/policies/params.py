@@ -108,7 +108,7 @@ def build(cls: type[T], params: dict[str, Any], *, policy: str, fixed: dict[str,
         obj = cls(**fixed, **values)
     except (TypeError, ValueError) as exc:
         raise PolicyParamError(f"policy {policy!r}: {exc}") from None
-    tick = getattr(obj, "tick_interval", None)
+    tick = getattr(obj, "tick_interval", None) or getattr(obj, "wake_interval", None)  # (ticks it may ask for)
     if tick is not None and not (math.isfinite(tick) and tick >= MIN_TICK_S) and params:
         raise PolicyParamError(f"policy {policy!r}: these parameters make it decide every {tick:g} s; "
                                f"the shortest interval allowed is {MIN_TICK_S:g} s")

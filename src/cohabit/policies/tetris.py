@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Set as AbstractSet
+from operator import itemgetter
 
 import numpy as np
 
@@ -114,12 +115,15 @@ class Tetris(BasePolicy):
         # fits anywhere plans nothing, and is answered from these without a pass over the queue
         self._by_shape: dict[tuple[bytes, int], tuple[np.ndarray, set[str]]] = {}
         self._indexed: dict[str, tuple[bytes, int]] = {}  # job id -> its key in _by_shape
+        self._checked = False  # this round found the index in step with the queue already
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         if self.fairness > 0:
             self._book.see(job, view)
         self._index(view, job)
+        if job.id not in self._slot:
+            self._row(view, job)  # (what a round reads of a job that never ran: the same now as at its round)
 
     def _index(self, view: ClusterView, job: JobView) -> None:
         key, w, n, _ = self._info(view, job)
@@ -135,8 +139,16 @@ class Tetris(BasePolicy):
             self._by_shape[shape][1].discard(job_id)
 
     def _in_step(self, view: ClusterView, waiting_ids: AbstractSet[str], count: int) -> bool:
-        """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view: C speed)."""
-        return view is self._view and count == len(self._indexed) and self._indexed.keys() >= waiting_ids
+        """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view).
+
+        Without paused jobs the counts decide, with no pass over the queue: the index gains every admitted
+        job (``on_arrival``) and loses every job that ends (``on_finish``) or that a plan starts, while a
+        pending job leaves the queue only by ending or by a start that was carried out; so the index is a
+        subset of the queue (a refused start leaves a pending job outside it) and equal counts mean equal
+        sets. With paused jobs the sets are compared (C speed)."""
+        if view is not self._view or count != len(self._indexed):
+            return False
+        return not view.paused or self._indexed.keys() >= waiting_ids
 
     def _nothing_fits(self, view: ClusterView) -> bool:
         """True when the index holds exactly the waiting jobs and none of their shapes fits the free
@@ -144,6 +156,7 @@ class Tetris(BasePolicy):
         no node with room for one task), so the round plans nothing. False when unsure."""
         if view.paused or not self._in_step(view, view.pending.keys(), len(view.pending)):
             return False
+        self._checked = True  # (decide need not compare the index with the queue again this round)
         for (_, n), (w, ids) in self._by_shape.items():
             if ids:
                 fit = view.fit_now(w)
@@ -216,11 +229,16 @@ class Tetris(BasePolicy):
 
     def _rows_of(self, view: ClusterView, jobs: list[JobView], ids: Iterable[str]) -> np.ndarray:
         """The table rows of waiting ``jobs`` (whose ids, in the same order, are ``ids``), made where missing."""
-        get = self._slot.get
-        at = [get(i, -1) for i in ids]
-        if -1 in at:
-            at = [i if i >= 0 else self._row(view, jobs[k]) for k, i in enumerate(at)]
-        return self._table[np.array(at, dtype=np.int64)]
+        ids = ids if isinstance(ids, list) else list(ids)
+        if not ids:
+            return self._table[np.zeros(0, dtype=np.int64)]
+        try:  # (every row made already, the usual case: one C-level look-up of all of them)
+            at = itemgetter(*ids)(self._slot)
+            at = [at] if len(ids) == 1 else at
+        except KeyError:
+            get = self._slot.get
+            at = [i if (i := get(j, -1)) >= 0 else self._row(view, jobs[k]) for k, j in enumerate(ids)]
+        return self._table[np.fromiter(at, dtype=np.int64, count=len(ids))]
 
     def _remaining(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray | None = None) -> np.ndarray:
         """Remaining seconds of waiting ``jobs``: :meth:`SRTF.remaining <.srtf.SRTF.remaining>`
@@ -262,13 +280,14 @@ class Tetris(BasePolicy):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
+        self._checked = False
         if self.fairness <= 0 and self._nothing_fits(view):  # (the fairness book must see every round)
             return []
         waiting = list(waiting_in_order(view))
         if not waiting:
             return []
         ids = view.pending.keys() if not view.paused else {j.id for j in waiting}
-        if not self._in_step(view, ids, len(waiting)):
+        if not self._checked and not self._in_step(view, ids, len(waiting)):
             self._by_shape, self._indexed = {}, {}  # out of step (e.g. a refused start): rebuilt
             for job in waiting:
                 self._index(view, job)

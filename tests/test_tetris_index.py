@@ -1,0 +1,64 @@
+"""Tetris' index of the waiting jobs by shape (issue 18): kept in step with the queue without a pass over
+it, including when the scheduler refuses a start the policy planned."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Set as AbstractSet
+
+from cohabit.engine.apply import ActionError
+from cohabit.engine.loop import Scheduler
+from cohabit.engine.record import EventKind
+from cohabit.engine.view import ClusterView
+from cohabit.policies.tetris import Tetris
+from cohabit.report.fingerprint import fingerprint
+from cohabit.report.metrics import compute_metrics
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.runner import config_for
+
+
+class _Refusing(Scheduler):
+    """Refuses the first start of every third job, as a cluster may refuse a placement."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)  # type: ignore[arg-type]
+        self.refused: set[str] = set()
+
+    def _start(self, action):  # type: ignore[no-untyped-def,override]
+        if zlib.crc32(action.job.encode()) % 3 == 0 and action.job not in self.refused:
+            self.refused.add(action.job)
+            raise ActionError(f"{action.job}: refused (test)")
+        super()._start(action)
+
+
+class _Compared(Tetris):
+    """Compares the index with the queue in full every round (the check before it was incremental)."""
+
+    def _in_step(self, view: ClusterView, waiting_ids: AbstractSet[str], count: int) -> bool:
+        return view is self._view and count == len(self._indexed) and self._indexed.keys() >= waiting_ids
+
+
+def _cluster():  # type: ignore[no-untyped-def]
+    from cohabit.spec import cluster_from_arg
+
+    return cluster_from_arg("muri-n8g8")
+
+
+def _run(policy: Tetris):  # type: ignore[no-untyped-def]
+    from cohabit.sim.traces import load_trace
+
+    jobs = load_trace("philly_82k", "philly", limit=400).jobs
+    cluster = _cluster()
+    sched = _Refusing(cluster, policy, SimBackend(jobs, config_for(cluster, None)))
+    result = sched.run([j.spec for j in jobs])
+    return result, sched.refused
+
+
+def test_a_refused_start_puts_the_job_back_in_the_index() -> None:
+    got, refused = _run(Tetris())
+    want, refused_too = _run(_Compared())
+    assert refused and refused == refused_too
+    assert sum(e.kind is EventKind.ACTION_REJECTED for e in got.record) == len(refused)
+    cap = _cluster().capacity
+    assert fingerprint(got.record, compute_metrics(got.record, cap)) == \
+        fingerprint(want.record, compute_metrics(want.record, cap))
