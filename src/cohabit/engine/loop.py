@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ from .ledger import Ledger
 from .live import JobSource, LiveControl
 from .oracle import Oracle
 from .record import EventKind, Record
+from .series import MetricSeries
 from .state import JobState, check_transition
 from .view import ClusterView
 from .waiting import Waiting
@@ -39,6 +41,7 @@ __all__ = ["IDLE_TICKS", "ActionError", "RunResult", "Scheduler"]
 
 
 _USED = BackendEventKind.USED
+_REPORTS = BackendEventKind.REPORTS
 
 
 #: Idle policy ticks in a row (nothing waits, empty plans) before the next ones are spaced out.
@@ -341,7 +344,46 @@ class Scheduler(ActionHandlers, LiveControl):
                 rest.append(ev)
         return rest
 
+    def _on_reports(self, ev: BackendEvent) -> None:
+        """A ``REPORTS`` batch (several jobs' periodic reports at one time, columns): each running job's
+        report is folded as a ``PROGRESS`` event with metrics ``{"loss": ...}`` would be, without building
+        one; the record keeps them as one row (``Record.append_reports``). A job with a completion
+        criterion takes the event path (its report may end it, after its progress is recorded)."""
+        d = ev.data
+        now = self.now
+        running, hook, view, rec = self.running, self._hook_progress, self.view, self.record
+        jobs: list[str] = []
+        iters = array("d")
+        iter_time = array("d")
+        for jid, it, itt, loss in zip(d["jobs"], d["iterations"], d["iter_time"], d["loss"]):
+            job = running.get(jid)
+            if job is None:
+                continue  # stale: paused or stopped after the backend scheduled this
+            if job._criterion is not None:
+                rec.append_reports(now, jobs, iters, iter_time)  # (in order: these came first)
+                jobs, iters, iter_time = [], array("d"), array("d")
+                self._on_backend_event(BackendEvent(now, BackendEventKind.PROGRESS, jid,
+                                                    {"iterations": it, "iter_time": itt, "metrics": {"loss": loss}}))
+                continue
+            job._settle(now)
+            job._iters = it
+            job._report_time = now
+            job._iter_time = itt
+            m = job._metrics.get("loss")
+            if m is None:
+                m = job._metrics["loss"] = MetricSeries()
+            m.add(it, loss)
+            jobs.append(jid)
+            iters.append(it)
+            iter_time.append(itt)
+            if hook is not None:
+                hook(job, view)
+        rec.append_reports(now, jobs, iters, iter_time)
+
     def _on_backend_event(self, ev: BackendEvent) -> None:
+        if ev.kind is _REPORTS:
+            self._on_reports(ev)
+            return
         job = self.running.get(ev.job)
         if job is None:
             return  # stale: the job was paused or stopped after the backend scheduled this
@@ -355,7 +397,10 @@ class Scheduler(ActionHandlers, LiveControl):
                 job._comp_time = split.get("compute_s", job._comp_time)
                 job._comm_time = split.get("comm_s", job._comm_time)
             for name, value in ev.data.get("metrics", {}).items():
-                job._metrics.setdefault(name, []).append((job._iters, float(value)))
+                m = job._metrics.get(name)
+                if m is None:
+                    m = job._metrics[name] = MetricSeries()
+                m.add(job._iters, float(value))
             self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time,
                                **split)
             if job._criterion is not None:

@@ -129,17 +129,16 @@ class JobModels:
 
     # -- observations
     def observe(self, job: JobView) -> None:
-        """Fold one report in: the loss points into the job's fit (:meth:`LossFits.update`), the
-        measured speed into its speed model. Called on every report, so it does only that: the
-        estimates a decision reads are derived from the fit when a snapshot needs them."""
+        """Fold one report in: the measured speed into the job's speed model; its loss history is
+        followed (:meth:`LossFits.follow`: the points appended are folded in when a round reads the
+        fit). Called on every report, so it does only that: the estimates a decision reads are
+        derived from the fit when a snapshot needs them."""
         jid = job.id
-        pts = self._losses.get(jid)
-        if pts is None:  # the job's loss history: one list the engine appends to
+        if jid not in self._losses:  # the job's loss history: one list the engine appends to
             pts = job.metrics.get("loss")
-            if pts is not None:
+            if pts:
                 self._losses[jid] = pts
-        if pts:
-            self.loss.fold(jid, pts)  # fitted when a round reads the curve
+                self.loss.follow(jid, pts)  # folded in and fitted when a round reads the curve
         it = job.iter_time
         if it:
             placement = job.placement
