@@ -15,7 +15,8 @@ from cohabit.engine.record import Record
 from cohabit.policies import FIFO, make_policy
 from cohabit.report.fingerprint import fingerprint
 from cohabit.report.metrics import compute_metrics
-from cohabit.sim.backend import SimBackend, report_grid_after
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.report_grid import report_grid_after
 from cohabit.sim.runner import simulate
 from cohabit.sim.traces import load_trace
 from cohabit.spec import preset
@@ -192,3 +193,29 @@ def test_a_horizon_that_only_rows_of_reports_pass_ends_the_metrics_there():
         a = compute_metrics(rows, {"gpu": 1.0}, horizon=horizon).to_json()
         b = compute_metrics(flat, {"gpu": 1.0}, horizon=horizon).to_json()
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+
+
+def test_each_batched_report_has_the_speed_of_the_jobs_first_report_and_its_truths_loss(monkeypatch):
+    """While a job is on the grid its speed is the one its first-iteration report measured: a batch
+    that mixed up members' columns (jobs join and leave all the time here) would show another speed."""
+    import cohabit.sim.runner as runner
+
+    made: list[_Recording] = []
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend", lambda *a, **k: made.append(_Recording(real(*a, **k))) or made[-1])
+    jobs = load_trace("tiresias_480", "tiresias").jobs[:80]
+    simulate(jobs, preset("tiresias"), make_policy("slaq"))
+    be, seen = made[0].inner, made[0].seen
+    measured: dict[str, float] = {}
+    checked = 0
+    for t, e in seen:
+        if e.kind is BackendEventKind.PROGRESS:
+            measured[e.job] = e.data["iter_time"]
+        elif e.kind is BackendEventKind.REPORTS:
+            d = e.data
+            for j, it, itt, loss in zip(d["jobs"], d["iterations"], d["iter_time"], d["loss"]):
+                truth = be._truth[j]
+                assert itt == measured[j], (t, j)
+                assert loss == truth.loss_at(it / truth.iterations, j), (t, j)
+                checked += 1
+    assert checked > 500

@@ -44,6 +44,7 @@ from .physics import (SimConfig, consolidation_factor, graph_traffic_mb, replica
 from .pollux_goodput import PolluxWork, RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .profiles.pollux import POLLUX_APPS
+from .report_grid import ReportGrid
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, job_gpus, ps_levels, restoring, trace_level
 
@@ -56,7 +57,7 @@ _GRID_KEY = ""
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
                  "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
-                 "host", "split", "host_factors", "gpus", "grid_due", "loss_abc")
+                 "host", "split", "host_factors", "gpus")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -83,8 +84,6 @@ class _Run:
         self.split: tuple[float, float] | None = None  # physics local: (compute_s, comm_s) per iteration now
         self.host_factors: tuple[float, float] | None = None  # physics local: (f_cpu, f_link) now
         self.gpus: float | None = None  # usage.job_gpus on alloc (cached)
-        self.grid_due = math.inf  # its next report on the shared report grid (while in SimBackend._grid)
-        self.loss_abc: tuple[float, float, float] | None = None  # its truth's loss-curve parameters (cached)
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -126,8 +125,8 @@ class SimBackend:
         self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
         self._used: list[BackendEvent] = []  # USED events not yet returned by advance
         #: jobs reporting on the shared grid (after their first-iteration report at their current speed),
-        #: in the order they joined; the grid time of the one heap entry standing for them (None: none)
-        self._grid: dict[str, _Run] = {}
+        #: and the grid time of the one heap entry standing for them (None: none)
+        self._grid: ReportGrid | None = None  # made at the first join (``cfg`` may be replaced until then)
         self._grid_next: float | None = None
         #: megabytes task-graph jobs sent between nodes (MLFS's bandwidth cost), per job
         self.net_mb: dict[str, float] = {}
@@ -220,7 +219,8 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
-        self._grid.pop(job, None)
+        if self._grid is not None:
+            self._grid.leave(job)
         if self.cfg.blocking_halts and checkpoint and run.t0 > now:  # still starting: it must come up first
             self._halting_until = max(self._halting_until, now) + (run.t0 - now)
         self._report_use(run, now)
@@ -343,7 +343,8 @@ class SimBackend:
                 run.rate = run.solo * factor
             self._seq += 1
             run.version = self._seq  # globally unique: a relaunched job never matches stale entries
-            self._grid.pop(jid, None)  # it reports again after its first iteration at the new speed
+            if self._grid is not None:
+                self._grid.leave(jid)  # it reports again after its first iteration at the new speed
             remaining = max(run.truth.iterations - run.done, 0.0)
             finish = run.t0 + remaining / run.rate
             self._push(finish, _FINISH, jid, run.version)
@@ -490,71 +491,38 @@ class SimBackend:
     def _valid(self, entry: tuple[float, int, int, str, int]) -> bool:
         run = self._runs.get(entry[3])
         if run is None:
-            return entry[3] == _GRID_KEY and bool(self._grid)
+            return entry[3] == _GRID_KEY and bool(self._grid)  # (the grid entry: while it has members)
         return run.version == entry[4]
 
-    def _join_grid(self, run: _Run, t: float, finish: float) -> None:
-        """``run`` reports next at the first grid time after ``t`` (if before it finishes)."""
+    def _join_grid(self, run: _Run, t: float) -> None:
+        """``run`` reports next on the grid, at its first time after ``t`` (if before it finishes)."""
         every = self.cfg.report_interval_s
         assert every is not None
-        due = report_grid_after(t, every)
-        if due >= finish - _EPS:
-            return
-        run.grid_due = due
-        self._grid[run.spec.id] = run
-        if self._grid_next is None or due < self._grid_next - _EPS:
+        grid = self._grid
+        if grid is None or grid.every != every:
+            grid = self._grid = ReportGrid(every)
+        plain = run.goodput is None and run.speed is None and run.split is None and run.spec.graph is None
+        due = grid.join(run.spec.id, run, t, done0=run.done, t0=run.t0, rate=run.rate,
+                        total=float(run.truth.iterations), loss=run.truth.loss_parameters(run.spec.id), plain=plain)
+        if due is not None and (self._grid_next is None or due < self._grid_next - _EPS):
             self._grid_next = due
             self._push(due, _PROGRESS, _GRID_KEY, 0)
 
     def _grid_reports(self, t: float, events: list[BackendEvent]) -> None:
-        """The reports of every grid member due at ``t``, in one pass: plain jobs (loss only) as one
-        ``REPORTS`` batch (columns ``jobs``, ``iterations``, ``iter_time``, ``loss``), the others as
-        their own ``PROGRESS`` events (the same data as a first-iteration report)."""
-        if self._grid_next is None or abs(t - self._grid_next) > _EPS:
+        """The reports of every grid member due at ``t``, in one pass (``ReportGrid.reports``): plain jobs
+        (loss only) as one ``REPORTS`` batch (columns ``jobs``, ``iterations``, ``iter_time``, ``loss``),
+        the others as their own ``PROGRESS`` events (the same data as a first-iteration report)."""
+        if self._grid is None or self._grid_next is None or abs(t - self._grid_next) > _EPS:
             return  # a stale entry (the grid moved earlier)
+        jobs, iters, iter_time, loss, other, soonest = self._grid.reports(t)
         self._grid_next = None
-        every = self.cfg.report_interval_s
-        assert every is not None
-        nxt = report_grid_after(t, every)
-        jobs: list[str] = []
-        iters: list[float] = []
-        iter_time: list[float] = []
-        loss: list[float] = []
-        gone: list[str] = []
-        soonest = math.inf
-        for jid, run in self._grid.items():
-            if run.grid_due > t + _EPS:
-                soonest = min(soonest, run.grid_due)
-                continue
-            total = float(run.truth.iterations)
-            rate = run.rate
-            finish = run.t0 + (total - run.done) / rate
-            if t >= finish - _EPS:  # its finish is due now or earlier: that is its report
-                gone.append(jid)
-                continue
-            done = run.done + (t - run.t0) * rate if t > run.t0 else run.done
-            if run.goodput is None and run.speed is None and run.split is None and run.spec.graph is None:
-                abc = run.loss_abc
-                if abc is None:
-                    abc = run.loss_abc = run.truth.loss_parameters(jid)
-                f = done / total
-                jobs.append(jid)
-                iters.append(done)
-                iter_time.append(1.0 / rate)
-                loss.append(1.0 / (abc[0] * (f if f < 1.0 else 1.0) + abc[1]) + abc[2])
-            else:
-                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, self._report_data(run, done, total)))
-            if nxt < finish - _EPS:
-                run.grid_due = nxt
-                soonest = min(soonest, nxt)
-            else:
-                gone.append(jid)
-        for jid in gone:
-            del self._grid[jid]
+        for run, done in other:
+            events.append(BackendEvent(t, BackendEventKind.PROGRESS, run.spec.id,
+                                       self._report_data(run, done, float(run.truth.iterations))))
         if jobs:
             events.append(BackendEvent(t, BackendEventKind.REPORTS, _GRID_KEY,
                                        {"jobs": jobs, "iterations": iters, "iter_time": iter_time, "loss": loss}))
-        if soonest < math.inf:
+        if soonest is not None:
             self._grid_next = soonest
             self._push(soonest, _PROGRESS, _GRID_KEY, 0)
 
@@ -633,7 +601,7 @@ class SimBackend:
                 total = float(run.truth.iterations)
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, self._report_data(run, done, total)))
                 if self.cfg.report_interval_s is not None:  # then periodically, on the shared grid
-                    self._join_grid(run, t, run.t0 + (total - run.done) / run.rate)
+                    self._join_grid(run, t)
         if self._used:
             events = self._used + events
             self._used = []
@@ -641,14 +609,6 @@ class SimBackend:
 
     def close(self) -> None:
         pass
-
-
-def report_grid_after(t: float, every: float) -> float:
-    """The next periodic report time after ``t``: the first global multiple of ``every`` later than ``t``
-    (a multiple within 1e-9 of ``t`` counts as ``t`` itself). Every running job reports on this one grid,
-    as agents that push metrics to a round-based scheduler that reads the latest at its round: the jobs'
-    reports land in one turn and the policy decides once per grid time, not once per job's own clock."""
-    return (math.floor(t / every + 1e-9) + 1) * every
 
 
 def _leave(occupancy: dict[Any, set[str]], keys: Iterable[Any], job: str, touched: set[str]) -> None:
