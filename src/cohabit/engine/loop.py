@@ -351,17 +351,22 @@ class Scheduler(ActionHandlers, LiveControl):
         criterion takes the event path (its report may end it, after its progress is recorded)."""
         d = ev.data
         now = self.now
-        running, hook, view, rec = self.running, self._hook_progress, self.view, self.record
-        jobs: list[str] = []
-        iters = array("d")
-        iter_time = array("d")
-        for jid, it, itt, loss in zip(d["jobs"], d["iterations"], d["iter_time"], d["loss"]):
+        running, view = self.running, self.view
+        # a policy may take the batch's jobs in one call (``on_reports(jobs, view)``, after all are folded)
+        many = getattr(self.policy, "on_reports", None)
+        hook = self._hook_progress if many is None else None
+        folded: list[JobView] = []
+        ids, iters, iter_times = d["jobs"], d["iterations"], d["iter_time"]
+        start = 0  # the reports from here on are not recorded yet
+        skipped: list[int] = []  # of those, the stale ones
+        for i, (jid, it, itt, loss) in enumerate(zip(ids, iters, iter_times, d["loss"])):
             job = running.get(jid)
             if job is None:
-                continue  # stale: paused or stopped after the backend scheduled this
+                skipped.append(i)  # stale: paused or stopped after the backend scheduled this
+                continue
             if job._criterion is not None:
-                rec.append_reports(now, jobs, iters, iter_time)  # (in order: these came first)
-                jobs, iters, iter_time = [], array("d"), array("d")
+                self._record_reports(ids, iters, iter_times, start, i, skipped)  # (in order: these came first)
+                start, skipped = i + 1, []
                 self._on_backend_event(BackendEvent(now, BackendEventKind.PROGRESS, jid,
                                                     {"iterations": it, "iter_time": itt, "metrics": {"loss": loss}}))
                 continue
@@ -373,12 +378,26 @@ class Scheduler(ActionHandlers, LiveControl):
             if m is None:
                 m = job._metrics["loss"] = MetricSeries()
             m.add(it, loss)
-            jobs.append(jid)
-            iters.append(it)
-            iter_time.append(itt)
             if hook is not None:
                 hook(job, view)
-        rec.append_reports(now, jobs, iters, iter_time)
+            elif many is not None:
+                folded.append(job)
+        self._record_reports(ids, iters, iter_times, start, len(ids), skipped)
+        if folded:
+            many(folded, view)
+
+    def _record_reports(self, ids: list[str], iters: list[float], iter_times: list[float], start: int, stop: int,
+                        skipped: list[int]) -> None:
+        """Record the reports ``start:stop`` of a batch but the ``skipped`` ones, as one row."""
+        if skipped:
+            gone = set(skipped)
+            keep = [i for i in range(start, stop) if i not in gone]
+            self.record.append_reports(self.now, [ids[i] for i in keep], array("d", [iters[i] for i in keep]),
+                                       array("d", [iter_times[i] for i in keep]))
+        elif start < stop:
+            whole = start == 0 and stop == len(ids)
+            self.record.append_reports(self.now, ids if whole else ids[start:stop], array("d", iters[start:stop]),
+                                       array("d", iter_times[start:stop]))
 
     def _on_backend_event(self, ev: BackendEvent) -> None:
         if ev.kind is _REPORTS:

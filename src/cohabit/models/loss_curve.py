@@ -295,8 +295,8 @@ class LossFits:
         start = t.n_seen
         if n <= start:
             return
-        for i in range(max(start, 1), n):
-            (k1, l1), (k2, l2) = points[i - 1], points[i]
+        new = points[max(start, 1) - 1:n]  # (one slice: the followed history may be a MetricSeries)
+        for (k1, l1), (k2, l2) in zip(new, new[1:]):
             if k2 > k1:
                 rate = (l1 - l2) / (k2 - k1)
                 t.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept

@@ -64,7 +64,7 @@ counts to a plan live in :mod:`.targets` (:func:`~.targets.greedy_by_value`,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -133,27 +133,35 @@ class JobModels:
         followed (:meth:`LossFits.follow`: the points appended are folded in when a round reads the
         fit). Called on every report, so it does only that: the estimates a decision reads are
         derived from the fit when a snapshot needs them."""
-        jid = job.id
-        if jid not in self._losses:  # the job's loss history: one list the engine appends to
-            pts = job.metrics.get("loss")
-            if pts:
-                self._losses[jid] = pts
-                self.loss.follow(jid, pts)  # folded in and fitted when a round reads the curve
-        it = job.iter_time
-        if it:
+        self.observe_many((job,))
+
+    def observe_many(self, jobs: Iterable[JobView]) -> None:
+        """:meth:`observe` of each of ``jobs`` (one call for a batch of reports)."""
+        losses, last_speed = self._losses, self._last_speed
+        for job in jobs:
+            jid = job.id
+            if jid not in losses:  # the job's loss history: one list the engine appends to
+                pts = job.metrics.get("loss")
+                if pts:
+                    losses[jid] = pts
+                    self.loss.follow(jid, pts)  # folded in and fitted when a round reads the curve
+            it = job.iter_time
+            if not it:
+                continue
             placement = job.placement
-            last = self._last_speed.get(jid)
+            last = last_speed.get(jid)
             # the same placement and iteration time as the last observation: SpeedModel.observe of the
             # same (workers, speed) again would change nothing
-            if last is None or last[0] is not placement or last[1] != it:
-                self._last_speed[jid] = (placement, it)
-                w = job.n_workers
-                if w > 0:
-                    m = self._speed.get(jid)
-                    if m is None:
-                        m = self._speed[jid] = SpeedModel(speed_mode(job))
-                    if m.observe(job.spec.num_ps, w, 1.0 / it):
-                        self._abc.pop(jid, None)
+            if last is not None and last[0] is placement and last[1] == it:
+                continue
+            last_speed[jid] = (placement, it)
+            w = job.n_workers
+            if w > 0:
+                m = self._speed.get(jid)
+                if m is None:
+                    m = self._speed[jid] = SpeedModel(speed_mode(job))
+                if m.observe(job.spec.num_ps, w, 1.0 / it):
+                    self._abc.pop(jid, None)
 
     def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
         """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
@@ -442,6 +450,10 @@ class ObservingPolicy(BasePolicy):
 
     def on_progress(self, job: JobView, view: ClusterView) -> None:
         self.models.observe(job)
+
+    def on_reports(self, jobs: Sequence[JobView], view: ClusterView) -> None:
+        """A batch of periodic reports (the simulator's report grid): :meth:`on_progress` of each."""
+        self.models.observe_many(jobs)
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self.models.forget(job)
