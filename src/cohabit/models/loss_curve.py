@@ -118,8 +118,8 @@ def _grid_fit(k: np.ndarray, y: np.ndarray, w: np.ndarray, cs: np.ndarray) -> tu
     z = 1.0 / r
     q = (r * r * w[None, :]) ** 2
     kk = k[None, :]
-    b0, b1 = _nnls2((q * kk * kk).sum(1), (q * kk).sum(1), q.sum(1), (q * kk * z).sum(1), (q * z).sum(1),
-                    (q * z * z).sum(1))
+    qk, qz = q * kk, q * z  # (shared products: the same arithmetic as q * kk * kk, q * kk * z, q * z * z)
+    b0, b1 = _nnls2((qk * kk).sum(1), qk.sum(1), q.sum(1), (qk * z).sum(1), qz.sum(1), (qz * z).sum(1))
     u = b0[:, None] * kk + b1[:, None]
     with np.errstate(divide="ignore"):
         pred = np.where(u > 0, 1.0 / np.where(u > 0, u, 1.0) + cs[:, None], np.inf)
