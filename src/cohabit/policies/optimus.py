@@ -496,7 +496,8 @@ class Optimus(ObservingPolicy):
         admitted at theirs in arrival order, then every elastic job grows by marginal gain.
         Event round: running jobs are left alone; waiting jobs are admitted into free room
         and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
-        :func:`admit_in_order` never reaches) get 0 without being looked at."""
+        :func:`admit_in_order` never reaches) are left out (0: not started) without being looked
+        at. The targets are in order: running jobs, then the waiting ones in queue order."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -519,10 +520,7 @@ class Optimus(ObservingPolicy):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
         stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
         n = np.where(stay, snap.cur, n)
-        targets = dict(zip(snap.ids, n.tolist()))
-        for job in waiting[len(considered):]:
-            targets[job.id] = 0
-        return targets
+        return dict(zip(snap.ids, n.tolist()))
 
     def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Workers added beyond ``base`` by the marginal-gain greedy.
@@ -543,7 +541,10 @@ class Optimus(ObservingPolicy):
 
     def _round(self, view: ClusterView, waiting: list[JobView], *, full: bool) -> Plan:
         targets = self.targets(view, waiting, full=full)
-        order = list(chain(view.running.values(), (job for job in waiting if targets.get(job.id))))
+        running = view.running
+        jobs = view.jobs
+        # (the waiting jobs with a target, in queue order: the targets' own order past the running jobs)
+        order = list(chain(running.values(), (jobs[jid] for jid, n in targets.items() if n and jid not in running)))
         return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
 
 
