@@ -129,3 +129,21 @@ def test_a_deferred_fit_is_the_fit_made_at_the_report_it_fell_due(recency) -> No
         assert (lazy.max_rate("j"), lazy.last_rate("j")) == (eager.max_rate("j"), eager.last_rate("j"))
     assert lazy.get("j") == eager.get("j")
     assert lazy.fits < eager.fits  # fits not read were skipped
+
+
+@pytest.mark.parametrize("recency", [None, 0.9])
+def test_a_followed_history_reads_as_a_fold_after_every_append(recency) -> None:
+    """``follow`` folds the appended points in only when read; what it reads (fit, drop rates) must be
+    what ``fold`` after every append gives, however many points were appended between reads."""
+    pts = curve_points(0.004, 1.0, 0.1, range(0, 30000, 60))
+    eager, lazy = LossFits(recency=recency), LossFits(recency=recency)
+    history: list[tuple[float, float]] = []
+    lazy.follow("j", history)
+    for i, p in enumerate(pts):
+        history.append(p)
+        eager.fold("j", history)
+        if i % 11 in (2, 3) or i > 480:  # reads now and then, sometimes on consecutive points
+            assert lazy.get("j") == eager.get("j")
+            assert (lazy.max_rate("j"), lazy.last_rate("j")) == (eager.max_rate("j"), eager.last_rate("j"))
+    assert lazy.get("j") == eager.get("j") and lazy.get("j") is not None
+    assert lazy.fits == eager.fits  # the same fits, at the same reads

@@ -49,12 +49,13 @@ def test_prefers_the_larger_predicted_reduction_per_unit_of_resource() -> None:
 def test_a_job_whose_loss_flattens_yields_to_a_new_one_and_the_slower_curve_keeps_it() -> None:
     # One GPU, epochs of 300 s, loss reports every 30 s, no restart cost. 3000 iterations of 1 s each.
     # A: l = 1/(k/100 + 1) + 0.1 (fast), B: l = 1/(k/600 + 1) + 0.1 (slow); tie at t=0 -> A (arrival).
-    # Round at t=301 (the first report after 300): A has a fit. Over the next epoch (300 iterations):
-    #   A: l(301) - l(601) = 1/4.01 - 1/7.01 = 0.106724; its largest drop per iteration so far was the
-    #      first report interval, (1/1.01 - 1/1.31) / 30 = 0.0075580 -> normalised 14.12;
+    # Reports: after the first iteration (t=1), then on the global 30-s grid (30, 60, ...).
+    # Round at t=300 (the grid's reports at 300): A has a fit. Over the next epoch (300 iterations):
+    #   A: l(300) - l(600) = 1/4 - 1/7 = 0.107143; its largest drop per iteration so far was the
+    #      first report interval, (1/1.01 - 1/1.30) / 29 = 0.0076161 -> normalised 14.07;
     #   B: new, each iteration counts 1 -> 300.  A is paused and B runs.
-    # Round at ~601: B done 300: (l(300) - l(600)) = 2/3 - 1/2 = 0.16667 over its best rate
-    #   (1/(1+1/600) - 1/(1+31/600)) / 30 = 0.0015821 -> 105.3 > A's 14.12: B keeps the GPU.
+    # Round at 600: B done 300: (l(300) - l(600)) = 2/3 - 1/2 = 0.16667 over its best rate
+    #   (1/(1+1/600) - 1/(1+30/600)) / 29 = 0.0015847 -> 105.2 > A's 14.07: B keeps the GPU.
     jobs = [job("A", 1, 3000, declare=False, curve=(30.0, 1.0, 0.1)),
             job("B", 1, 3000, declare=False, curve=(5.0, 1.0, 0.1))]
     pol = SLAQ(epoch=300.0, report_interval=30.0, restart_cost=0.0)
@@ -67,13 +68,13 @@ def test_a_job_whose_loss_flattens_yields_to_a_new_one_and_the_slower_curve_keep
     snap = pol.models.snapshot(view, [view.jobs["A"], view.jobs["B"]])
     import numpy as np
     gains = pol.predicted_gains(snap, np.array([[1], [1]]))[:, 0]
-    assert gains[0] == pytest.approx(0.106724 / 0.0075580, rel=0.01)
+    assert gains[0] == pytest.approx(0.107143 / 0.0076161, rel=0.001)
     assert gains[1] == pytest.approx(300.0)
 
     out = simulate(jobs, small_cluster(1, 1), SLAQ(epoch=300.0, report_interval=30.0, restart_cost=0.0),
                    config=NO_COST, strict=True)
     paused = [(e.time, e.job) for e in out.result.record if e.kind == EventKind.PAUSED]
-    assert paused[0] == (pytest.approx(301.0), "A")
+    assert paused[0] == (pytest.approx(300.0), "A")
     assert all(t > 900 for t, _ in paused[1:])  # B kept the GPU at the round near t=601 (and 901)
     assert out.metrics.jobs_finished == 2
 

@@ -30,6 +30,10 @@ class BackendEventKind(StrEnum):
     # interval [since, until]: data used ({resource: mean amount in capacity units}), since, until.
     # Recorded for metrics only; never shown to policies (no JobView field reads it).
     USED = "used"
+    # Several jobs' periodic reports at one time, as columns (the simulator's report grid): data jobs,
+    # iterations, iter_time, loss (one entry per job); each is what a PROGRESS event with metrics
+    # {"loss": ...} would carry. ``job`` is "" (the event is nobody's own).
+    REPORTS = "reports"
 
 
 @dataclass(frozen=True, slots=True)

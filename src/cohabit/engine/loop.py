@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from .ledger import Ledger
 from .live import JobSource, LiveControl
 from .oracle import Oracle
 from .record import EventKind, Record
+from .series import MetricSeries
 from .state import JobState, check_transition
 from .view import ClusterView
 from .waiting import Running, Waiting
@@ -39,6 +41,7 @@ __all__ = ["IDLE_TICKS", "ActionError", "RunResult", "Scheduler"]
 
 _USED = BackendEventKind.USED
 _UNKNOWN = object()
+_REPORTS = BackendEventKind.REPORTS
 
 
 #: Idle policy ticks in a row (nothing waits, empty plans) before the next ones are spaced out.
@@ -357,7 +360,65 @@ class Scheduler(ActionHandlers, LiveControl):
                 rest.append(ev)
         return rest
 
+    def _on_reports(self, ev: BackendEvent) -> None:
+        """A ``REPORTS`` batch (several jobs' periodic reports at one time, columns): each running job's
+        report is folded as a ``PROGRESS`` event with metrics ``{"loss": ...}`` would be, without building
+        one; the record keeps them as one row (``Record.append_reports``). A job with a completion
+        criterion takes the event path (its report may end it, after its progress is recorded)."""
+        d = ev.data
+        now = self.now
+        running, view = self.running, self.view
+        # a policy may take the batch's jobs in one call (``on_reports(jobs, view)``, after all are folded)
+        many = getattr(self.policy, "on_reports", None)
+        hook = self._hook_progress if many is None else None
+        folded: list[JobView] = []
+        ids, iters, iter_times = d["jobs"], d["iterations"], d["iter_time"]
+        start = 0  # the reports from here on are not recorded yet
+        skipped: list[int] = []  # of those, the stale ones
+        for i, (jid, it, itt, loss) in enumerate(zip(ids, iters, iter_times, d["loss"])):
+            job = running.get(jid)
+            if job is None:
+                skipped.append(i)  # stale: paused or stopped after the backend scheduled this
+                continue
+            if job._criterion is not None:
+                self._record_reports(ids, iters, iter_times, start, i, skipped)  # (in order: these came first)
+                start, skipped = i + 1, []
+                self._on_backend_event(BackendEvent(now, BackendEventKind.PROGRESS, jid,
+                                                    {"iterations": it, "iter_time": itt, "metrics": {"loss": loss}}))
+                continue
+            job._settle(now)
+            job._iters = it
+            job._report_time = now
+            job._iter_time = itt
+            m = job._metrics.get("loss")
+            if m is None:
+                m = job._metrics["loss"] = MetricSeries()
+            m.add(it, loss)
+            if hook is not None:
+                hook(job, view)
+            elif many is not None:
+                folded.append(job)
+        self._record_reports(ids, iters, iter_times, start, len(ids), skipped)
+        if folded:
+            many(folded, view)
+
+    def _record_reports(self, ids: list[str], iters: list[float], iter_times: list[float], start: int, stop: int,
+                        skipped: list[int]) -> None:
+        """Record the reports ``start:stop`` of a batch but the ``skipped`` ones, as one row."""
+        if skipped:
+            gone = set(skipped)
+            keep = [i for i in range(start, stop) if i not in gone]
+            self.record.append_reports(self.now, [ids[i] for i in keep], array("d", [iters[i] for i in keep]),
+                                       array("d", [iter_times[i] for i in keep]))
+        elif start < stop:
+            whole = start == 0 and stop == len(ids)
+            self.record.append_reports(self.now, ids if whole else ids[start:stop], array("d", iters[start:stop]),
+                                       array("d", iter_times[start:stop]))
+
     def _on_backend_event(self, ev: BackendEvent) -> None:
+        if ev.kind is _REPORTS:
+            self._on_reports(ev)
+            return
         job = self.running.get(ev.job)
         if job is None:
             return  # stale: the job was paused or stopped after the backend scheduled this
@@ -371,7 +432,10 @@ class Scheduler(ActionHandlers, LiveControl):
                 job._comp_time = split.get("compute_s", job._comp_time)
                 job._comm_time = split.get("comm_s", job._comm_time)
             for name, value in ev.data.get("metrics", {}).items():
-                job._metrics.setdefault(name, []).append((job._iters, float(value)))
+                m = job._metrics.get(name)
+                if m is None:
+                    m = job._metrics[name] = MetricSeries()
+                m.add(job._iters, float(value))
             self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time,
                                **split)
             if job._criterion is not None:

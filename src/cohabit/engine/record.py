@@ -18,7 +18,9 @@ scheduler-wide events) and a small ``data`` dict. Conventions, relied on by
 * ``action_rejected``: data ``action`` and ``reason`` (a policy asked for
   something impossible; the scheduler carried on).
 * ``decision``: data ``ms`` — wall time of one ``Policy.decide`` call.
-* ``progress``: data ``iterations`` and ``iter_time`` — observed telemetry.
+* ``progress``: data ``iterations`` and ``iter_time`` — observed telemetry. Several jobs' reports
+  at one time (the simulator's report grid) may be stored as one row of columns
+  (:meth:`Record.append_reports`); reading the record gives one ``progress`` event per job all the same.
 * ``used``: what the job actually used over ``[since, until]`` (data ``used``: resource name ->
   mean amount in capacity units, ``since``, ``until``; the event's time is when it was
   recorded, at or after ``until``). Allocation events say what the ledger *allocated*; these
@@ -87,8 +89,27 @@ class Event(NamedTuple):
 
 _KINDS: tuple[EventKind, ...] = tuple(EventKind)
 _CODE: dict[str, int] = {k: i for i, k in enumerate(_KINDS)}
+_PROGRESS_CODE = _CODE[EventKind.PROGRESS]
 #: Distinct nested values (allocation dicts, node lists) shared between events, at most this many.
 _SHARED_MAX = 1 << 16
+
+
+class _Reports:
+    """One row of the record holding several jobs' ``progress`` events at one time: the job ids and
+    their ``iterations`` and ``iter_time`` as arrays (about 24 bytes per report instead of ~130)."""
+
+    __slots__ = ("jobs", "iterations", "iter_time")
+
+    def __init__(self, jobs: list[str], iterations: array, iter_time: array) -> None:
+        self.jobs = jobs
+        self.iterations = iterations
+        self.iter_time = iter_time
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+_PROGRESS_KEYS = ("iterations", "iter_time")
 
 
 class Record:
@@ -100,9 +121,11 @@ class Record:
     with the same keys. Nested dicts and lists with hashable contents (``alloc``, ``demand``,
     ``nodes``, ``used``) are stored once per distinct content and shared by the events that
     carry them: read them, never change them. Iterating builds :class:`Event` objects on the fly.
+    Many jobs' ``progress`` events at one time can be one row (:meth:`append_reports`): ``len``
+    and iteration count and give them one by one.
     """
 
-    __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared")
+    __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared", "_n", "_report_rows")
 
     def __init__(self) -> None:
         self._time = array("d")
@@ -111,6 +134,8 @@ class Record:
         self._data: list[tuple[Any, ...] | None] = []
         self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._shared: dict[tuple[Any, ...], Any] = {}
+        self._n = 0  # events (a row of reports counts one per job)
+        self._report_rows = 0  # rows that hold several reports
 
     def append(self, time: float, kind: EventKind, job: str | None = None, **data: Any) -> None:
         times = self._time
@@ -121,6 +146,25 @@ class Record:
         self._kind.append(code)
         self._job.append(job)
         self._data.append(self._compact(data) if data else None)
+        self._n += 1
+
+    def append_reports(self, time: float, jobs: list[str], iterations: array, iter_time: array) -> None:
+        """``progress`` events of ``jobs`` at ``time`` (data ``iterations`` and ``iter_time``, one
+        entry per job), stored as one row; the lists are kept as given (the caller hands them over)."""
+        if not jobs:
+            return
+        if not len(jobs) == len(iterations) == len(iter_time):
+            raise ValueError(f"append_reports: {len(jobs)} jobs, {len(iterations)} iterations, "
+                             f"{len(iter_time)} iteration times")
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: progress at {time} after {times[-1]}")
+        times.append(time)
+        self._kind.append(_PROGRESS_CODE)
+        self._job.append(None)
+        self._data.append(_Reports(jobs, iterations, iter_time))  # type: ignore[arg-type]
+        self._n += len(jobs)
+        self._report_rows += 1
 
     def _compact(self, data: dict[str, Any]) -> tuple[Any, ...]:
         keys = tuple(data)
@@ -148,12 +192,40 @@ class Record:
     def _event(self, t: float, k: int, job: str | None, d: tuple[Any, ...] | None) -> Event:
         return Event(t, _KINDS[k], job, {} if d is None else dict(zip(d[-1], d)))
 
-    def _iter_from(self, start: int) -> Iterator[Event]:
-        kinds, ev = _KINDS, Event
+    def _iter_from(self, start: int, *, reports: bool = True) -> Iterator[Event]:
+        """Events from row ``start`` on (a row of reports gives one event per job; none when
+        ``reports`` is false: see :meth:`report_rows`)."""
+        kinds, ev, batch = _KINDS, Event, _Reports
+        progress = EventKind.PROGRESS
         n = len(self._time)
         for t, k, j, d in zip(self._time[start:n] if start else self._time, self._kind[start:n] if start else self._kind,
                               self._job[start:n] if start else self._job, self._data[start:n] if start else self._data):
+            if type(d) is batch:
+                if reports:
+                    for job, it, itt in zip(d.jobs, d.iterations, d.iter_time):  # type: ignore[union-attr]
+                        yield ev(t, progress, job, {"iterations": it, "iter_time": itt})
+                continue
             yield ev(t, kinds[k], j, {} if d is None else dict(zip(d[-1], d)))
+
+    def without_report_rows(self) -> Iterator[Event]:
+        """Every event except those stored in rows of reports (see :meth:`report_rows`)."""
+        return self._iter_from(0, reports=False)
+
+    def report_rows(self) -> list[tuple[float, int]]:
+        """``(time, number of progress events)`` of each row of reports, in order."""
+        if not self._report_rows:
+            return []
+        batch = _Reports
+        return [(self._time[i], len(d)) for i, d in enumerate(self._data) if type(d) is batch]  # type: ignore[arg-type]
+
+    def kind_counts(self) -> dict[EventKind, int]:
+        """Number of events of each kind present (rows of reports counted per job)."""
+        counts = [0] * len(_KINDS)
+        for k in self._kind:
+            counts[k] += 1
+        if self._report_rows:
+            counts[_PROGRESS_CODE] += sum(n - 1 for _, n in self.report_rows())
+        return {_KINDS[i]: c for i, c in enumerate(counts) if c}
 
     def _keep_last(self) -> None:
         """Forget every event but the last (a record that hands its events on: the service's store)."""
@@ -162,15 +234,20 @@ class Record:
             del self._kind[:-1]
             del self._job[:-1]
             del self._data[:-1]
+            last = self._data[0]
+            self._n = len(last) if type(last) is _Reports else 1  # type: ignore[arg-type]
+            self._report_rows = 1 if type(last) is _Reports else 0
 
     def __iter__(self) -> Iterator[Event]:
         return self._iter_from(0)
 
     def __len__(self) -> int:
-        return len(self._time)
+        return self._n
 
     def of_kind(self, *kinds: EventKind) -> list[Event]:
         codes = {_CODE[k] for k in kinds}
+        if self._report_rows and _PROGRESS_CODE in codes:
+            return [e for e in self if _CODE[e.kind] in codes]
         return [self._event(self._time[i], k, self._job[i], self._data[i])
                 for i, k in enumerate(self._kind) if k in codes]
 

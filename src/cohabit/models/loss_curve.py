@@ -118,8 +118,8 @@ def _grid_fit(k: np.ndarray, y: np.ndarray, w: np.ndarray, cs: np.ndarray) -> tu
     z = 1.0 / r
     q = (r * r * w[None, :]) ** 2
     kk = k[None, :]
-    b0, b1 = _nnls2((q * kk * kk).sum(1), (q * kk).sum(1), q.sum(1), (q * kk * z).sum(1), (q * z).sum(1),
-                    (q * z * z).sum(1))
+    qk, qz = q * kk, q * z  # (shared products: the same arithmetic as q * kk * kk, q * kk * z, q * z * z)
+    b0, b1 = _nnls2((qk * kk).sum(1), qk.sum(1), q.sum(1), (qk * z).sum(1), qz.sum(1), (qz * z).sum(1))
     u = b0[:, None] * kk + b1[:, None]
     with np.errstate(divide="ignore"):
         pred = np.where(u > 0, 1.0 / np.where(u > 0, u, 1.0) + cs[:, None], np.inf)
@@ -199,7 +199,7 @@ def _polish(k: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, ymin:
 
 
 class _Track:
-    __slots__ = ("n_fit", "curve", "n_seen", "max_rate", "last_rate", "due")
+    __slots__ = ("n_fit", "curve", "n_seen", "max_rate", "last_rate", "due", "points")
 
     def __init__(self) -> None:
         self.n_fit = 0
@@ -209,6 +209,7 @@ class _Track:
         self.last_rate = 0.0
         # a fit that fell due and is not done yet: (the append-only points list, how many of them)
         self.due: tuple[Points, int] | None = None
+        self.points: Points | None = None  # the job's append-only points, when followed (LossFits.follow)
 
 
 class LossFits:
@@ -275,6 +276,46 @@ class LossFits:
             t.due = (points, n)
             t.n_fit = n
 
+    def follow(self, job_id: str, points: Points) -> None:
+        """Follow the job's append-only ``points`` (the engine's metric history, which only grows by
+        appending): every point appended later is folded in when the job's fit or rates are next read,
+        exactly as :meth:`fold` called after each append would have (the rates between consecutive
+        points, and each fit that fell due on the first ``n`` points it fell due at), so a report costs
+        nothing until a round reads the job."""
+        t = self._tracks.get(job_id)
+        if t is None:
+            t = self._tracks[job_id] = _Track()
+        t.points = points
+
+    def _catch_up(self, t: _Track) -> None:
+        """Fold in the followed points appended since ``t`` last saw them, as :meth:`fold` at each count."""
+        points = t.points
+        assert points is not None
+        n = len(points)
+        start = t.n_seen
+        if n <= start:
+            return
+        new = points[max(start, 1) - 1:n]  # (one slice: the followed history may be a MetricSeries)
+        for (k1, l1), (k2, l2) in zip(new, new[1:]):
+            if k2 > k1:
+                rate = (l1 - l2) / (k2 - k1)
+                t.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
+                if t.last_rate > t.max_rate:
+                    t.max_rate = t.last_rate
+        t.n_seen = n
+        # the last count in (start, n] at which fold's due rule fires, given the fits before it
+        m = max(start + 1, self.min_points)
+        due = 0
+        while m <= n:
+            if not (m < self.dense and m > t.n_fit):
+                m = max(m, math.ceil(t.n_fit * (1 + self.growth) + 1))
+                if m > n:
+                    break
+            due = t.n_fit = m
+            m += 1
+        if due:
+            t.due = (points, due)
+
     def _fit_due(self, t: _Track) -> None:
         points, n = t.due  # type: ignore[misc]
         t.due = None
@@ -295,6 +336,8 @@ class LossFits:
         """The job's fit (done now if one fell due) and drop rates (``KeyError`` if none of its
         losses were folded in)."""
         t = self._tracks[job_id]
+        if t.points is not None:
+            self._catch_up(t)
         if t.due is not None:
             self._fit_due(t)
         return t
@@ -305,12 +348,20 @@ class LossFits:
     def max_rate(self, job_id: str) -> float:
         """Largest observed loss decrease per iteration (SLAQ's normaliser); 0 if unknown."""
         t = self._tracks.get(job_id)
-        return 0.0 if t is None else t.max_rate
+        if t is None:
+            return 0.0
+        if t.points is not None:
+            self._catch_up(t)
+        return t.max_rate
 
     def last_rate(self, job_id: str) -> float:
         """Loss decrease per iteration between the last two reports; 0 if unknown."""
         t = self._tracks.get(job_id)
-        return 0.0 if t is None else t.last_rate
+        if t is None:
+            return 0.0
+        if t.points is not None:
+            self._catch_up(t)
+        return t.last_rate
 
     def drop(self, job_id: str) -> None:
         self._tracks.pop(job_id, None)

@@ -64,7 +64,7 @@ counts to a plan live in :mod:`.targets` (:func:`~.targets.greedy_by_value`,
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -129,32 +129,39 @@ class JobModels:
 
     # -- observations
     def observe(self, job: JobView) -> None:
-        """Fold one report in: the loss points into the job's fit (:meth:`LossFits.update`), the
-        measured speed into its speed model. Called on every report, so it does only that: the
-        estimates a decision reads are derived from the fit when a snapshot needs them."""
-        jid = job.id
-        pts = self._losses.get(jid)
-        if pts is None:  # the job's loss history: one list the engine appends to
-            pts = job.metrics.get("loss")
-            if pts is not None:
-                self._losses[jid] = pts
-        if pts:
-            self.loss.fold(jid, pts)  # fitted when a round reads the curve
-        it = job.iter_time
-        if it:
+        """Fold one report in: the measured speed into the job's speed model; its loss history is
+        followed (:meth:`LossFits.follow`: the points appended are folded in when a round reads the
+        fit). Called on every report, so it does only that: the estimates a decision reads are
+        derived from the fit when a snapshot needs them."""
+        self.observe_many((job,))
+
+    def observe_many(self, jobs: Iterable[JobView]) -> None:
+        """:meth:`observe` of each of ``jobs`` (one call for a batch of reports)."""
+        losses, last_speed = self._losses, self._last_speed
+        for job in jobs:
+            jid = job.id
+            if jid not in losses:  # the job's loss history: one list the engine appends to
+                pts = job.metrics.get("loss")
+                if pts:
+                    losses[jid] = pts
+                    self.loss.follow(jid, pts)  # folded in and fitted when a round reads the curve
+            it = job.iter_time
+            if not it:
+                continue
             placement = job.placement
-            last = self._last_speed.get(jid)
+            last = last_speed.get(jid)
             # the same placement and iteration time as the last observation: SpeedModel.observe of the
             # same (workers, speed) again would change nothing
-            if last is None or last[0] is not placement or last[1] != it:
-                self._last_speed[jid] = (placement, it)
-                w = job.n_workers
-                if w > 0:
-                    m = self._speed.get(jid)
-                    if m is None:
-                        m = self._speed[jid] = SpeedModel(speed_mode(job))
-                    if m.observe(job.spec.num_ps, w, 1.0 / it):
-                        self._abc.pop(jid, None)
+            if last is not None and last[0] is placement and last[1] == it:
+                continue
+            last_speed[jid] = (placement, it)
+            w = job.n_workers
+            if w > 0:
+                m = self._speed.get(jid)
+                if m is None:
+                    m = self._speed[jid] = SpeedModel(speed_mode(job))
+                if m.observe(job.spec.num_ps, w, 1.0 / it):
+                    self._abc.pop(jid, None)
 
     def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
         """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
@@ -444,6 +451,10 @@ class ObservingPolicy(BasePolicy):
     def on_progress(self, job: JobView, view: ClusterView) -> None:
         self.models.observe(job)
 
+    def on_reports(self, jobs: Sequence[JobView], view: ClusterView) -> None:
+        """A batch of periodic reports (the simulator's report grid): :meth:`on_progress` of each."""
+        self.models.observe_many(jobs)
+
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self.models.forget(job)
         self._event = True
@@ -485,7 +496,8 @@ class Optimus(ObservingPolicy):
         admitted at theirs in arrival order, then every elastic job grows by marginal gain.
         Event round: running jobs are left alone; waiting jobs are admitted into free room
         and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
-        :func:`admit_in_order` never reaches) get 0 without being looked at."""
+        :func:`admit_in_order` never reaches) are left out (0: not started) without being looked
+        at. The targets are in order: running jobs, then the waiting ones in queue order."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -508,10 +520,7 @@ class Optimus(ObservingPolicy):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
         stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
         n = np.where(stay, snap.cur, n)
-        targets = dict(zip(snap.ids, n.tolist()))
-        for job in waiting[len(considered):]:
-            targets[job.id] = 0
-        return targets
+        return dict(zip(snap.ids, n.tolist()))
 
     def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Workers added beyond ``base`` by the marginal-gain greedy.
@@ -532,7 +541,10 @@ class Optimus(ObservingPolicy):
 
     def _round(self, view: ClusterView, waiting: list[JobView], *, full: bool) -> Plan:
         targets = self.targets(view, waiting, full=full)
-        order = list(chain(view.running.values(), (job for job in waiting if targets.get(job.id))))
+        running = view.running
+        jobs = view.jobs
+        # (the waiting jobs with a target, in queue order: the targets' own order past the running jobs)
+        order = list(chain(running.values(), (jobs[jid] for jid, n in targets.items() if n and jid not in running)))
         return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
 
 

@@ -24,7 +24,8 @@ def _ms(x: float | None) -> float | None:
 
 def fingerprint(record: Record, metrics: Metrics) -> dict[str, Any]:
     """The pinned numbers of one run (JSON-ready, comparable with ``==``)."""
-    counts = Counter(str(e.kind) for e in record)
+    counts = Counter({str(k): n for k, n in record.kind_counts().items()}) if isinstance(record, Record) \
+        else Counter(str(e.kind) for e in record)
     h = hashlib.sha256()
     jobs = metrics.jobs
     if jobs is not None:

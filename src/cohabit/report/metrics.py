@@ -250,7 +250,18 @@ def _scan_without_gc(record: Iterable[Any], names: Sequence[str], horizon: float
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _scan(record, names, horizon)
+        rows = record.report_rows() if isinstance(record, Record) else []
+        if not rows:
+            return _scan(record, names, horizon)
+        # progress events count for no metric: rows of them (Record.append_reports) are skipped, only
+        # their times can be the last one seen
+        p = _scan(record.without_report_rows(), names, horizon)  # type: ignore[union-attr]
+        cutoff = math.inf if horizon is None else horizon
+        if rows[-1][0] > cutoff:  # the pass over every event would have stopped at the horizon there
+            p.last_time = cutoff
+        elif p.last_time is not None and p.last_time < rows[-1][0]:
+            p.last_time = rows[-1][0]
+        return p
     finally:
         if was_enabled:
             gc.enable()

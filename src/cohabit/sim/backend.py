@@ -2,7 +2,10 @@
 
 Each running job accrues iterations at a rate from ``physics``; the backend
 keeps a heap of future events (first measured iteration -> a progress report;
-completion) and jumps time between them. Pause checkpoints all progress;
+completion) and jumps time between them. With ``report_interval_s`` set, every running job
+also reports on one shared grid (global multiples of the interval, after its first-iteration
+report): the reports due at a grid time come out of one pass as one ``REPORTS`` batch, so a
+policy that learns from periodic reports decides once per grid time, not once per job's clock. Pause checkpoints all progress;
 resume and migrate pay ``checkpoint_s + restore_s`` before progress continues.
 When jobs join or leave a shared GPU, the speeds of everyone on it change and
 their events are rescheduled. Parameter-server jobs with a ``PSTruth`` (Harmony)
@@ -41,11 +44,14 @@ from .physics import (SimConfig, consolidation_factor, graph_traffic_mb, replica
 from .pollux_goodput import PolluxWork, RunConfig, goodput_app, run_config
 from .profiles.pack import pack_step_time
 from .profiles.pollux import POLLUX_APPS
+from .report_grid import ReportGrid
 from .truth import JobTruth, TraceJob
 from .usage import device_factor, job_gpus, ps_levels, restoring, trace_level
 
 _FINISH, _PROGRESS, _EPOCH, _RATE, _BACKGROUND = 0, 1, 2, 3, 4
 _EPS = 1e-9
+#: the job field of the heap entry of a report-grid time (no job id is empty: ``JobSpec`` requires one)
+_GRID_KEY = ""
 
 
 class _Run:
@@ -119,6 +125,10 @@ class SimBackend:
         #: for naive co-location it counts stretched, overlapping phases)
         self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
         self._used: list[BackendEvent] = []  # USED events not yet returned by advance
+        #: jobs reporting on the shared grid (after their first-iteration report at their current speed),
+        #: and the grid time of the one heap entry standing for them (None: none)
+        self._grid: ReportGrid | None = None  # made at the first join (``cfg`` may be replaced until then)
+        self._grid_next: float | None = None
         #: megabytes task-graph jobs sent between nodes (MLFS's bandwidth cost), per job
         self.net_mb: dict[str, float] = {}
         self.now = 0.0
@@ -210,6 +220,8 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
+        if self._grid is not None:
+            self._grid.leave(job)
         if self.cfg.blocking_halts and checkpoint and run.t0 > now:  # still starting: it must come up first
             self._halting_until = max(self._halting_until, now) + (run.t0 - now)
         self._report_use(run, now)
@@ -335,6 +347,8 @@ class SimBackend:
                 run.rate = run.solo * factor
             self._seq += 1
             run.version = self._seq  # globally unique: a relaunched job never matches stale entries
+            if self._grid is not None:
+                self._grid.leave(jid)  # it reports again after its first iteration at the new speed
             remaining = max(run.truth.iterations - run.done, 0.0)
             finish = run.t0 + remaining / run.rate
             self._push(finish, _FINISH, jid, run.version)
@@ -481,13 +495,65 @@ class SimBackend:
 
     def _valid(self, entry: tuple[float, int, int, str, int]) -> bool:
         run = self._runs.get(entry[3])
-        return run is not None and run.version == entry[4]
+        if run is None:
+            return entry[3] == _GRID_KEY and bool(self._grid)  # (the grid entry: while it has members)
+        return run.version == entry[4]
+
+    def _join_grid(self, run: _Run, t: float) -> None:
+        """``run`` reports next on the grid, at its first time after ``t`` (if before it finishes)."""
+        every = self.cfg.report_interval_s
+        assert every is not None
+        grid = self._grid
+        if grid is None or grid.every != every:
+            grid = self._grid = ReportGrid(every)
+        plain = run.goodput is None and run.speed is None and run.split is None and run.spec.graph is None
+        due = grid.join(run.spec.id, run, t, done0=run.done, t0=run.t0, rate=run.rate,
+                        total=float(run.truth.iterations), loss=run.truth.loss_parameters(run.spec.id), plain=plain)
+        if due is not None and (self._grid_next is None or due < self._grid_next - _EPS):
+            self._grid_next = due
+            self._push(due, _PROGRESS, _GRID_KEY, 0)
+
+    def _grid_reports(self, t: float, events: list[BackendEvent]) -> None:
+        """The reports of every grid member due at ``t``, in one pass (``ReportGrid.reports``): plain jobs
+        (loss only) as one ``REPORTS`` batch (columns ``jobs``, ``iterations``, ``iter_time``, ``loss``),
+        the others as their own ``PROGRESS`` events (the same data as a first-iteration report)."""
+        if self._grid is None or self._grid_next is None or abs(t - self._grid_next) > _EPS:
+            return  # a stale entry (the grid moved earlier)
+        jobs, iters, iter_time, loss, other, soonest = self._grid.reports(t)
+        self._grid_next = None
+        for run, done in other:
+            events.append(BackendEvent(t, BackendEventKind.PROGRESS, run.spec.id,
+                                       self._report_data(run, done, float(run.truth.iterations))))
+        if jobs:
+            events.append(BackendEvent(t, BackendEventKind.REPORTS, _GRID_KEY,
+                                       {"jobs": jobs, "iterations": iters, "iter_time": iter_time, "loss": loss}))
+        if soonest is not None:
+            self._grid_next = soonest
+            self._push(soonest, _PROGRESS, _GRID_KEY, 0)
+
+    def _report_data(self, run: _Run, done: float, total: float) -> dict[str, Any]:
+        """What a job reports at a progress report with ``done`` of its ``total`` iterations."""
+        data: dict[str, Any] = {
+            "iterations": done, "iter_time": 1.0 / run.rate,
+            "metrics": {"loss": run.truth.loss_at(done / total, run.spec.id)},
+        }
+        if run.goodput is not None:  # what Pollux's agent reports: its batch, step times, gradient stats
+            data["metrics"].update(run.goodput.metrics(goodput_app(run.truth.app).limits))  # type: ignore[arg-type]
+        if run.speed is not None:  # the runtime's subtask timers
+            data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
+                        mem_gb=run.speed.mem_gb)
+        elif run.split is not None and run.spec.architecture == "ps":  # a real PS worker's subtask timers
+            data.update(compute_s=run.split[0], comm_s=run.split[1])
+        elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
+            data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
+        return data
 
     # ------------------------------------------------------------- time
     def next_event_time(self) -> float | None:
         heap = self._heap
         while heap and not self._valid(heap[0]):
-            heapq.heappop(heap)
+            if heapq.heappop(heap)[3] == _GRID_KEY:
+                self._grid_next = None  # the grid emptied: the next member to join schedules it again
         return heap[0][0] if heap else None
 
     def advance(self, until: float) -> tuple[float, list[BackendEvent]]:
@@ -505,8 +571,13 @@ class SimBackend:
         while heap and heap[0][0] <= t + _EPS:
             entry = heapq.heappop(heap)
             if not self._valid(entry):
+                if entry[3] == _GRID_KEY:
+                    self._grid_next = None
                 continue
             _, kind, _, jid, _ = entry
+            if jid == _GRID_KEY:
+                self._grid_reports(t, events)
+                continue
             run = self._runs[jid]
             if kind == _RATE:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
                 run = self._runs[jid]
@@ -530,28 +601,12 @@ class SimBackend:
                 data["metrics"]["loss"] = run.truth.loss_at(done / total, jid)
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
                 self._push_epoch(run, run.t0 + (total - run.done) / run.rate, t)
-            else:
+            else:  # the first iteration at this speed: its measured iteration time
                 done = run.done_at(t)
                 total = float(run.truth.iterations)
-                data = {
-                    "iterations": done, "iter_time": 1.0 / run.rate,
-                    "metrics": {"loss": run.truth.loss_at(done / total, jid)},
-                }
-                if run.goodput is not None:  # what Pollux's agent reports: its batch, step times, gradient stats
-                    data["metrics"].update(run.goodput.metrics(goodput_app(run.truth.app).limits))  # type: ignore[arg-type]
-                if run.speed is not None:  # the runtime's subtask timers
-                    data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
-                                mem_gb=run.speed.mem_gb)
-                elif run.split is not None and run.spec.architecture == "ps":  # a real PS worker's subtask timers
-                    data.update(compute_s=run.split[0], comm_s=run.split[1])
-                elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
-                    data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
-                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
-                every = self.cfg.report_interval_s
-                if every is not None:
-                    nxt = t + every
-                    if nxt < run.t0 + (total - run.done) / run.rate - _EPS:
-                        self._push(nxt, _PROGRESS, jid, run.version)
+                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, self._report_data(run, done, total)))
+                if self.cfg.report_interval_s is not None:  # then periodically, on the shared grid
+                    self._join_grid(run, t)
         if self._used:
             events = self._used + events
             self._used = []

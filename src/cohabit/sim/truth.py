@@ -178,8 +178,12 @@ class JobTruth:
         Without a ``loss_curve`` the parameters are drawn deterministically from the job id
         (a in [5, 30], b = 1, c in [0.05, 0.4]): synthetic but stable, so policies that learn
         from losses (Optimus, SLAQ) have a curve to fit."""
-        a, b, c = self.loss_curve if self.loss_curve is not None else default_loss_curve(job_id)
+        a, b, c = self.loss_parameters(job_id)
         return 1.0 / (a * min(max(fraction, 0.0), 1.0) + b) + c
+
+    def loss_parameters(self, job_id: str = "") -> tuple[float, float, float]:
+        """``(a, b, c)`` of :meth:`loss_at` for the job ``job_id``."""
+        return self.loss_curve if self.loss_curve is not None else default_loss_curve(job_id)
 
     def __post_init__(self) -> None:
         if self.iterations < 1:
