@@ -23,6 +23,13 @@ from .job import JobView
 _MISSING = object()
 
 
+def _absent(key: str, default: object) -> JobView:
+    """What ``pop(key, default)`` of a dict gives for a missing ``key``: ``default``, or ``KeyError``."""
+    if default is _MISSING:
+        raise KeyError(key)
+    return default  # type: ignore[return-value]
+
+
 class _Groups:
     """Insertion-ordered sub-dicts of a :class:`Waiting` by a key of each job, with read-only proxies."""
 
@@ -140,9 +147,7 @@ class Waiting(dict[str, JobView]):
 
     def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
         if key not in self:
-            if default is _MISSING:
-                raise KeyError(key)
-            return default  # type: ignore[return-value]
+            return _absent(key, default)
         job = super().pop(key)
         self._forget(key, job)
         del self._pos[key]
@@ -189,9 +194,7 @@ class Running(dict[str, JobView]):
 
     def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
         if key not in self:
-            if default is _MISSING:
-                raise KeyError(key)
-            return default  # type: ignore[return-value]
+            return _absent(key, default)
         job = super().pop(key)
         self._note(key)
         return job

@@ -211,6 +211,16 @@ class _Track:
         self.due: tuple[Points, int] | None = None
         self.points: Points | None = None  # the job's append-only points, when followed (LossFits.follow)
 
+    def take_rates(self, run: Points) -> None:
+        """Fold in the loss drop per iteration between each pair of consecutive points of ``run``
+        (the last point already seen, then the new ones): ``last_rate`` and ``max_rate``."""
+        for (k1, l1), (k2, l2) in zip(run, run[1:]):
+            if k2 > k1:
+                rate = (l1 - l2) / (k2 - k1)
+                self.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
+                if self.last_rate > self.max_rate:
+                    self.max_rate = self.last_rate
+
 
 class LossFits:
     """Per-job cache of loss-curve fits, refitted only when new loss reports arrived.
@@ -263,14 +273,7 @@ class LossFits:
         elif n == t.n_seen:
             return  # nothing new: no rate moves, and what was not due at n is not due now
         if n > t.n_seen:
-            start = max(t.n_seen, 1)
-            for i in range(start, n):
-                (k1, l1), (k2, l2) = points[i - 1], points[i]
-                if k2 > k1:
-                    rate = (l1 - l2) / (k2 - k1)
-                    t.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
-                    if t.last_rate > t.max_rate:
-                        t.max_rate = t.last_rate
+            t.take_rates(points[max(t.n_seen, 1) - 1:n])
             t.n_seen = n
         if n >= self.min_points and (n < self.dense and n > t.n_fit or n >= t.n_fit * (1 + self.growth) + 1):
             t.due = (points, n)
@@ -295,13 +298,7 @@ class LossFits:
         start = t.n_seen
         if n <= start:
             return
-        new = points[max(start, 1) - 1:n]  # (one slice: the followed history may be a MetricSeries)
-        for (k1, l1), (k2, l2) in zip(new, new[1:]):
-            if k2 > k1:
-                rate = (l1 - l2) / (k2 - k1)
-                t.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
-                if t.last_rate > t.max_rate:
-                    t.max_rate = t.last_rate
+        t.take_rates(points[max(start, 1) - 1:n])  # (one slice: the followed history may be a MetricSeries)
         t.n_seen = n
         # the last count in (start, n] at which fold's due rule fires, given the fits before it
         m = max(start + 1, self.min_points)
