@@ -81,11 +81,23 @@ def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | N
     """Reserve GPU share ``g`` on one node's device row (mutated); None if it does not fit.
 
     Whole GPUs take fully free devices (lowest index first); a fraction takes
-    the best-fitting device (least free space that still fits).
+    the best-fitting device (least free space that still fits) (:func:`take_from`).
     """
     if g <= EPS:
         return ()
     vals = row.tolist()  # a node has few GPUs: plain Python beats numpy calls here
+    got = take_from(vals, g)
+    if got:
+        for i, _ in got:
+            row[i] = vals[i]
+    return got
+
+
+def take_from(vals: list[float], g: float) -> tuple[tuple[int, float], ...] | None:
+    """:func:`take_devices` on a node's device row as a Python list (mutated; the same float arithmetic):
+    a caller placing several tasks on one node reads the row once and writes it back once."""
+    if g <= EPS:
+        return ()
     if g < 1.0 - EPS:
         best, room = -1, 2.0
         for i, x in enumerate(vals):
@@ -93,15 +105,36 @@ def take_devices(row: np.ndarray, g: float) -> tuple[tuple[int, float], ...] | N
                 best, room = i, x
         if best < 0:
             return None
-        row[best] -= g
+        vals[best] -= g
         return ((best, g),)
     k = int(round(g))
     whole = [i for i, x in enumerate(vals) if x >= 1.0 - EPS][:k]
     if len(whole) < k:
         return None
     for i in whole:
-        row[i] = 0.0
-    return tuple([(i, 1.0) for i in whole])
+        vals[i] = 0.0
+    return _WHOLE.get(tuple(whole)) or _whole(tuple(whole))
+
+
+#: device indices -> ``((i, 1.0), ...)``: the devices a whole-GPU task takes (one tuple per distinct set)
+_WHOLE: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
+
+
+def _whole(idx: tuple[int, ...]) -> tuple[tuple[int, float], ...]:
+    got = _WHOLE[idx] = tuple([(i, 1.0) for i in idx])
+    return got
+
+
+def task_slot(node: int, devices: tuple[tuple[int, float], ...]) -> TaskSlot:
+    """``TaskSlot(node, devices)``, one shared object per distinct slot (slots are immutable and compared by
+    value; making a frozen dataclass costs more than looking one up)."""
+    key = (node, devices)
+    hit = _SLOTS.get(key)
+    if hit is None:
+        if len(_SLOTS) > 65536:
+            _SLOTS.clear()
+        hit = _SLOTS[key] = TaskSlot(node, devices)
+    return hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +166,7 @@ class Allocation:
 
 class AllocationError(ValueError):
     pass
+
+
+#: (node, devices) -> the one TaskSlot of that value (see :func:`task_slot`)
+_SLOTS: dict[tuple[int, tuple[tuple[int, float], ...]], TaskSlot] = {}

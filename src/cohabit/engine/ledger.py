@@ -22,7 +22,7 @@ import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from ..spec.resources import Resources
-from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, refit, take_devices
+from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, refit, take_devices, take_from, task_slot
 from .ledger_groups import GroupLedger
 from .ledger_packs import PackLedger
 
@@ -251,18 +251,36 @@ class Ledger(GroupLedger, PackLedger):
                         f"job {job!r}: node {node} has {self.names[i]}={self.free[node, i]:g} free, needs {d[i]:g}"
                     )
         self._touch(per_node)
-        dev_backup = {node: self.device_free[node].copy() for node in per_node}
-        slots: list[TaskSlot] = []
-        try:
-            for node, d in zip(placement, demands):
-                slots.append(TaskSlot(node, self._take_devices(job, node, d)))
-        except AllocationError:
-            for node, row in dev_backup.items():
-                self.device_free[node] = row
-            raise
+        slots = self._take_all(job, placement, demands)
         for node, d in per_node.items():
             self.free[node] -= d
         return self._commit(job, slots, demands, per_node)
+
+    def _take_all(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> list[TaskSlot]:
+        """Each task's devices, in task order: :func:`~.alloc.take_from` on each node's device row read once
+        and written back once all fit (the same devices as :func:`~.alloc.take_devices` task by task);
+        all-or-nothing (``AllocationError`` leaves every device row as it was)."""
+        col = self._gpu_col
+        rows: dict[int, list[float]] = {}
+        slots: list[TaskSlot] = []
+        for node, d in zip(placement, demands):
+            g = d.item(col) if col is not None else 0.0
+            if g <= EPS:
+                slots.append(task_slot(node, ()))
+                continue
+            vals = rows.get(node)
+            if vals is None:
+                vals = rows[node] = self.device_free[node].tolist()
+            got = take_from(vals, g)
+            if got is None:
+                raise AllocationError(
+                    f"job {job!r}: node {node} cannot hold a GPU share of {g:g} "
+                    f"(device free fractions: {[round(float(x), 3) for x in vals if x >= 0]})"
+                )
+            slots.append(task_slot(node, got))
+        for node, vals in rows.items():
+            self.device_free[node] = vals
+        return slots
 
     def _total_of(self, demands: Sequence[np.ndarray]) -> Resources:
         """Sum of task demands; cached when the rows are the ledger's own (read-only, stable ids)."""
@@ -291,13 +309,26 @@ class Ledger(GroupLedger, PackLedger):
     def _commit(self, job: str, slots: list[TaskSlot], demands: Sequence[np.ndarray],
                 per_node: dict[int, np.ndarray], owned_total: Resources | None = None,
                 group: tuple[str, tuple[int, ...]] | None = None) -> Allocation:
+        node_jobs, dev_shares = self._node_jobs, self.dev_shares
+        counts: dict[int, list[int]] = {}  # node -> its row of dev_jobs as a list (written back once)
         for s in slots:
-            self._node_jobs.setdefault(s.node, set()).add(job)
+            node = s.node
+            held = node_jobs.get(node)
+            if held is None:
+                held = node_jobs[node] = set()
+            held.add(job)
             for dev, share in s.devices:
-                shares = self.dev_shares.setdefault((s.node, dev), {})
+                shares = dev_shares.get((node, dev))
+                if shares is None:
+                    shares = dev_shares[(node, dev)] = {}
                 if job not in shares:
-                    self.dev_jobs[s.node, dev] += 1
+                    row = counts.get(node)
+                    if row is None:
+                        row = counts[node] = self.dev_jobs[node].tolist()
+                    row[dev] += 1
                 shares[job] = shares.get(job, 0.0) + share  # two fractional tasks may share a device
+        for node, row in counts.items():
+            self.dev_jobs[node] = row
         total = owned_total if owned_total is not None else self._total_of(demands)
         alloc = Allocation(job, tuple(slots), total, group)
         self.allocations[job] = alloc
@@ -363,17 +394,6 @@ class Ledger(GroupLedger, PackLedger):
             self.free[node] -= rest
         return self._commit(job, slots, demands, per_node, owned_total=self._as_resources(sum(per_node.values())))
 
-    def _take_devices(self, job: str, node: int, d: np.ndarray) -> tuple[tuple[int, float], ...]:
-        g = float(d[self._gpu_col]) if self._gpu_col is not None else 0.0
-        got = take_devices(self.device_free[node], g)
-        if got is None:
-            row = self.device_free[node]
-            raise AllocationError(
-                f"job {job!r}: node {node} cannot hold a GPU share of {g:g} "
-                f"(device free fractions: {[round(float(x), 3) for x in row if x >= 0]})"
-            )
-        return got
-
     def release(self, job: str) -> list[str]:
         """Free ``job``'s allocation. Returns the time-sharing guests that inherited one of its
         GPUs (their owned allocation grew)."""
@@ -394,24 +414,33 @@ class Ledger(GroupLedger, PackLedger):
             return self._release_pack(job, alloc, per_node)
         devices = alloc.devices
         self._touch(set(per_node).union(k[0] for k in devices))
+        # each node's device rows as Python lists, read once and written back once (the same float sums)
+        dev_rows: dict[int, tuple[list[float], list[int]]] = {}
         for key in devices:
             shares = self.dev_shares.get(key)
             if shares is None or job not in shares:
                 continue
+            node, i = key
+            rows = dev_rows.get(node)
+            if rows is None:
+                rows = dev_rows[node] = (self.device_free[node].tolist(), self.dev_jobs[node].tolist())
             share = shares.pop(job)
-            self.dev_jobs[key] -= 1
-            guests = sorted(j for j, s in shares.items() if s == 0.0)
-            if share > 0 and guests:
+            rows[1][i] -= 1
+            guests = sorted(j for j, s in shares.items() if s == 0.0) if share > 0 and shares else None
+            if guests:
                 # a time-sharing guest stays on the device: it inherits the share
                 shares[guests[0]] = share
-                self._per_node[guests[0]].setdefault(key[0], np.zeros(len(self.names)))
-                self._per_node[guests[0]][key[0]] = self._per_node[guests[0]][key[0]] + self._gpu_row(share)
-                per_node[key[0]] = per_node[key[0]] - self._gpu_row(share)
+                self._per_node[guests[0]].setdefault(node, np.zeros(len(self.names)))
+                self._per_node[guests[0]][node] = self._per_node[guests[0]][node] + self._gpu_row(share)
+                per_node[node] = per_node[node] - self._gpu_row(share)
                 inheritors.append(guests[0])
             else:
-                self.device_free[key] += share
+                rows[0][i] += share
             if not shares:
                 del self.dev_shares[key]
+        for node, (dev_row, jobs_row) in dev_rows.items():
+            self.device_free[node] = dev_row
+            self.dev_jobs[node] = jobs_row
         for node, d in per_node.items():
             self.free[node] += d
         np.minimum(self.free, self.capacity, out=self.free)

@@ -18,15 +18,15 @@ for the shapes already tried.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..engine.actions import Placement
 from ..engine.job import JobView
-from ..engine.alloc import refit
-from ..engine.ledger import fit_counts, take_devices
+from ..engine.alloc import refit, take_from
+from ..engine.ledger import fit_counts
 from ..engine.view import ClusterView
 
 if TYPE_CHECKING:
@@ -154,34 +154,45 @@ class Draft:
 
     def reserve(self, job: JobView, placement: Placement) -> bool:
         """Take room for ``job`` on ``placement``; all-or-nothing. False if it does not fit (the draft is then
-        as it was: its memo of fits stays)."""
+        as it was: its memo of fits stays).
+
+        Each node's rows are read once as Python lists, its tasks taken from them in task order (the same
+        float subtractions and device choices, :func:`~cohabit.engine.alloc.take_from`, as one numpy
+        update per task), and written back only when every task fits."""
         self._dirty = True
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
-        nodes = sorted(set(placement))
-        saved = [(n, free[n].copy(), dev[n].copy()) for n in nodes]  # only the rows touched
         g = self.view.gpu_col
+        rows: dict[int, tuple[list[float], list[float]]] = {}
         for node, d in zip(placement, vecs):
-            row = free[node]
-            row -= d
-            got = take_devices(dev[node], d.item(g) if g is not None else 0.0)
-            if got is None or min(row.tolist()) < -1e-9:
-                for n, f_row, d_row in saved:
-                    free[n] = f_row
-                    dev[n] = d_row
+            hit = rows.get(node)
+            if hit is None:
+                hit = rows[node] = (free[node].tolist(), dev[node].tolist())
+            row, drow = hit
+            row[:] = [a - b for a, b in zip(row, d.tolist())]
+            if take_from(drow, d.item(g) if g is not None else 0.0) is None or min(row) < -1e-9:
                 return False
+        for node, (row, drow) in rows.items():
+            free[node] = row
+            dev[node] = drow
         assert self._total is not None
         self._total -= _task_sum(vecs)
+        self._refit_on(rows)
+        return True
+
+    def _refit_on(self, nodes: Collection[int]) -> None:
+        """The draft's own write changed the rows ``nodes`` only: its fits known are updated on them
+        (``alloc.refit``) and the nodes are recorded for fits derived from the ledger's later."""
         fits, touched = self._fits, self._touched
         if touched is not None:
             touched[1].update(nodes)
-        if fits:  # the fits known change on these nodes only
+        if fits:
+            free, dev = self._arrays()
             gc = self.view.gpu_col
             for k, (row, fit) in list(fits.items()):
                 new = refit(fit, free, dev, row, gc, nodes)
                 new.flags.writeable = False
                 fits[k] = (row, new)
-        return True
 
     def extra_held(self, job: JobView) -> np.ndarray | None:
         """What a running single-task ``job`` holds beyond its demand (a share raised by ``SetShare``),
@@ -208,21 +219,31 @@ class Draft:
 
     def give_back(self, job: JobView) -> None:
         """Return the room a running ``job`` holds (it is to be paused or moved in this plan),
-        including any share it holds beyond its demand."""
+        including any share it holds beyond its demand. Fits the draft knows are updated on the
+        job's nodes only (the rest of the draft did not change)."""
         alloc = self.view.allocation_of(job.id)
         if alloc is None:
             return
         self._dirty = True
-        self._forget_fits()
-        self.give_back_extra(job)
         free, dev = self._arrays()
+        self.give_back_extra(job)  # (drops the fits if it gives anything)
         vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)
+        rows: dict[int, tuple[list[float], list[float]]] = {}
         for slot, d in zip(alloc.slots, vecs):
-            free[slot.node] += d
+            node = slot.node
+            hit = rows.get(node)
+            if hit is None:
+                hit = rows[node] = (free[node].tolist(), dev[node].tolist())
+            row, drow = hit
+            row[:] = [a + b for a, b in zip(row, d.tolist())]
             for i, share in slot.devices:
-                dev[slot.node, i] += share
+                drow[i] += share
+        for node, (row, drow) in rows.items():
+            free[node] = row
+            dev[node] = drow
         self._total = free.sum(axis=0)
         self._no_room.clear()
+        self._refit_on(rows)
 
     def _total_now(self) -> np.ndarray:
         """Column sums of the draft's free capacity (the ledger's own, kept per version, until the draft
