@@ -116,6 +116,39 @@ def take_from(vals: list[float], g: float) -> tuple[tuple[int, float], ...] | No
     return _WHOLE.get(tuple(whole)) or _whole(tuple(whole))
 
 
+def take_many(vals: list[float], shares: list[float]) -> list[tuple[tuple[int, float], ...]] | None:
+    """:func:`take_from` for each of ``shares`` in turn on one node's device row ``vals`` (a job's tasks on
+    that node, in task order); None if one does not fit (``vals`` is then partly taken: the caller drops it).
+    Whole-GPU tasks take the lowest-index free devices one after the other, so when every share is whole
+    (or none) they are the consecutive runs of one list of the free devices: one scan for all."""
+    lo, hi = EPS, 1.0 - EPS
+    for g in shares:
+        if lo < g < hi:  # a fraction: best fit depends on what the tasks before took, task by task
+            out = []
+            for g in shares:
+                got = take_from(vals, g)
+                if got is None:
+                    return None
+                out.append(got)
+            return out
+    free = [i for i, x in enumerate(vals) if x >= hi]
+    ks = [int(round(g)) if g > lo else 0 for g in shares]
+    if sum(ks) > len(free):
+        return None
+    taken: list[tuple[tuple[int, float], ...]] = []
+    pos = 0
+    for k in ks:
+        if k == 0:
+            taken.append(())
+            continue
+        idx = tuple(free[pos:pos + k])
+        pos += k
+        for i in idx:
+            vals[i] = 0.0
+        taken.append(_WHOLE.get(idx) or _whole(idx))
+    return taken
+
+
 #: device indices -> ``((i, 1.0), ...)``: the devices a whole-GPU task takes (one tuple per distinct set)
 _WHOLE: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..spec.resources import Resources
 from . import actions as A
 from .backend import Unsupported
@@ -97,7 +99,7 @@ class ActionHandlers:
         if col is None:
             return 0.0
         spec = self.jobs[job_id].spec
-        return float(sum(v[col] for v in self._task_vectors(job_id, n_tasks - spec.num_ps)))
+        return _gpus_of(self._task_vectors(job_id, n_tasks - spec.num_ps), col)
 
     def _release(self: Scheduler, job_id: str) -> None:
         """Free a job's allocation; GPU time-sharing guests that inherit a device are recorded.
@@ -369,3 +371,22 @@ class ActionHandlers:
             self._end(job, JobState.CANCELLED, EventKind.CANCELLED, a.reason)
         else:
             self._end(job, JobState.STOPPED_EARLY, EventKind.STOPPED, a.reason)
+
+
+#: (GPU column, ids of a job's task rows) -> (the rows, their GPU sum): :func:`_gpus_of` of read-only rows
+_GPUS: dict[tuple[int, ...], tuple[list[np.ndarray], float]] = {}
+
+
+def _gpus_of(vectors: list[np.ndarray], col: int) -> float:
+    """The sum of the rows' GPU column, added in task order; kept per sequence of read-only rows (the
+    ledger's own, see ``Ledger.vector``: a start or resume asks it for the same few shapes again and again)."""
+    key = (col, *map(id, vectors))
+    hit = _GPUS.get(key)
+    if hit is not None:
+        return hit[1]
+    total = float(sum(v[col] for v in vectors))
+    if not any(v.flags.writeable for v in vectors):
+        if len(_GPUS) > 4096:
+            _GPUS.clear()
+        _GPUS[key] = (vectors, total)  # (keeps the rows alive: their ids stay theirs)
+    return total

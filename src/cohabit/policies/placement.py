@@ -25,7 +25,7 @@ import numpy as np
 
 from ..engine.actions import Placement
 from ..engine.job import JobView
-from ..engine.alloc import refit, take_from
+from ..engine.alloc import refit, take_many
 from ..engine.ledger import fit_counts
 from ..engine.view import ClusterView
 
@@ -45,7 +45,7 @@ class Draft:
         self.view = view
         self._free: np.ndarray | None = None
         self._dev: np.ndarray | None = None
-        self._total: np.ndarray | None = None  # column sums of _free, kept in step with it
+        self._total: np.ndarray | None = None  # column sums of _free, kept in step with it (None: to sum afresh)
         self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
         self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
         self._ledger: Ledger | None = None  # the scratch ledger handed out by ledger(), if any
@@ -74,6 +74,7 @@ class Draft:
         packs and their memory, groups) copied once, on its free capacity, which it shares with this
         draft. Actions it accepts, planned in the same order, are actions the scheduler accepts."""
         if self._ledger is None:
+            self._hand_out()
             free, dev = self._arrays()
             led = self.view.ledger_draft()
             led.free, led.device_free = free, dev  # one free capacity: the draft's
@@ -82,6 +83,12 @@ class Draft:
         self._fits = None  # the scratch ledger writes the shared arrays: fits are computed afresh from now on
         self._touched = None
         return self._ledger
+
+    def _hand_out(self) -> None:
+        """The arrays are about to be handed out writable: a column sum left to be made (:meth:`_total_stale`)
+        is made now, before any write of the caller's (which the total never follows)."""
+        if self._free is not None and self._total is None:
+            self._total = self._free.sum(axis=0)
 
     def _forget_fits(self) -> None:
         """The draft's arrays are about to change other than by :meth:`reserve`: no fit is kept or derived."""
@@ -95,6 +102,7 @@ class Draft:
     def free(self) -> np.ndarray:
         """The draft's free capacity per node, writable (a caller may plan into it directly)."""
         self._dirty = True
+        self._hand_out()
         self._fits = None  # the caller may write into it at any time: fits are computed afresh from now on
         self._touched = None
         return self._arrays()[0]
@@ -149,7 +157,7 @@ class Draft:
         free, dev = self._arrays()
         free[:] = saved[0]
         dev[:] = saved[1]
-        self._total = free.sum(axis=0)
+        self._total_stale()
         self._no_room.clear()
 
     def reserve(self, job: JobView, placement: Placement) -> bool:
@@ -157,26 +165,36 @@ class Draft:
         as it was: its memo of fits stays).
 
         Each node's rows are read once as Python lists, its tasks taken from them in task order (the same
-        float subtractions and device choices, :func:`~cohabit.engine.alloc.take_from`, as one numpy
+        float subtractions and device choices, :func:`~cohabit.engine.alloc.take_many`, as one numpy
         update per task), and written back only when every task fits."""
         self._dirty = True
         free, dev = self._arrays()
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
         g = self.view.gpu_col
-        rows: dict[int, tuple[list[float], list[float]]] = {}
+        rows: dict[int, tuple[list[float], list[float]]] = {}  # node -> (its free row, its tasks' GPU shares)
         for node, d in zip(placement, vecs):
             hit = rows.get(node)
             if hit is None:
-                hit = rows[node] = (free[node].tolist(), dev[node].tolist())
-            row, drow = hit
+                hit = rows[node] = (free[node].tolist(), [])
+            row, shares = hit
             row[:] = [a - b for a, b in zip(row, d.tolist())]
-            if take_from(drow, d.item(g) if g is not None else 0.0) is None or min(row) < -1e-9:
+            if min(row) < -1e-9:
                 return False
-        for node, (row, drow) in rows.items():
+            if g is not None:
+                shares.append(d.item(g))
+        devs: list[tuple[int, list[float]]] = []
+        for node, (_, shares) in rows.items():
+            if shares:
+                drow = dev[node].tolist()
+                if take_many(drow, shares) is None:
+                    return False
+                devs.append((node, drow))
+        total = self._total_now()  # (the sum of the room before this reservation, less its tasks)
+        for node, (row, _) in rows.items():
             free[node] = row
+        for node, drow in devs:
             dev[node] = drow
-        assert self._total is not None
-        self._total -= _task_sum(vecs)
+        total -= _task_sum(vecs)
         self._refit_on(rows)
         return True
 
@@ -214,7 +232,7 @@ class Draft:
         self._forget_fits()
         free, _ = self._arrays()
         free[alloc.slots[0].node] += extra
-        self._total = free.sum(axis=0)
+        self._total_stale()
         self._no_room.clear()
 
     def give_back(self, job: JobView) -> None:
@@ -241,17 +259,25 @@ class Draft:
         for node, (row, drow) in rows.items():
             free[node] = row
             dev[node] = drow
-        self._total = free.sum(axis=0)
+        self._total_stale()
         self._no_room.clear()
         self._refit_on(rows)
+
+    def _total_stale(self) -> None:
+        """The draft's own write changed its free capacity: the column sums are made afresh, when next read
+        (a plan often gives several jobs back before it places one), or now if the arrays were handed out
+        writable (:attr:`free`, :meth:`ledger`: a caller's own later writes do not reach the total)."""
+        assert self._free is not None
+        self._total = None if self._fits is not None else self._free.sum(axis=0)
 
     def _total_now(self) -> np.ndarray:
         """Column sums of the draft's free capacity (the ledger's own, kept per version, until the draft
         copies the free capacity on its first write)."""
         if self._free is None:
             return self.view.free_total
-        self._arrays()
-        assert self._total is not None
+        free, _ = self._arrays()
+        if self._total is None:
+            self._total = free.sum(axis=0)
         return self._total
 
     def could_fit(self, job: JobView, n_workers: int) -> bool:

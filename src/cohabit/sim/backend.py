@@ -393,11 +393,27 @@ class SimBackend:
                 r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
                 if r.host.link_nodes():
                     r.level["net_gbps"] = host_physics.net_used(r.host, *r.host_factors, self.cfg.link_gbps)
-        by_id, on_device = self._runs, self._device_jobs
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
-                r.level["gpu"] *= min([device_factor([(o := by_id[j]).unit * o.busy for j in on_device[d]])
-                                       for d in r.devices])
+                r.level["gpu"] *= self._device_cap(r)
+
+    def _device_cap(self, r: _Run) -> float:
+        """The smallest ``device_factor`` over the run's devices (each over the jobs on that device). A device
+        it holds alone gives ``device_factor([its own share])``: computed once for all such devices."""
+        by_id, on_device = self._runs, self._device_jobs
+        alone: float | None = None
+        best = math.inf
+        for d in r.devices:
+            occ = on_device[d]
+            if len(occ) == 1:  # (r itself)
+                if alone is None:
+                    alone = device_factor([r.unit * r.busy])
+                f = alone
+            else:
+                f = device_factor([(o := by_id[j]).unit * o.busy for j in occ])
+            if f < best:
+                best = f
+        return best
 
     def _device_share(self, job: str) -> float:
         """Share of one of its devices a job uses at its current speed."""
