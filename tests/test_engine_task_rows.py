@@ -140,8 +140,17 @@ def test_draft_reserve_and_give_back_leave_what_task_by_task_updates_leave(seed:
     free, dev = view.free.copy(), view.device_free.copy()
     total = view.free.sum(axis=0)
     refused = 0
-    for step in range(40):
-        if running and rng.random() < 0.25:
+    saves: list[tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]] = []
+    for step in range(60):
+        u = rng.random()
+        if u < 0.1:
+            saves.append((draft.save(), free.copy(), dev.copy()))
+        elif u < 0.2 and saves:  # back to any earlier save (the fits known must follow what it undoes)
+            saved, f, dv = saves[int(rng.integers(0, len(saves)))]
+            draft.restore(saved)
+            free, dev = f.copy(), dv.copy()
+            total = free.sum(axis=0)
+        elif running and rng.random() < 0.25:
             job = running.pop(int(rng.integers(0, len(running))))
             draft.give_back(job)
             alloc = view.allocation_of(job.id)

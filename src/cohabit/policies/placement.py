@@ -33,13 +33,18 @@ if TYPE_CHECKING:
     from ..engine.ledger import Ledger
 
 
+#: the most nodes a kept fit is refitted on (``alloc.refit``, ~1 us per node) before it is computed afresh
+REFIT_NODES = 16
+
+
 class Draft:
     """A policy's scratch plan over the free capacity (see the module docstring): the one planning
     scratch for every policy. :meth:`ledger` hands out the same draft as a scratch
     :class:`~cohabit.engine.ledger.Ledger` for plans that need the ledger's bookkeeping (packs and
     their device memory, groups); both share this draft's free-capacity arrays."""
 
-    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits", "_touched")
+    __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits", "_touched", "_log",
+                 "_saves")
 
     def __init__(self, view: ClusterView) -> None:
         self.view = view
@@ -49,13 +54,18 @@ class Draft:
         self._no_room: set[Hashable] = set()  # shapes, e.g. (demand row id, workers), that failed since room last grew
         self._dirty = False  # True once the draft may differ from the ledger (see the module docstring)
         self._ledger: Ledger | None = None  # the scratch ledger handed out by ledger(), if any
-        # id(demand row) -> (row, fit) on the draft's arrays as they are now; emptied by every write of
-        # the draft's own, and None (no memo) once the arrays were handed out writable (free, ledger())
-        self._fits: dict[int, tuple[np.ndarray, np.ndarray]] | None = {}
-        # (ledger version at the copy, nodes the draft's own reservations changed since): a row's fit is the
+        # id(demand row) -> (row, fit, len(_log) when the fit was made): a fit read again is refitted on the
+        # nodes logged since (alloc.refit); emptied when the draft changes other than by its own logged writes,
+        # and None (no memo) once the arrays were handed out writable (free, ledger())
+        self._fits: dict[int, tuple[np.ndarray, np.ndarray, int]] | None = {}
+        # the nodes each of the draft's own writes changed (reserve, give back, restore of a known save), in order
+        self._log: list[int] = []
+        # (ledger version at the copy, nodes the draft's own writes changed since): a row's fit is the
         # ledger's (ClusterView.fit_now) refitted on these nodes only (alloc.refit); None once the draft
-        # changed in other ways (room given back, arrays handed out)
+        # changed in other ways (arrays handed out, an unknown save restored)
         self._touched: tuple[int, set[int]] | None = None
+        # id(saved arrays) -> (them, len(_log) at the save): see restore
+        self._saves: dict[int, tuple[tuple[np.ndarray, np.ndarray], int]] = {}
 
     def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self._free is None:
@@ -95,6 +105,7 @@ class Draft:
         if self._free is None:
             self._arrays()  # (the copy first: it would start a fresh record of touched nodes)
         self._touched = None
+        self._saves.clear()  # (the log misses this change: a restore cannot name what it undoes)
         if self._fits is not None:
             self._fits.clear()
 
@@ -131,16 +142,24 @@ class Draft:
         fits = self._fits
         if fits is None or demand.flags.writeable:  # (a row that is not cached may change: no memo)
             return fit_counts(free, dev, demand, self.view.gpu_col)
+        log = self._log
         hit = fits.get(id(demand))
-        if hit is None or hit[0] is not demand:
+        if hit is not None and hit[0] is demand:
+            if hit[2] == len(log):
+                return hit[1]
+            nodes = set(log[hit[2]:])  # (what the draft's own writes changed since this fit was made)
+            fit = (refit(hit[1], free, dev, demand, self.view.gpu_col, nodes) if len(nodes) <= REFIT_NODES
+                   else fit_counts(free, dev, demand, self.view.gpu_col))
+        else:
             touched = self._touched
-            if touched is not None and touched[0] == self.view.allocation_version and len(touched[1]) <= 16:
+            if touched is not None and touched[0] == self.view.allocation_version and \
+                    len(touched[1]) <= REFIT_NODES:
                 fit = refit(self.view.fit_now(demand), free, dev, demand, self.view.gpu_col, touched[1])
             else:
                 fit = fit_counts(free, dev, demand, self.view.gpu_col)
-            fit.flags.writeable = False
-            hit = fits[id(demand)] = (demand, fit)  # (keeps the row alive: its id stays unique)
-        return hit[1]
+        fit.flags.writeable = False
+        fits[id(demand)] = (demand, fit, len(log))  # (keeps the row alive: its id stays unique)
+        return fit
 
     def task_vectors(self, job: JobView, n_workers: int) -> list[np.ndarray]:
         w = self.view.demand_vector(job)
@@ -148,15 +167,32 @@ class Draft:
         return [w] * n_workers + ([p] * job.spec.num_ps if p is not None else [])
 
     def save(self) -> tuple[np.ndarray, np.ndarray]:
+        """The draft's free capacity and devices as they are now (read-only copies) for :meth:`restore`."""
         free, dev = self._arrays()
-        return free.copy(), dev.copy()
+        saved = (free.copy(), dev.copy())
+        saved[0].flags.writeable = saved[1].flags.writeable = False
+        if self._fits is not None:  # (while every change is logged: restore then knows what it undoes)
+            if len(self._saves) > 64:
+                self._saves.clear()
+            self._saves[id(saved)] = (saved, len(self._log))
+        return saved
 
     def restore(self, saved: tuple[np.ndarray, np.ndarray]) -> None:
+        """Put back what :meth:`save` returned. Restoring a save of this draft made while every change was
+        logged changes only the nodes logged since the save: they are logged again, and the fits known stay
+        (refitted on those nodes when next read); otherwise they are dropped."""
         self._dirty = True
-        self._forget_fits()
+        known = self._saves.get(id(saved))
+        if known is not None and known[0] is saved and self._fits is not None:
+            undone = set(self._log[known[1]:])
+        else:
+            self._forget_fits()
+            undone = None
         free, dev = self._arrays()
         free[:] = saved[0]
         dev[:] = saved[1]
+        if undone:
+            self._logged(undone)
         self._total_stale()
         self._no_room.clear()
 
@@ -195,31 +231,36 @@ class Draft:
         for node, drow in devs:
             dev[node] = drow
         total -= _task_sum(vecs)
-        self._refit_on(rows)
+        self._logged(rows)
         return True
 
-    def _refit_on(self, nodes: Collection[int]) -> None:
-        """The draft's own write changed the rows ``nodes`` only: its fits known are updated on them
-        (``alloc.refit``) and the nodes are recorded for fits derived from the ledger's later."""
-        fits, touched = self._fits, self._touched
+    def _logged(self, nodes: Collection[int]) -> None:
+        """The draft's own write changed the rows ``nodes`` only: logged, so that the fits known are refitted
+        on them when next read (``alloc.refit``), and recorded for fits derived from the ledger's."""
+        self._log.extend(nodes)
+        touched = self._touched
         if touched is not None:
             touched[1].update(nodes)
-        if fits:
-            free, dev = self._arrays()
-            gc = self.view.gpu_col
-            for k, (row, fit) in list(fits.items()):
-                new = refit(fit, free, dev, row, gc, nodes)
-                new.flags.writeable = False
-                fits[k] = (row, new)
 
     def extra_held(self, job: JobView) -> np.ndarray | None:
         """What a running single-task ``job`` holds beyond its demand (a share raised by ``SetShare``),
-        as a row over the view's resources; None for other jobs."""
+        as a row over the view's resources (read-only); None for other jobs."""
         alloc = self.view.allocation_of(job.id)
         if alloc is None or len(alloc.slots) != 1:
             return None
-        held = np.array([float(alloc.total.get(n, 0.0)) for n in self.view.resource_names])
-        return np.maximum(held - self.view.demand_vector(job), 0.0)
+        total, w = alloc.total, self.view.demand_vector(job)
+        key = (id(total), id(w))
+        hit = _EXTRA.get(key)
+        if hit is None or hit[0] is not total or hit[1] is not w:
+            held = np.array([float(total.get(n, 0.0)) for n in self.view.resource_names])
+            extra = np.maximum(held - w, 0.0)
+            if w.flags.writeable:
+                return extra
+            extra.flags.writeable = False
+            if len(_EXTRA) > 4096:
+                _EXTRA.clear()
+            hit = _EXTRA[key] = (total, w, extra)  # (keeps both alive: their ids stay theirs)
+        return hit[2]
 
     def give_back_extra(self, job: JobView) -> None:
         """Return what a running ``job`` holds beyond its demand; it keeps its demand (Alg. 4 re-deals
@@ -229,9 +270,10 @@ class Draft:
         if extra is None or alloc is None or not extra.any():
             return
         self._dirty = True
-        self._forget_fits()
         free, _ = self._arrays()
-        free[alloc.slots[0].node] += extra
+        node = alloc.slots[0].node
+        free[node] += extra
+        self._logged((node,))
         self._total_stale()
         self._no_room.clear()
 
@@ -244,7 +286,7 @@ class Draft:
             return
         self._dirty = True
         free, dev = self._arrays()
-        self.give_back_extra(job)  # (drops the fits if it gives anything)
+        self.give_back_extra(job)
         vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)
         rows: dict[int, tuple[list[float], list[float]]] = {}
         for slot, d in zip(alloc.slots, vecs):
@@ -261,7 +303,7 @@ class Draft:
             dev[node] = drow
         self._total_stale()
         self._no_room.clear()
-        self._refit_on(rows)
+        self._logged(rows)
 
     def _total_stale(self) -> None:
         """The draft's own write changed its free capacity: the column sums are made afresh, when next read
@@ -337,6 +379,10 @@ class Draft:
             self.note_failure((id(w), n))
         return None
 
+
+#: (id(held total), id(demand row)) -> (them, what the total holds beyond the row): :meth:`Draft.extra_held`
+#: of a single-task job, kept per pair (a held total is one immutable ``Resources`` per distinct row)
+_EXTRA: dict[tuple[int, int], tuple[object, np.ndarray, np.ndarray]] = {}
 
 #: ids of a job's task rows -> (the rows, their sum): what a reservation takes from the draft's free total
 _SUMS: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}
