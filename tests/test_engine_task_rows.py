@@ -12,7 +12,7 @@ from cohabit.engine.actions import Start
 from cohabit.engine.alloc import EPS, fit_counts, take_many
 from cohabit.engine.ledger import AllocationError, Ledger
 from cohabit.engine.loop import Scheduler
-from cohabit.policies.placement import Draft
+from cohabit.policies.placement import Draft, _workers_small, fill
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.truth import JobTruth, TraceJob
@@ -245,3 +245,49 @@ def test_ledger_devices_release_and_messages_equal_the_task_by_task_rule() -> No
             held.append(job)
         ledger.check()  # device shares and dev_jobs kept in step
     assert messages > 0
+
+
+def test_ledger_fits_read_after_many_changes_equal_fresh_ones() -> None:
+    """The ledger's fit memo is updated per row when the row is next read, on the nodes logged since it was
+    made; a change the log does not name (a draft writing the shared arrays, ``room_changed``) makes every
+    fit made before it stale. Rows are read at random, several changes apart."""
+    rng = np.random.default_rng(9)
+    led = Ledger(small_cluster(5, 4))
+    rows = [led.vector(Resources(gpu=g, cpu=c, mem_gb=m)) for g, c, m in
+            ((1, 4, 16), (2, 8, 64), (0.5, 2, 8), (4, 1, 1), (0, 30, 8))]
+    live: list[str] = []
+    for step in range(500):
+        for row in rows:
+            if rng.random() < 0.3:
+                assert np.array_equal(led.fit_of(row), led.tasks_fit(row)), step
+        u = rng.random()
+        if u < 0.05:
+            led.free[int(rng.integers(0, 5))] *= 0.5  # an untracked write, as a draft sharing the arrays makes
+            led.room_changed()
+        elif live and u < 0.45:
+            led.release(live.pop(int(rng.integers(0, len(live)))))
+        else:
+            row = rows[int(rng.integers(0, len(rows)))]
+            nodes = [int(x) for x in rng.integers(0, 5, size=int(rng.integers(1, 4)))]
+            try:
+                led.allocate(f"j{step}", nodes, [row] * len(nodes), share_gpus=bool(rng.random() < 0.2))
+                live.append(f"j{step}")
+            except AllocationError:
+                pass
+
+
+def test_small_cluster_worker_choice_equals_the_numpy_rule() -> None:
+    """``consolidated_first`` on at most ``SMALL_CLUSTER`` nodes chooses in Python lists: the same nodes as
+    the numpy rule (best fit for all workers on one node; else most room first, ties in index order)."""
+    rng = np.random.default_rng(4)
+    for _ in range(3000):
+        fit = rng.integers(0, 5, size=int(rng.integers(1, 12)))
+        n = int(rng.integers(1, 10))
+        whole = np.flatnonzero(fit >= n)
+        if whole.size:
+            ref = [int(whole[np.argmin(fit[whole])])] * n
+        elif fit.sum() < n:
+            ref = None
+        else:
+            ref = fill(fit, n, np.argsort(-fit, kind="stable"))
+        assert _workers_small(fit.tolist(), n) == ref, (fit, n)

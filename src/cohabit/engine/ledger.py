@@ -29,9 +29,11 @@ from .ledger_packs import PackLedger
 
 __all__ = ["EPS", "Allocation", "AllocationError", "Ledger", "TaskSlot", "fit_counts", "take_devices"]
 
-#: the most (memoised rows x changed nodes) a change of the free capacity updates in place
-#: (``alloc.refit``) before the fit memo is simply dropped and recomputed on demand
-REFIT_LIMIT = 48
+#: the most nodes changed since a memoised fit was made that it is updated on (``alloc.refit``, ~1 us per
+#: node) when next read, before it is simply computed afresh
+REFIT_NODES = 16
+#: the longest log of changed nodes kept (past it the fit memo is dropped and the log started afresh)
+NODE_LOG_MAX = 1 << 16
 
 
 class Ledger(GroupLedger, PackLedger):
@@ -78,13 +80,13 @@ class Ledger(GroupLedger, PackLedger):
         # free-capacity index: bumped by every change of free/device_free (allocate*, release), so
         # answers computed from the free capacity can be kept until it changes
         self.version = 0
-        self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(demand row) -> (row, fit)
-        self._fit_version = 0
+        # id(demand row) -> (row, fit, version, touches, len(_node_log)) when the fit was made (see fit_of)
+        self._fit_memo: dict[int, tuple[np.ndarray, np.ndarray, int, int, int]] = {}
         self._memo_version = 0  # the version _free_total and _no_room were checked at
-        # nodes whose free capacity changed since _fit_version, and how many version bumps they account
-        # for: when every bump since is accounted for, the memo's fits are updated on those nodes only
-        self._changed: set[int] = set()
-        self._tracked = 0
+        # the nodes each tracked mutation changed, in order, and how many tracked mutations there were: a fit
+        # made at version v is updated on the nodes logged since when every bump since v was a tracked one
+        self._node_log: list[int] = []
+        self._touches = 0
         self._free_total: np.ndarray | None = None  # see free_total
         # bumped only when room may have grown (release, or a scratch copy's owner giving room back):
         # a placement that failed keeps failing while room only shrinks, so no_room outlives allocations
@@ -133,26 +135,13 @@ class Ledger(GroupLedger, PackLedger):
 
     def _touch(self, nodes: object) -> None:
         """A mutation (one version bump) changes the free capacity of ``nodes`` (an iterable of node
-        indices) only; a bump without this call drops the fit memo at the next read."""
-        self._tracked += 1
-        self._changed.update(nodes)  # type: ignore[call-overload]
-
-    def _fits_valid(self) -> None:
-        """Bring the fit memo up to the free capacity now: update its rows on the nodes changed since
-        (lazily, at the first fit asked for: a round that finds its shape in :meth:`no_room` asks none)."""
-        if self._fit_version != self.version:
-            memo, changed = self._fit_memo, self._changed
-            if memo and self.version - self._fit_version == self._tracked and \
-                    len(changed) * len(memo) <= REFIT_LIMIT:
-                for key, (row, fit) in list(memo.items()):
-                    new = refit(fit, self.free, self.device_free, row, self._gpu_col, changed)
-                    new.flags.writeable = False
-                    memo[key] = (row, new)
-            else:
-                memo.clear()
-            changed.clear()
-            self._tracked = 0
-            self._fit_version = self.version
+        indices) only; a bump without this call makes every fit memoised before it stale."""
+        self._touches += 1
+        log = self._node_log
+        if len(log) > NODE_LOG_MAX:  # (positions in it are forgotten with the fits that name them)
+            log.clear()
+            self._fit_memo.clear()
+        log.extend(nodes)  # type: ignore[arg-type]
 
     def _memo_valid(self) -> None:
         """Drop the free total and, if room may have grown, the no-room memo, once the free capacity changed."""
@@ -172,13 +161,21 @@ class Ledger(GroupLedger, PackLedger):
     def fit_of(self, demand: np.ndarray) -> np.ndarray:
         """:meth:`tasks_fit` of a cached demand row (:meth:`vector`), kept until the free capacity
         changes; read-only (a policy's scratch draft asks for the same shapes round after round)."""
-        self._fits_valid()
-        hit = self._fit_memo.get(id(demand))
-        if hit is None or hit[0] is not demand:
+        memo, version, log = self._fit_memo, self.version, self._node_log
+        hit = memo.get(id(demand))
+        fit = None
+        if hit is not None and hit[0] is demand:
+            if hit[2] == version:
+                return hit[1]
+            if version - hit[2] == self._touches - hit[3]:  # every change since was tracked: refit on its nodes
+                nodes = set(log[hit[4]:])  # (lazily, per row: a round that finds its shape in no_room asks none)
+                if len(nodes) <= REFIT_NODES:
+                    fit = refit(hit[1], self.free, self.device_free, demand, self._gpu_col, nodes)
+        if fit is None:
             fit = fit_counts(self.free, self.device_free, demand, self._gpu_col)
-            fit.flags.writeable = False
-            hit = self._fit_memo[id(demand)] = (demand, fit)  # keeps the row alive: its id stays unique
-        return hit[1]
+        fit.flags.writeable = False
+        memo[id(demand)] = (demand, fit, version, self._touches, len(log))  # keeps the row alive: its id stays unique
+        return fit
 
     def free_total(self) -> np.ndarray:
         """``free.sum(axis=0)``, read-only, kept until the free capacity changes."""
@@ -530,7 +527,7 @@ class Ledger(GroupLedger, PackLedger):
         d.packs = {k: list(v) for k, v in self.packs.items()}
         d.pack_mem, d._pack_job_mem = dict(self.pack_mem), dict(self._pack_job_mem)
         d._fit_memo, d._no_room, d._free_total = {}, set(), None
-        d._changed, d._tracked = set(), 0
+        d._node_log = []
         return d
 
     def check(self) -> None:

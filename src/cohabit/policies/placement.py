@@ -429,6 +429,33 @@ def fill(fit: np.ndarray, n: int, order: np.ndarray) -> list[int] | None:
     return None
 
 
+#: clusters of at most this many nodes choose a job's workers in Python lists (:func:`_workers_small`); numpy's
+#: per-call cost dominates there, its vector passes win on larger ones
+SMALL_CLUSTER = 64
+
+
+def _workers_small(fit: list[int], n: int) -> list[int] | None:
+    """:func:`consolidated_first`'s worker nodes from the per-node fits as a list: the node that can hold all
+    ``n`` and is left with least room (the first such, as ``argmin`` finds it); else the nodes that take most
+    first, ties in index order (a stable sort), each filled up to its fit; None if they cannot hold ``n``."""
+    best, room = -1, 0
+    for i, f in enumerate(fit):
+        if f >= n and (best < 0 or f < room):
+            best, room = i, f
+    if best >= 0:
+        return [best] * n
+    if sum(fit) < n:
+        return None
+    out: list[int] = []
+    for node in sorted(range(len(fit)), key=fit.__getitem__, reverse=True):
+        k = min(fit[node], n - len(out))
+        if k > 0:
+            out.extend([node] * k)
+            if len(out) == n:
+                return out
+    return None
+
+
 def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None,
                        nodes: Sequence[int] | None = None) -> Placement | None:
     """All workers on one node if one can hold them (best fit: the node left with the least
@@ -443,16 +470,22 @@ def consolidated_first(draft: Draft, job: JobView, n_workers: int | None = None,
         mask = np.zeros(len(fit), dtype=bool)
         mask[list(nodes)] = True
         fit = np.where(mask, fit, 0)
-    whole = np.flatnonzero(fit >= n)
-    if whole.size:
-        node = int(whole[np.argmin(fit[whole])])
-        workers = [node] * n
+    if len(fit) <= SMALL_CLUSTER:
+        got = _workers_small(fit.tolist(), n)
+        if got is None:
+            return None
+        workers = got
     else:
-        if np.add.reduce(fit) < n:  # (fit.sum() without the method wrapper)
-            return None
-        workers = fill(fit, n, np.argsort(-fit, kind="stable"))
-        if workers is None:
-            return None
+        whole = np.flatnonzero(fit >= n)
+        if whole.size:
+            node = int(whole[np.argmin(fit[whole])])
+            workers = [node] * n
+        else:
+            if np.add.reduce(fit) < n:  # (fit.sum() without the method wrapper)
+                return None
+            workers = fill(fit, n, np.argsort(-fit, kind="stable"))
+            if workers is None:
+                return None
     p = draft.view.ps_demand_vector(job)
     if p is None or job.spec.num_ps == 0:
         return tuple(workers)
