@@ -369,8 +369,10 @@ class SimBackend:
     # ------------------------------------------------------------ usage
     def _levels(self, jobs: set[str]) -> None:
         """New usage levels of ``jobs`` after their speeds changed (``sim.usage``)."""
-        runs = [r for j in sorted(jobs) if (r := self._runs.get(j)) is not None]
-        groups = {r.group for r in runs if r.speed is not None}
+        by_id = self._runs
+        runs = [by_id[j] for j in (sorted(jobs) if len(jobs) > 1 else jobs) if j in by_id]
+        groups = ({r.group for r in runs if r.speed is not None}
+                  if len(runs) > 1 or (runs and runs[0].speed is not None) else ())
         for key in groups:
             members = [self._runs[j] for j in sorted(self._ps_groups.get(key, ()))]
             mode = key[0] if key[0] != "solo" else None
