@@ -361,12 +361,15 @@ class Ledger(GroupLedger, PackLedger):
                 group: tuple[str, tuple[int, ...]] | None = None) -> Allocation:
         node_jobs, dev_shares = self._node_jobs, self.dev_shares
         counts: dict[int, list[int]] = {}  # node -> its row of dev_jobs as a list (written back once)
+        last = -1
         for s in slots:
             node = s.node
-            held = node_jobs.get(node)
-            if held is None:
-                held = node_jobs[node] = set()
-            held.add(job)
+            if node != last:  # (a job's tasks on one node are mostly next to each other: one add for them)
+                held = node_jobs.get(node)
+                if held is None:
+                    held = node_jobs[node] = set()
+                held.add(job)
+                last = node
             for dev, share in s.devices:
                 shares = dev_shares.get((node, dev))
                 if shares is None:
@@ -452,7 +455,12 @@ class Ledger(GroupLedger, PackLedger):
         inheritors: list[str] = []
         alloc = self.allocations.pop(job)
         per_node = self._per_node.pop(job)
-        for node in alloc.nodes:
+        last = -1
+        for s in alloc.slots:
+            node = s.node
+            if node == last:
+                continue
+            last = node
             held = self._node_jobs.get(node)
             if held is not None:
                 held.discard(job)
