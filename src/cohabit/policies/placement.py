@@ -286,16 +286,21 @@ class Draft:
             return
         self._dirty = True
         free, dev = self._arrays()
-        self.give_back_extra(job)
-        vecs = self.task_vectors(job, len(alloc.slots) - job.spec.num_ps)
+        slots = alloc.slots
+        if len(slots) == 1:  # (only a single-task job can hold more than its demand: extra_held)
+            self.give_back_extra(job)
+        vecs = self.task_vectors(job, len(slots) - job.spec.num_ps)
         rows: dict[int, tuple[list[float], list[float]]] = {}
-        for slot, d in zip(alloc.slots, vecs):
+        last, as_list = None, []  # (a job's task rows repeat: each made a list once)
+        for slot, d in zip(slots, vecs):
             node = slot.node
             hit = rows.get(node)
             if hit is None:
                 hit = rows[node] = (free[node].tolist(), dev[node].tolist())
             row, drow = hit
-            row[:] = [a + b for a, b in zip(row, d.tolist())]
+            if d is not last:
+                last, as_list = d, d.tolist()
+            row[:] = [a + b for a, b in zip(row, as_list)]
             for i, share in slot.devices:
                 drow[i] += share
         for node, (row, drow) in rows.items():
