@@ -134,6 +134,11 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         return None
     if 1 < len(chosen) <= MAX_PRUNE:  # keep the higher-priority victims the job does not need
         best = chosen
+        # the draft holds `best`'s plan (saved room, `best` given back in order, the job placed as `p`) while
+        # no trial since changed it: then that plan is not made again below (the same steps on the same
+        # room give the same draft and placement; on the Muri artifact's trace1 most prunings try nothing
+        # or end with a trial that succeeded)
+        holds_best = True
         for i in range(len(chosen) - 1, -1, -1):
             trial = [v for v in best if v is not chosen[i]]
             if free + sum(v.gpus for v in trial) + 1e-9 < need:
@@ -141,12 +146,15 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
             draft.restore(saved)
             for v in trial:
                 draft.give_back(v.job)
-            if place(draft, job) is not None:
-                best = trial
-        draft.restore(saved)
-        for v in best:
-            draft.give_back(v.job)
-        p = place(draft, job)
+            got = place(draft, job)
+            holds_best = got is not None
+            if got is not None:
+                best, p = trial, got
+        if not holds_best:
+            draft.restore(saved)
+            for v in best:
+                draft.give_back(v.job)
+            p = place(draft, job)
         assert p is not None
         chosen = best
     return p, chosen
