@@ -116,6 +116,10 @@ class Tetris(BasePolicy):
         self._by_shape: dict[tuple[bytes, int], tuple[np.ndarray, set[str]]] = {}
         self._indexed: dict[str, tuple[bytes, int]] = {}  # job id -> its key in _by_shape
         self._checked = False  # this round found the index in step with the queue already
+        # a shape of the index became non-empty (bumped by _index): with the ledger's room version, the key of
+        # the last "nothing fits" answer (_none_fit), which stays true while neither moves
+        self._shape_stamp = 0
+        self._none_fit: tuple[int, int] | None = None
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -130,6 +134,8 @@ class Tetris(BasePolicy):
         hit = self._by_shape.get((key, n))
         if hit is None:
             hit = self._by_shape[(key, n)] = (w, set())
+        if not hit[1]:
+            self._shape_stamp += 1  # a shape not in the queue before: it may fit
         hit[1].add(job.id)
         self._indexed[job.id] = (key, n)
 
@@ -153,15 +159,23 @@ class Tetris(BasePolicy):
     def _nothing_fits(self, view: ClusterView) -> bool:
         """True when the index holds exactly the waiting jobs and none of their shapes fits the free
         capacity now: the first pick of :meth:`decide` would find no feasible job (room < workers or
-        no node with room for one task), so the round plans nothing. False when unsure."""
+        no node with room for one task), so the round plans nothing. False when unsure.
+
+        A true answer is kept while the ledger's room version stays (room only shrank: a shape that did not
+        fit still does not) and no shape joined the waiting jobs (only jobs of shapes already waiting arrived,
+        or jobs left): then the shapes are not checked again."""
         if view.paused or not self._in_step(view, view.pending.keys(), len(view.pending)):
             return False
         self._checked = True  # (decide need not compare the index with the queue again this round)
+        key = (view.room_version, self._shape_stamp)
+        if key == self._none_fit:
+            return True
         for (_, n), (w, ids) in self._by_shape.items():
             if ids:
                 fit = view.fit_now(w)
                 if (fit > 0).any() and int(np.minimum(fit, 1 << 40).sum()) >= n:
                     return False
+        self._none_fit = key
         return True
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -181,6 +195,7 @@ class Tetris(BasePolicy):
         start size, and total demand normalised by the cluster's capacity."""
         if view is not self._view:
             self._view, self._groups, self._models = view, {}, {}
+            self._none_fit = None  # (another ledger: its room version is not comparable)
             self._slot, self._spare, self._table = {}, [], np.empty((0, len(_COLS)))
             self._shape_ids, self._shape_rows = {}, []
             total = view.capacity.sum(axis=0)
