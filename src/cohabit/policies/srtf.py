@@ -115,7 +115,7 @@ class SRTF(BasePolicy):
         self._joins = 0  # jobs that joined the waiting structures (see _join)
         self._first = math.inf  # the least estimate of a waiting job in the last round (see _ordered)
         # a round after which the next one plans nothing while nothing it reads moves: see _settled_now
-        self._settled: tuple[int, int, float, int, tuple[np.ndarray, np.ndarray] | None] | None = None
+        self._settled: tuple[int, int, float, int, tuple[bytes, ...] | None] | None = None
         self.name = "srtf[oracle]" if use_oracle else "srtf"
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -312,7 +312,7 @@ class SRTF(BasePolicy):
         for job_id in started:  # after the loop: _ordered's streams must not change while read
             self._forget_waiting(job_id)
         if not victims and self._wake is None:  # nobody was paused or worth pausing: see _settled_now
-            room = None if not plan else draft.save()
+            room = None if not plan else tuple(a.tobytes() for a in draft.save())
             self._settled = (self._joins, n_history, self._first, view.allocation_version, room)
         return plan
 
@@ -330,7 +330,7 @@ class SRTF(BasePolicy):
                 len(view.pending) + len(view.paused) != len(self._mean_key) + len(self._other):
             return False
         if version != view.allocation_version:
-            if room is None or not (np.array_equal(room[0], view.free) and np.array_equal(room[1], view.device_free)):
+            if room is None or room[0] != view.free.tobytes() or room[1] != view.device_free.tobytes():
                 return False
             self._settled = (joins, hist, first, view.allocation_version, None)  # (the same room: by version)
         return not self.preemptive or not view.running or first + self.preempt_margin == math.inf or \
