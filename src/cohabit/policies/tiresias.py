@@ -474,12 +474,20 @@ class Tiresias(LasQueues, BasePolicy):
             free_gpus -= rec.gpus
             node_gpus = None
         self._nofit = failed
-        self._nofit_room = draft.save() if failed else None  # the room after this plan
-        # with an empty plan that room is the ledger's own: while no allocation changes, it is the same
-        self._nofit_version = view.allocation_version if not plan else None
         self._changed = False
-        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes(),
-                       view.allocation_version) if not plan else None
+        if plan:
+            self._nofit_room = draft.save() if failed else None  # the room after this plan
+            self._nofit_version = None
+            self._quiet = None
+            return plan
+        # with an empty plan that room is the ledger's own (nothing reserved is kept, victims given back are
+        # restored): while no allocation changes, it is the same; one copy of it (as bytes) serves both memos
+        free, dev = view.free, view.device_free
+        room = (free.tobytes(), dev.tobytes())
+        self._nofit_room = (np.frombuffer(room[0], free.dtype).reshape(free.shape),
+                            np.frombuffer(room[1], dev.dtype).reshape(dev.shape)) if failed else None
+        self._nofit_version = view.allocation_version
+        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], view.allocation_version)
         return plan
 
     def _still_quiet(self, view: ClusterView) -> bool:
