@@ -313,20 +313,30 @@ class Tetris(BasePolicy):
         # jobs by worker shape: alignment is computed once per shape and pick
         idx = rows[:, 0].astype(np.int64)
         need = rows[:, 1].astype(np.int64)
-        shapes = [(int(s), self._shape_rows[s]) for s in np.unique(idx)]
+        if jobs is waiting:  # the index holds exactly these jobs (checked or rebuilt above): its shapes are theirs
+            sids = sorted({self._shape_ids[key] for (key, _), (_, held) in self._by_shape.items() if held})
+        else:
+            sids = np.unique(idx).tolist()
+        shapes = [(s, self._shape_rows[s]) for s in sids]
+        need_min = int(need.min()) if len(need) else 0  # (no pick needs fewer workers than this)
         p = self._srtf_term(view, jobs, rows)
         alive = np.ones(len(jobs), dtype=bool)
+        left = len(jobs)  # jobs still alive
         plan: Plan = []
-        while alive.any():
+        while left:
             free = draft.free
             best = np.full(len(self._shape_rows), -np.inf)
             room = np.zeros(len(self._shape_rows), dtype=np.int64)
+            roomy = False  # some shape has a node for one task and room for need_min of them
             for s, w in shapes:
                 fit = draft.tasks_fit(w)
                 ok = fit > 0
                 if ok.any():
                     best[s] = alignment(free[ok], cap[ok], w).max()
-                    room[s] = int(np.minimum(fit, 1 << 40).sum())
+                    room[s] = got = int(np.minimum(fit, 1 << 40).sum())
+                    roomy = roomy or got >= need_min
+            if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
+                break
             feasible = alive & (room[idx] >= need) & np.isfinite(best[idx])
             if not feasible.any():
                 break
@@ -337,6 +347,7 @@ class Tetris(BasePolicy):
             score = np.where(feasible, a + eps * p, -np.inf)
             k = int(np.argmax(score))  # ties: earliest arrival (argmax takes the first)
             alive[k] = False
+            left -= 1
             placement = place_with(draft, jobs[k], aligned_chooser, n_workers=int(need[k]))
             if placement is not None:
                 plan.append(start_or_resume(jobs[k], placement))
