@@ -217,6 +217,7 @@ class Tiresias(LasQueues, BasePolicy):
         self._dist: SizeDistribution | None = None
         self._dist_key: tuple[str, int] | None = None
         self._dist_version = 0
+        self._dist_n = -1  # history length at the last distribution() without the oracle
         self._prior: np.ndarray | None = prior
         self.promotions = 0
         # shapes that failed to place at the end of the last round, and the room they failed on: they
@@ -291,6 +292,10 @@ class Tiresias(LasQueues, BasePolicy):
                 self._dist = SizeDistribution(sizes or [self.prior_median])
         else:
             n = len(view.history)
+            if n == self._dist_n:  # (the key below depends on n and the last key only: the same one)
+                assert self._dist is not None
+                return self._dist
+            self._dist_n = n
             key = ("history", n) if n >= self.min_history else ("prior", 0)
             old = self._dist_key
             if old is not None and old[0] == "history" and key[0] == "history" and n < old[1] * REFRESH_GROWTH:
