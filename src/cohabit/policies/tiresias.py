@@ -237,7 +237,7 @@ class Tiresias(LasQueues, BasePolicy):
         # see _still_quiet
         self._quiet: tuple[int, int, bytes, bytes, int] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
-        self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
+        self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -499,12 +499,16 @@ class Tiresias(LasQueues, BasePolicy):
         """True if the last round planned nothing and nothing a round depends on changed since: no job
         arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
         no running job reached its minimum run time (a new victim), the free room is the same, and so
-        are the job count and the history (the Gittins distribution). The round would plan nothing again."""
+        are the job count and the history (the Gittins distribution). The round would plan nothing again.
+        (A job still running in ``Q_1`` that reached its minimum run time is no new victim: victims are taken
+        from lower queues than the waiting job's only, never from ``Q_1``; it becomes one when it is demoted,
+        a change of queue.)"""
         now = view.now
-        heap = self._eligible
-        reached = bool(heap) and heap[0] <= now + TIME_EPS
-        while heap and heap[0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
-            heapq.heappop(heap)
+        heap, recs = self._eligible, self._recs
+        reached = False
+        while heap and heap[0][0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
+            rec = recs.get(heapq.heappop(heap)[1])
+            reached = reached or rec is None or not rec.running or rec.q > 0
         quiet = self._quiet
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):
