@@ -310,3 +310,20 @@ def test_promotion_waits_grow_with_total_service_so_a_starved_job_does_not_ping_
     # the old rule: a constant period, ping-pong (the promoted job then waits for the running stream job
     # to end: at most one stream job's 3,000 s more)
     assert max(old_waits[1:]) <= min(old_waits[1:]) + 3000 + 1e-6
+
+
+def test_gittins_index_of_a_few_services_equals_the_batch_exactly() -> None:
+    """A few services (tiresias-gittins' usual round) are indexed one by one over the sample points above each;
+    the values must be the batch's to the last bit (the waiting order compares them)."""
+    import numpy as np
+
+    from cohabit.policies import gittins
+
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        dist = SizeDistribution(rng.lognormal(8, 2, int(rng.integers(1, 3000))))
+        a = np.concatenate([rng.uniform(0, 3 * dist.x.max(), 40), dist.x[:20], [0.0, float(dist.x[-1])]])
+        whole = dist.index(a)  # (more than SMALL_BATCH: one matrix)
+        assert a.size > gittins.SMALL_BATCH
+        few = np.concatenate([dist.index(a[i:i + 3]) for i in range(0, a.size, 3)])
+        assert np.array_equal(few, whole) and (whole > 0).any() and (whole == 0).any()

@@ -62,3 +62,31 @@ def test_a_refused_start_puts_the_job_back_in_the_index() -> None:
     cap = _cluster().capacity
     assert fingerprint(got.record, compute_metrics(got.record, cap)) == \
         fingerprint(want.record, compute_metrics(want.record, cap))
+
+
+class _CheckedNothingFits(Tetris):
+    """Checks every "nothing fits" answer, the kept ones included, against the shapes checked afresh."""
+
+    kept = 0
+
+    def _nothing_fits(self, view: ClusterView) -> bool:
+        kept = self._none_fit is not None and self._none_fit == (view.room_version, self._shape_stamp)
+        claimed = super()._nothing_fits(view)
+        if claimed:
+            self._none_fit = None
+            assert super()._nothing_fits(view), (view.now, kept)
+            _CheckedNothingFits.kept += kept
+        return claimed
+
+
+def test_a_kept_nothing_fits_answer_is_the_fresh_one() -> None:
+    """The answer "no waiting shape fits" is kept while room only shrinks and no new shape waits (a finish, or
+    an arrival of a shape not waiting before, makes it check again); the schedule is that of checking afresh."""
+    from cohabit.sim.runner import simulate
+    from cohabit.sim.traces import load_trace
+
+    jobs = load_trace("philly_82k", "philly", limit=600).jobs
+    checked = simulate(jobs, _cluster(), _CheckedNothingFits())
+    real = simulate(jobs, _cluster(), Tetris())
+    assert _CheckedNothingFits.kept > 100
+    assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)

@@ -111,6 +111,11 @@ class SRTF(BasePolicy):
         self._seen: set[str] = set()  # jobs classified for _running_bound (dropped when they end)
         self._seen_version = -1  # the allocation version when _seen last took in the running jobs
         self._estimated: set[str] = set()  # of those, the ones whose running estimate is computed per job
+        self._seen_mark: int | None = None  # the running set's journal position when _seen took it in
+        self._joins = 0  # jobs that joined the waiting structures (see _join)
+        self._first = math.inf  # the least estimate of a waiting job in the last round (see _ordered)
+        # a round after which the next one plans nothing while nothing it reads moves: see _settled_now
+        self._settled: tuple[int, int, float, int, tuple[bytes, ...] | None] | None = None
         self.name = "srtf[oracle]" if use_oracle else "srtf"
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -121,7 +126,9 @@ class SRTF(BasePolicy):
                      self._dep_seen):
             held.clear()  # sorted without the oracle: sorted again at the next round
         self._seen_version = -1
+        self._seen_mark = None
         self._bound_key = None
+        self._settled = None
 
     # -------------------------------------------------------------- estimate
     def remaining(self, job: JobView, view: ClusterView) -> float:
@@ -182,10 +189,15 @@ class SRTF(BasePolicy):
         version = view.allocation_version  # (the running set changes only with an allocation)
         if version != self._seen_version:
             self._seen_version = version
-            for job_id in running.keys() - self._seen:  # set operations at C speed, not a loop over every job
-                self._seen.add(job_id)
-                if not (no_oracle and running[job_id].spec.iterations is None):
-                    self._estimated.add(job_id)
+            # the jobs that started since the last look (the running set's journal), else all of them (a set
+            # difference at C speed); a job is classified once (by its spec), dropped when it ends
+            changed = view.running_changes(self._seen_mark)
+            self._seen_mark = view.running_mark
+            for job_id in (running.keys() - self._seen) if changed is None else changed:
+                if job_id in running and job_id not in self._seen:
+                    self._seen.add(job_id)
+                    if not (no_oracle and running[job_id].spec.iterations is None):
+                        self._estimated.add(job_id)
         estimated = running.keys() & self._estimated if self._estimated else ()
         mean_bounded = len(estimated) < len(running)
         for job_id in estimated:
@@ -231,11 +243,14 @@ class SRTF(BasePolicy):
         if not view.pending and not view.paused:
             return []
         n_history = len(view.history)
+        self._bound = None  # (computed at most once per round: see _bound_now)
+        if self._settled is not None and self._settled_now(view, n_history):
+            return []
+        self._settled = None
         draft = Draft(view)
         plan: Plan = []
         victims: list[tuple[float, float, JobView]] | None = None  # (remaining, end of its minimum run, job)
         started: list[str] = []
-        self._bound = None
         stream = self._ordered(view, n_history)
         # shapes whose preemption failed since the last one that succeeded: a later job of the shape has as
         # much work left (so at most the same victims) and at most the same room, and fails the same way.
@@ -296,7 +311,30 @@ class SRTF(BasePolicy):
                 free_gpus = float(draft.free_now[:, g].sum())
         for job_id in started:  # after the loop: _ordered's streams must not change while read
             self._forget_waiting(job_id)
+        if not victims and self._wake is None:  # nobody was paused or worth pausing: see _settled_now
+            room = None if not plan else tuple(a.tobytes() for a in draft.save())
+            self._settled = (self._joins, n_history, self._first, view.allocation_version, room)
         return plan
+
+    def _settled_now(self, view: ClusterView, n_history: int) -> bool:
+        """True if this round would plan nothing: the last one paused nobody and found nobody worth pausing
+        (it asked for no wake-up), so every waiting job it did not start failed to be placed on at least the
+        room it left (a shape that failed is skipped or left out, room only shrinking while that round
+        planned; or no room was left: ``Draft.exhausted``); and since then no job joined the waiting ones,
+        none left them otherwise than by that plan (the counts agree), the history kept its length (every
+        waiting job's estimate is the same), the free room is the one that plan left, and nobody can be
+        paused now (the running bound is at most the least estimate then + margin: the least estimate now,
+        of fewer jobs, is no smaller). Then each waiting job fails again, as the round would find."""
+        joins, hist, first, version, room = self._settled  # type: ignore[misc]
+        if joins != self._joins or hist != n_history or self._just_paused or \
+                len(view.pending) + len(view.paused) != len(self._mean_key) + len(self._other):
+            return False
+        if version != view.allocation_version:
+            if room is None or room[0] != view.free.tobytes() or room[1] != view.device_free.tobytes():
+                return False
+            self._settled = (joins, hist, first, view.allocation_version, None)  # (the same room: by version)
+        return not self.preemptive or not view.running or first + self.preempt_margin == math.inf or \
+            self._bound_now(view, n_history) <= first + self.preempt_margin
 
     def _forget_waiting(self, job_id: str) -> None:
         """Drop a job from the ordered waiting structures (it starts, or it ended)."""
@@ -353,6 +391,7 @@ class SRTF(BasePolicy):
     def _join(self, job: JobView, view: ClusterView) -> None:
         """Add a waiting job: to its shape's :class:`MeanQueue` if its estimate is the mean finished run
         time less its run time (no declared length, no oracle), else to the per-round estimated ones."""
+        self._joins += 1
         shape = self._shape_key(job, view)
         if not job.spec.num_ps and shape not in self._shape_rep:
             w, n = view.shape(job)
@@ -383,6 +422,7 @@ class SRTF(BasePolicy):
         self._sync_waiting(view)
         pending, paused = view.pending, view.paused
         mean = view.history.mean_run_time()
+        self._first = math.inf
 
         def jobs(queue: MeanQueue) -> Iterator[tuple[float, int, JobView]]:
             for r, seq, job_id in queue.ordered(mean):
@@ -417,6 +457,7 @@ class SRTF(BasePolicy):
         if mean_queues or other_lists:
             first = min(min((q.first_estimate(mean) for _, q in mean_queues), default=math.inf),
                         min((lst[0][0] for _, lst in other_lists), default=math.inf))
+            self._first = first
             if not self.preemptive or not view.running or first + self.preempt_margin == math.inf or \
                     self._bound_now(view, n_history) <= first + self.preempt_margin:
                 # nobody can be paused in this round (the first job has the least work left): room only

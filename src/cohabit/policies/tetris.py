@@ -116,6 +116,10 @@ class Tetris(BasePolicy):
         self._by_shape: dict[tuple[bytes, int], tuple[np.ndarray, set[str]]] = {}
         self._indexed: dict[str, tuple[bytes, int]] = {}  # job id -> its key in _by_shape
         self._checked = False  # this round found the index in step with the queue already
+        # a shape of the index became non-empty (bumped by _index): with the ledger's room version, the key of
+        # the last "nothing fits" answer (_none_fit), which stays true while neither moves
+        self._shape_stamp = 0
+        self._none_fit: tuple[int, int] | None = None
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -130,6 +134,8 @@ class Tetris(BasePolicy):
         hit = self._by_shape.get((key, n))
         if hit is None:
             hit = self._by_shape[(key, n)] = (w, set())
+        if not hit[1]:
+            self._shape_stamp += 1  # a shape not in the queue before: it may fit
         hit[1].add(job.id)
         self._indexed[job.id] = (key, n)
 
@@ -153,15 +159,23 @@ class Tetris(BasePolicy):
     def _nothing_fits(self, view: ClusterView) -> bool:
         """True when the index holds exactly the waiting jobs and none of their shapes fits the free
         capacity now: the first pick of :meth:`decide` would find no feasible job (room < workers or
-        no node with room for one task), so the round plans nothing. False when unsure."""
+        no node with room for one task), so the round plans nothing. False when unsure.
+
+        A true answer is kept while the ledger's room version stays (room only shrank: a shape that did not
+        fit still does not) and no shape joined the waiting jobs (only jobs of shapes already waiting arrived,
+        or jobs left): then the shapes are not checked again."""
         if view.paused or not self._in_step(view, view.pending.keys(), len(view.pending)):
             return False
         self._checked = True  # (decide need not compare the index with the queue again this round)
+        key = (view.room_version, self._shape_stamp)
+        if key == self._none_fit:
+            return True
         for (_, n), (w, ids) in self._by_shape.items():
             if ids:
                 fit = view.fit_now(w)
                 if (fit > 0).any() and int(np.minimum(fit, 1 << 40).sum()) >= n:
                     return False
+        self._none_fit = key
         return True
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -181,6 +195,7 @@ class Tetris(BasePolicy):
         start size, and total demand normalised by the cluster's capacity."""
         if view is not self._view:
             self._view, self._groups, self._models = view, {}, {}
+            self._none_fit = None  # (another ledger: its room version is not comparable)
             self._slot, self._spare, self._table = {}, [], np.empty((0, len(_COLS)))
             self._shape_ids, self._shape_rows = {}, []
             total = view.capacity.sum(axis=0)
@@ -298,20 +313,30 @@ class Tetris(BasePolicy):
         # jobs by worker shape: alignment is computed once per shape and pick
         idx = rows[:, 0].astype(np.int64)
         need = rows[:, 1].astype(np.int64)
-        shapes = [(int(s), self._shape_rows[s]) for s in np.unique(idx)]
+        if jobs is waiting:  # the index holds exactly these jobs (checked or rebuilt above): its shapes are theirs
+            sids = sorted({self._shape_ids[key] for (key, _), (_, held) in self._by_shape.items() if held})
+        else:
+            sids = np.unique(idx).tolist()
+        shapes = [(s, self._shape_rows[s]) for s in sids]
+        need_min = int(need.min()) if len(need) else 0  # (no pick needs fewer workers than this)
         p = self._srtf_term(view, jobs, rows)
         alive = np.ones(len(jobs), dtype=bool)
+        left = len(jobs)  # jobs still alive
         plan: Plan = []
-        while alive.any():
+        while left:
             free = draft.free
             best = np.full(len(self._shape_rows), -np.inf)
             room = np.zeros(len(self._shape_rows), dtype=np.int64)
+            roomy = False  # some shape has a node for one task and room for need_min of them
             for s, w in shapes:
                 fit = draft.tasks_fit(w)
                 ok = fit > 0
                 if ok.any():
                     best[s] = alignment(free[ok], cap[ok], w).max()
-                    room[s] = int(np.minimum(fit, 1 << 40).sum())
+                    room[s] = got = int(np.minimum(fit, 1 << 40).sum())
+                    roomy = roomy or got >= need_min
+            if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
+                break
             feasible = alive & (room[idx] >= need) & np.isfinite(best[idx])
             if not feasible.any():
                 break
@@ -322,6 +347,7 @@ class Tetris(BasePolicy):
             score = np.where(feasible, a + eps * p, -np.inf)
             k = int(np.argmax(score))  # ties: earliest arrival (argmax takes the first)
             alive[k] = False
+            left -= 1
             placement = place_with(draft, jobs[k], aligned_chooser, n_workers=int(need[k]))
             if placement is not None:
                 plan.append(start_or_resume(jobs[k], placement))

@@ -217,6 +217,7 @@ class Tiresias(LasQueues, BasePolicy):
         self._dist: SizeDistribution | None = None
         self._dist_key: tuple[str, int] | None = None
         self._dist_version = 0
+        self._dist_n = -1  # history length at the last distribution() without the oracle
         self._prior: np.ndarray | None = prior
         self.promotions = 0
         # shapes that failed to place at the end of the last round, and the room they failed on: they
@@ -236,7 +237,7 @@ class Tiresias(LasQueues, BasePolicy):
         # see _still_quiet
         self._quiet: tuple[int, int, bytes, bytes, int] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
-        self._eligible: list[float] = []  # heap: when running jobs may first be preempted (min_run_time)
+        self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -291,6 +292,10 @@ class Tiresias(LasQueues, BasePolicy):
                 self._dist = SizeDistribution(sizes or [self.prior_median])
         else:
             n = len(view.history)
+            if n == self._dist_n:  # (the key below depends on n and the last key only: the same one)
+                assert self._dist is not None
+                return self._dist
+            self._dist_n = n
             key = ("history", n) if n >= self.min_history else ("prior", 0)
             old = self._dist_key
             if old is not None and old[0] == "history" and key[0] == "history" and n < old[1] * REFRESH_GROWTH:
@@ -474,24 +479,36 @@ class Tiresias(LasQueues, BasePolicy):
             free_gpus -= rec.gpus
             node_gpus = None
         self._nofit = failed
-        self._nofit_room = draft.save() if failed else None  # the room after this plan
-        # with an empty plan that room is the ledger's own: while no allocation changes, it is the same
-        self._nofit_version = view.allocation_version if not plan else None
         self._changed = False
-        self._quiet = (len(view.jobs), len(view.history), view.free.tobytes(), view.device_free.tobytes(),
-                       view.allocation_version) if not plan else None
+        if plan:
+            self._nofit_room = draft.save() if failed else None  # the room after this plan
+            self._nofit_version = None
+            self._quiet = None
+            return plan
+        # with an empty plan that room is the ledger's own (nothing reserved is kept, victims given back are
+        # restored): while no allocation changes, it is the same; one copy of it (as bytes) serves both memos
+        free, dev = view.free, view.device_free
+        room = (free.tobytes(), dev.tobytes())
+        self._nofit_room = (np.frombuffer(room[0], free.dtype).reshape(free.shape),
+                            np.frombuffer(room[1], dev.dtype).reshape(dev.shape)) if failed else None
+        self._nofit_version = view.allocation_version
+        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], view.allocation_version)
         return plan
 
     def _still_quiet(self, view: ClusterView) -> bool:
         """True if the last round planned nothing and nothing a round depends on changed since: no job
         arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
         no running job reached its minimum run time (a new victim), the free room is the same, and so
-        are the job count and the history (the Gittins distribution). The round would plan nothing again."""
+        are the job count and the history (the Gittins distribution). The round would plan nothing again.
+        (A job still running in ``Q_1`` that reached its minimum run time is no new victim: victims are taken
+        from lower queues than the waiting job's only, never from ``Q_1``; it becomes one when it is demoted,
+        a change of queue.)"""
         now = view.now
-        heap = self._eligible
-        reached = bool(heap) and heap[0] <= now + TIME_EPS
-        while heap and heap[0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
-            heapq.heappop(heap)
+        heap, recs = self._eligible, self._recs
+        reached = False
+        while heap and heap[0][0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
+            rec = recs.get(heapq.heappop(heap)[1])
+            reached = reached or rec is None or not rec.running or rec.q > 0
         quiet = self._quiet
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):

@@ -80,14 +80,17 @@ class Walk:
     (:meth:`taken`); a job it pauses joins a list of a lower queue, which the walk has not read yet, and is
     not visited in this round (:meth:`hide`), as in a copy taken when the round began."""
 
-    __slots__ = ("_lists", "_droppable", "_pos", "_heap", "_last", "_parked", "_hidden")
+    __slots__ = ("_lists", "_droppable", "_pos", "_heap", "_last", "_parked", "_hidden", "_gen")
 
     def __init__(self, lists: list[tuple[bool, list[Rec]]]) -> None:
         self._lists = [recs for _, recs in lists]
         self._droppable = [d for d, _ in lists]
         self._pos = [0] * len(lists)
-        self._heap = [(recs[0].key, i) for i, recs in enumerate(self._lists) if recs]
+        # (key of a list's next job, list, the list's generation when pushed): parking a list bumps its
+        # generation, so its entry still in the heap is dropped when it comes up (no search of the heap)
+        self._heap = [(recs[0].key, i, 0) for i, recs in enumerate(self._lists) if recs]
         heapq.heapify(self._heap)
+        self._gen = [0] * len(lists)
         self._last = -1
         self._parked: set[int] = set()
         self._hidden: set[int] = set()  # id() of jobs that joined a list during the walk
@@ -96,7 +99,9 @@ class Walk:
         return self
 
     def __next__(self) -> Rec:
-        heap = self._heap
+        heap, gen = self._heap, self._gen
+        while heap and heap[0][2] != gen[heap[0][1]]:  # (the entry of a list parked since it was pushed)
+            heapq.heappop(heap)
         if not heap:
             raise StopIteration
         i = heap[0][1]
@@ -113,7 +118,7 @@ class Walk:
             while k < n and id(recs[k]) in hidden:
                 k += 1
         if k < n:
-            heapq.heapreplace(heap, (recs[k].key, i))
+            heapq.heapreplace(heap, (recs[k].key, i, gen[i]))
         else:
             heapq.heappop(heap)
         self._last = i
@@ -133,13 +138,7 @@ class Walk:
         if i < 0 or not self._droppable[i] or i in self._parked:
             return
         self._parked.add(i)
-        heap = self._heap
-        for n, (_, j) in enumerate(heap):
-            if j == i:  # its next job, already in the merge
-                heap[n] = heap[-1]
-                heap.pop()
-                heapq.heapify(heap)
-                break
+        self._gen[i] += 1  # its next job, already in the merge, is dropped when it comes up
 
     def unpark(self, after: Key) -> None:
         """Read the parked lists again from their first job with a key above ``after`` (not hidden)."""
@@ -150,5 +149,5 @@ class Walk:
                 k += 1
             self._pos[i] = k
             if k < len(recs):
-                heapq.heappush(self._heap, (recs[k].key, i))
+                heapq.heappush(self._heap, (recs[k].key, i, self._gen[i]))
         self._parked.clear()

@@ -45,7 +45,7 @@ class LasQueues:
     _order: WaitingOrder
     _stale: dict[str, Rec]
     _changed: bool
-    _eligible: list[float]  # heap: when running jobs may first be preempted (min_run_time)
+    _eligible: list[tuple[float, str]]  # heap: (when a running job may first be preempted (min_run_time), job)
     _decided_at: float
 
     def queue_of(self, service: float) -> int:
@@ -134,7 +134,7 @@ class LasQueues:
         self._changed = True
         if running:
             rec.last_start = now
-            heapq.heappush(self._eligible, now + self.min_run_time)
+            heapq.heappush(self._eligible, (now + self.min_run_time, rec.job.id))
         self._schedule(rec, now)
 
     def _promote(self, rec: Rec, now: float) -> None:
@@ -180,6 +180,6 @@ class LasQueues:
             heapq.heappop(heap)
         t = heap[0][0] if heap else math.inf
         # (a round with waiting jobs drops the eligibility times it has reached, see _still_quiet)
-        if self._eligible and self._eligible[0] > self._decided_at + TIME_EPS and any(self._wait):
-            t = min(t, self._eligible[0])
+        if self._eligible and self._eligible[0][0] > self._decided_at + TIME_EPS and any(self._wait):
+            t = min(t, self._eligible[0][0])
         return t if t < math.inf else None
