@@ -63,7 +63,7 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
-from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial
+from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial, full_slices
 from .params import build
 from .skipped_ticks import SkippedTicks
 
@@ -131,6 +131,7 @@ class Gandiva(BasePolicy):
         self._recs: dict[str, JobRec] = {}
         self._wait: dict[str, JobRec] = {}
         self._run: dict[str, JobRec] = {}  # in the order their current turn started
+        self._run_cls: dict[float, dict[str, JobRec]] = defaultdict(dict)  # _run by size class, the same order
         self._idle: dict[tuple[int, float], dict[str, JobRec]] = defaultdict(dict)  # packing hosts by (workers, class)
         self._partner: dict[str, str] = {}  # both directions of every packed pair
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
@@ -216,7 +217,7 @@ class Gandiva(BasePolicy):
             return
         self._stamp += 1
         if rec.running:
-            del self._run[job.id]
+            self._run_drop(rec)
             self._release_nodes(rec)
             self._idle[(rec.n, rec.cls)].pop(job.id, None)
         else:
@@ -263,19 +264,30 @@ class Gandiva(BasePolicy):
                 self._shared.difference_update(devs)
                 self._shared_version += 1
 
+    def _run_last(self, rec: JobRec) -> None:
+        """Put ``rec`` last in the turn order (its turn starts now), overall and in its class."""
+        self._run.pop(rec.id, None)
+        self._run[rec.id] = rec
+        same = self._run_cls[rec.cls]
+        same.pop(rec.id, None)
+        same[rec.id] = rec
+
+    def _run_drop(self, rec: JobRec) -> None:
+        self._run.pop(rec.id, None)
+        self._run_cls[rec.cls].pop(rec.id, None)
+
     def _to_running(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         if rec.job.state is JobState.PAUSED:
             self._resumed_at[rec.id] = now
         self._wait.pop(rec.id, None)
-        self._run.pop(rec.id, None)
-        self._run[rec.id] = rec
+        self._run_last(rec)
         rec.running = True
         rec.turn_start = now
         self._release_nodes(rec)
         self._hold(rec, nodes)
 
     def _to_waiting(self, rec: JobRec, now: float) -> None:
-        self._run.pop(rec.id, None)
+        self._run_drop(rec)
         self._release_nodes(rec)
         self._idle[(rec.n, rec.cls)].pop(rec.id, None)
         self._dissolve(rec.id)
@@ -289,8 +301,7 @@ class Gandiva(BasePolicy):
         self._idle[(rec.n, rec.cls)].pop(rec.id, None)
         self._dissolve(rec.id)
         self._resumed_at[rec.id] = now
-        self._run.pop(rec.id, None)
-        self._run[rec.id] = rec
+        self._run_last(rec)
         rec.turn_start = now
         self._release_nodes(rec)
         self._hold(rec, nodes)
@@ -357,11 +368,9 @@ class Gandiva(BasePolicy):
         turn order) without a full slice (time-slicing and defragmentation take only jobs with one), and
         the latest wait start among the waiting jobs that may not yet take another class's turn."""
         now = view.now
-        run_ts = None
-        for r in self._run.values():  # turn starts only grow along this order
-            if now - r.turn_start < slice_ - EPS:
-                run_ts = r.turn_start
-                break
+        runs = list(self._run.values())
+        i = full_slices(runs, now, slice_)
+        run_ts = runs[i].turn_start if i < len(runs) else None
         wait_ws = None
         bar = self.cross_class_after * slice_ - EPS
         for rec in reversed(waiting):  # by (wait start, seq): the ones not yet past the bar come last

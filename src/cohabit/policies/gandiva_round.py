@@ -6,7 +6,7 @@ unpack, and time-slice a size class when nothing fits."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from bisect import bisect_left
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,13 @@ MAX_DEFRAG_ATTEMPTS = 3  # per decision, so that a long queue keeps decisions fa
 DEFRAG_CANDIDATES = 16  # target nodes considered per defragmentation attempt (most free GPUs first)
 MAX_PACK_SCAN = 32  # hosts examined per packing attempt
 EPS = 1e-9
+
+
+def full_slices(runs: list[JobRec], now: float, slice_: float) -> int:
+    """How many of ``runs`` (running jobs in the order their turns started) have had a full slice at
+    ``now``: a prefix, as turn starts only grow along that order."""
+    cut = slice_ - EPS
+    return bisect_left(runs, True, key=lambda r: now - r.turn_start < cut)
 
 
 class JobRec:
@@ -334,50 +341,52 @@ class GandivaRound:
     # ------------------------------------------------------------ time-slicing
     def time_slice(self, waiting: list[JobRec]) -> None:
         """Round-robin (paper §4.1 "Suspend-Resume"): jobs that had a full slice make way for
-        waiting ones, the same size class first."""
+        waiting ones, the same size class first.
+
+        The victims are the running jobs with a full slice, in the order their turns started (oldest
+        first), not moved in this round nor packed: a prefix of the turn order (``full_slices``) minus
+        those. Only what the waiting jobs reach is read: the pools are walked from a head per class
+        (and one across classes) that only moves forward as victims are taken, so a round costs the
+        victims it visits, not every running job."""
         now, p = self.now, self.p
-        done: list[JobRec] = []
-        for r in p._run.values():  # in the order their turns started: oldest turns first
-            if now - r.turn_start < self.slice - EPS:
-                break
-            if r.id not in self.moved and r.id not in p._partner:
-                done.append(r)
-        if not done:
+        moved, partner = self.moved, p._partner
+        runs = list(p._run.values())  # (a C-level copy: victims leave p._run while the loop runs)
+        nd = full_slices(runs, now, self.slice)
+        ci = 0  # first victim across classes not yet taken (none left: no turn to give)
+        while ci < nd and (runs[ci].id in moved or runs[ci].id in partner):
+            ci += 1
+        if ci == nd:
             return
-        by_class: dict[float, list[JobRec]] = defaultdict(list)
-        for r in done:
-            by_class[r.cls].append(r)
-        taken: set[str] = set()
-        head: dict[float, int] = defaultdict(int)  # per class: first victim not yet taken
-        remaining = len(done)
+        heads: dict[float, list] = {}  # per class: [its victims' prefix, its length, first not yet taken]
         bar = p.cross_class_after * self.slice - EPS
         failed_turn = self.failed_turn
-        none: list[JobRec] = []
         for rec in waiting:
-            if remaining == 0:
+            while ci < nd and (runs[ci].id in moved or runs[ci].id in partner):
+                ci += 1  # (victims taken join ``moved``)
+            if ci == nd:
                 return
             cls = rec.cls
-            same = by_class.get(cls, none)
-            i = head[cls]
-            n_same = len(same)
-            while i < n_same and same[i].id in taken:
+            h = heads.get(cls)
+            if h is None:
+                same = list(p._run_cls[cls].values())
+                h = heads[cls] = [same, full_slices(same, now, self.slice), 0]
+            same, n_same, i = h
+            while i < n_same and (same[i].id in moved or same[i].id in partner):
                 i += 1
-            head[cls] = i
+            h[2] = i
             cross = i == n_same
             if cross and now - rec.wait_since < bar:
                 continue  # its own class has no turn to give yet; other classes only after a full slice
             key = (rec.shape, cross)
             if key in failed_turn:
                 continue
-            pool = done if cross else same[i:]
-            got = self._take_turns(rec, (r for r in pool if r.id not in taken), key)
+            pool = runs[ci:nd] if cross else same[i:n_same]
+            got = self._take_turns(rec, (r for r in pool if r.id not in moved and r.id not in partner), key)
             if got is None:
-                self.failed_turn.add(key)
+                failed_turn.add(key)
                 continue
             victims, placement = got
             for v in victims:
-                taken.add(v.id)
-                remaining -= 1
                 self._suspend(v, f"gandiva: time slice over, {rec.id} resumes")
             self._start(rec, placement)
             self.failed.clear()
