@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from operator import attrgetter
 
 import numpy as np
 
@@ -63,6 +62,7 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
+from .gandiva_queue import TurnOrder, WaitGroups
 from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial, full_slices
 from .params import build
 from .skipped_ticks import SkippedTicks
@@ -78,8 +78,6 @@ def _number(value: object) -> float | None:
     v = float(value)
     return v if math.isfinite(v) else None
 
-
-_KEY = attrgetter("key")
 
 class Gandiva(BasePolicy):
     """Affinity placement, defragmenting migration, introspective packing and time-slicing."""
@@ -130,8 +128,12 @@ class Gandiva(BasePolicy):
         self.name = "gandiva"
         self._recs: dict[str, JobRec] = {}
         self._wait: dict[str, JobRec] = {}
+        self._queue = WaitGroups()  # the same jobs by group, each in round-robin order (gandiva_queue)
         self._run: dict[str, JobRec] = {}  # in the order their current turn started
-        self._run_cls: dict[float, dict[str, JobRec]] = defaultdict(dict)  # _run by size class, the same order
+        # the running jobs that time-slicing may suspend (not packed), in the same order, overall and per class
+        self._victims = TurnOrder()
+        self._victims_cls: dict[float, TurnOrder] = defaultdict(TurnOrder)
+        self._turns = 0  # turns started (JobRec.turn_no)
         self._idle: dict[tuple[int, float], dict[str, JobRec]] = defaultdict(dict)  # packing hosts by (workers, class)
         self._partner: dict[str, str] = {}  # both directions of every packed pair
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
@@ -186,8 +188,9 @@ class Gandiva(BasePolicy):
             if ci >= self._aff.shape[1]:
                 self._aff = np.hstack([self._aff, np.zeros_like(self._aff)])
         rec.ci = ci
+        rec.gkey = (rec.shape, rec.pack_key, rec.whole)
         self._recs[job.id] = rec
-        self._wait[job.id] = rec
+        self._wait_add(rec)
         self._stamp += 1
 
     def on_progress(self, job: JobView, view: ClusterView) -> None:
@@ -221,7 +224,7 @@ class Gandiva(BasePolicy):
             self._release_nodes(rec)
             self._idle[(rec.n, rec.cls)].pop(job.id, None)
         else:
-            self._wait.pop(job.id, None)
+            self._wait_drop(rec)
         self._dissolve(job.id)
         self._trials.pop(job.id, None)
         self._resumed_at.pop(job.id, None)
@@ -263,23 +266,48 @@ class Gandiva(BasePolicy):
             if devs:
                 self._shared.difference_update(devs)
                 self._shared_version += 1
+            rec = self._recs.get(guest)
+            if rec is not None:
+                self._victim(rec)
+
+    def _wait_add(self, rec: JobRec) -> None:
+        self._wait[rec.id] = rec
+        self._queue.add(rec)
+
+    def _wait_drop(self, rec: JobRec) -> None:
+        if self._wait.pop(rec.id, None) is not None:
+            self._queue.remove(rec)
 
     def _run_last(self, rec: JobRec) -> None:
-        """Put ``rec`` last in the turn order (its turn starts now), overall and in its class."""
+        """Put ``rec`` last in the turn order (its turn starts now), and among the victims unless packed."""
+        self._not_victim(rec)
         self._run.pop(rec.id, None)
         self._run[rec.id] = rec
-        same = self._run_cls[rec.cls]
-        same.pop(rec.id, None)
-        same[rec.id] = rec
+        rec.turn_no = self._turns
+        self._turns += 1
+        self._victim(rec)
 
     def _run_drop(self, rec: JobRec) -> None:
         self._run.pop(rec.id, None)
-        self._run_cls[rec.cls].pop(rec.id, None)
+        self._not_victim(rec)
+
+    def _victim(self, rec: JobRec) -> None:
+        """Back among the victims at its place in the turn order, if running and not packed."""
+        if not rec.victim and rec.id in self._run and rec.id not in self._partner:
+            rec.victim = True
+            self._victims.add(rec)
+            self._victims_cls[rec.cls].add(rec)
+
+    def _not_victim(self, rec: JobRec) -> None:
+        if rec.victim:
+            rec.victim = False
+            self._victims.remove(rec)
+            self._victims_cls[rec.cls].remove(rec)
 
     def _to_running(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         if rec.job.state is JobState.PAUSED:
             self._resumed_at[rec.id] = now
-        self._wait.pop(rec.id, None)
+        self._wait_drop(rec)
         self._run_last(rec)
         rec.running = True
         rec.turn_start = now
@@ -293,8 +321,9 @@ class Gandiva(BasePolicy):
         self._dissolve(rec.id)
         rec.running = False
         rec.wait_since = now
+        self._wait_drop(rec)
         rec.key = (now, rec.job.seq)
-        self._wait[rec.id] = rec
+        self._wait_add(rec)
 
     def _relocated(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         """A running job was migrated: it restarts its turn on ``nodes``, unmeasured."""
@@ -351,9 +380,8 @@ class Gandiva(BasePolicy):
         if self._wait and (plan or not self._still_quiet(view)):
             if rnd is None:
                 rnd = GandivaRound(self, view, plan)
-            waiting = sorted(self._wait.values(), key=_KEY)
-            rnd.schedule(waiting)
-            self._quiet = None if plan else self._quiet_until(view, rnd.slice, waiting)
+            rnd.schedule(self._queue)
+            self._quiet = None if plan else self._quiet_until(view, rnd.slice)
         if plan:
             self._quiet = None
         if rnd is not None:
@@ -361,7 +389,7 @@ class Gandiva(BasePolicy):
         return plan
 
     # ----------------------------------------------------------- quiet rounds
-    def _quiet_until(self, view: ClusterView, slice_: float, waiting: list[JobRec]) -> tuple[
+    def _quiet_until(self, view: ClusterView, slice_: float) -> tuple[
             ClusterView, int, int, float, float | None, float | None]:
         """What made the round that just planned nothing: the ledger version, the stamp, the slice, and
         the two clock thresholds a later round could cross: the turn start of the first running job (in
@@ -371,12 +399,7 @@ class Gandiva(BasePolicy):
         runs = list(self._run.values())
         i = full_slices(runs, now, slice_)
         run_ts = runs[i].turn_start if i < len(runs) else None
-        wait_ws = None
-        bar = self.cross_class_after * slice_ - EPS
-        for rec in reversed(waiting):  # by (wait start, seq): the ones not yet past the bar come last
-            if now - rec.wait_since >= bar:
-                break
-            wait_ws = rec.wait_since
+        wait_ws = self._queue.earliest_under(now, self.cross_class_after * slice_ - EPS)
         return (view, view.allocation_version, self._stamp, slice_, run_ts, wait_ws)
 
     def _still_quiet(self, view: ClusterView) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from heapq import heapify, heappop, heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from ..engine.actions import Colocate, Migrate, Pause, Placement, Plan, Resume, 
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
+from .gandiva_queue import Group, WaitGroups
 from .placement import Draft, consolidated_first, fill
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ class JobRec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key", "pack_key", "ikey")
+                 "solo_iter", "nodes", "key", "pack_key", "ikey", "gkey", "turn_no", "victim")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -58,6 +60,9 @@ class JobRec:
         self.key = (now, job.seq)  # round-robin order: longest waiting first
         self.pack_key: tuple[int, float, str] = (1, 0.0, "")  # (n, cls, model): set with them on arrival
         self.ikey: tuple[int, float] = (1, 0.0)  # (n, cls): its packing hosts' key in Gandiva._idle
+        self.gkey: tuple[object, ...] = ()  # (shape, pack_key, whole): its group among the waiting (gandiva_queue)
+        self.turn_no = -1  # its place in the turn order (Gandiva._run), numbered when its turn starts
+        self.victim = False  # in Gandiva's victim orders (running, not packed)
 
 
 class PackTrial:
@@ -112,27 +117,35 @@ class GandivaRound:
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
-    def schedule(self, waiting: list[JobRec]) -> None:
+    def schedule(self, queue: WaitGroups) -> None:
+        """Every waiting job in round-robin order (longest waiting first): start it on free room
+        (:meth:`place_free`), else pack it onto a host (:meth:`pack`); then time-slice for the rest.
+
+        The jobs are visited group by group in key order (a heap of group heads, :mod:`.gandiva_queue`).
+        A group whose shape found no free room (or whose GPUs exceed the free ones, which only fall in this
+        loop) and whose packing key found no host (hosts only leave ``_idle`` in a round) is done: its
+        later jobs would each do nothing, so they are not visited."""
         g = self.g
         lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
-        left: list[JobRec] = []
-        keep = left.append
-        moved, failed_pack, idle, packing = self.moved, self.failed_pack, self.p._idle, self.p.packing
-        # only the pack evaluation (before this loop) suspends waiting jobs in a round; the loop adds
-        # running jobs to ``moved`` (hosts, migrated jobs), never waiting ones
-        unpacked = bool(moved)
-        for rec in waiting:
-            if unpacked and rec.id in moved:
-                continue  # suspended in this very round (unpacked): its turn comes later
-            if lim >= rec.cls and self.place_free(rec):
+        # only the pack evaluation (before this loop) suspends waiting jobs in a round: those are skipped
+        # (their turn comes later); the loop adds running jobs to ``moved`` (hosts, migrated jobs)
+        moved, failed, failed_pack, idle, packing = self.moved, self.failed, self.failed_pack, self.p._idle, \
+            self.p.packing
+        heap = [(r.key, grp.order, grp, r) for grp in queue.groups.values() if (r := grp.after(None, moved))]
+        heapify(heap)
+        while heap:
+            key, order, grp, rec = heappop(heap)
+            can_place = lim >= grp.cls and grp.shape not in failed
+            if not (can_place or (packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey))):
+                continue  # nothing left to try for this group in this loop
+            if can_place and self.place_free(rec):
                 lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS
-                continue
-            # (pack's own first checks, inline: most waiting jobs fail them, every round)
-            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get(rec.ikey) and self.pack(rec):
-                continue
-            keep(rec)
-        if left:
-            self.time_slice(left)
+            elif packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey):
+                self.pack(rec)  # (a migration may have taken a host away: checked again)
+            nxt = grp.after(key, moved)
+            if nxt is not None:
+                heappush(heap, (nxt.key, order, grp, nxt))
+        self.time_slice(queue)
 
     def _start(self, rec: JobRec, placement: Placement) -> None:
         job = rec.job
@@ -297,6 +310,8 @@ class GandivaRound:
             p._to_running(rec, host.nodes, self.now)
             p._partner[rec.id] = hid
             p._partner[hid] = rec.id
+            p._not_victim(rec)
+            p._not_victim(host)
             p._shared_devs[rec.id] = alloc.devices
             p._shared.update(alloc.devices)
             p._shared_version += 1
@@ -339,57 +354,81 @@ class GandivaRound:
             self._suspend(guest, reason)
 
     # ------------------------------------------------------------ time-slicing
-    def time_slice(self, waiting: list[JobRec]) -> None:
+    def time_slice(self, queue: WaitGroups) -> None:
         """Round-robin (paper §4.1 "Suspend-Resume"): jobs that had a full slice make way for
-        waiting ones, the same size class first.
+        waiting ones (longest waiting first), the same size class first.
 
         The victims are the running jobs with a full slice, in the order their turns started (oldest
         first), not moved in this round nor packed: a prefix of the turn order (``full_slices``) minus
         those. Only what the waiting jobs reach is read: the pools are walked from a head per class
-        (and one across classes) that only moves forward as victims are taken, so a round costs the
-        victims it visits, not every running job."""
+        (and one across classes) that only moves forward as victims are taken. The waiting jobs are
+        visited group by group in key order (:mod:`.gandiva_queue`): a group whose turn failed is
+        parked while its class still has victims (its later jobs would fail the same way) and comes
+        back, after the job that took them, once its class has none left (its jobs then try other
+        classes' turns); a group that may not take other classes' turns (it failed, or its next job
+        has not waited the cross-class bar, nor will its later ones) is done."""
         now, p = self.now, self.p
-        moved, partner = self.moved, p._partner
-        runs = list(p._run.values())  # (a C-level copy: victims leave p._run while the loop runs)
+        moved = self.moved
+        runs = list(p._victims.recs)  # (a C-level copy: victims leave the order while the loop runs)
         nd = full_slices(runs, now, self.slice)
         ci = 0  # first victim across classes not yet taken (none left: no turn to give)
-        while ci < nd and (runs[ci].id in moved or runs[ci].id in partner):
+        while ci < nd and runs[ci].id in moved:
             ci += 1
         if ci == nd:
             return
         heads: dict[float, list] = {}  # per class: [its victims' prefix, its length, first not yet taken]
+
+        def exhausted(cls: float) -> bool:
+            h = heads.get(cls)
+            if h is None:
+                order = p._victims_cls.get(cls)
+                same = list(order.recs) if order is not None else []
+                h = heads[cls] = [same, full_slices(same, now, self.slice), 0]
+            same, n_same, i = h
+            while i < n_same and same[i].id in moved:
+                i += 1
+            h[2] = i
+            return i == n_same
+
+        parked: dict[float, list[Group]] = {}  # per class: groups whose same-class turn failed
         bar = p.cross_class_after * self.slice - EPS
         failed_turn = self.failed_turn
-        for rec in waiting:
-            while ci < nd and (runs[ci].id in moved or runs[ci].id in partner):
+        heap = [(r.key, grp.order, grp, r) for grp in queue.groups.values() if (r := grp.after(None, moved))]
+        heapify(heap)
+        while heap:
+            key, order, grp, rec = heappop(heap)
+            while ci < nd and runs[ci].id in moved:
                 ci += 1  # (victims taken join ``moved``)
             if ci == nd:
                 return
-            cls = rec.cls
-            h = heads.get(cls)
-            if h is None:
-                same = list(p._run_cls[cls].values())
-                h = heads[cls] = [same, full_slices(same, now, self.slice), 0]
-            same, n_same, i = h
-            while i < n_same and (same[i].id in moved or same[i].id in partner):
-                i += 1
-            h[2] = i
-            cross = i == n_same
+            cls = grp.cls
+            cross = exhausted(cls)
             if cross and now - rec.wait_since < bar:
-                continue  # its own class has no turn to give yet; other classes only after a full slice
-            key = (rec.shape, cross)
-            if key in failed_turn:
+                continue  # its own class has no turn to give; other classes only after a full slice
+            tkey = (grp.shape, cross)
+            if tkey in failed_turn:
+                if not cross:
+                    parked.setdefault(cls, []).append(grp)
                 continue
-            pool = runs[ci:nd] if cross else same[i:n_same]
-            got = self._take_turns(rec, (r for r in pool if r.id not in moved and r.id not in partner), key)
-            if got is None:
-                failed_turn.add(key)
-                continue
-            victims, placement = got
-            for v in victims:
-                self._suspend(v, f"gandiva: time slice over, {rec.id} resumes")
-            self._start(rec, placement)
-            self.failed.clear()
+            h = heads[cls]
+            pool = runs[ci:nd] if cross else h[0][h[2]:h[1]]
+            got = self._take_turns(rec, (r for r in pool if r.id not in moved), tkey)
+            if got is not None:
+                victims, placement = got
+                for v in victims:
+                    self._suspend(v, f"gandiva: time slice over, {rec.id} resumes")
+                self._start(rec, placement)
+                self.failed.clear()
+                for c in [c for c in parked if exhausted(c)]:
+                    for pg in parked.pop(c):  # their later jobs now try other classes' turns
+                        r = pg.after(key, moved)
+                        if r is not None:
+                            heappush(heap, (r.key, pg.order, pg, r))
+            else:
+                failed_turn.add(tkey)
+            nxt = grp.after(key, moved)
+            if nxt is not None:
+                heappush(heap, (nxt.key, order, grp, nxt))
 
     def _take_turns(self, rec: JobRec, pool, key: tuple[tuple[bytes, int], bool]) -> tuple[  # type: ignore[no-untyped-def]
             list[JobRec], Placement] | None:
