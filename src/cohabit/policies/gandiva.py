@@ -82,6 +82,8 @@ def _number(value: object) -> float | None:
 class Gandiva(BasePolicy):
     """Affinity placement, defragmenting migration, introspective packing and time-slicing."""
 
+    round_class = GandivaRound  # one decision round (tests substitute a plain reference)
+
     def __init__(
         self,
         slice_length: float = 60.0,
@@ -375,11 +377,11 @@ class Gandiva(BasePolicy):
             return plan  # nothing to measure, nobody waiting: a round would plan nothing
         rnd: GandivaRound | None = None
         if self._trials:
-            rnd = GandivaRound(self, view, plan)
+            rnd = self.round_class(self, view, plan)
             self._evaluate_packs(rnd)
         if self._wait and (plan or not self._still_quiet(view)):
             if rnd is None:
-                rnd = GandivaRound(self, view, plan)
+                rnd = self.round_class(self, view, plan)
             rnd.schedule(self._queue)
             self._quiet = None if plan else self._quiet_until(view, rnd.slice)
         if plan:
