@@ -192,12 +192,14 @@ def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
     """Which packing hosts the ledger would time-share (``_ledger_picks``) is kept across rounds while
     the ledger and the shared devices are unchanged: at the start of every round each kept answer (and
     each kept order of a node's devices) must equal a fresh check (a stale memo, e.g. one not keyed by
-    the ledger's version, fails)."""
+    the ledger's version, fails); so must each answer kept per host across ledger versions, keyed by its
+    nodes' rows and shared devices (``GandivaRound.host_picks``)."""
     from cohabit.policies.gandiva_round import GandivaRound
     from cohabit.sim.traces import load_trace
     from cohabit.spec import cluster_from_arg
 
-    checked = []
+    checked: list[str] = []
+    checked_hosts: list[str] = []
 
     class Probe(Gandiva):
         def __init__(self) -> None:
@@ -219,8 +221,16 @@ def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
                         checked.append(hid)
                 for node, order in rnd._node_order.items():  # and so are the devices' orders they came from
                     assert fresh._node_order.get(node, order) == order, node
+            fresh = GandivaRound.__new__(GandivaRound)
+            fresh.view, fresh.p, fresh._free_dev_box, fresh._node_order = view, self, [None], {}
+            for hosts in self._idle.values():  # answers kept per host across ledger versions (host_picks)
+                for hid, rec in hosts.items():
+                    alloc = view.allocation_of(hid)
+                    if alloc is not None and hid in self._host_picks:
+                        assert rnd.host_picks(rec, alloc.devices) == fresh._ledger_picks(rec.nodes, alloc.devices), hid
+                        checked_hosts.append(hid)
             return super().decide(view)
 
     jobs = load_trace("philly_82k", "philly", limit=40).jobs
     simulate(jobs, cluster_from_arg("muri-n8g8"), Probe())
-    assert len(checked) > 100
+    assert len(checked) > 100 and len(checked_hosts) > 100

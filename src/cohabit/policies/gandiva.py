@@ -141,10 +141,13 @@ class Gandiva(BasePolicy):
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
         self._shared_version = 0  # bumped whenever _shared changes
+        self._shared_node_ver: dict[int, int] = defaultdict(int)  # per node: changes of _shared there
+        # per packing host: its _ledger_picks answer and what it read (GandivaRound.host_picks)
+        self._host_picks: dict[str, tuple[list[object], bool]] = {}
         # the view, (ledger version, _shared_version), the per-host _ledger_picks answers, the free-device row
-        # and each node's devices in the order the ledger gives them to a guest
+        # each node's devices in the order the ledger gives them to a guest, and each node's row as bytes
         self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None],
-                                dict[int, list[int]]] | None = None
+                                dict[int, list[int]], dict[int, tuple[bytes, int]]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._bad_with: dict[str, set[str]] = defaultdict(set)  # model -> the models it must not pack with
@@ -230,6 +233,7 @@ class Gandiva(BasePolicy):
         self._dissolve(job.id)
         self._trials.pop(job.id, None)
         self._resumed_at.pop(job.id, None)
+        self._host_picks.pop(job.id, None)
 
     # ------------------------------------------------------- state tracking
     @property
@@ -268,6 +272,8 @@ class Gandiva(BasePolicy):
             if devs:
                 self._shared.difference_update(devs)
                 self._shared_version += 1
+                for node, _ in devs:
+                    self._shared_node_ver[node] += 1
             rec = self._recs.get(guest)
             if rec is not None:
                 self._victim(rec)

@@ -103,10 +103,11 @@ class GandivaRound:
         key = (view.allocation_version, policy._shared_version)
         memo = policy._picks_memo
         if memo is None or memo[0] is not view or memo[1] != key:
-            memo = policy._picks_memo = (view, key, {}, [None], {})
+            memo = policy._picks_memo = (view, key, {}, [None], {}, {})
         self._picks: dict[str, bool] = memo[2]
         self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
         self._node_order: dict[int, list[int]] = memo[4]  # per node: its devices in the ledger's order for a guest
+        self._node_sigs: dict[int, tuple[bytes, int]] = memo[5]  # per node: what host_picks keys its answers by
         tkey = (view.allocation_version, policy._held_version)
         tm = policy._turn_memo
         if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
@@ -287,12 +288,12 @@ class GandivaRound:
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
             if hid in moved or hid in partner or host.job.iter_time is None \
-                    or host.model in bad or any(node in dirty for node in host.nodes):
+                    or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
             ok = self._picks.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
-                ok = self._picks[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
+                ok = self._picks[hid] = alloc is not None and self.host_picks(host, alloc.devices)
             if not ok:
                 continue
             alloc = view.allocation_of(hid)
@@ -315,12 +316,34 @@ class GandivaRound:
             p._shared_devs[rec.id] = alloc.devices
             p._shared.update(alloc.devices)
             p._shared_version += 1
+            for node, _ in alloc.devices:
+                p._shared_node_ver[node] += 1
             p._idle[(host.n, host.cls)].pop(hid, None)
             self.moved.add(hid)  # a host is not sliced or migrated in the round it packs
             self.dirty.update(host.nodes)
             return True
         self.failed_pack.add(key)
         return False
+
+    def host_picks(self, host: JobRec, devices: frozenset[tuple[int, int]]) -> bool:
+        """:meth:`_ledger_picks` for ``host`` holding ``devices``, kept per host across ledger versions: the
+        answer reads only the host's nodes, its devices, those nodes' rows of the ledger's device table and
+        the shared devices there, so it is kept with those (a row as bytes, and a per-node count of changes
+        to the policy's shared devices, ``Gandiva._shared_node_ver``) and holds while they are equal."""
+        sigs, dev, ver = self._node_sigs, self.view.device_free, self.p._shared_node_ver
+        nodes = host.nodes
+        sig: list[object] = [nodes, devices]
+        for node in dict.fromkeys(nodes):
+            s = sigs.get(node)
+            if s is None:
+                s = sigs[node] = (dev[node].tobytes(), ver.get(node, 0))
+            sig.append(s)
+        kept = self.p._host_picks.get(host.id)
+        if kept is not None and kept[0] == sig:
+            return kept[1]
+        ok = self._ledger_picks(nodes, devices)
+        self.p._host_picks[host.id] = (sig, ok)
+        return ok
 
     def _ledger_picks(self, nodes: tuple[int, ...], host_devices: frozenset[tuple[int, int]]) -> bool:
         """True if the ledger would time-share exactly the host's devices: it gives a guest the
