@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -141,13 +142,14 @@ class Gandiva(BasePolicy):
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
         self._shared_version = 0  # bumped whenever _shared changes
-        self._shared_node_ver: dict[int, int] = defaultdict(int)  # per node: changes of _shared there
-        # per packing host: its _ledger_picks answer and what it read (GandivaRound.host_picks)
-        self._host_picks: dict[str, tuple[list[object], bool]] = {}
-        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers, the free-device row
-        # each node's devices in the order the ledger gives them to a guest, and each node's row as bytes
-        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None],
-                                dict[int, list[int]], dict[int, tuple[bytes, int]]] | None = None
+        # per packing host: its _ledger_picks answer while what it read is unchanged, and the ledger's device
+        # table as last seen (view, ledger version, a copy) to find the nodes whose rows changed (GandivaRound)
+        self._host_ok: dict[str, bool] = {}
+        self._dev_seen: tuple[ClusterView, int, np.ndarray] | None = None
+        # the view, (ledger version, _shared_version), the free-device row and each node's devices in the
+        # order the ledger gives them to a guest
+        self._picks_memo: tuple[ClusterView, tuple[int, int], list[list[bool] | None],
+                                dict[int, list[int]]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._bad_with: dict[str, set[str]] = defaultdict(set)  # model -> the models it must not pack with
@@ -233,7 +235,7 @@ class Gandiva(BasePolicy):
         self._dissolve(job.id)
         self._trials.pop(job.id, None)
         self._resumed_at.pop(job.id, None)
-        self._host_picks.pop(job.id, None)
+        self._host_ok.pop(job.id, None)
 
     # ------------------------------------------------------- state tracking
     @property
@@ -243,8 +245,17 @@ class Gandiva(BasePolicy):
             return self.slice_length
         return max(self.slice_length, self.suspend_cost / self.max_suspend_overhead)
 
+    def _forget_host_answers(self, nodes: Iterable[int]) -> None:
+        """Forget the kept ``_ledger_picks`` answers of the jobs holding ``nodes`` (their rows changed)."""
+        ok, held = self._host_ok, self._node_jobs
+        if ok:
+            for node in nodes:
+                for job_id in held[node]:
+                    ok.pop(job_id, None)
+
     def _hold(self, rec: JobRec, nodes: tuple[int, ...]) -> None:
         assert self._aff is not None
+        self._host_ok.pop(rec.id, None)
         rec.nodes = nodes
         self._held_version += 1
         for node in nodes:
@@ -253,6 +264,7 @@ class Gandiva(BasePolicy):
 
     def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
+        self._host_ok.pop(rec.id, None)
         if rec.nodes:
             self._held_version += 1
         for node in rec.nodes:
@@ -272,8 +284,7 @@ class Gandiva(BasePolicy):
             if devs:
                 self._shared.difference_update(devs)
                 self._shared_version += 1
-                for node, _ in devs:
-                    self._shared_node_ver[node] += 1
+                self._forget_host_answers({node for node, _ in devs})
             rec = self._recs.get(guest)
             if rec is not None:
                 self._victim(rec)

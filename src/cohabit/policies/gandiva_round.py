@@ -95,19 +95,33 @@ class GandivaRound:
         self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
         self.migrations = 0
         self.defrag_attempts = 0
-        # per host: would the ledger time-share its devices (_ledger_picks)? The ledger does not change
-        # within a round, and a pack makes its host's nodes dirty before it changes the shared devices
-        # there, so an answer holds for the round (hosts on dirty nodes are not asked again). The answers
-        # (and the free-device row) depend only on the ledger and the policy's shared devices, so they are
-        # kept across rounds while neither changed (``Gandiva._picks_memo``, keyed by both versions)
+        # per host: would the ledger time-share its devices (_ledger_picks)? The answer reads only the host's
+        # nodes and devices, those nodes' rows of the ledger's device table and the policy's shared devices
+        # there, so it is kept per host (``Gandiva._host_ok``) and forgotten when one of these changes: here,
+        # for the hosts on the nodes whose rows differ from the table as last seen; when the policy's shared
+        # devices change on a node, for the hosts there; when a job's held nodes change, for the job. The
+        # ledger does not change within a round, and a pack makes its host's nodes dirty before it changes
+        # the shared devices there (hosts on dirty nodes are not asked again in the round).
+        seen = policy._dev_seen
+        dev = view.device_free
+        if seen is None or seen[0] is not view or seen[2].shape != dev.shape:
+            policy._host_ok.clear()
+            policy._dev_seen = (view, view.allocation_version, dev.copy())
+        elif seen[1] != view.allocation_version:
+            table = seen[2]
+            changed = np.flatnonzero((dev != table).any(axis=1))
+            if changed.size:
+                policy._forget_host_answers(changed.tolist())
+                table[changed] = dev[changed]
+            policy._dev_seen = (view, view.allocation_version, table)
+        # the free-device row and each node's devices in the ledger's order for a guest (what _ledger_picks
+        # reads), kept while neither the ledger nor the shared devices changed (``Gandiva._picks_memo``)
         key = (view.allocation_version, policy._shared_version)
         memo = policy._picks_memo
         if memo is None or memo[0] is not view or memo[1] != key:
-            memo = policy._picks_memo = (view, key, {}, [None], {}, {})
-        self._picks: dict[str, bool] = memo[2]
-        self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
-        self._node_order: dict[int, list[int]] = memo[4]  # per node: its devices in the ledger's order for a guest
-        self._node_sigs: dict[int, tuple[bytes, int]] = memo[5]  # per node: what host_picks keys its answers by
+            memo = policy._picks_memo = (view, key, [None], {})
+        self._free_dev_box: list[list[bool] | None] = memo[2]  # per node: has a whole free GPU device (the ledger's)
+        self._node_order: dict[int, list[int]] = memo[3]  # per node: its devices in the ledger's order for a guest
         tkey = (view.allocation_version, policy._held_version)
         tm = policy._turn_memo
         if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
@@ -283,17 +297,17 @@ class GandivaRound:
         rest = view.demand_vector(rec.job).copy()
         rest[g] = 0.0
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
-        moved, partner, dirty = self.moved, p._partner, self.dirty
+        moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
-            ok = self._picks.get(hid)
+            ok = host_ok.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
-                ok = self._picks[hid] = alloc is not None and self.host_picks(host, alloc.devices)
+                ok = host_ok[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
             if not ok:
                 continue
             alloc = view.allocation_of(hid)
@@ -316,34 +330,13 @@ class GandivaRound:
             p._shared_devs[rec.id] = alloc.devices
             p._shared.update(alloc.devices)
             p._shared_version += 1
-            for node, _ in alloc.devices:
-                p._shared_node_ver[node] += 1
+            p._forget_host_answers({node for node, _ in alloc.devices})
             p._idle[(host.n, host.cls)].pop(hid, None)
             self.moved.add(hid)  # a host is not sliced or migrated in the round it packs
             self.dirty.update(host.nodes)
             return True
         self.failed_pack.add(key)
         return False
-
-    def host_picks(self, host: JobRec, devices: frozenset[tuple[int, int]]) -> bool:
-        """:meth:`_ledger_picks` for ``host`` holding ``devices``, kept per host across ledger versions: the
-        answer reads only the host's nodes, its devices, those nodes' rows of the ledger's device table and
-        the shared devices there, so it is kept with those (a row as bytes, and a per-node count of changes
-        to the policy's shared devices, ``Gandiva._shared_node_ver``) and holds while they are equal."""
-        sigs, dev, ver = self._node_sigs, self.view.device_free, self.p._shared_node_ver
-        nodes = host.nodes
-        sig: list[object] = [nodes, devices]
-        for node in dict.fromkeys(nodes):
-            s = sigs.get(node)
-            if s is None:
-                s = sigs[node] = (dev[node].tobytes(), ver.get(node, 0))
-            sig.append(s)
-        kept = self.p._host_picks.get(host.id)
-        if kept is not None and kept[0] == sig:
-            return kept[1]
-        ok = self._ledger_picks(nodes, devices)
-        self.p._host_picks[host.id] = (sig, ok)
-        return ok
 
     def _ledger_picks(self, nodes: tuple[int, ...], host_devices: frozenset[tuple[int, int]]) -> bool:
         """True if the ledger would time-share exactly the host's devices: it gives a guest the
