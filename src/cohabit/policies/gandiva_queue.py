@@ -46,8 +46,11 @@ class Group:
 
     def first_under(self, now: float, bar: float) -> JobRec | None:
         """The first job that has waited less than ``bar`` at ``now`` (wait starts grow along the keys)."""
-        i = bisect_left(self.recs, True, key=lambda r: now - r.wait_since < bar)
-        return self.recs[i] if i < len(self.recs) else None
+        recs = self.recs
+        if not recs or not now - recs[-1].wait_since < bar:
+            return None  # (its latest job is past the bar: all are)
+        i = bisect_left(recs, True, key=lambda r: now - r.wait_since < bar)
+        return recs[i]
 
 
 class WaitGroups:

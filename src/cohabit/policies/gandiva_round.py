@@ -146,7 +146,10 @@ class GandivaRound:
         # (their turn comes later); the loop adds running jobs to ``moved`` (hosts, migrated jobs)
         moved, failed, failed_pack, idle, packing = self.moved, self.failed, self.failed_pack, self.p._idle, \
             self.p.packing
-        heap = [(r.key, grp.order, grp, r) for grp in queue.groups.values() if (r := grp.after(None, moved))]
+        # (a group whose GPUs exceed the free ones and that has no host to pack onto does nothing: not seeded)
+        heap = [(r.key, grp.order, grp, r) for grp in queue.groups.values()
+                if (lim >= grp.cls or (packing and grp.whole and idle.get(grp.ikey)))
+                and (r := grp.after(None, moved))]
         heapify(heap)
         while heap:
             key, order, grp, rec = heappop(heap)
