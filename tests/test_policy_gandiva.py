@@ -189,15 +189,16 @@ def test_every_job_terminates_and_nothing_over_allocates(jobs, slice_length, bar
 
 
 def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
-    """Which packing hosts the ledger would time-share (``_ledger_picks``) is kept across rounds while
-    the ledger and the shared devices are unchanged: at the start of every round each kept answer (and
-    each kept order of a node's devices) must equal a fresh check (a stale memo, e.g. one not keyed by
-    the ledger's version, fails)."""
+    """Which packing hosts the ledger would time-share (``_ledger_picks``) is kept per host across rounds
+    and ledger versions (``Gandiva._host_ok``), forgotten for the hosts on nodes whose device rows or
+    shared devices changed and for jobs whose held nodes changed: at the start of every round each kept
+    answer must equal a fresh check, and each kept order of a node's devices too (an answer not forgotten
+    when its node's row changes, or a memo not keyed by the ledger's version, fails)."""
     from cohabit.policies.gandiva_round import GandivaRound
     from cohabit.sim.traces import load_trace
     from cohabit.spec import cluster_from_arg
 
-    checked = []
+    checked: list[str] = []
 
     class Probe(Gandiva):
         def __init__(self) -> None:
@@ -206,19 +207,17 @@ def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
             self.next_decision_time = None  # type: ignore[assignment,method-assign]
 
         def decide(self, view):  # type: ignore[override]
-            rnd = GandivaRound(self, view, [])
-            kept = rnd._picks  # the answers this round starts from
-            if kept:
-                fresh = GandivaRound.__new__(GandivaRound)
-                fresh.view, fresh.p, fresh._free_dev_box, fresh._node_order = view, self, [None], {}
-                for hid, ok in kept.items():
-                    alloc = view.allocation_of(hid)
-                    rec = self._recs.get(hid)
-                    if alloc is not None and rec is not None:
-                        assert fresh._ledger_picks(rec.nodes, alloc.devices) == ok, hid
-                        checked.append(hid)
-                for node, order in rnd._node_order.items():  # and so are the devices' orders they came from
-                    assert fresh._node_order.get(node, order) == order, node
+            rnd = GandivaRound(self, view, [])  # (brings the kept answers up to this ledger)
+            fresh = GandivaRound.__new__(GandivaRound)
+            fresh.view, fresh.p, fresh._free_dev_box, fresh._node_order = view, self, [None], {}
+            for hid, ok in self._host_ok.items():
+                alloc = view.allocation_of(hid)
+                rec = self._recs.get(hid)
+                if alloc is not None and rec is not None:
+                    assert fresh._ledger_picks(rec.nodes, alloc.devices) == ok, hid
+                    checked.append(hid)
+            for node, order in rnd._node_order.items():  # and so are the devices' orders they came from
+                assert fresh._node_order.get(node, order) == order, node
             return super().decide(view)
 
     jobs = load_trace("philly_82k", "philly", limit=40).jobs

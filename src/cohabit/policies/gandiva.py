@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from operator import attrgetter
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -63,7 +63,8 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
-from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial
+from .gandiva_queue import TurnOrder, WaitGroups
+from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial, full_slices
 from .params import build
 from .skipped_ticks import SkippedTicks
 
@@ -79,10 +80,10 @@ def _number(value: object) -> float | None:
     return v if math.isfinite(v) else None
 
 
-_KEY = attrgetter("key")
-
 class Gandiva(BasePolicy):
     """Affinity placement, defragmenting migration, introspective packing and time-slicing."""
+
+    round_class = GandivaRound  # one decision round (tests substitute a plain reference)
 
     def __init__(
         self,
@@ -130,15 +131,24 @@ class Gandiva(BasePolicy):
         self.name = "gandiva"
         self._recs: dict[str, JobRec] = {}
         self._wait: dict[str, JobRec] = {}
+        self._queue = WaitGroups()  # the same jobs by group, each in round-robin order (gandiva_queue)
         self._run: dict[str, JobRec] = {}  # in the order their current turn started
+        # the running jobs that time-slicing may suspend (not packed), in the same order, overall and per class
+        self._victims = TurnOrder()
+        self._victims_cls: dict[float, TurnOrder] = defaultdict(TurnOrder)
+        self._turns = 0  # turns started (JobRec.turn_no)
         self._idle: dict[tuple[int, float], dict[str, JobRec]] = defaultdict(dict)  # packing hosts by (workers, class)
         self._partner: dict[str, str] = {}  # both directions of every packed pair
         self._shared_devs: dict[str, frozenset[tuple[int, int]]] = {}  # guest -> the host devices it shares
         self._shared: set[tuple[int, int]] = set()
         self._shared_version = 0  # bumped whenever _shared changes
-        # the view, (ledger version, _shared_version), the per-host _ledger_picks answers, the free-device row
-        # and each node's devices in the order the ledger gives them to a guest
-        self._picks_memo: tuple[ClusterView, tuple[int, int], dict[str, bool], list[list[bool] | None],
+        # per packing host: its _ledger_picks answer while what it read is unchanged, and the ledger's device
+        # table as last seen (view, ledger version, a copy) to find the nodes whose rows changed (GandivaRound)
+        self._host_ok: dict[str, bool] = {}
+        self._dev_seen: tuple[ClusterView, int, np.ndarray] | None = None
+        # the view, (ledger version, _shared_version), the free-device row and each node's devices in the
+        # order the ledger gives them to a guest
+        self._picks_memo: tuple[ClusterView, tuple[int, int], list[list[bool] | None],
                                 dict[int, list[int]]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
@@ -185,8 +195,9 @@ class Gandiva(BasePolicy):
             if ci >= self._aff.shape[1]:
                 self._aff = np.hstack([self._aff, np.zeros_like(self._aff)])
         rec.ci = ci
+        rec.gkey = (rec.shape, rec.pack_key, rec.whole)
         self._recs[job.id] = rec
-        self._wait[job.id] = rec
+        self._wait_add(rec)
         self._stamp += 1
 
     def on_progress(self, job: JobView, view: ClusterView) -> None:
@@ -216,14 +227,15 @@ class Gandiva(BasePolicy):
             return
         self._stamp += 1
         if rec.running:
-            del self._run[job.id]
+            self._run_drop(rec)
             self._release_nodes(rec)
             self._idle[(rec.n, rec.cls)].pop(job.id, None)
         else:
-            self._wait.pop(job.id, None)
+            self._wait_drop(rec)
         self._dissolve(job.id)
         self._trials.pop(job.id, None)
         self._resumed_at.pop(job.id, None)
+        self._host_ok.pop(job.id, None)
 
     # ------------------------------------------------------- state tracking
     @property
@@ -233,8 +245,17 @@ class Gandiva(BasePolicy):
             return self.slice_length
         return max(self.slice_length, self.suspend_cost / self.max_suspend_overhead)
 
+    def _forget_host_answers(self, nodes: Iterable[int]) -> None:
+        """Forget the kept ``_ledger_picks`` answers of the jobs holding ``nodes`` (their rows changed)."""
+        ok, held = self._host_ok, self._node_jobs
+        if ok:
+            for node in nodes:
+                for job_id in held[node]:
+                    ok.pop(job_id, None)
+
     def _hold(self, rec: JobRec, nodes: tuple[int, ...]) -> None:
         assert self._aff is not None
+        self._host_ok.pop(rec.id, None)
         rec.nodes = nodes
         self._held_version += 1
         for node in nodes:
@@ -243,6 +264,7 @@ class Gandiva(BasePolicy):
 
     def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
+        self._host_ok.pop(rec.id, None)
         if rec.nodes:
             self._held_version += 1
         for node in rec.nodes:
@@ -262,35 +284,72 @@ class Gandiva(BasePolicy):
             if devs:
                 self._shared.difference_update(devs)
                 self._shared_version += 1
+                self._forget_host_answers({node for node, _ in devs})
+            rec = self._recs.get(guest)
+            if rec is not None:
+                self._victim(rec)
+
+    def _wait_add(self, rec: JobRec) -> None:
+        self._wait[rec.id] = rec
+        self._queue.add(rec)
+
+    def _wait_drop(self, rec: JobRec) -> None:
+        if self._wait.pop(rec.id, None) is not None:
+            self._queue.remove(rec)
+
+    def _run_last(self, rec: JobRec) -> None:
+        """Put ``rec`` last in the turn order (its turn starts now), and among the victims unless packed."""
+        self._not_victim(rec)
+        self._run.pop(rec.id, None)
+        self._run[rec.id] = rec
+        rec.turn_no = self._turns
+        self._turns += 1
+        self._victim(rec)
+
+    def _run_drop(self, rec: JobRec) -> None:
+        self._run.pop(rec.id, None)
+        self._not_victim(rec)
+
+    def _victim(self, rec: JobRec) -> None:
+        """Back among the victims at its place in the turn order, if running and not packed."""
+        if not rec.victim and rec.id in self._run and rec.id not in self._partner:
+            rec.victim = True
+            self._victims.add(rec)
+            self._victims_cls[rec.cls].add(rec)
+
+    def _not_victim(self, rec: JobRec) -> None:
+        if rec.victim:
+            rec.victim = False
+            self._victims.remove(rec)
+            self._victims_cls[rec.cls].remove(rec)
 
     def _to_running(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         if rec.job.state is JobState.PAUSED:
             self._resumed_at[rec.id] = now
-        self._wait.pop(rec.id, None)
-        self._run.pop(rec.id, None)
-        self._run[rec.id] = rec
+        self._wait_drop(rec)
+        self._run_last(rec)
         rec.running = True
         rec.turn_start = now
         self._release_nodes(rec)
         self._hold(rec, nodes)
 
     def _to_waiting(self, rec: JobRec, now: float) -> None:
-        self._run.pop(rec.id, None)
+        self._run_drop(rec)
         self._release_nodes(rec)
         self._idle[(rec.n, rec.cls)].pop(rec.id, None)
         self._dissolve(rec.id)
         rec.running = False
         rec.wait_since = now
+        self._wait_drop(rec)
         rec.key = (now, rec.job.seq)
-        self._wait[rec.id] = rec
+        self._wait_add(rec)
 
     def _relocated(self, rec: JobRec, nodes: tuple[int, ...], now: float) -> None:
         """A running job was migrated: it restarts its turn on ``nodes``, unmeasured."""
         self._idle[(rec.n, rec.cls)].pop(rec.id, None)
         self._dissolve(rec.id)
         self._resumed_at[rec.id] = now
-        self._run.pop(rec.id, None)
-        self._run[rec.id] = rec
+        self._run_last(rec)
         rec.turn_start = now
         self._release_nodes(rec)
         self._hold(rec, nodes)
@@ -335,14 +394,13 @@ class Gandiva(BasePolicy):
             return plan  # nothing to measure, nobody waiting: a round would plan nothing
         rnd: GandivaRound | None = None
         if self._trials:
-            rnd = GandivaRound(self, view, plan)
+            rnd = self.round_class(self, view, plan)
             self._evaluate_packs(rnd)
         if self._wait and (plan or not self._still_quiet(view)):
             if rnd is None:
-                rnd = GandivaRound(self, view, plan)
-            waiting = sorted(self._wait.values(), key=_KEY)
-            rnd.schedule(waiting)
-            self._quiet = None if plan else self._quiet_until(view, rnd.slice, waiting)
+                rnd = self.round_class(self, view, plan)
+            rnd.schedule(self._queue)
+            self._quiet = None if plan else self._quiet_until(view, rnd.slice)
         if plan:
             self._quiet = None
         if rnd is not None:
@@ -350,24 +408,17 @@ class Gandiva(BasePolicy):
         return plan
 
     # ----------------------------------------------------------- quiet rounds
-    def _quiet_until(self, view: ClusterView, slice_: float, waiting: list[JobRec]) -> tuple[
+    def _quiet_until(self, view: ClusterView, slice_: float) -> tuple[
             ClusterView, int, int, float, float | None, float | None]:
         """What made the round that just planned nothing: the ledger version, the stamp, the slice, and
         the two clock thresholds a later round could cross: the turn start of the first running job (in
         turn order) without a full slice (time-slicing and defragmentation take only jobs with one), and
         the latest wait start among the waiting jobs that may not yet take another class's turn."""
         now = view.now
-        run_ts = None
-        for r in self._run.values():  # turn starts only grow along this order
-            if now - r.turn_start < slice_ - EPS:
-                run_ts = r.turn_start
-                break
-        wait_ws = None
-        bar = self.cross_class_after * slice_ - EPS
-        for rec in reversed(waiting):  # by (wait start, seq): the ones not yet past the bar come last
-            if now - rec.wait_since >= bar:
-                break
-            wait_ws = rec.wait_since
+        runs = list(self._run.values())
+        i = full_slices(runs, now, slice_)
+        run_ts = runs[i].turn_start if i < len(runs) else None
+        wait_ws = self._queue.earliest_under(now, self.cross_class_after * slice_ - EPS)
         return (view, view.allocation_version, self._stamp, slice_, run_ts, wait_ws)
 
     def _still_quiet(self, view: ClusterView) -> bool:

@@ -6,7 +6,8 @@ unpack, and time-slice a size class when nothing fits."""
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from bisect import bisect_left
+from heapq import heapify, heappop, heappush
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from ..engine.actions import Colocate, Migrate, Pause, Placement, Plan, Resume, 
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
+from .gandiva_queue import Group, WaitGroups
 from .placement import Draft, consolidated_first, fill
 
 if TYPE_CHECKING:
@@ -28,11 +30,18 @@ MAX_PACK_SCAN = 32  # hosts examined per packing attempt
 EPS = 1e-9
 
 
+def full_slices(runs: list[JobRec], now: float, slice_: float) -> int:
+    """How many of ``runs`` (running jobs in the order their turns started) have had a full slice at
+    ``now``: a prefix, as turn starts only grow along that order."""
+    cut = slice_ - EPS
+    return bisect_left(runs, True, key=lambda r: now - r.turn_start < cut)
+
+
 class JobRec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key", "pack_key", "ikey")
+                 "solo_iter", "nodes", "key", "pack_key", "ikey", "gkey", "turn_no", "victim")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -51,6 +60,9 @@ class JobRec:
         self.key = (now, job.seq)  # round-robin order: longest waiting first
         self.pack_key: tuple[int, float, str] = (1, 0.0, "")  # (n, cls, model): set with them on arrival
         self.ikey: tuple[int, float] = (1, 0.0)  # (n, cls): its packing hosts' key in Gandiva._idle
+        self.gkey: tuple[object, ...] = ()  # (shape, pack_key, whole): its group among the waiting (gandiva_queue)
+        self.turn_no = -1  # its place in the turn order (Gandiva._run), numbered when its turn starts
+        self.victim = False  # in Gandiva's victim orders (running, not packed)
 
 
 class PackTrial:
@@ -83,18 +95,33 @@ class GandivaRound:
         self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
         self.migrations = 0
         self.defrag_attempts = 0
-        # per host: would the ledger time-share its devices (_ledger_picks)? The ledger does not change
-        # within a round, and a pack makes its host's nodes dirty before it changes the shared devices
-        # there, so an answer holds for the round (hosts on dirty nodes are not asked again). The answers
-        # (and the free-device row) depend only on the ledger and the policy's shared devices, so they are
-        # kept across rounds while neither changed (``Gandiva._picks_memo``, keyed by both versions)
+        # per host: would the ledger time-share its devices (_ledger_picks)? The answer reads only the host's
+        # nodes and devices, those nodes' rows of the ledger's device table and the policy's shared devices
+        # there, so it is kept per host (``Gandiva._host_ok``) and forgotten when one of these changes: here,
+        # for the hosts on the nodes whose rows differ from the table as last seen; when the policy's shared
+        # devices change on a node, for the hosts there; when a job's held nodes change, for the job. The
+        # ledger does not change within a round, and a pack makes its host's nodes dirty before it changes
+        # the shared devices there (hosts on dirty nodes are not asked again in the round).
+        seen = policy._dev_seen
+        dev = view.device_free
+        if seen is None or seen[0] is not view or seen[2].shape != dev.shape:
+            policy._host_ok.clear()
+            policy._dev_seen = (view, view.allocation_version, dev.copy())
+        elif seen[1] != view.allocation_version:
+            table = seen[2]
+            changed = np.flatnonzero((dev != table).any(axis=1))
+            if changed.size:
+                policy._forget_host_answers(changed.tolist())
+                table[changed] = dev[changed]
+            policy._dev_seen = (view, view.allocation_version, table)
+        # the free-device row and each node's devices in the ledger's order for a guest (what _ledger_picks
+        # reads), kept while neither the ledger nor the shared devices changed (``Gandiva._picks_memo``)
         key = (view.allocation_version, policy._shared_version)
         memo = policy._picks_memo
         if memo is None or memo[0] is not view or memo[1] != key:
-            memo = policy._picks_memo = (view, key, {}, [None], {})
-        self._picks: dict[str, bool] = memo[2]
-        self._free_dev_box: list[list[bool] | None] = memo[3]  # per node: has a whole free GPU device (the ledger's)
-        self._node_order: dict[int, list[int]] = memo[4]  # per node: its devices in the ledger's order for a guest
+            memo = policy._picks_memo = (view, key, [None], {})
+        self._free_dev_box: list[list[bool] | None] = memo[2]  # per node: has a whole free GPU device (the ledger's)
+        self._node_order: dict[int, list[int]] = memo[3]  # per node: its devices in the ledger's order for a guest
         tkey = (view.allocation_version, policy._held_version)
         tm = policy._turn_memo
         if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
@@ -105,27 +132,38 @@ class GandivaRound:
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
-    def schedule(self, waiting: list[JobRec]) -> None:
+    def schedule(self, queue: WaitGroups) -> None:
+        """Every waiting job in round-robin order (longest waiting first): start it on free room
+        (:meth:`place_free`), else pack it onto a host (:meth:`pack`); then time-slice for the rest.
+
+        The jobs are visited group by group in key order (a heap of group heads, :mod:`.gandiva_queue`).
+        A group whose shape found no free room (or whose GPUs exceed the free ones, which only fall in this
+        loop) and whose packing key found no host (hosts only leave ``_idle`` in a round) is done: its
+        later jobs would each do nothing, so they are not visited."""
         g = self.g
         lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
-        left: list[JobRec] = []
-        keep = left.append
-        moved, failed_pack, idle, packing = self.moved, self.failed_pack, self.p._idle, self.p.packing
-        # only the pack evaluation (before this loop) suspends waiting jobs in a round; the loop adds
-        # running jobs to ``moved`` (hosts, migrated jobs), never waiting ones
-        unpacked = bool(moved)
-        for rec in waiting:
-            if unpacked and rec.id in moved:
-                continue  # suspended in this very round (unpacked): its turn comes later
-            if lim >= rec.cls and self.place_free(rec):
+        # only the pack evaluation (before this loop) suspends waiting jobs in a round: those are skipped
+        # (their turn comes later); the loop adds running jobs to ``moved`` (hosts, migrated jobs)
+        moved, failed, failed_pack, idle, packing = self.moved, self.failed, self.failed_pack, self.p._idle, \
+            self.p.packing
+        # (a group whose GPUs exceed the free ones and that has no host to pack onto does nothing: not seeded)
+        heap = [(r.key, grp.order, grp, r) for grp in queue.groups.values()
+                if (lim >= grp.cls or (packing and grp.whole and idle.get(grp.ikey)))
+                and (r := grp.after(None, moved))]
+        heapify(heap)
+        while heap:
+            key, order, grp, rec = heappop(heap)
+            can_place = lim >= grp.cls and grp.shape not in failed
+            if not (can_place or (packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey))):
+                continue  # nothing left to try for this group in this loop
+            if can_place and self.place_free(rec):
                 lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS
-                continue
-            # (pack's own first checks, inline: most waiting jobs fail them, every round)
-            if packing and rec.whole and rec.pack_key not in failed_pack and idle.get(rec.ikey) and self.pack(rec):
-                continue
-            keep(rec)
-        if left:
-            self.time_slice(left)
+            elif packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey):
+                self.pack(rec)  # (a migration may have taken a host away: checked again)
+            nxt = grp.after(key, moved)
+            if nxt is not None:
+                heappush(heap, (nxt.key, order, grp, nxt))
+        self.time_slice(queue)
 
     def _start(self, rec: JobRec, placement: Placement) -> None:
         job = rec.job
@@ -262,17 +300,17 @@ class GandivaRound:
         rest = view.demand_vector(rec.job).copy()
         rest[g] = 0.0
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
-        moved, partner, dirty = self.moved, p._partner, self.dirty
+        moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
             if hid in moved or hid in partner or host.job.iter_time is None \
-                    or host.model in bad or any(node in dirty for node in host.nodes):
+                    or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
-            ok = self._picks.get(hid)
+            ok = host_ok.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
-                ok = self._picks[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
+                ok = host_ok[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
             if not ok:
                 continue
             alloc = view.allocation_of(hid)
@@ -290,9 +328,12 @@ class GandivaRound:
             p._to_running(rec, host.nodes, self.now)
             p._partner[rec.id] = hid
             p._partner[hid] = rec.id
+            p._not_victim(rec)
+            p._not_victim(host)
             p._shared_devs[rec.id] = alloc.devices
             p._shared.update(alloc.devices)
             p._shared_version += 1
+            p._forget_host_answers({node for node, _ in alloc.devices})
             p._idle[(host.n, host.cls)].pop(hid, None)
             self.moved.add(hid)  # a host is not sliced or migrated in the round it packs
             self.dirty.update(host.nodes)
@@ -332,55 +373,81 @@ class GandivaRound:
             self._suspend(guest, reason)
 
     # ------------------------------------------------------------ time-slicing
-    def time_slice(self, waiting: list[JobRec]) -> None:
+    def time_slice(self, queue: WaitGroups) -> None:
         """Round-robin (paper §4.1 "Suspend-Resume"): jobs that had a full slice make way for
-        waiting ones, the same size class first."""
+        waiting ones (longest waiting first), the same size class first.
+
+        The victims are the running jobs with a full slice, in the order their turns started (oldest
+        first), not moved in this round nor packed: a prefix of the turn order (``full_slices``) minus
+        those. Only what the waiting jobs reach is read: the pools are walked from a head per class
+        (and one across classes) that only moves forward as victims are taken. The waiting jobs are
+        visited group by group in key order (:mod:`.gandiva_queue`): a group whose turn failed is
+        parked while its class still has victims (its later jobs would fail the same way) and comes
+        back, after the job that took them, once its class has none left (its jobs then try other
+        classes' turns); a group that may not take other classes' turns (it failed, or its next job
+        has not waited the cross-class bar, nor will its later ones) is done."""
         now, p = self.now, self.p
-        done: list[JobRec] = []
-        for r in p._run.values():  # in the order their turns started: oldest turns first
-            if now - r.turn_start < self.slice - EPS:
-                break
-            if r.id not in self.moved and r.id not in p._partner:
-                done.append(r)
-        if not done:
+        moved = self.moved
+        runs = list(p._victims.recs)  # (a C-level copy: victims leave the order while the loop runs)
+        nd = full_slices(runs, now, self.slice)
+        ci = 0  # first victim across classes not yet taken (none left: no turn to give)
+        while ci < nd and runs[ci].id in moved:
+            ci += 1
+        if ci == nd:
             return
-        by_class: dict[float, list[JobRec]] = defaultdict(list)
-        for r in done:
-            by_class[r.cls].append(r)
-        taken: set[str] = set()
-        head: dict[float, int] = defaultdict(int)  # per class: first victim not yet taken
-        remaining = len(done)
+        heads: dict[float, list] = {}  # per class: [its victims' prefix, its length, first not yet taken]
+
+        def exhausted(cls: float) -> bool:
+            h = heads.get(cls)
+            if h is None:
+                order = p._victims_cls.get(cls)
+                same = list(order.recs) if order is not None else []
+                h = heads[cls] = [same, full_slices(same, now, self.slice), 0]
+            same, n_same, i = h
+            while i < n_same and same[i].id in moved:
+                i += 1
+            h[2] = i
+            return i == n_same
+
+        parked: dict[float, list[Group]] = {}  # per class: groups whose same-class turn failed
         bar = p.cross_class_after * self.slice - EPS
         failed_turn = self.failed_turn
-        none: list[JobRec] = []
-        for rec in waiting:
-            if remaining == 0:
+        heap = [(r.key, grp.order, grp, r) for grp in queue.groups.values() if (r := grp.after(None, moved))]
+        heapify(heap)
+        while heap:
+            key, order, grp, rec = heappop(heap)
+            while ci < nd and runs[ci].id in moved:
+                ci += 1  # (victims taken join ``moved``)
+            if ci == nd:
                 return
-            cls = rec.cls
-            same = by_class.get(cls, none)
-            i = head[cls]
-            n_same = len(same)
-            while i < n_same and same[i].id in taken:
-                i += 1
-            head[cls] = i
-            cross = i == n_same
+            cls = grp.cls
+            cross = exhausted(cls)
             if cross and now - rec.wait_since < bar:
-                continue  # its own class has no turn to give yet; other classes only after a full slice
-            key = (rec.shape, cross)
-            if key in failed_turn:
+                continue  # its own class has no turn to give; other classes only after a full slice
+            tkey = (grp.shape, cross)
+            if tkey in failed_turn:
+                if not cross:
+                    parked.setdefault(cls, []).append(grp)
                 continue
-            pool = done if cross else same[i:]
-            got = self._take_turns(rec, (r for r in pool if r.id not in taken), key)
-            if got is None:
-                self.failed_turn.add(key)
-                continue
-            victims, placement = got
-            for v in victims:
-                taken.add(v.id)
-                remaining -= 1
-                self._suspend(v, f"gandiva: time slice over, {rec.id} resumes")
-            self._start(rec, placement)
-            self.failed.clear()
+            h = heads[cls]
+            pool = runs[ci:nd] if cross else h[0][h[2]:h[1]]
+            got = self._take_turns(rec, (r for r in pool if r.id not in moved), tkey)
+            if got is not None:
+                victims, placement = got
+                for v in victims:
+                    self._suspend(v, f"gandiva: time slice over, {rec.id} resumes")
+                self._start(rec, placement)
+                self.failed.clear()
+                for c in [c for c in parked if exhausted(c)]:
+                    for pg in parked.pop(c):  # their later jobs now try other classes' turns
+                        r = pg.after(key, moved)
+                        if r is not None:
+                            heappush(heap, (r.key, pg.order, pg, r))
+            else:
+                failed_turn.add(tkey)
+            nxt = grp.after(key, moved)
+            if nxt is not None:
+                heappush(heap, (nxt.key, order, grp, nxt))
 
     def _take_turns(self, rec: JobRec, pool, key: tuple[tuple[bytes, int], bool]) -> tuple[  # type: ignore[no-untyped-def]
             list[JobRec], Placement] | None:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import gc
 import math
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,27 +122,33 @@ class _JobAcc:
         self.preemptions = 0
 
 
+def _floats() -> array:
+    return array("d")
+
+
 @dataclass
 class _Pass:
-    """Raw material collected by :func:`_scan` for the vectorised finish."""
+    """Raw material collected by :func:`_scan` for the vectorised finish (numbers in ``array('d')``:
+    8 bytes each, where a list holds a float object per time and per value: an 82k-job record's pass
+    would keep millions of them)."""
 
     jobs: dict[str, _JobAcc] = field(default_factory=dict)
     #: Allocation changes: times and flattened rows (one value per resource name).
-    alloc_t: list[float] = field(default_factory=list)
-    alloc_flat: list[float] = field(default_factory=list)
-    free_t: list[float] = field(default_factory=list)
-    free_flat: list[float] = field(default_factory=list)
+    alloc_t: array = field(default_factory=_floats)
+    alloc_flat: array = field(default_factory=_floats)
+    free_t: array = field(default_factory=_floats)
+    free_flat: array = field(default_factory=_floats)
     #: Finished jobs in order of finishing.
-    fin_submit: list[float] = field(default_factory=list)
-    fin_end: list[float] = field(default_factory=list)
-    fin_run: list[float] = field(default_factory=list)
+    fin_submit: array = field(default_factory=_floats)
+    fin_end: array = field(default_factory=_floats)
+    fin_run: array = field(default_factory=_floats)
     fin_tenant: list[Any] = field(default_factory=list)
-    queueing: list[float] = field(default_factory=list)
+    queueing: array = field(default_factory=_floats)
     decision_ms: list[float] = field(default_factory=list)
     #: ``used`` samples: intervals and flattened rows (one value per resource name, 0 if absent).
-    used_since: list[float] = field(default_factory=list)
-    used_until: list[float] = field(default_factory=list)
-    used_flat: list[float] = field(default_factory=list)
+    used_since: array = field(default_factory=_floats)
+    used_until: array = field(default_factory=_floats)
+    used_flat: array = field(default_factory=_floats)
     #: resource names some ``used`` sample measured.
     used_names: set[str] = field(default_factory=set)
     #: Number of events per code.
@@ -357,7 +364,7 @@ def _used(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float,
     if not keep:
         return {}, ShareSeries(np.zeros(0), {})
     n_res = len(names)
-    rows = np.asarray(p.used_flat, dtype=float).reshape(len(p.used_since), n_res)[:, keep].ravel().tolist()
+    rows = np.asarray(p.used_flat, dtype=float).reshape(len(p.used_since), n_res)[:, keep].ravel()
     t, levels = steps(p.used_since, rows, p.used_until, rows, len(keep))
     return shares(t, levels, [names[j] for j in keep], caps[keep], window, max_points)
 
