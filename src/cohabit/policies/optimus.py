@@ -117,11 +117,11 @@ class JobModels:
         # per job: the (placement, iteration time) of its last speed observation (a repeat changes nothing)
         self._last_speed: dict[str, tuple[tuple[int, ...], float]] = {}
         self._losses: dict[str, list[tuple[float, float]]] = {}  # per job: its reported loss history
-        # per paused job: (its pause count, model, and the parts of its snapshot row that stay the same while
-        # it is paused: no report moves its iterations, loss fit or speed model; the prior and the finished
-        # jobs' mean length are read every round)
-        self._frozen: dict[str, tuple[int, str, tuple[int, ...], tuple[float, float, float],
-                                      tuple[float, float, float, float, float]]] = {}
+        # paused job -> its slot in _table, whose row (StaticTable.freeze) was made at its first round in this
+        # pause and holds while no report comes: a paused job's iterations, loss history and speed model move
+        # only with reports (a resume without one changes none of them), and every report passes observe_many,
+        # which drops the job from here; the prior and the finished jobs' mean length are read every round
+        self._frozen: dict[str, int] = {}
         self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
@@ -143,9 +143,11 @@ class JobModels:
 
     def observe_many(self, jobs: Iterable[JobView]) -> None:
         """:meth:`observe` of each of ``jobs`` (one call for a batch of reports)."""
-        losses, last_speed = self._losses, self._last_speed
+        losses, last_speed, frozen = self._losses, self._last_speed, self._frozen
         for job in jobs:
             jid = job.id
+            if frozen:
+                frozen.pop(jid, None)  # a report: the job's row is made afresh at its next paused round
             if jid not in losses:  # the job's loss history: one list the engine appends to
                 pts = job.metrics.get("loss")
                 if pts:
@@ -311,23 +313,11 @@ class JobModels:
                 fresh_pos.append(pos)
                 fresh_slot.append(slot)
                 continue
-            if st is paused:  # a paused job's row is the one made at its first round in this pause
-                hit = frozen.get(jid)
-                if hit is not None and hit[0] == job.preemptions:
-                    _, model, ints_row, head, fit = hit
-                    abc = abcs.get(jid)
-                    if abc is None:  # (the prior: it reads finished jobs, so it is looked up every round)
-                        abc = prior.get(model)
-                        if abc is None:
-                            abc = prior[model] = self.coefficients(job)
-                    h = hist.get(model)
-                    if h is None:
-                        h = hist[model] = self._history_iterations(model)
-                    ints.extend(ints_row)
-                    flts.extend(head)
-                    flts.extend(abc)
-                    flts.extend(fit)
-                    flts.append(h)
+            if st is paused:  # a paused job's row: the one made at its first round in this pause
+                slot = frozen.get(jid)
+                if slot is not None:
+                    fresh_pos.append(pos)
+                    fresh_slot.append(slot)
                     continue
             seq, lo, hi, submit, declared, model, w_row, p_row = static.get(jid) or self._static_of(view, job)
             if st is running:
@@ -354,7 +344,11 @@ class JobModels:
             flts.extend(fit)
             flts.append(h)
             if st is paused and view is not None and cached:
-                frozen[jid] = (job.preemptions, model, ints_row, head, fit)
+                slot = slots.get(jid)
+                if slot is None:
+                    slot = table.add(jid, seq, lo, hi, submit, declared, model, w_row, p_row)
+                table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
+                frozen[jid] = slot
         n = len(jobs)
         if fresh_pos:
             iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
@@ -377,10 +371,12 @@ class JobModels:
     def _with_fresh(self, n: int, ints: list[int], flts: list[float], fresh_pos: list[int],
                     fresh_slot: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """The snapshot's int and float columns, ``(7, n)`` and ``(12, n)``: the rows made in Python
-        (``ints``, ``flts``, in order) and, at ``fresh_pos``, the pending jobs' rows from the per-job
-        table (:class:`StaticTable`) in one numpy pass: nothing done, no speed model (the prior of the
-        job's model: ``(mean iteration time of finished jobs of that model, else 1 s, 0, 0)``), no loss
-        fit, the finished jobs' mean length (the same numbers the Python row would hold)."""
+        (``ints``, ``flts``, in order) and, at ``fresh_pos``, rows from the per-job table
+        (:class:`StaticTable`) in one numpy pass: pending jobs (nothing done, no speed model, no loss
+        fit) and paused jobs whose row was kept (:meth:`StaticTable.freeze`). A row without a fitted
+        speed model takes the prior of its job's model, ``(mean iteration time of finished jobs of that
+        model, else 1 s, 0, 0)``, and every row the finished jobs' mean length, read now: the same
+        numbers the Python row would hold."""
         iv = np.empty((7, n), dtype=np.int64)
         fv = np.empty((12, n), dtype=np.float64)
         fresh = np.zeros(n, dtype=bool)
@@ -392,7 +388,7 @@ class JobModels:
             fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
         t = self._table
         sl = np.array(fresh_slot, dtype=np.int64)
-        iv[0, fresh], iv[1, fresh], iv[4, fresh] = t.seq[sl], 0, 0
+        iv[0, fresh], iv[1, fresh], iv[4, fresh] = t.seq[sl], 0, t.code[sl]
         iv[2, fresh], iv[3, fresh], iv[5, fresh], iv[6, fresh] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
         models = t.model[sl]
         used = np.unique(models)
@@ -403,12 +399,14 @@ class JobModels:
             s, c = self._iter_time_by_model.get(name, (0.0, 0))
             prior_a[m] = s / c if c else 1.0
             hist[m] = self._history_iterations(name)
-        fv[0, fresh] = 0.0
+        kept = t.kept[sl].T  # done, a, b, c, total, beta0, beta1, max rate, last rate
+        prior = t.prior[sl]
+        fv[0, fresh] = kept[0]
         fv[1, fresh], fv[2, fresh] = t.submit[sl], t.declared[sl]
-        fv[3, fresh] = prior_a[models]
-        fv[4:6, fresh] = 0.0  # b, c
-        fv[6:9, fresh] = math.nan  # no fit: total, beta0, beta1
-        fv[9:11, fresh] = 0.0  # no drop rates
+        fv[3, fresh] = np.where(prior, prior_a[models], kept[1])
+        fv[4, fresh] = np.where(prior, 0.0, kept[2])
+        fv[5, fresh] = np.where(prior, 0.0, kept[3])
+        fv[6:11, fresh] = kept[4:9]
         fv[11, fresh] = hist[models]
         return iv, fv
 
@@ -468,8 +466,13 @@ class StaticTable:
         self.used = 0  # slots handed out (a dropped job's slot is not reused)
         self.models: list[str] = []
         self._model_index: dict[str, int] = {}
-        self.seq = self.lo = self.hi = self.w_row = self.p_row = self.model = np.zeros(0, dtype=np.int64)
+        self.seq = self.lo = self.hi = self.w_row = self.p_row = self.model = self.code = np.zeros(0, dtype=np.int64)
         self.submit = self.declared = np.zeros(0, dtype=np.float64)
+        # the rest of a job's row: done, a, b, c, total, beta0, beta1, max rate, last rate; a pending job's
+        # (nothing done, no fit, no rates) until freeze() keeps a paused job's; prior: a, b, c are the
+        # model's prior, read at each round
+        self.kept = np.zeros((0, 9), dtype=np.float64)
+        self.prior = np.zeros(0, dtype=bool)
 
     def add(self, job: str, seq: int, lo: int, hi: int, submit: float, declared: float, model: str,
             w_row: int, p_row: int) -> int:
@@ -478,9 +481,9 @@ class StaticTable:
         self.used += 1
         if i >= len(self.seq):  # grow by doubling
             cap = max(2 * len(self.seq), 1024)
-            for name in ("seq", "lo", "hi", "w_row", "p_row", "model", "submit", "declared"):
+            for name in ("seq", "lo", "hi", "w_row", "p_row", "model", "code", "submit", "declared", "kept", "prior"):
                 old = getattr(self, name)
-                new = np.zeros(cap, dtype=old.dtype)
+                new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
                 new[:len(old)] = old
                 setattr(self, name, new)
         m = self._model_index.get(model)
@@ -489,8 +492,19 @@ class StaticTable:
             self.models.append(model)
         self.seq[i], self.lo[i], self.hi[i], self.w_row[i], self.p_row[i], self.model[i] = seq, lo, hi, w_row, p_row, m
         self.submit[i], self.declared[i] = submit, declared
+        self.code[i] = 0
+        self.kept[i] = (0.0, 0.0, 0.0, 0.0, math.nan, math.nan, math.nan, 0.0, 0.0)
+        self.prior[i] = True
         self.slots[job] = i
         return i
+
+    def freeze(self, slot: int, done: float, abc: tuple[float, float, float],
+               fit: tuple[float, float, float, float, float], *, prior: bool) -> None:
+        """Keep a paused job's row: iterations done, speed coefficients (``prior``: they are its model's
+        prior, read again each round) and loss-fit numbers (:meth:`JobModels._fit_of`)."""
+        self.code[slot] = 2
+        self.kept[slot] = (done, *abc, *fit)
+        self.prior[slot] = prior
 
     def drop(self, job: str) -> None:
         """Forget ``job``'s slot (its row stays unused)."""
