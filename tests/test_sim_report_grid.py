@@ -156,6 +156,9 @@ def test_a_batch_is_folded_as_its_reports_one_by_one(policy, monkeypatch):
         other = single.result.jobs[jid]
         assert list(job.metrics.get("loss", [])) == list(other.metrics.get("loss", []))
         assert job.reported_iterations == other.reported_iterations
+        end = job.end_time if job.end_time is not None else 0.0  # the counters a report settles, bit for bit
+        assert (job.executed_time(end), job.attained_service(end)) == (other.executed_time(end),
+                                                                       other.attained_service(end))
 
 
 def test_metrics_read_rows_of_reports_as_the_events_they_stand_for():

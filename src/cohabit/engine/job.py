@@ -187,5 +187,17 @@ class JobView:
                 self._report_time = now
         self._since = now
 
+    def _report(self, now: float, iterations: float, iter_time: float) -> None:
+        """A running job's progress report at ``now``: :meth:`_settle` (the iterations it would
+        extrapolate are replaced by the reported ones), then the reported telemetry. One call per
+        report of a batch (``Scheduler._on_reports``)."""
+        dt = now - self._since
+        self._attained += dt * self._service_rate()
+        self._run_time += dt
+        self._since = now
+        self._iters = iterations
+        self._report_time = now
+        self._iter_time = iter_time
+
     def __repr__(self) -> str:
         return f"JobView({self.id!r}, {self._state}, placement={self._placement})"

@@ -386,10 +386,7 @@ class Scheduler(ActionHandlers, LiveControl):
                 self._on_backend_event(BackendEvent(now, BackendEventKind.PROGRESS, jid,
                                                     {"iterations": it, "iter_time": itt, "metrics": {"loss": loss}}))
                 continue
-            job._settle(now)
-            job._iters = it
-            job._report_time = now
-            job._iter_time = itt
+            job._report(now, it, itt)
             m = job._metrics.get("loss")
             if m is None:
                 m = job._metrics["loss"] = MetricSeries()

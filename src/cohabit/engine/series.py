@@ -12,6 +12,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
+import numpy as np
+
 
 class MetricSeries(Sequence[tuple[float, float]]):
     """Append-only ``(iterations, value)`` points of one metric of one job."""
@@ -31,6 +33,13 @@ class MetricSeries(Sequence[tuple[float, float]]):
         """:meth:`append` of ``(x, y)`` without building the tuple."""
         self._x.append(x)
         self._y.append(y)
+
+    def head(self, n: int) -> np.ndarray:
+        """The first ``n`` points as an ``(n, 2)`` float array (iterations, value), without tuples."""
+        out = np.empty((n, 2), dtype=np.float64)
+        out[:, 0] = np.frombuffer(self._x, dtype=np.float64, count=n)
+        out[:, 1] = np.frombuffer(self._y, dtype=np.float64, count=n)
+        return out
 
     def __len__(self) -> int:
         return len(self._x)

@@ -47,7 +47,7 @@ from types import MappingProxyType
 import numpy as np
 from scipy.optimize import least_squares
 
-Points = Sequence[tuple[float, float]]
+Points = Sequence[tuple[float, float]]  # (or an (n, 2) float array: MetricSeries.head)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +95,16 @@ def _nnls2(skk: np.ndarray, sk: np.ndarray, s1: np.ndarray, skz: np.ndarray, sz:
 
     Vectorised over a grid: every argument is an array of sums, one entry per grid point.
     The optimum is the unconstrained one when it is feasible, else the better of the two
-    one-variable solutions (the active-set answer for two columns)."""
+    one-variable solutions (the active-set answer for two columns). (Divisions only where the
+    divisor is positive, through ``where=``: no floating-point warnings to silence.)"""
     det = skk * s1 - sk * sk
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b0 = np.where(det > 0, (s1 * skz - sk * sz) / det, -1.0)
-        b1 = np.where(det > 0, (skk * sz - sk * skz) / det, -1.0)
-        only0 = np.where(skk > 0, np.maximum(skz / skk, 0.0), 0.0)
-        only1 = np.where(s1 > 0, np.maximum(sz / s1, 0.0), 0.0)
+    pos = det > 0
+    b0 = np.divide(s1 * skz - sk * sz, det, out=np.full_like(det, -1.0), where=pos)
+    b1 = np.divide(skk * sz - sk * skz, det, out=np.full_like(det, -1.0), where=pos)
+    only0 = np.divide(skz, skk, out=np.zeros_like(skk), where=skk > 0)
+    np.maximum(only0, 0.0, out=only0)
+    only1 = np.divide(sz, s1, out=np.zeros_like(s1), where=s1 > 0)
+    np.maximum(only1, 0.0, out=only1)
     # objective value sum q z^2 - 2 b.(Sz) + b' S b for each candidate
     obj0 = szz - 2 * only0 * skz + only0 * only0 * skk
     obj1 = szz - 2 * only1 * sz + only1 * only1 * s1
@@ -112,19 +115,51 @@ def _nnls2(skk: np.ndarray, sk: np.ndarray, s1: np.ndarray, skz: np.ndarray, sz:
     return out0, out1
 
 
+def _linspace(lo: float, hi: float, num: int) -> np.ndarray:
+    """``np.linspace(lo, hi, num)`` (``num >= 2``) for finite floats, with numpy's own arithmetic
+    (``arange(num) * step + lo``, the last point set to ``hi``; ``step == 0``: every point ``lo``)
+    without its generic checks: it runs three times per fit."""
+    step = (hi - lo) / (num - 1)
+    y = np.arange(num, dtype=np.float64)
+    if step == 0:
+        y *= 0.0
+    else:
+        y *= step
+    y += lo
+    y[-1] = hi
+    return y
+
+
 def _grid_fit(k: np.ndarray, y: np.ndarray, w: np.ndarray, cs: np.ndarray) -> tuple[np.ndarray, ...]:
-    """For each asymptote ``c`` in ``cs``: NNLS (beta0, beta1) and the loss-space SSE."""
+    """For each asymptote ``c`` in ``cs``: NNLS (beta0, beta1) and the loss-space SSE.
+
+    The six weighted sums are reduced in one call over a ``(6, G, n)`` stack (each row is summed
+    along its own contiguous axis, as six separate sums would be)."""
+    g, n = cs.shape[0], k.shape[0]
     r = y[None, :] - cs[:, None]  # (G, n) > 0
     z = 1.0 / r
-    q = (r * r * w[None, :]) ** 2
+    m = np.empty((6, g, n))
+    q = m[2]
+    np.multiply(r, r, out=q)
+    q *= w
+    q *= q  # (r * r * w) ** 2
     kk = k[None, :]
-    qk, qz = q * kk, q * z  # (shared products: the same arithmetic as q * kk * kk, q * kk * z, q * z * z)
-    b0, b1 = _nnls2((qk * kk).sum(1), qk.sum(1), q.sum(1), (qk * z).sum(1), qz.sum(1), (qz * z).sum(1))
+    qk, qz = m[1], m[4]
+    np.multiply(q, kk, out=qk)
+    np.multiply(q, z, out=qz)
+    np.multiply(qk, kk, out=m[0])
+    np.multiply(qk, z, out=m[3])
+    np.multiply(qz, z, out=m[5])
+    sums = m.sum(axis=2)
+    b0, b1 = _nnls2(sums[0], sums[1], sums[2], sums[3], sums[4], sums[5])
     u = b0[:, None] * kk + b1[:, None]
-    with np.errstate(divide="ignore"):
-        pred = np.where(u > 0, 1.0 / np.where(u > 0, u, 1.0) + cs[:, None], np.inf)
-    sse = (w[None, :] * (pred - y[None, :]) ** 2).sum(1)
-    return b0, b1, sse
+    pos = u > 0
+    pred = np.divide(1.0, u, out=np.full_like(u, np.inf), where=pos)
+    np.add(pred, cs[:, None], out=pred, where=pos)
+    pred -= y[None, :]
+    pred *= pred
+    pred *= w[None, :]
+    return b0, b1, pred.sum(1)
 
 
 def fit_loss_curve(
@@ -152,7 +187,8 @@ def fit_loss_curve(
         raise ValueError(f"weights has {w.shape[0]} entries for {k.shape[0]} points")
     ok = np.isfinite(k) & np.isfinite(loss) & (k >= 0) & (loss > 0) & np.isfinite(w) & (w > 0)
     k, loss, w = k[ok], loss[ok], w[ok]
-    if np.unique(k).size < 3:
+    kmin, kmax = k.min(), k.max()  # (k is finite here) three distinct counts: min, max and one between
+    if not (kmin != kmax and ((k != kmin) & (k != kmax)).any()):
         return None
     first, last = loss[np.argmin(k)], loss[np.argmax(k)]
     if not first > last * (1 + 1e-9):
@@ -164,7 +200,7 @@ def fit_loss_curve(
     lo, hi = 0.0, ymin * (1.0 - 1e-9)
     best_c = 0.0
     for _ in range(rounds):
-        cs = np.linspace(lo, hi, grid)
+        cs = _linspace(lo, hi, grid)
         b0, b1, sse = _grid_fit(k, y, w, cs)
         i = int(np.argmin(sse))
         best_c, best = float(cs[i]), (float(b0[i]), float(b1[i]))
@@ -316,8 +352,14 @@ class LossFits:
     def _fit_due(self, t: _Track) -> None:
         points, n = t.due  # type: ignore[misc]
         t.due = None
-        pts = points[:n] if n <= self.max_points else [points[int(i)] for i in
-                                                       np.linspace(0, n - 1, self.max_points).round()]
+        head = getattr(points, "head", None)  # a MetricSeries: its first n points as one array
+        if head is not None:
+            pts = head(n)
+            if n > self.max_points:
+                pts = pts[np.linspace(0, n - 1, self.max_points).round().astype(np.int64)]
+        else:
+            pts = points[:n] if n <= self.max_points else [points[int(i)] for i in
+                                                           np.linspace(0, n - 1, self.max_points).round()]
         weights = None
         if self.recency is not None:
             weights = [self.recency ** (len(pts) - 1 - i) for i in range(len(pts))]

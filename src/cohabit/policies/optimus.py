@@ -117,12 +117,18 @@ class JobModels:
         # per job: the (placement, iteration time) of its last speed observation (a repeat changes nothing)
         self._last_speed: dict[str, tuple[tuple[int, ...], float]] = {}
         self._losses: dict[str, list[tuple[float, float]]] = {}  # per job: its reported loss history
+        # paused job -> its slot in _table, whose row (StaticTable.freeze) was made at its first round in this
+        # pause and holds while no report comes: a paused job's iterations, loss history and speed model move
+        # only with reports (a resume without one changes none of them), and every report passes observe_many,
+        # which drops the job from here; the prior and the finished jobs' mean length are read every round
+        self._frozen: dict[str, int] = {}
         self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
         self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
         self._row_of: dict[int, tuple[np.ndarray, int]] = {}  # id of a view's demand array -> (it, its row)
         self._zero_row: int | None = None
+        self._table = StaticTable()  # the per-job constants again, as columns (pending jobs' rows in numpy)
         self._iters_by_model: dict[str, tuple[float, int]] = {}
         self._iters_all = (0.0, 0)
         self._iter_time_by_model: dict[str, tuple[float, int]] = {}
@@ -137,9 +143,11 @@ class JobModels:
 
     def observe_many(self, jobs: Iterable[JobView]) -> None:
         """:meth:`observe` of each of ``jobs`` (one call for a batch of reports)."""
-        losses, last_speed = self._losses, self._last_speed
+        losses, last_speed, frozen = self._losses, self._last_speed, self._frozen
         for job in jobs:
             jid = job.id
+            if frozen:
+                frozen.pop(jid, None)  # a report: the job's row is made afresh at its next paused round
             if jid not in losses:  # the job's loss history: one list the engine appends to
                 pts = job.metrics.get("loss")
                 if pts:
@@ -191,7 +199,8 @@ class JobModels:
                 s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
                 self._iter_time_by_model[job.spec.model] = (s + sum(abc), n + 1)
         self.loss.drop(job.id)
-        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed, self._losses):
+        self._table.drop(job.id)
+        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed, self._losses, self._frozen):
             cache.pop(job.id, None)  # type: ignore[attr-defined]
 
     # -- estimates
@@ -274,7 +283,12 @@ class JobModels:
         """The jobs' state and estimates as arrays, for vectorised allocation."""
         return self.snapshot_of(jobs, view.now, view)
 
-    def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None) -> Snapshot:
+    def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None, *,
+                    cached: bool = True) -> Snapshot:
+        """:meth:`snapshot` at ``now``. A paused job's row is kept from its first round in that pause
+        (only the prior and the finished jobs' mean length, which finishes move, are read again) and
+        pending jobs' rows come from :class:`StaticTable` in one numpy pass; ``cached=False`` makes
+        every row in Python, the reference ``tests/test_policy_optimus.py`` compares them with."""
         ints: list[int] = []
         flts: list[float] = []
         nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
@@ -283,11 +297,29 @@ class JobModels:
         hist: dict[str, float] = {}
         prior: dict[str, tuple[float, float, float]] = {}
         ids: list[str] = []
-        for job in jobs:
+        frozen = self._frozen if view is not None and cached else {}
+        pending, speed, table = JobState.PENDING, self._speed, self._table
+        slots = table.slots
+        fresh_pos: list[int] = []  # rows of pending jobs (never ran: no report, no speed model, no loss fit)
+        fresh_slot: list[int] = []
+        for pos, job in enumerate(jobs):
             jid = job.id
             ids.append(jid)
-            seq, lo, hi, submit, declared, model, w_row, p_row = static.get(jid) or self._static_of(view, job)
             st = job.state
+            if st is pending and cached and view is not None and jid not in tracks and jid not in abcs and jid not in speed:
+                slot = slots.get(jid)
+                if slot is None:
+                    slot = table.add(jid, *(static.get(jid) or self._static_of(view, job)))
+                fresh_pos.append(pos)
+                fresh_slot.append(slot)
+                continue
+            if st is paused:  # a paused job's row: the one made at its first round in this pause
+                slot = frozen.get(jid)
+                if slot is not None:
+                    fresh_pos.append(pos)
+                    fresh_slot.append(slot)
+                    continue
+            seq, lo, hi, submit, declared, model, w_row, p_row = static.get(jid) or self._static_of(view, job)
             if st is running:
                 code, cur = 1, job.n_workers
             else:
@@ -300,17 +332,29 @@ class JobModels:
                     abc = prior.get(model)
                     if abc is None:
                         abc = prior[model] = self.coefficients(job)
-            a, b, c = abc
             h = hist.get(model)
             if h is None:
                 h = hist[model] = self._history_iterations(model)
-            ints.extend((seq, cur, lo, hi, code, w_row, p_row))
-            flts.extend((job.iterations_done(now), submit, declared, a, b, c))
-            flts.extend(self._fit_of(jid, declared) if jid in tracks else nan5)
+            ints_row = (seq, cur, lo, hi, code, w_row, p_row)
+            head = (job.iterations_done(now), submit, declared)
+            fit = self._fit_of(jid, declared) if jid in tracks else nan5
+            ints.extend(ints_row)
+            flts.extend(head)
+            flts.extend(abc)
+            flts.extend(fit)
             flts.append(h)
+            if st is paused and view is not None and cached:
+                slot = slots.get(jid)
+                if slot is None:
+                    slot = table.add(jid, seq, lo, hi, submit, declared, model, w_row, p_row)
+                table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
+                frozen[jid] = slot
         n = len(jobs)
-        iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
-        fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
+        if fresh_pos:
+            iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
+        else:
+            iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
+            fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
         done, submit, declared, a, b, c, total, b0, b1, max_rate, last_rate, hist_iters = fv
         remaining = self._remaining(done, declared, total, hist_iters)
         if view is not None and self._rows is not None:
@@ -323,6 +367,48 @@ class JobModels:
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def _with_fresh(self, n: int, ints: list[int], flts: list[float], fresh_pos: list[int],
+                    fresh_slot: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The snapshot's int and float columns, ``(7, n)`` and ``(12, n)``: the rows made in Python
+        (``ints``, ``flts``, in order) and, at ``fresh_pos``, rows from the per-job table
+        (:class:`StaticTable`) in one numpy pass: pending jobs (nothing done, no speed model, no loss
+        fit) and paused jobs whose row was kept (:meth:`StaticTable.freeze`). A row without a fitted
+        speed model takes the prior of its job's model, ``(mean iteration time of finished jobs of that
+        model, else 1 s, 0, 0)``, and every row the finished jobs' mean length, read now: the same
+        numbers the Python row would hold."""
+        iv = np.empty((7, n), dtype=np.int64)
+        fv = np.empty((12, n), dtype=np.float64)
+        fresh = np.zeros(n, dtype=bool)
+        fresh[fresh_pos] = True
+        rest = ~fresh
+        k = n - len(fresh_pos)
+        if k:
+            iv[:, rest] = np.array(ints, dtype=np.int64).reshape(k, 7).T
+            fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
+        t = self._table
+        sl = np.array(fresh_slot, dtype=np.int64)
+        iv[0, fresh], iv[1, fresh], iv[4, fresh] = t.seq[sl], 0, t.code[sl]
+        iv[2, fresh], iv[3, fresh], iv[5, fresh], iv[6, fresh] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
+        models = t.model[sl]
+        used = np.unique(models)
+        prior_a = np.empty(len(t.models))
+        hist = np.empty(len(t.models))
+        for m in used.tolist():
+            name = t.models[m]
+            s, c = self._iter_time_by_model.get(name, (0.0, 0))
+            prior_a[m] = s / c if c else 1.0
+            hist[m] = self._history_iterations(name)
+        kept = t.kept[sl].T  # done, a, b, c, total, beta0, beta1, max rate, last rate
+        prior = t.prior[sl]
+        fv[0, fresh] = kept[0]
+        fv[1, fresh], fv[2, fresh] = t.submit[sl], t.declared[sl]
+        fv[3, fresh] = np.where(prior, prior_a[models], kept[1])
+        fv[4, fresh] = np.where(prior, 0.0, kept[2])
+        fv[5, fresh] = np.where(prior, 0.0, kept[3])
+        fv[6:11, fresh] = kept[4:9]
+        fv[11, fresh] = hist[models]
+        return iv, fv
 
     def admission_window(self, view: ClusterView, waiting: Sequence[JobView], free: np.ndarray,
                          scan: int = ADMIT_SCAN) -> int:
@@ -369,6 +455,60 @@ class JobModels:
         if self.trust_declared:
             return np.where(has_decl, decl, np.where(has_fit, fitted, fallback))
         return np.where(has_fit, fitted, np.where(has_decl, decl, fallback))
+
+
+class StaticTable:
+    """:meth:`JobModels._static_of`'s per-job constants as growing numpy columns, one slot per job (by
+    id, in the order first seen), so a round reads the rows of many pending jobs in one pass."""
+
+    def __init__(self) -> None:
+        self.slots: dict[str, int] = {}
+        self.used = 0  # slots handed out (a dropped job's slot is not reused)
+        self.models: list[str] = []
+        self._model_index: dict[str, int] = {}
+        self.seq = self.lo = self.hi = self.w_row = self.p_row = self.model = self.code = np.zeros(0, dtype=np.int64)
+        self.submit = self.declared = np.zeros(0, dtype=np.float64)
+        # the rest of a job's row: done, a, b, c, total, beta0, beta1, max rate, last rate; a pending job's
+        # (nothing done, no fit, no rates) until freeze() keeps a paused job's; prior: a, b, c are the
+        # model's prior, read at each round
+        self.kept = np.zeros((0, 9), dtype=np.float64)
+        self.prior = np.zeros(0, dtype=bool)
+
+    def add(self, job: str, seq: int, lo: int, hi: int, submit: float, declared: float, model: str,
+            w_row: int, p_row: int) -> int:
+        """Store one job's constants (the tuple :meth:`JobModels._static_of` returns); returns its slot."""
+        i = self.used
+        self.used += 1
+        if i >= len(self.seq):  # grow by doubling
+            cap = max(2 * len(self.seq), 1024)
+            for name in ("seq", "lo", "hi", "w_row", "p_row", "model", "code", "submit", "declared", "kept", "prior"):
+                old = getattr(self, name)
+                new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
+                new[:len(old)] = old
+                setattr(self, name, new)
+        m = self._model_index.get(model)
+        if m is None:
+            m = self._model_index[model] = len(self.models)
+            self.models.append(model)
+        self.seq[i], self.lo[i], self.hi[i], self.w_row[i], self.p_row[i], self.model[i] = seq, lo, hi, w_row, p_row, m
+        self.submit[i], self.declared[i] = submit, declared
+        self.code[i] = 0
+        self.kept[i] = (0.0, 0.0, 0.0, 0.0, math.nan, math.nan, math.nan, 0.0, 0.0)
+        self.prior[i] = True
+        self.slots[job] = i
+        return i
+
+    def freeze(self, slot: int, done: float, abc: tuple[float, float, float],
+               fit: tuple[float, float, float, float, float], *, prior: bool) -> None:
+        """Keep a paused job's row: iterations done, speed coefficients (``prior``: they are its model's
+        prior, read again each round) and loss-fit numbers (:meth:`JobModels._fit_of`)."""
+        self.code[slot] = 2
+        self.kept[slot] = (done, *abc, *fit)
+        self.prior[slot] = prior
+
+    def drop(self, job: str) -> None:
+        """Forget ``job``'s slot (its row stays unused)."""
+        self.slots.pop(job, None)
 
 
 def speed_mode(job: JobView) -> Mode:

@@ -58,25 +58,50 @@ def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.nd
     if cut:
         counts += np.bincount(jj[:cut], minlength=n_jobs)
         rem -= cum[cut - 1]
-    smallest = np.minimum(first_cost.min(axis=0), unit_cost.min(axis=0))
+    end = min(jj.size, cut + scan)
+    if cut < end:
+        rem = _backfill(jj[cut:end].tolist(), ii[cut:end].tolist(), cost[cut:end].tolist(), counts, rem,
+                        np.minimum(first_cost.min(axis=0), unit_cost.min(axis=0)).tolist())
+    return counts, rem
+
+
+def _fits(cost: list[float], rem: list[float]) -> bool:
+    """``(cost <= rem + EPS).all()`` on plain floats."""
+    for c, r in zip(cost, rem):
+        if not c <= r + EPS:
+            return False
+    return True
+
+
+def _backfill(jj: list[int], ii: list[int], cost: list[list[float]], counts: np.ndarray, rem: np.ndarray,
+              smallest: list[float]) -> np.ndarray:
+    """:func:`greedy_by_value`'s back-filling scan past the sorted prefix: entry ``e`` is unit ``ii[e]`` of
+    job ``jj[e]`` at ``cost[e]``; a job whose next unit does not fit (or comes out of order) gets no more;
+    the scan stops once not even the ``smallest`` unit fits. On Python floats (a few resources: one float
+    comparison each instead of a numpy call per entry; the same IEEE-754 arithmetic, so the same result).
+    Updates ``counts``; returns the capacity left."""
+    r = rem.tolist()
+    got = dict.fromkeys(jj, 0)  # units taken in this scan, per job
+    base = counts[list(got)].tolist()
+    start = dict(zip(got, base))
     blocked: set[int] = set()
-    for e in range(cut, min(jj.size, cut + scan)):
-        if not (smallest <= rem + EPS).all():
+    for j, i, c in zip(jj, ii, cost):
+        if not _fits(smallest, r):
             break
-        j = int(jj[e])
         if j in blocked:
             continue
-        i = int(ii[e])
-        if i != counts[j]:
+        if i != start[j] + got[j]:
             blocked.add(j)
             continue
-        c = first_cost[j] if i == 0 else unit_cost[j]
-        if (c <= rem + EPS).all():
-            rem -= c
-            counts[j] += 1
+        if _fits(c, r):
+            r = [x - y for x, y in zip(r, c)]
+            got[j] += 1
         else:
             blocked.add(j)
-    return counts, rem
+    for j, g in got.items():
+        if g:
+            counts[j] += g
+    return np.array(r, dtype=np.float64)
 
 
 def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = ADMIT_SCAN) -> tuple[np.ndarray, np.ndarray]:
