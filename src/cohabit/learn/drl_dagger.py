@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import typer
 
+from ..policies.drl.isolate import ISOLATE
 from ..policies.drl.order import ORDERS, PendingOrder
 from ..policies.drl.state import JobEntry, PlacementState
 from ..policies.drl.taskwise import Chooser, TaskwisePolicy
@@ -170,6 +171,7 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
                          cfg.get("tie", 0.0))
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
     pol.pending_order = PendingOrder(cfg.get("order", "arrival"))  # the order ``drl`` decides in
+    pol.isolate = cfg.get("isolate", "never")  # and the masks it decides with (policies.drl.isolate)
     pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
@@ -181,7 +183,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
            max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
            log: Any = print, expert_validation: bool = True,
-           margin: float = 0.0, order: str = "arrival", cost_weight: float = 0.0,
+           margin: float = 0.0, order: str = "arrival", cost_weight: float = 0.0, isolate: str = "never",
            validation_seeds: tuple[int, ...] = VALIDATION_SEEDS) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
@@ -189,7 +191,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     ``expert_validation=False`` skips scoring the expert alone on the validation workloads (for
     the rollout teacher that costs as much as a round). ``cost_weight``: each recorded state
     weighs ``1 + cost_weight x`` the teacher's score gap to the actor's own action in the fits
-    (:meth:`RecordingPolicy.weight`). ``order``: the pending-job order of the
+    (:meth:`RecordingPolicy.weight`); ``isolate``: the isolation rule of the placement loop
+    (:mod:`cohabit.policies.drl.isolate`) in every episode, validation included. ``order``: the pending-job order of the
     placement loop (:mod:`cohabit.policies.drl.order`) in every episode, validation included;
     ``validation_seeds``: the seeds of each arrival pattern the best weights are chosen on."""
     import multiprocessing as mp
@@ -219,7 +222,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
 
     def cfg(**kw: Any) -> dict[str, Any]:
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
-                "margin": margin, "order": order, "cost_weight": cost_weight, **kw}
+                "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -306,6 +309,8 @@ def train_drl_dagger(
     init: Path = typer.Option(None, help="start the actor from these policy weights"),
     cost_weight: float = typer.Option(0.0, help="> 0: cost-weighted DAgger, each state weighs 1 + this x the "
                                       "teacher's score gap between its action and the actor's own"),
+    isolate: str = typer.Option("auto", help="isolation rule of the placement loop in the episodes: never, idle, "
+                                "compact, or auto (drl's default: compact on 30 servers, never on 6)"),
     order: str = typer.Option("short", help="pending-job order of the placement loop in the episodes: short "
                               "(drl's default) or arrival (the paper's; what the weights before drl10 saw)"),
     validation: int = typer.Option(len(VALIDATION_SEEDS), help="validation seeds per arrival pattern (900 up): "
@@ -332,6 +337,10 @@ def train_drl_dagger(
         raise typer.BadParameter(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     if min(tie, 0.0) < 0:
         raise typer.BadParameter(f"--tie must be >= 0, got {tie}")
+    if isolate not in ISOLATE + ("auto",):
+        raise typer.BadParameter(f"--isolate must be one of {', '.join(ISOLATE + ('auto',))}, got {isolate!r}")
+    if isolate == "auto":
+        isolate = "compact" if servers >= 30 else "never"
     if cost_weight < 0:
         raise typer.BadParameter(f"--cost-weight must be >= 0, got {cost_weight}")
     if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
@@ -351,13 +360,13 @@ def train_drl_dagger(
                            seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, tie=tie,
                            first_round=first_round, log=lambda s: typer.echo(s, err=True),
                            expert_validation=not skip_expert_validation, margin=margin, order=order,
-                           cost_weight=cost_weight,
+                           cost_weight=cost_weight, isolate=isolate,
                            validation_seeds=val_seeds)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
-            "cost_weight": cost_weight,
+            "cost_weight": cost_weight, "isolate": isolate,
             "order": order,
             "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
