@@ -54,6 +54,10 @@ POLICIES = ("drl", "lb", "tetris", "tiresias", "lif-line", "lif-quad")
 #: by default; the same rule on LIF-Line / LIF-Quad, and drl in the paper's arrival order. The
 #: goal is judged against the plain baselines (``POLICIES``); these rows attribute the gain.
 ORDER_ROWS = ("drl:order=arrival", "lif-line:order=short", "lif-quad:order=short")
+#: the ``isolate`` rule (``policies.drl.isolate``; ``drl``'s default ``auto`` is ``compact`` on the
+#: 30-server rack, ``never`` on 6 servers): drl without it, and LIF-Quad with it (unchanged: its
+#: score already keeps new jobs off shared servers), so the rule's share of drl's result shows.
+ISOLATE_ROWS = ("drl:isolate=never", "lif-quad:isolate=compact")
 DATA = Path(__file__).resolve().parents[1] / "src" / "cohabit" / "data" / "drl"
 
 
@@ -65,7 +69,7 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
     """Average JCT per workload and policy; ``before``: a folder with earlier ``policy.pt`` /
     ``policy-30.pt`` (+ JSON), run as ``drl-before`` (in arrival order) in the same pass."""
     out: dict[str, dict[str, float]] = {}
-    names = (("drl-before",) if before is not None else ()) + POLICIES + ORDER_ROWS
+    names = (("drl-before",) if before is not None else ()) + POLICIES + ORDER_ROWS + ISOLATE_ROWS
     for wname, jobs in workloads.items():
         thirty = "drl-30" in wname
         cluster = preset("drl-30" if thirty else "drl")
@@ -73,7 +77,7 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
         for p in names:
             # drl as it was before: the earlier weights, in arrival order (drl's default until drl10)
             spec = (p if p != "drl-before" else
-                    f"drl:weights={before / ('policy-30.pt' if thirty else 'policy.pt')}:order=arrival")
+                    f"drl:weights={before / ('policy-30.pt' if thirty else 'policy.pt')}:order=arrival:isolate=never")
             pol = make_policy(spec)
             t = time.process_time()
             res = simulate(jobs, cluster, pol)
@@ -87,7 +91,8 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
             row["drl_before_vs_best_baseline_pct"] = 100.0 * (best - row["drl-before"]) / best
         out[wname] = row
     print(f"\nAverage JCT (intervals of 20 min), {len(names)} policies; {load()}")
-    short = {"drl:order=arrival": "drl arrival", "lif-line:order=short": "line short", "lif-quad:order=short": "quad short"}
+    short = {"drl:order=arrival": "drl arrival", "lif-line:order=short": "line short", "lif-quad:order=short": "quad short",
+             "drl:isolate=never": "drl no-iso", "lif-quad:isolate=compact": "quad iso"}
     print(f"{'workload':24s}" + "".join(f"{short.get(p, p):>12s}" for p in names) + f"{'drl vs best':>13s}"
           + f"{'vs LIF short':>14s}" + (f"{'before vs best':>16s}" if before is not None else ""))
     for wname, row in out.items():

@@ -163,3 +163,33 @@ def test_lif_expert_ties_never_split_a_job_the_rule_keeps_together():
     s = ex.scores(state, job, mask)
     assert s[0] == pytest.approx(s[2])  # the rule's score: beside the first worker = on an empty server
     assert ex(state, job, mask) == 0 and np.flatnonzero(ex.good).tolist() == [0]
+
+
+def test_cost_weighted_dagger_weighs_a_state_by_the_teachers_score_gap_to_the_actors_choice():
+    """``--cost-weight``: 1 + w x (teacher's score of its action - of the actor's), 1 where the
+    actor's action is one of the teacher's equally good ones; the fit's loss is the weighted mean."""
+    import torch
+
+    from cohabit.learn.drl_dagger import RecordingPolicy
+    from cohabit.learn.drl_expert import LIFExpert
+    from cohabit.learn.drl_rl import set_cross_entropy
+
+    ex = LIFExpert("quad")
+    state = PlacementState(np.ones((4, 3)), [])
+    busy = new_entry("r", "cnn-text-classification", True, 1, 0, W.copy(), P.copy(), 4, placed=(0,), new=False)
+    state.free[0] -= W
+    job = new_entry("n", "resnext-110", True, 1, 0, W.copy(), P.copy(), 4)
+    state.jobs += [busy, job]
+    mask = state.mask(job)
+    target = ex(state, job, mask)
+    assert target == 2  # an empty server, not beside the busy one (action 0)
+    pol = RecordingPolicy(None, ex, beta=1.0, rng=np.random.default_rng(0), cost_weight=10.0)
+    gap = float(ex.last_scores[target] - ex.last_scores[0])
+    assert gap > 0
+    assert pol.weight(0, target, ex.good) == pytest.approx(1.0 + 10.0 * gap)
+    assert pol.weight(4, target, ex.good) == 1.0  # another empty server: as good as the teacher's
+    assert RecordingPolicy(None, ex, 1.0, np.random.default_rng(0)).weight(0, target, ex.good) == 1.0
+    logp = torch.tensor([[0.5, 0.5], [0.9, 0.1]]).log()
+    good = torch.tensor([[True, False], [False, True]])
+    w = torch.tensor([1.0, 3.0])
+    assert float(set_cross_entropy(logp, good, w)) == pytest.approx((-np.log(0.5) - 3 * np.log(0.1)) / 4)

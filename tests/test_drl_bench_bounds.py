@@ -56,3 +56,25 @@ def test_diag_splits_jct_into_wait_plus_solo_times_slowdown():
     assert got["wait"] == 0.0 and got["slowdown"] > 1.05
     assert got["avg_jct"] == pytest.approx(got["wait"] + got["solo"] * got["slowdown"], rel=1e-9)
     assert got["avg_jct"] == pytest.approx(res.metrics.avg_jct / INTERVAL_S, rel=1e-6)
+
+
+def test_diag_attribution_sums_to_the_excess_over_solo_and_marks_who_shared():
+    """bench/drl_diag.py --attribute: jobs run one after another on one server are alone
+    throughout (their excess is their waiting); a pair started in the same plan on one server
+    shares it (each is joined by the other), and the parts add up to avg JCT - mean solo."""
+    mod = load_bench("drl_diag")
+    jobs = [drl_job(f"j{i}", "resnet-50", True, 2, 0, INTERVAL_S, 0.0) for i in range(3)]
+    rec = mod.Starts(make_policy("fifo"))
+    got = mod.attribute(jobs, simulate(jobs, drl_cluster(1), rec.policy), rec.log)
+    assert got["alone throughout"]["jobs"] == 3 and got["excess"] == pytest.approx(1.0, rel=1e-3)
+    assert got["alone throughout"]["excess"] == pytest.approx(got["excess_wait"], rel=1e-9)
+    pair = _two_jobs_on_one_server()
+    rec = mod.Starts(make_policy("fifo"))
+    res = simulate(pair, drl_cluster(1), rec.policy)
+    got = mod.attribute(pair, res, rec.log)
+    split = mod.split(pair, res)
+    assert got["excess"] == pytest.approx(split["avg_jct"] - split["solo"], rel=1e-9) and got["excess"] > 0.05
+    parts = ("beside only", "joined only", "beside and joined", "alone throughout")
+    assert sum(got[k]["excess"] for k in parts) == pytest.approx(got["excess"], rel=1e-9)
+    assert sum(got[k]["jobs"] for k in parts) == 2 and got["alone throughout"]["jobs"] == 0
+    assert {r["job"]: r["joined"] for r in got["top"]} == {"a": True, "b": True}

@@ -215,3 +215,45 @@ def test_train_drl_dagger_refuses_bad_order_and_validation(tmp_path):
     assert r.exit_code != 0 and "--order" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(app, ["train", "drl-dagger", "--validation", "0", "--out", str(tmp_path / "x.pt")])
     assert r.exit_code != 0 and "--validation" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--isolate", "always", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--isolate" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--cost-weight", "-1", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--cost-weight" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("isolate", ["compact", "never"])
+def test_dagger_episodes_decide_with_the_isolation_rule_drl_uses(isolate):
+    """The recorder places with the masks ``drl`` decides with: a random actor (beta 0) under
+    ``isolate=compact`` never starts a job beside another while the cluster has room to keep it
+    apart (at most the jobs that had to share); without the rule it does."""
+    import torch
+
+    from cohabit.learn import drl_dagger
+    from cohabit.policies.drl.nets import PolicyNet
+
+    torch.manual_seed(0)
+    sd = PolicyNet(6).state_dict()
+    cfg = {"m": 6, "teacher": "lif-quad", "horizon": 0, "intervals": 3, "tie": 0.0, "margin": 0.0, "order": "short",
+           "arrival": "uniform", "seed": 7, "beta": 0.0, "isolate": isolate}
+    shared = []
+    inner = drl_dagger.RecordingPolicy.decide
+
+    def decide(self, view):
+        assert self.isolate == isolate
+        busy = {s for j in view.running.values() for s in j.placement}
+        plan = inner(self, view)
+        for a in plan:
+            shared.append(bool(set(a.placement) & busy) and len(busy) < 6)
+            busy |= set(a.placement)
+        return plan
+
+    drl_dagger.RecordingPolicy.decide = decide
+    try:
+        drl_dagger.episode((sd, None, cfg))
+    finally:
+        drl_dagger.RecordingPolicy.decide = inner
+    assert shared
+    if isolate == "compact":
+        assert not any(shared[:3])  # the first jobs on an empty cluster always fit apart
+    else:
+        assert any(shared)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import typer
 
+from ..policies.drl.isolate import ISOLATE
 from ..policies.drl.order import ORDERS, PendingOrder
 from ..policies.drl.state import JobEntry, PlacementState
 from ..policies.drl.taskwise import Chooser, TaskwisePolicy
@@ -62,8 +63,10 @@ class RecordingPolicy(TaskwisePolicy):
     """Places like ``drl`` (the actor's argmax), or as the expert with probability ``beta``;
     records the expert's action for every state it decides on (a :class:`Sample`)."""
 
-    def __init__(self, actor: Any | None, expert: Chooser, beta: float, rng: np.random.Generator) -> None:
+    def __init__(self, actor: Any | None, expert: Chooser, beta: float, rng: np.random.Generator,
+                 cost_weight: float = 0.0) -> None:
         self.actor, self.expert, self.beta, self.rng = actor, expert, beta, rng
+        self.cost_weight = cost_weight
         self.samples: list[Sample] = []
         self.name = "drl-dagger"
         self.record = True  # False: a validation run of the actor alone, the expert not consulted
@@ -93,10 +96,22 @@ class RecordingPolicy(TaskwisePolicy):
             # choice where its best action is no clear gain over it
             label = self.expert.label(own) if own is not None and hasattr(self.expert, "label") else target
             self.samples.append(Sample(state.tokens(), state.jobs.index(job), state.decision_tokens(), mask.copy(),
-                                       label, good=None if good is None else good.copy()))
+                                       label, good=None if good is None else good.copy(),
+                                       weight=self.weight(own, target, good)))
         if own is None or self.rng.random() < self.beta:
             return target
         return own
+
+    def weight(self, own: int | None, target: int, good: np.ndarray | None) -> float:
+        """Cost-weighted DAgger: ``1 + cost_weight x gap``, ``gap`` = how much worse the actor's own
+        action is than the teacher's by the teacher's own score (``expert.last_scores``, higher is
+        better; for LIF: the rise in the server's predicted slowdown sum). 0 where the actor's
+        action is one of the teacher's equally good ones, or without ``cost_weight``."""
+        scores = getattr(self.expert, "last_scores", None)
+        if self.cost_weight <= 0 or own is None or scores is None or (good is not None and good[own]):
+            return 1.0
+        gap = float(scores[target] - scores[own])
+        return 1.0 + self.cost_weight * gap if np.isfinite(gap) and gap > 0 else 1.0
 
 
 def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None,
@@ -154,8 +169,9 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor.eval()
     expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
                          cfg.get("tie", 0.0))
-    pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]))
+    pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
     pol.pending_order = PendingOrder(cfg.get("order", "arrival"))  # the order ``drl`` decides in
+    pol.isolate = cfg.get("isolate", "never")  # and the masks it decides with (policies.drl.isolate)
     pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
@@ -167,13 +183,16 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            workers: int = 2, seed: int = 0, lr: float = 5e-4, time_budget_s: float | None = None,
            max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
            log: Any = print, expert_validation: bool = True,
-           margin: float = 0.0, order: str = "arrival",
+           margin: float = 0.0, order: str = "arrival", cost_weight: float = 0.0, isolate: str = "never",
            validation_seeds: tuple[int, ...] = VALIDATION_SEEDS) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
     ``expert_validation=False`` skips scoring the expert alone on the validation workloads (for
-    the rollout teacher that costs as much as a round). ``order``: the pending-job order of the
+    the rollout teacher that costs as much as a round). ``cost_weight``: each recorded state
+    weighs ``1 + cost_weight x`` the teacher's score gap to the actor's own action in the fits
+    (:meth:`RecordingPolicy.weight`); ``isolate``: the isolation rule of the placement loop
+    (:mod:`cohabit.policies.drl.isolate`) in every episode, validation included. ``order``: the pending-job order of the
     placement loop (:mod:`cohabit.policies.drl.order`) in every episode, validation included;
     ``validation_seeds``: the seeds of each arrival pattern the best weights are chosen on."""
     import multiprocessing as mp
@@ -203,7 +222,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
 
     def cfg(**kw: Any) -> dict[str, Any]:
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
-                "margin": margin, "order": order, **kw}
+                "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -288,6 +307,10 @@ def train_drl_dagger(
     reward: Path = typer.Option(None, help="reward model (lookahead teacher; default: the shipped one for --servers, "
                                          "reward.pt or reward-30.pt)"),
     init: Path = typer.Option(None, help="start the actor from these policy weights"),
+    cost_weight: float = typer.Option(0.0, help="> 0: cost-weighted DAgger, each state weighs 1 + this x the "
+                                      "teacher's score gap between its action and the actor's own"),
+    isolate: str = typer.Option("auto", help="isolation rule of the placement loop in the episodes: never, idle, "
+                                "compact, or auto (drl's default: compact on 30 servers, never on 6)"),
     order: str = typer.Option("short", help="pending-job order of the placement loop in the episodes: short "
                               "(drl's default) or arrival (the paper's; what the weights before drl10 saw)"),
     validation: int = typer.Option(len(VALIDATION_SEEDS), help="validation seeds per arrival pattern (900 up): "
@@ -314,6 +337,12 @@ def train_drl_dagger(
         raise typer.BadParameter(f"--order must be one of {', '.join(ORDERS)}, got {order!r}")
     if min(tie, 0.0) < 0:
         raise typer.BadParameter(f"--tie must be >= 0, got {tie}")
+    if isolate not in ISOLATE + ("auto",):
+        raise typer.BadParameter(f"--isolate must be one of {', '.join(ISOLATE + ('auto',))}, got {isolate!r}")
+    if isolate == "auto":
+        isolate = "compact" if servers >= 30 else "never"
+    if cost_weight < 0:
+        raise typer.BadParameter(f"--cost-weight must be >= 0, got {cost_weight}")
     if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
         raise typer.BadParameter(f"--first-round must be in [0, --rounds] and needs --init when > 0, got {first_round}")
     if reward is None:
@@ -331,11 +360,13 @@ def train_drl_dagger(
                            seed=seed, lr=lr, time_budget_s=budget_s or None, max_fit=max_fit, tie=tie,
                            first_round=first_round, log=lambda s: typer.echo(s, err=True),
                            expert_validation=not skip_expert_validation, margin=margin, order=order,
+                           cost_weight=cost_weight, isolate=isolate,
                            validation_seeds=val_seeds)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
+            "cost_weight": cost_weight, "isolate": isolate,
             "order": order,
             "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",

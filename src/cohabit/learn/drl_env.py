@@ -48,6 +48,9 @@ class Sample:
     ret: float = 0.0
     #: every action the teacher rates as good as ``action`` (ties), or None: ``action`` alone
     good: np.ndarray | None = None
+    #: weight of the sample in an imitation fit (cost-weighted DAgger: what the actor's own choice
+    #: costs by the teacher's score; 1 = plain cross-entropy)
+    weight: float = 1.0
 
 
 @dataclass

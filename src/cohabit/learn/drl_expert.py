@@ -145,6 +145,7 @@ class LookaheadExpert:
 
     def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         s = self.scores(state, job, mask)
+        self.last_scores = s
         self.hopeless = not np.isfinite(s).any()
         if not self.hopeless:
             best = int(np.argmax(s))
@@ -199,6 +200,7 @@ class LIFExpert:
 
     def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         s = self.scores(state, job, mask)
+        self.last_scores = s
         best = int(np.argmax(s))  # the first maximum: the lowest server, as the rule
         srv, kind = divmod(best, 2)
         servers = np.arange(state.m)

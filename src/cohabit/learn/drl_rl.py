@@ -136,12 +136,16 @@ def _good(batch: list[Sample]) -> Any:
     return torch.from_numpy(out)
 
 
-def set_cross_entropy(logp: Any, good: Any) -> Any:
+def set_cross_entropy(logp: Any, good: Any, weight: Any = None) -> Any:
     """``-log sum_{a good} pi(a)`` averaged over the batch: cross-entropy toward a set of equally
-    good actions (one action: the usual cross-entropy). ``logp``: B x 2M masked log-probabilities."""
+    good actions (one action: the usual cross-entropy). ``logp``: B x 2M masked log-probabilities;
+    ``weight`` (B, optional): each sample's weight in a weighted mean (cost-weighted DAgger)."""
     import torch
 
-    return -torch.logsumexp(logp.masked_fill(~good, float("-inf")), dim=1).mean()
+    nll = -torch.logsumexp(logp.masked_fill(~good, float("-inf")), dim=1)
+    if weight is None:
+        return nll.mean()
+    return (nll * weight).sum() / weight.sum()
 
 
 def imitate(policy: Any, samples: list[Sample], *, epochs: int, seed: int = 0, lr: float = 5e-4,
@@ -179,7 +183,8 @@ def imitate(policy: Any, samples: list[Sample], *, epochs: int, seed: int = 0, l
             chunk = [train_s[i] for i in perm[b: b + batch]]
             jobs, jpad, cur, dec, dpad, mask, act = _tensors(chunk)
             logp = masked_log_probs(policy(jobs, jpad, cur, dec, dpad), mask)
-            loss = set_cross_entropy(logp, _good(chunk))
+            weight = torch.tensor([s.weight for s in chunk], dtype=torch.float32)
+            loss = set_cross_entropy(logp, _good(chunk), weight)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..engine.view import ClusterView
 from ..models.interference import KINDS, LIFModel, server_features
+from .drl.isolate import check_isolate
 from .drl.order import PendingOrder
 from .drl.state import JobEntry, PlacementState
 from .drl.taskwise import TaskwisePolicy
@@ -24,13 +25,15 @@ from .params import build
 class LIFPolicy(TaskwisePolicy):
     """Least interference first under a fitted LIF model of kind ``"line"`` or ``"quad"``."""
 
-    def __init__(self, kind: str = "line", model_path: str = "", order: str = "arrival") -> None:
+    def __init__(self, kind: str = "line", model_path: str = "", order: str = "arrival",
+                 isolate: str = "never") -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         self.kind = kind
         self.model = LIFModel.load(kind, model_path or None)
         self.name = f"lif-{kind}"
         self.pending_order = PendingOrder(order)
+        self.isolate = check_isolate(isolate, allow_auto=False)
         self._cores: dict[int, float] = {}
 
     def begin(self, state: PlacementState, view: ClusterView) -> None:

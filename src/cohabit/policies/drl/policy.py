@@ -24,6 +24,7 @@ from ...engine.actions import Plan
 from ...engine.view import ClusterView
 from ...spec.cluster import ClusterSpec
 from ..params import build
+from .isolate import check_isolate
 from .order import PendingOrder
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
@@ -59,7 +60,7 @@ class DRLPolicy(TaskwisePolicy):
     """Harmony-DRL: one policy-network inference per task of each new job."""
 
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
-                 reward: str = "", order: str = "short") -> None:
+                 reward: str = "", order: str = "short", isolate: str = "auto") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -77,6 +78,7 @@ class DRLPolicy(TaskwisePolicy):
         self.rng = np.random.default_rng(seed)
         self.name = "drl"
         self.pending_order = PendingOrder(order)
+        self.isolate = check_isolate(isolate, allow_auto=True)
         self.inferences = 0
         self.online = online
         self.reward_path = Path(reward) if reward else shipped("reward.pt")
@@ -126,6 +128,13 @@ class DRLPolicy(TaskwisePolicy):
         net.load_state_dict(torch.load(self.reward_path, map_location="cpu", weights_only=True))
         net.eval()
         return OnlineReward(net, load_solo())
+
+    def isolate_for(self, m: int) -> str:
+        """``isolate=auto``: ``compact`` on 30 servers or more, where the actor does not learn to keep
+        new jobs off busy servers and LIF-Quad never shares one; ``never`` (the paper's masks) below."""
+        if self.isolate != "auto":
+            return self.isolate
+        return "compact" if m >= 30 else "never"
 
     def begin(self, state: PlacementState, view: ClusterView) -> None:
         got = self._net_for(state.m)

@@ -18,6 +18,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
+from .isolate import narrow, unshared_room
 from .order import PendingOrder
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
 
@@ -66,20 +67,23 @@ Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
 
 
 def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry], bool] = lambda e: True,
-              name: str = "policy") -> tuple[list[JobEntry], list[JobEntry]]:
+              name: str = "policy", isolate: str = "never") -> tuple[list[JobEntry], list[JobEntry]]:
     """Place ``state``'s new jobs (``u_n = 1``) in their order, one ``choose`` per task, the state
     updated between tasks (§V-A). Every new job is in the state from the first inference on (the
     paper's state holds all concurrent jobs, the interval's new ones flagged); a job whose tasks
     cannot all be placed, or that ``accept`` refuses, has its tasks taken back and leaves the
-    state. Returns (placed, waiting). The simulator's policies and the trainer's episodes both
-    place through here, so the states the network is trained on are the states it decides on."""
+    state. ``isolate`` narrows each job's valid actions (:mod:`.isolate`). Returns (placed,
+    waiting). The simulator's policies and the trainer's episodes both place through here, so
+    the states the network is trained on are the states it decides on."""
     placed: list[JobEntry] = []
     waiting: list[JobEntry] = []
     for entry in [e for e in state.jobs if e.new]:
+        alone = unshared_room(state, entry) if isolate != "never" else None
         while not entry.complete:
             mask = state.mask(entry)
             if not mask.any():
                 break
+            mask = narrow(mask, entry, alone, isolate)
             action = choose(state, entry, mask)
             if not mask[action]:
                 raise RuntimeError(f"{name}: chose masked action {action} for job {entry.key!r}")
@@ -100,6 +104,12 @@ class TaskwisePolicy(BasePolicy):
     order the pending jobs are offered: arrival order unless set."""
 
     pending_order = PendingOrder("arrival")
+    #: ``isolate`` parameter (:mod:`.isolate`): never, idle or compact
+    isolate = "never"
+
+    def isolate_for(self, m: int) -> str:
+        """The ``isolate`` rule on a cluster of ``m`` servers."""
+        return self.isolate
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:  # pragma: no cover
         raise NotImplementedError
@@ -131,6 +141,6 @@ class TaskwisePolicy(BasePolicy):
                 return True
             return False
 
-        place_new(state, self.choose, accept, self.name)
+        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m))
         self._last_failed = key if not plan else None
         return plan
