@@ -256,6 +256,11 @@ class Ledger(GroupLedger, PackLedger):
         its row itself, as 0.0 + row equals it). A node's sum of the ledger's own rows (read-only, see
         :meth:`vector`) is kept per sequence of rows: the same numpy additions, made once."""
         n_nodes = self.capacity.shape[0]
+        if len(placement) == 1:  # (most jobs: one task)
+            node = placement[0]
+            if not 0 <= node < n_nodes:
+                raise AllocationError(f"job {job!r}: node index {node} out of range 0..{n_nodes - 1}")
+            return {node: demands[0]}
         rows: dict[int, list[np.ndarray]] = {}
         for node, d in zip(placement, demands):
             if not 0 <= node < n_nodes:
@@ -294,6 +299,16 @@ class Ledger(GroupLedger, PackLedger):
         col = self._gpu_col
         if col is None:
             return [task_slot(node, ()) for node in placement]
+        if len(placement) == 1:  # (most jobs: one task)
+            node, g = placement[0], demands[0].item(col)
+            if g <= EPS:
+                return [task_slot(node, ())]
+            vals = self.device_free[node].tolist()
+            got = take_from(vals, g)
+            if got is None:
+                self._refuse_devices(job, placement, demands)
+            self.device_free[node] = vals
+            return [task_slot(node, got)]  # type: ignore[arg-type]
         shares: dict[int, list[float]] = {}
         for node, d in zip(placement, demands):
             got = shares.get(node)
@@ -361,6 +376,7 @@ class Ledger(GroupLedger, PackLedger):
                 group: tuple[str, tuple[int, ...]] | None = None) -> Allocation:
         node_jobs, dev_shares = self._node_jobs, self.dev_shares
         counts: dict[int, list[int]] = {}  # node -> its row of dev_jobs as a list (written back once)
+        few = len(slots) <= 2  # (a job of one or two tasks updates the counts in place)
         last = -1
         for s in slots:
             node = s.node
@@ -375,10 +391,13 @@ class Ledger(GroupLedger, PackLedger):
                 if shares is None:
                     shares = dev_shares[(node, dev)] = {}
                 if job not in shares:
-                    row = counts.get(node)
-                    if row is None:
-                        row = counts[node] = self.dev_jobs[node].tolist()
-                    row[dev] += 1
+                    if few:
+                        self.dev_jobs[node, dev] += 1
+                    else:
+                        row = counts.get(node)
+                        if row is None:
+                            row = counts[node] = self.dev_jobs[node].tolist()
+                        row[dev] += 1
                 shares[job] = shares.get(job, 0.0) + share  # two fractional tasks may share a device
         for node, row in counts.items():
             self.dev_jobs[node] = row
@@ -472,18 +491,24 @@ class Ledger(GroupLedger, PackLedger):
             return self._release_pack(job, alloc, per_node)
         devices = alloc.devices
         self._touch(set(per_node).union(k[0] for k in devices))
-        # each node's device rows as Python lists, read once and written back once (the same float sums)
+        # each node's device rows as Python lists, read once and written back once (the same float sums);
+        # a job holding one or two devices updates them in place
+        few = len(devices) <= 2
         dev_rows: dict[int, tuple[list[float], list[int]]] = {}
         for key in devices:
             shares = self.dev_shares.get(key)
             if shares is None or job not in shares:
                 continue
             node, i = key
-            rows = dev_rows.get(node)
-            if rows is None:
-                rows = dev_rows[node] = (self.device_free[node].tolist(), self.dev_jobs[node].tolist())
             share = shares.pop(job)
-            rows[1][i] -= 1
+            if few:
+                self.dev_jobs[key] -= 1
+                rows = None
+            else:
+                rows = dev_rows.get(node)
+                if rows is None:
+                    rows = dev_rows[node] = (self.device_free[node].tolist(), self.dev_jobs[node].tolist())
+                rows[1][i] -= 1
             guests = sorted(j for j, s in shares.items() if s == 0.0) if share > 0 and shares else None
             if guests:
                 # a time-sharing guest stays on the device: it inherits the share
@@ -492,6 +517,8 @@ class Ledger(GroupLedger, PackLedger):
                 self._per_node[guests[0]][node] = self._per_node[guests[0]][node] + self._gpu_row(share)
                 per_node[node] = per_node[node] - self._gpu_row(share)
                 inheritors.append(guests[0])
+            elif rows is None:
+                self.device_free[key] += share
             else:
                 rows[0][i] += share
             if not shares:
