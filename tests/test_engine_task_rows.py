@@ -5,16 +5,19 @@ free rows, the same devices, the same column sums, the same fits and error messa
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from cohabit.engine.actions import Start
-from cohabit.engine.alloc import EPS, fit_counts, take_many
+from cohabit.engine.alloc import EPS, Allocation, TaskSlot, fit_counts, take_many
 from cohabit.engine.ledger import AllocationError, Ledger
 from cohabit.engine.loop import Scheduler
 from cohabit.policies.placement import Draft, _workers_small, fill
 from cohabit.sim.backend import SimBackend
-from cohabit.sim.physics import SimConfig
+from cohabit.sim.physics import SimConfig, consolidation_factor, replicas_per_node
+from cohabit.sim.profiles.placement import SpreadModel
 from cohabit.sim.truth import JobTruth, TraceJob
 from cohabit.spec.job import JobSpec, TaskGroup
 from cohabit.spec.resources import Resources
@@ -291,3 +294,21 @@ def test_small_cluster_worker_choice_equals_the_numpy_rule() -> None:
         else:
             ref = fill(fit, n, np.argsort(-fit, kind="stable"))
         assert _workers_small(fit.tolist(), n) == ref, (fit, n)
+
+
+def test_consolidation_factor_kept_per_spread_model_equals_the_formula() -> None:
+    """The launch's placement factor (``physics.consolidation_factor``) keeps its spread ratio per (spread
+    model, model, nodes, fewest nodes): equal to the formula on the nodes the workers span, for two spread
+    models that give the same model different factors, asked in turn."""
+    rng = np.random.default_rng(2)
+    cfgs = [SimConfig(gpus_per_node=8, spread=SpreadModel(factors={"resnet50": f})) for f in (0.5, 0.9)]
+    for _ in range(300):
+        workers = int(rng.integers(1, 9))
+        tj = _job("x", workers, 1.0, 2.0)
+        nodes = [int(x) for x in rng.integers(0, 4, size=workers)]
+        alloc = Allocation("x", tuple(TaskSlot(n, ()) for n in nodes), Resources(gpu=workers))
+        for cfg in cfgs:
+            per_node = replicas_per_node(alloc, workers)
+            m = math.ceil(workers / 8)
+            ref = min(cfg.spread.speed_factor("resnet50", len(per_node)) / cfg.spread.speed_factor("resnet50", m), 1.0)
+            assert consolidation_factor(tj.spec, tj.truth, alloc, cfg) == ref

@@ -66,32 +66,37 @@ class ActionHandlers:
     def _place(self: Scheduler, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool,
                share_gpus: bool = False, group: tuple[str, tuple[int, ...]] | None = None,
                only_devices: frozenset[tuple[int, int]] | None = None, **extra: object) -> None:
+        jid, now = job.id, self.now
         n = self._n_workers(job, placement)
+        vectors = self._task_vectors(jid, n)
         if group is not None:
-            alloc = self.ledger.allocate_group(job.id, placement, self._task_vectors(job.id, n),
-                                               mode=group[0], nodes=group[1])
+            alloc = self.ledger.allocate_group(jid, placement, vectors, mode=group[0], nodes=group[1])
         else:
-            alloc = self.ledger.allocate(job.id, placement, self._task_vectors(job.id, n), share_gpus=share_gpus,
-                                         only_devices=only_devices)
-        self._occupy(job, alloc, placement)
-        self.backend.launch(job.spec, alloc, self.now, from_checkpoint=from_checkpoint)
-        self.record.append(self.now, kind, job.id, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
+            alloc = self.ledger.allocate(jid, placement, vectors, share_gpus=share_gpus, only_devices=only_devices)
+        self._occupy(job, alloc, placement, vectors)
+        self.backend.launch(job.spec, alloc, now, from_checkpoint=from_checkpoint)
+        self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
 
-    def _occupy(self: Scheduler, job: JobView, alloc: Allocation, placement: A.Placement) -> None:
-        """Mark ``job`` running on ``alloc`` (before the backend launches it)."""
-        job._settle(self.now)
-        check_transition(job.id, job._state, JobState.RUNNING)
+    def _occupy(self: Scheduler, job: JobView, alloc: Allocation, placement: A.Placement,
+                vectors: list[np.ndarray] | None = None) -> None:
+        """Mark ``job`` running on ``alloc`` (before the backend launches it); ``vectors``: its task rows on
+        ``placement`` (``_task_vectors``) if the caller has them."""
+        jid, now = job.id, self.now
+        job._settle(now)
+        check_transition(jid, job._state, JobState.RUNNING)
         job._state = JobState.RUNNING
         job._placement = tuple(placement)
         job._alloc = alloc.total
-        job._gpus = self._demand_gpus(job.id, len(placement))
+        col = self.ledger.gpu_col
+        job._gpus = (_gpus_of(vectors, col) if vectors is not None and col is not None
+                     else self._demand_gpus(jid, len(placement)))
         job._iter_time = None  # a new placement must be measured anew
-        job._report_time = self.now
+        job._report_time = now
         if job._first_start is None:
-            job._first_start = self.now
-        self.running[job.id] = job
+            job._first_start = now
+        self.running[jid] = job
         if job._criterion is not None:
-            self.criteria.placed(job.id, self.now, job._run_time)
+            self.criteria.placed(jid, now, job._run_time)
 
     def _demand_gpus(self: Scheduler, job_id: str, n_tasks: int) -> float:
         """GPUs a job uses on ``n_tasks`` tasks (shared or owned): the rate of its attained service."""
@@ -104,7 +109,8 @@ class ActionHandlers:
     def _release(self: Scheduler, job_id: str) -> None:
         """Free a job's allocation; GPU time-sharing guests that inherit a device are recorded.
         A pack member leaving its pack is recorded as ``unpacked`` (the others continue)."""
-        device = self.ledger.allocations[job_id].pack if job_id in self.ledger.allocations else None
+        held = self.ledger.allocations.get(job_id)
+        device = held.pack if held is not None else None
         for guest in self.ledger.release(job_id):
             self._reallocated(guest, f"inherited GPU from {job_id}")
         if device is not None:
@@ -262,10 +268,11 @@ class ActionHandlers:
         return nodes + tuple(nodes[i % len(nodes)] for i in range(job.spec.num_ps))
 
     def _unplace(self: Scheduler, job: JobView) -> None:
-        job._settle(self.now)
-        self._release(job.id)
-        self.backend.halt(job.id, self.now, checkpoint=True)
-        del self.running[job.id]
+        jid, now = job.id, self.now
+        job._settle(now)
+        self._release(jid)
+        self.backend.halt(jid, now, checkpoint=True)
+        del self.running[jid]
 
     def _pause(self: Scheduler, a: A.Pause) -> None:
         job = self._job(a.job, JobState.RUNNING)
@@ -274,13 +281,14 @@ class ActionHandlers:
 
     def _paused(self: Scheduler, job: JobView, reason: str) -> None:
         """Record ``job`` (already halted and released) as paused, for the policy to place again."""
-        check_transition(job.id, job._state, JobState.PAUSED)
+        jid = job.id
+        check_transition(jid, job._state, JobState.PAUSED)
         job._state = JobState.PAUSED
         job._placement = ()
         job._alloc = NO_ALLOCATION
         job._preemptions += 1
-        self.paused[job.id] = job
-        self.record.append(self.now, EventKind.PAUSED, job.id, reason=reason)
+        self.paused[jid] = job
+        self.record.append(self.now, EventKind.PAUSED, jid, reason=reason)
 
     def _move(self: Scheduler, job: JobView, placement: A.Placement, kind: EventKind) -> None:
         """Checkpoint ``job``, release it, and restore it on ``placement`` (Migrate / Resize)."""

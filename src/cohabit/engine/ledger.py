@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import NoReturn
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from ..spec.resources import Resources
-from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, refit, take_devices, take_from, take_many, task_slot
+from .alloc import EPS, Allocation, AllocationError, TaskSlot, fit_counts, refit, take_devices
 from .ledger_groups import GroupLedger
 from .ledger_packs import PackLedger
+from .ledger_tasks import TaskLedger
 
 __all__ = ["EPS", "Allocation", "AllocationError", "Ledger", "TaskSlot", "fit_counts", "take_devices"]
 
@@ -36,7 +36,7 @@ REFIT_NODES = 16
 NODE_LOG_MAX = 1 << 16
 
 
-class Ledger(GroupLedger, PackLedger):
+class Ledger(TaskLedger, GroupLedger, PackLedger):
     """Free capacity of every node; ``allocate`` refuses anything that would over-allocate."""
 
     def __init__(self, cluster: ClusterSpec, max_share: int = 4) -> None:
@@ -251,87 +251,6 @@ class Ledger(GroupLedger, PackLedger):
             self.free[node] -= d
         return self._commit(job, slots, demands, per_node)
 
-    def _per_node_sums(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> dict[int, np.ndarray]:
-        """node -> the sum of the demands of the job's tasks there, added in task order (a node's first task:
-        its row itself, as 0.0 + row equals it). A node's sum of the ledger's own rows (read-only, see
-        :meth:`vector`) is kept per sequence of rows: the same numpy additions, made once."""
-        n_nodes = self.capacity.shape[0]
-        rows: dict[int, list[np.ndarray]] = {}
-        for node, d in zip(placement, demands):
-            if not 0 <= node < n_nodes:
-                raise AllocationError(f"job {job!r}: node index {node} out of range 0..{n_nodes - 1}")
-            got = rows.get(node)
-            if got is None:
-                rows[node] = [d]
-            else:
-                got.append(d)
-        per_node: dict[int, np.ndarray] = {}
-        sums = self._node_sums
-        for node, ds in rows.items():
-            if len(ds) == 1:
-                per_node[node] = ds[0]
-                continue
-            key = tuple(map(id, ds))
-            hit = sums.get(key)
-            if hit is None:
-                acc = ds[0]
-                for d in ds[1:]:
-                    acc = acc + d
-                if any(d.flags.writeable for d in ds):
-                    per_node[node] = acc
-                    continue
-                acc.flags.writeable = False  # (shared: release adds it to free, never writes it)
-                if len(sums) > 4096:
-                    sums.clear()
-                hit = sums[key] = (ds, acc)  # (the rows kept alive: their ids stay theirs)
-            per_node[node] = hit[1]
-        return per_node
-
-    def _take_all(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> list[TaskSlot]:
-        """Each task's devices, in task order: :func:`~.alloc.take_many` on each node's device row, read once
-        and written back once all fit (the same devices as :func:`~.alloc.take_devices` task by task);
-        all-or-nothing (``AllocationError`` leaves every device row as it was)."""
-        col = self._gpu_col
-        if col is None:
-            return [task_slot(node, ()) for node in placement]
-        shares: dict[int, list[float]] = {}
-        for node, d in zip(placement, demands):
-            got = shares.get(node)
-            if got is None:
-                shares[node] = [d.item(col)]
-            else:
-                got.append(d.item(col))
-        rows: dict[int, list[float]] = {}
-        taken: dict[int, Iterator[tuple[tuple[int, float], ...]]] = {}
-        for node, gs in shares.items():
-            vals = self.device_free[node].tolist()
-            got = take_many(vals, gs)
-            if got is None:
-                self._refuse_devices(job, placement, demands)
-            rows[node] = vals
-            taken[node] = iter(got)  # type: ignore[arg-type]
-        for node, vals in rows.items():
-            self.device_free[node] = vals
-        return [task_slot(node, next(taken[node])) for node in placement]
-
-    def _refuse_devices(self, job: str, placement: Sequence[int], demands: Sequence[np.ndarray]) -> NoReturn:
-        """Raise the ``AllocationError`` of the first task, in task order, whose GPU share does not fit (on the
-        devices the tasks before it on its node left)."""
-        col = self._gpu_col
-        assert col is not None
-        rows: dict[int, list[float]] = {}
-        for node, d in zip(placement, demands):
-            vals = rows.get(node)
-            if vals is None:
-                vals = rows[node] = self.device_free[node].tolist()
-            g = d.item(col)
-            if take_from(vals, g) is None:
-                raise AllocationError(
-                    f"job {job!r}: node {node} cannot hold a GPU share of {g:g} "
-                    f"(device free fractions: {[round(float(x), 3) for x in vals if x >= 0]})"
-                )
-        raise AssertionError("take_many refused devices that take_from gives task by task")
-
     def _total_of(self, demands: Sequence[np.ndarray]) -> Resources:
         """Sum of task demands; cached when the rows are the ledger's own (read-only, stable ids)."""
         cacheable = all(not d.flags.writeable for d in demands)
@@ -361,6 +280,7 @@ class Ledger(GroupLedger, PackLedger):
                 group: tuple[str, tuple[int, ...]] | None = None) -> Allocation:
         node_jobs, dev_shares = self._node_jobs, self.dev_shares
         counts: dict[int, list[int]] = {}  # node -> its row of dev_jobs as a list (written back once)
+        few = len(slots) <= 2  # (a job of one or two tasks updates the counts in place)
         last = -1
         for s in slots:
             node = s.node
@@ -375,10 +295,13 @@ class Ledger(GroupLedger, PackLedger):
                 if shares is None:
                     shares = dev_shares[(node, dev)] = {}
                 if job not in shares:
-                    row = counts.get(node)
-                    if row is None:
-                        row = counts[node] = self.dev_jobs[node].tolist()
-                    row[dev] += 1
+                    if few:
+                        self.dev_jobs[node, dev] += 1
+                    else:
+                        row = counts.get(node)
+                        if row is None:
+                            row = counts[node] = self.dev_jobs[node].tolist()
+                        row[dev] += 1
                 shares[job] = shares.get(job, 0.0) + share  # two fractional tasks may share a device
         for node, row in counts.items():
             self.dev_jobs[node] = row
@@ -472,18 +395,24 @@ class Ledger(GroupLedger, PackLedger):
             return self._release_pack(job, alloc, per_node)
         devices = alloc.devices
         self._touch(set(per_node).union(k[0] for k in devices))
-        # each node's device rows as Python lists, read once and written back once (the same float sums)
+        # each node's device rows as Python lists, read once and written back once (the same float sums);
+        # a job holding one or two devices updates them in place
+        few = len(devices) <= 2
         dev_rows: dict[int, tuple[list[float], list[int]]] = {}
         for key in devices:
             shares = self.dev_shares.get(key)
             if shares is None or job not in shares:
                 continue
             node, i = key
-            rows = dev_rows.get(node)
-            if rows is None:
-                rows = dev_rows[node] = (self.device_free[node].tolist(), self.dev_jobs[node].tolist())
             share = shares.pop(job)
-            rows[1][i] -= 1
+            if few:
+                self.dev_jobs[key] -= 1
+                rows = None
+            else:
+                rows = dev_rows.get(node)
+                if rows is None:
+                    rows = dev_rows[node] = (self.device_free[node].tolist(), self.dev_jobs[node].tolist())
+                rows[1][i] -= 1
             guests = sorted(j for j, s in shares.items() if s == 0.0) if share > 0 and shares else None
             if guests:
                 # a time-sharing guest stays on the device: it inherits the share
@@ -492,6 +421,8 @@ class Ledger(GroupLedger, PackLedger):
                 self._per_node[guests[0]][node] = self._per_node[guests[0]][node] + self._gpu_row(share)
                 per_node[node] = per_node[node] - self._gpu_row(share)
                 inheritors.append(guests[0])
+            elif rows is None:
+                self.device_free[key] += share
             else:
                 rows[0][i] += share
             if not shares:

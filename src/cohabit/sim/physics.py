@@ -298,11 +298,28 @@ def consolidation_factor(spec: JobSpec, truth: JobTruth, alloc: Allocation, cfg:
     if gpu_per_worker < 1:
         return 1.0
     n_workers = len(alloc.slots) - spec.num_ps
-    per_node = replicas_per_node(alloc, n_workers)
+    n_nodes = len({s.node for s in alloc.slots[:n_workers]})  # (len of replicas_per_node: the nodes it spans)
     per_node_cap = max(int(cfg.gpus_per_node // gpu_per_worker), 1)
     min_nodes = math.ceil(n_workers / per_node_cap)
-    spread = cfg.spread.speed_factor(spec.model, len(per_node)) / cfg.spread.speed_factor(spec.model, min_nodes)
-    return min(spread, 1.0)
+    return _spread_ratio(cfg.spread, spec.model, n_nodes, min_nodes)
+
+
+#: (id(spread model), model, nodes, fewest nodes) -> (the spread model, :func:`_spread_ratio`): a launch asks for
+#: the same few (model, nodes) pairs again and again (the spread model is read-only: its factors never change)
+_SPREAD: dict[tuple[int, str | None, int, int], tuple[object, float]] = {}
+
+
+def _spread_ratio(spread: SpreadModel, model: str | None, n_nodes: int, min_nodes: int) -> float:
+    """``min(speed_factor(model, n_nodes) / speed_factor(model, min_nodes), 1)``, kept per arguments."""
+    key = (id(spread), model, n_nodes, min_nodes)
+    hit = _SPREAD.get(key)
+    if hit is not None and hit[0] is spread:
+        return hit[1]
+    ratio = min(spread.speed_factor(model, n_nodes) / spread.speed_factor(model, min_nodes), 1.0)
+    if len(_SPREAD) > 4096:
+        _SPREAD.clear()
+    _SPREAD[key] = (spread, ratio)  # (keeps the model alive: its id stays its own)
+    return ratio
 
 
 def graph_traffic_mb(spec: JobSpec, alloc: Allocation) -> dict[int, float]:
