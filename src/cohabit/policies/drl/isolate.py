@@ -15,7 +15,7 @@ once per job, from what the scheduler observes (the placement state):
 LIF-Line and LIF-Quad take the same parameter (their interference score already prefers an
 unshared server, so ``idle`` leaves them unchanged; ``bench/drl.py`` shows the rows), and ``drl``'s
 default ``auto`` is ``compact`` on the 30-server rack and ``never`` on 6 servers (chosen on the
-validation seeds 900-902, ``docs/drl.md``).
+validation seeds 900-905, ``docs/drl.md``).
 """
 
 from __future__ import annotations
