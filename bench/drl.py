@@ -55,8 +55,9 @@ POLICIES = ("drl", "lb", "tetris", "tiresias", "lif-line", "lif-quad")
 #: goal is judged against the plain baselines (``POLICIES``); these rows attribute the gain.
 ORDER_ROWS = ("drl:order=arrival", "lif-line:order=short", "lif-quad:order=short")
 #: the ``isolate`` rule (``policies.drl.isolate``; ``drl``'s default ``auto`` is ``compact`` on the
-#: 30-server rack, ``never`` on 6 servers): drl without it, and LIF-Quad with it (unchanged: its
-#: score already keeps new jobs off shared servers), so the rule's share of drl's result shows.
+#: 30-server rack, ``never`` on 6 servers): drl without it, and LIF-Quad with it (its score already
+#: keeps new jobs off shared servers; the rule adds keeping a job's tasks together), so the rule's
+#: share of drl's result shows.
 ISOLATE_ROWS = ("drl:isolate=never", "lif-quad:isolate=compact")
 DATA = Path(__file__).resolve().parents[1] / "src" / "cohabit" / "data" / "drl"
 

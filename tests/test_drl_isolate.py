@@ -53,6 +53,14 @@ def test_isolate_leaves_every_valid_action_open_when_the_job_must_share():
     assert (narrow(mask, state.jobs[1], None, "compact") == mask).all()
     placed, _ = place_new(state, _lowest, isolate="compact")
     assert placed and placed[0].placed_w.sum() == 3
+    # a job that must share: compact still keeps its tasks together where they fit, idle does not
+    spread = lambda st, j, m: int(np.flatnonzero(m)[-1]) if j.placed_w.sum() == 0 else int(np.flatnonzero(m)[0])
+    state = _state(m=3, running_on=(0, 1), workers=3)
+    assert unshared_room(state, state.jobs[1]) is None
+    placed, _ = place_new(state, spread, isolate="compact")
+    assert list(placed[0].placed_w) == [1, 0, 2]
+    placed, _ = place_new(_state(m=3, running_on=(0, 1), workers=3), spread, isolate="idle")
+    assert list(placed[0].placed_w) == [1, 1, 1]
 
 
 def test_drl_auto_isolates_on_30_servers_only_and_bad_values_are_refused():

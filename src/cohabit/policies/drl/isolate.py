@@ -8,13 +8,14 @@ once per job, from what the scheduler observes (the placement state):
 * ``idle``: when every task of the job fits (first fit, emptiest server first) on servers where no
   other job has tasks, its actions are limited to those servers; otherwise (the job must share a
   server whatever the choices) every valid action stays open.
-* ``compact``: ``idle``, and within those servers each task goes beside the job's own earlier tasks
-  where one fits (the job is spread over no more servers than the choices so far need).
+* ``compact``: ``idle``, and each task goes beside the job's own earlier tasks where one fits
+  (the job is spread over no more servers than the choices so far need), also when the job must
+  share a server.
 
 LIF-Line and LIF-Quad take the same parameter (their interference score already prefers an
 unshared server, so ``idle`` leaves them unchanged; ``bench/drl.py`` shows the rows), and ``drl``'s
 default ``auto`` is ``compact`` on the 30-server rack and ``never`` on 6 servers (chosen on the
-validation seeds 900-902, ``docs/drl.md``).
+validation seeds 900-905, ``docs/drl.md``).
 """
 
 from __future__ import annotations
@@ -55,11 +56,11 @@ def unshared_room(state: PlacementState, entry: JobEntry) -> np.ndarray | None:
 def narrow(mask: np.ndarray, entry: JobEntry, alone: np.ndarray | None, mode: str) -> np.ndarray:
     """``mask`` (2M valid actions for ``entry``'s next task) narrowed by the rule ``mode``, given
     ``alone`` (:func:`unshared_room` at the job's first task); never narrowed to nothing."""
-    if mode == "never" or alone is None:
+    if mode == "never":
         return mask
-    out = mask & np.repeat(alone, 2)
+    out = mask & np.repeat(alone, 2) if alone is not None else mask
     if not out.any():
-        return mask
+        out = mask
     if mode == "compact":
         own = out & np.repeat((entry.placed_w + entry.placed_p) > 0, 2)
         if own.any():
