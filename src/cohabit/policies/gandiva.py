@@ -64,7 +64,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .gandiva_queue import TurnOrder, WaitGroups
-from .gandiva_round import EPS, GandivaRound, JobRec, PackTrial, full_slices
+from .gandiva_round import EPS, MAX_PACK_SCAN, GandivaRound, JobRec, PackTrial, full_slices
 from .params import build
 from .skipped_ticks import SkippedTicks
 
@@ -215,7 +215,10 @@ class Gandiva(BasePolicy):
                 hosts = self._idle[(rec.n, rec.cls)]
                 if job.id not in hosts:
                     hosts[job.id] = rec
-                    self._stamp += 1
+                    # a new host is last in its list: a round reads it only within the first MAX_PACK_SCAN
+                    # hosts and for a waiting whole-GPU job of its size (a later arrival bumps the stamp)
+                    if self.packing and len(hosts) <= MAX_PACK_SCAN and self._queue.packs_onto(rec.ikey):
+                        self._stamp += 1
         t0 = self._resumed_at.pop(job.id, None)
         if t0 is not None:
             cost = max(view.now - t0 - it, 0.0)

@@ -84,6 +84,10 @@ class WaitGroups:
         if not grp.recs:
             del self.groups[rec.gkey]
 
+    def packs_onto(self, ikey: tuple[int, float]) -> bool:
+        """Whether a waiting job with whole-GPU workers would look for packing hosts under ``ikey``."""
+        return any(g.whole and g.ikey == ikey for g in self.groups.values())
+
     def __len__(self) -> int:
         return sum(len(g.recs) for g in self.groups.values())
 
