@@ -321,6 +321,7 @@ class Tetris(BasePolicy):
         rows = self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else [j.id for j in jobs])
         draft = Draft(view)
         cap = view.capacity
+        safe = np.where(cap > 0, cap, np.inf)  # (alignment's divisor, once per round)
         # jobs by worker shape: alignment is computed once per shape and pick
         idx = rows[:, 0].astype(np.int64)
         need = rows[:, 1].astype(np.int64)
@@ -335,7 +336,7 @@ class Tetris(BasePolicy):
         left = len(jobs)  # jobs still alive
         plan: Plan = []
         while left:
-            free = draft.free
+            free = draft.free_now  # (read only: `Draft.free` would make the draft drop its fit memo)
             best = np.full(len(self._shape_rows), -np.inf)
             room = np.zeros(len(self._shape_rows), dtype=np.int64)
             roomy = False  # some shape has a node for one task and room for need_min of them
@@ -343,7 +344,7 @@ class Tetris(BasePolicy):
                 fit = draft.tasks_fit(w)
                 ok = fit > 0
                 if ok.any():
-                    best[s] = alignment(free[ok], cap[ok], w).max()
+                    best[s] = alignment(free[ok], cap[ok], w, safe[ok]).max()
                     room[s] = got = int(np.minimum(fit, 1 << 40).sum())
                     roomy = roomy or got >= need_min
             if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
