@@ -58,9 +58,12 @@ _GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, s
 _COLS = ("shape", "need", "size", "done", "own_it", "iters", "model", "executed", "total", "dur")
 
 
-def alignment(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """Per node: dot product of the capacity-normalised demand and free vectors."""
-    safe = np.where(capacity > 0, capacity, np.inf)
+def alignment(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
+              safe: np.ndarray | None = None) -> np.ndarray:
+    """Per node: dot product of the capacity-normalised demand and free vectors (``safe``: the capacity with
+    inf for 0, if the caller has it)."""
+    if safe is None:
+        safe = np.where(capacity > 0, capacity, np.inf)
     return ((demand / safe) * (free / safe)).sum(axis=1)
 
 
@@ -69,18 +72,21 @@ def aligned_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, dem
     """Tasks one at a time, each on the feasible node with the best alignment now."""
     if fit.sum() < n:
         return None
-    left = fit.astype(np.int64).copy()
-    f = free.copy()
-    score = alignment(f, capacity, demand)
-    score[left <= 0] = -np.inf
     safe = np.where(capacity > 0, capacity, np.inf)
-    out: list[int] = []
-    for _ in range(n):
-        node = int(np.argmax(score))
-        out.append(node)
-        left[node] -= 1
-        f[node] -= demand
-        score[node] = -np.inf if left[node] <= 0 else float(((demand / safe[node]) * (f[node] / safe[node])).sum())
+    score = alignment(free, capacity, demand, safe)
+    score[fit <= 0] = -np.inf
+    node = int(np.argmax(score))
+    out: list[int] = [node]
+    if n > 1:  # (the copies below only serve the later tasks)
+        left = fit.astype(np.int64)
+        f = free.copy()
+        for _ in range(n - 1):
+            left[node] -= 1
+            f[node] -= demand
+            score[node] = -np.inf if left[node] <= 0 else \
+                float(((demand / safe[node]) * (f[node] / safe[node])).sum())
+            node = int(np.argmax(score))
+            out.append(node)
     return out
 
 
@@ -120,6 +126,7 @@ class Tetris(BasePolicy):
         # the last "nothing fits" answer (_none_fit), which stays true while neither moves
         self._shape_stamp = 0
         self._none_fit: tuple[int, int] | None = None
+        self._hist: tuple[tuple[int, int], np.ndarray] = ((-1, -1), np.zeros(0))  # see _remaining
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -196,6 +203,7 @@ class Tetris(BasePolicy):
         if view is not self._view:
             self._view, self._groups, self._models = view, {}, {}
             self._none_fit = None  # (another ledger: its room version is not comparable)
+            self._hist = ((-1, -1), np.zeros(0))  # (and another history)
             self._slot, self._spare, self._table = {}, [], np.empty((0, len(_COLS)))
             self._shape_ids, self._shape_rows = {}, []
             total = view.capacity.sum(axis=0)
@@ -263,7 +271,10 @@ class Tetris(BasePolicy):
             rows = self._rows_of(view, jobs, [j.id for j in jobs])
         done, own_it, iters, model, executed, total, dur = rows[:, 3:].T
         models = self._models
-        hist = np.array([view.history.mean_iter_time(name) or math.nan for name in models])
+        key = (len(view.history), len(models))  # (the history only grows: the same length, the same means)
+        if self._hist[0] != key:
+            self._hist = (key, np.array([view.history.mean_iter_time(name) or math.nan for name in models]))
+        hist = self._hist[1]
         it = np.where(own_it > 0, own_it, hist[model.astype(np.int64)] if hist.size else math.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             if self._oracle is not None:
@@ -310,6 +321,7 @@ class Tetris(BasePolicy):
         rows = self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else [j.id for j in jobs])
         draft = Draft(view)
         cap = view.capacity
+        safe = np.where(cap > 0, cap, np.inf)  # (alignment's divisor, once per round)
         # jobs by worker shape: alignment is computed once per shape and pick
         idx = rows[:, 0].astype(np.int64)
         need = rows[:, 1].astype(np.int64)
@@ -324,7 +336,7 @@ class Tetris(BasePolicy):
         left = len(jobs)  # jobs still alive
         plan: Plan = []
         while left:
-            free = draft.free
+            free = draft.free_now  # (read only: `Draft.free` would make the draft drop its fit memo)
             best = np.full(len(self._shape_rows), -np.inf)
             room = np.zeros(len(self._shape_rows), dtype=np.int64)
             roomy = False  # some shape has a node for one task and room for need_min of them
@@ -332,7 +344,7 @@ class Tetris(BasePolicy):
                 fit = draft.tasks_fit(w)
                 ok = fit > 0
                 if ok.any():
-                    best[s] = alignment(free[ok], cap[ok], w).max()
+                    best[s] = alignment(free[ok], cap[ok], w, safe[ok]).max()
                     room[s] = got = int(np.minimum(fit, 1 << 40).sum())
                     roomy = roomy or got >= need_min
             if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
