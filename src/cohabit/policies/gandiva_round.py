@@ -141,7 +141,7 @@ class GandivaRound:
         loop) and whose packing key found no host (hosts only leave ``_idle`` in a round) is done: its
         later jobs would each do nothing, so they are not visited."""
         g = self.g
-        lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
+        lim = (float(self.draft.free_now[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
         # only the pack evaluation (before this loop) suspends waiting jobs in a round: those are skipped
         # (their turn comes later); the loop adds running jobs to ``moved`` (hosts, migrated jobs)
         moved, failed, failed_pack, idle, packing = self.moved, self.failed, self.failed_pack, self.p._idle, \
@@ -157,7 +157,7 @@ class GandivaRound:
             if not (can_place or (packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey))):
                 continue  # nothing left to try for this group in this loop
             if can_place and self.place_free(rec):
-                lim = (float(self.draft.free[:, g].sum()) if g is not None else math.inf) + EPS
+                lim = (float(self.draft.free_now[:, g].sum()) if g is not None else math.inf) + EPS
             elif packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey):
                 self.pack(rec)  # (a migration may have taken a host away: checked again)
             nxt = grp.after(key, moved)
@@ -197,7 +197,7 @@ class GandivaRound:
         if whole.size and job.spec.num_ps == 0:
             assert self.p._aff is not None
             same = self.p._aff[whole, rec.ci] > 0
-            empty = (draft.free[whole, self.g] >= view.capacity[whole, self.g] - EPS) if self.g is not None \
+            empty = (draft.free_now[whole, self.g] >= view.capacity[whole, self.g] - EPS) if self.g is not None \
                 else np.zeros(whole.size, bool)
             rank = np.where(same, 0, np.where(empty, 1, 2))
             node = int(whole[np.lexsort((fit[whole], rank))[0]])
@@ -242,7 +242,7 @@ class GandivaRound:
         view, draft, g, p = self.view, self.draft, self.g, self.p
         assert g is not None
         n = rec.n
-        free = draft.free[:, g]
+        free = draft.free_now[:, g]  # read before any give-back/reserve below
         if float(free.sum()) + EPS < rec.cls:
             return None  # not fragmentation: the GPUs are simply busy
         k = min(DEFRAG_CANDIDATES, free.size)
