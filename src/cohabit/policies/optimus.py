@@ -430,19 +430,19 @@ class JobModels:
 
     def _first_cost(self, view: ClusterView, jobs: Sequence[JobView]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
-        :meth:`Snapshot.bundle` computes it."""
-        static = self._static
-        lo: list[int] = []
-        w_idx: list[int] = []
-        p_idx: list[int] = []
-        for job in jobs:
-            st = static.get(job.id) or self._static_of(view, job)
-            lo.append(st[1])
-            w_idx.append(st[6])
-            p_idx.append(st[7])
+        :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
+        table = self._table
+        ids = [job.id for job in jobs]
+        sl = list(map(table.slots.get, ids))
+        if None in sl:  # jobs not seen yet: their constants go into the table
+            static = self._static
+            for i, (jid, slot) in enumerate(zip(ids, sl)):
+                if slot is None:
+                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[i])))
         rows = self._rows
         assert rows is not None  # set by _static_of
-        return rows[w_idx] * np.array(lo, dtype=np.int64)[:, None] + rows[p_idx]
+        idx = np.array(sl, dtype=np.int64)
+        return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
 
     def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
         """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),
