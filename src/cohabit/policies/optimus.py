@@ -279,12 +279,14 @@ class JobModels:
             self._rows = np.array(self._row_list)
         return i
 
-    def snapshot(self, view: ClusterView, jobs: Sequence[JobView]) -> Snapshot:
-        """The jobs' state and estimates as arrays, for vectorised allocation."""
-        return self.snapshot_of(jobs, view.now, view)
+    def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
+        """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
+        ``waiting_tail`` of ``jobs`` are the whole queue, ``view.paused`` then ``view.pending`` in their
+        order (``waiting_jobs(view)``): their rows are then found by job id without a Python step per job."""
+        return self.snapshot_of(jobs, view.now, view, waiting_tail=waiting_tail)
 
     def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None, *,
-                    cached: bool = True) -> Snapshot:
+                    cached: bool = True, waiting_tail: int = 0) -> Snapshot:
         """:meth:`snapshot` at ``now``. A paused job's row is kept from its first round in that pause
         (only the prior and the finished jobs' mean length, which finishes move, are read again) and
         pending jobs' rows come from :class:`StaticTable` in one numpy pass; ``cached=False`` makes
@@ -302,7 +304,13 @@ class JobModels:
         slots = table.slots
         fresh_pos: list[int] = []  # rows of pending jobs (never ran: no report, no speed model, no loss fit)
         fresh_slot: list[int] = []
-        for pos, job in enumerate(jobs):
+        n_head = len(jobs) - waiting_tail if cached and view is not None else len(jobs)
+        items: Iterable[tuple[int, JobView]] = enumerate(jobs[:n_head] if n_head < len(jobs) else jobs)
+        tail_ids: list[str] = []
+        if n_head < len(jobs):  # the queue's rows by id: kept paused rows and pending rows from the table
+            assert view is not None
+            items, tail_ids = self._queue_rows(view, n_head, len(jobs), items, fresh_pos, fresh_slot)
+        for pos, job in items:
             jid = job.id
             ids.append(jid)
             st = job.state
@@ -350,6 +358,8 @@ class JobModels:
                 table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
                 frozen[jid] = slot
         n = len(jobs)
+        if n_head < n:
+            ids = ids[:n_head] + tail_ids
         if fresh_pos:
             iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
         else:
@@ -367,6 +377,31 @@ class JobModels:
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
+                    fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:
+        """For a snapshot whose rows ``h:n`` are the queue (paused, then pending, in the view's order):
+        the table slots of the paused jobs with a kept row and of the pending jobs go to ``fresh_pos`` /
+        ``fresh_slot``; returns the rows still to make in Python (``head``, then the paused jobs without
+        a kept row, in position order) and the queue's job ids."""
+        paused, pending = view.paused, view.pending
+        p_ids, q_ids = list(paused), list(pending)
+        if len(p_ids) + len(q_ids) != n - h:
+            raise ValueError(f"waiting_tail={n - h} but the queue holds {len(p_ids) + len(q_ids)} jobs")
+        p_slots = list(map(self._frozen.get, p_ids))
+        miss = [(h + i, paused[jid]) for i, (jid, slot) in enumerate(zip(p_ids, p_slots)) if slot is None]
+        fresh_pos.extend(h + i for i, slot in enumerate(p_slots) if slot is not None)
+        fresh_slot.extend(slot for slot in p_slots if slot is not None)
+        table, static = self._table, self._static
+        q_slots = list(map(table.slots.get, q_ids))
+        if None in q_slots:  # jobs not seen yet: their constants go into the table
+            for i, (jid, slot) in enumerate(zip(q_ids, q_slots)):
+                if slot is None:
+                    q_slots[i] = table.add(jid, *(static.get(jid) or self._static_of(view, pending[jid])))
+        start = h + len(p_ids)
+        fresh_pos.extend(range(start, start + len(q_ids)))
+        fresh_slot.extend(q_slots)  # type: ignore[arg-type]
+        return chain(head, miss), p_ids + q_ids
 
     def _with_fresh(self, n: int, ints: list[int], flts: list[float], fresh_pos: list[int],
                     fresh_slot: list[int]) -> tuple[np.ndarray, np.ndarray]:
