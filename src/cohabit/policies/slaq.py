@@ -44,7 +44,8 @@ import numpy as np
 from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
+from .job_table import Snapshot
+from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
 from .targets import (admit_in_order, any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none,
                       waiting_jobs)

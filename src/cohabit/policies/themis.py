@@ -71,7 +71,8 @@ from ..engine.actions import Migrate, Pause, Plan, Resize, Resume, Start
 from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
-from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
+from .job_table import Snapshot
+from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
 from .targets import any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none, waiting_jobs
 from .type_speeds import MIN_GAIN, TypeSpeeds
