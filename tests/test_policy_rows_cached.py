@@ -48,10 +48,11 @@ POLICIES = {
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_cached_rows_are_the_rows_made_afresh(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     real = JobModels.snapshot_of
-    seen = {"rows": 0, "paused": 0, "pending": 0}
+    seen = {"rows": 0, "paused": 0, "pending": 0, "by id": 0}
 
-    def checked(self, jobs, now, view, *, cached=True):
-        snap = real(self, jobs, now, view, cached=cached)
+    def checked(self, jobs, now, view, *, cached=True, waiting_tail=0):
+        snap = real(self, jobs, now, view, cached=cached, waiting_tail=waiting_tail)
+        seen["by id"] += waiting_tail > 0
         if cached and view is not None and len(snap):
             ref = real(self, jobs, now, view, cached=False)
             for f in dataclasses.fields(snap):
@@ -72,6 +73,7 @@ def test_cached_rows_are_the_rows_made_afresh(policy: str, monkeypatch: pytest.M
     assert seen["pending"] > 0  # the table's rows were compared
     if policy != "optimus":  # (optimus never pauses)
         assert seen["paused"] > 0  # and the kept rows of paused jobs
+        assert seen["by id"] > 0  # and the queue's rows found by job id (waiting_tail)
 
 
 def _greedy_reference(values, first_cost, unit_cost, free, *, floor=0.0, scan=512):

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
@@ -78,6 +77,7 @@ from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .params import build
+from .job_table import Snapshot, StaticTable
 from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
                       room_for_none, waiting_jobs)
 
@@ -279,12 +279,14 @@ class JobModels:
             self._rows = np.array(self._row_list)
         return i
 
-    def snapshot(self, view: ClusterView, jobs: Sequence[JobView]) -> Snapshot:
-        """The jobs' state and estimates as arrays, for vectorised allocation."""
-        return self.snapshot_of(jobs, view.now, view)
+    def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
+        """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
+        ``waiting_tail`` of ``jobs`` are the whole queue, ``view.paused`` then ``view.pending`` in their
+        order (``waiting_jobs(view)``): their rows are then found by job id without a Python step per job."""
+        return self.snapshot_of(jobs, view.now, view, waiting_tail=waiting_tail)
 
     def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None, *,
-                    cached: bool = True) -> Snapshot:
+                    cached: bool = True, waiting_tail: int = 0) -> Snapshot:
         """:meth:`snapshot` at ``now``. A paused job's row is kept from its first round in that pause
         (only the prior and the finished jobs' mean length, which finishes move, are read again) and
         pending jobs' rows come from :class:`StaticTable` in one numpy pass; ``cached=False`` makes
@@ -302,7 +304,13 @@ class JobModels:
         slots = table.slots
         fresh_pos: list[int] = []  # rows of pending jobs (never ran: no report, no speed model, no loss fit)
         fresh_slot: list[int] = []
-        for pos, job in enumerate(jobs):
+        n_head = len(jobs) - waiting_tail if cached and view is not None else len(jobs)
+        items: Iterable[tuple[int, JobView]] = enumerate(jobs[:n_head] if n_head < len(jobs) else jobs)
+        tail_ids: list[str] = []
+        if n_head < len(jobs):  # the queue's rows by id: kept paused rows and pending rows from the table
+            assert view is not None
+            items, tail_ids = self._queue_rows(view, n_head, len(jobs), items, fresh_pos, fresh_slot)
+        for pos, job in items:
             jid = job.id
             ids.append(jid)
             st = job.state
@@ -350,6 +358,8 @@ class JobModels:
                 table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
                 frozen[jid] = slot
         n = len(jobs)
+        if n_head < n:
+            ids = ids[:n_head] + tail_ids
         if fresh_pos:
             iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
         else:
@@ -367,6 +377,31 @@ class JobModels:
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
+                    fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:
+        """For a snapshot whose rows ``h:n`` are the queue (paused, then pending, in the view's order):
+        the table slots of the paused jobs with a kept row and of the pending jobs go to ``fresh_pos`` /
+        ``fresh_slot``; returns the rows still to make in Python (``head``, then the paused jobs without
+        a kept row, in position order) and the queue's job ids."""
+        paused, pending = view.paused, view.pending
+        p_ids, q_ids = list(paused), list(pending)
+        if len(p_ids) + len(q_ids) != n - h:
+            raise ValueError(f"waiting_tail={n - h} but the queue holds {len(p_ids) + len(q_ids)} jobs")
+        p_slots = list(map(self._frozen.get, p_ids))
+        miss = [(h + i, paused[jid]) for i, (jid, slot) in enumerate(zip(p_ids, p_slots)) if slot is None]
+        fresh_pos.extend(h + i for i, slot in enumerate(p_slots) if slot is not None)
+        fresh_slot.extend(slot for slot in p_slots if slot is not None)
+        table, static = self._table, self._static
+        q_slots = list(map(table.slots.get, q_ids))
+        if None in q_slots:  # jobs not seen yet: their constants go into the table
+            for i, (jid, slot) in enumerate(zip(q_ids, q_slots)):
+                if slot is None:
+                    q_slots[i] = table.add(jid, *(static.get(jid) or self._static_of(view, pending[jid])))
+        start = h + len(p_ids)
+        fresh_pos.extend(range(start, start + len(q_ids)))
+        fresh_slot.extend(q_slots)  # type: ignore[arg-type]
+        return chain(head, miss), p_ids + q_ids
 
     def _with_fresh(self, n: int, ints: list[int], flts: list[float], fresh_pos: list[int],
                     fresh_slot: list[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -430,19 +465,19 @@ class JobModels:
 
     def _first_cost(self, view: ClusterView, jobs: Sequence[JobView]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
-        :meth:`Snapshot.bundle` computes it."""
-        static = self._static
-        lo: list[int] = []
-        w_idx: list[int] = []
-        p_idx: list[int] = []
-        for job in jobs:
-            st = static.get(job.id) or self._static_of(view, job)
-            lo.append(st[1])
-            w_idx.append(st[6])
-            p_idx.append(st[7])
+        :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
+        table = self._table
+        ids = [job.id for job in jobs]
+        sl = list(map(table.slots.get, ids))
+        if None in sl:  # jobs not seen yet: their constants go into the table
+            static = self._static
+            for i, (jid, slot) in enumerate(zip(ids, sl)):
+                if slot is None:
+                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[i])))
         rows = self._rows
         assert rows is not None  # set by _static_of
-        return rows[w_idx] * np.array(lo, dtype=np.int64)[:, None] + rows[p_idx]
+        idx = np.array(sl, dtype=np.int64)
+        return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
 
     def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
         """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),
@@ -457,123 +492,8 @@ class JobModels:
         return np.where(has_fit, fitted, np.where(has_decl, decl, fallback))
 
 
-class StaticTable:
-    """:meth:`JobModels._static_of`'s per-job constants as growing numpy columns, one slot per job (by
-    id, in the order first seen), so a round reads the rows of many pending jobs in one pass."""
-
-    def __init__(self) -> None:
-        self.slots: dict[str, int] = {}
-        self.used = 0  # slots handed out (a dropped job's slot is not reused)
-        self.models: list[str] = []
-        self._model_index: dict[str, int] = {}
-        self.seq = self.lo = self.hi = self.w_row = self.p_row = self.model = self.code = np.zeros(0, dtype=np.int64)
-        self.submit = self.declared = np.zeros(0, dtype=np.float64)
-        # the rest of a job's row: done, a, b, c, total, beta0, beta1, max rate, last rate; a pending job's
-        # (nothing done, no fit, no rates) until freeze() keeps a paused job's; prior: a, b, c are the
-        # model's prior, read at each round
-        self.kept = np.zeros((0, 9), dtype=np.float64)
-        self.prior = np.zeros(0, dtype=bool)
-
-    def add(self, job: str, seq: int, lo: int, hi: int, submit: float, declared: float, model: str,
-            w_row: int, p_row: int) -> int:
-        """Store one job's constants (the tuple :meth:`JobModels._static_of` returns); returns its slot."""
-        i = self.used
-        self.used += 1
-        if i >= len(self.seq):  # grow by doubling
-            cap = max(2 * len(self.seq), 1024)
-            for name in ("seq", "lo", "hi", "w_row", "p_row", "model", "code", "submit", "declared", "kept", "prior"):
-                old = getattr(self, name)
-                new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
-                new[:len(old)] = old
-                setattr(self, name, new)
-        m = self._model_index.get(model)
-        if m is None:
-            m = self._model_index[model] = len(self.models)
-            self.models.append(model)
-        self.seq[i], self.lo[i], self.hi[i], self.w_row[i], self.p_row[i], self.model[i] = seq, lo, hi, w_row, p_row, m
-        self.submit[i], self.declared[i] = submit, declared
-        self.code[i] = 0
-        self.kept[i] = (0.0, 0.0, 0.0, 0.0, math.nan, math.nan, math.nan, 0.0, 0.0)
-        self.prior[i] = True
-        self.slots[job] = i
-        return i
-
-    def freeze(self, slot: int, done: float, abc: tuple[float, float, float],
-               fit: tuple[float, float, float, float, float], *, prior: bool) -> None:
-        """Keep a paused job's row: iterations done, speed coefficients (``prior``: they are its model's
-        prior, read again each round) and loss-fit numbers (:meth:`JobModels._fit_of`)."""
-        self.code[slot] = 2
-        self.kept[slot] = (done, *abc, *fit)
-        self.prior[slot] = prior
-
-    def drop(self, job: str) -> None:
-        """Forget ``job``'s slot (its row stays unused)."""
-        self.slots.pop(job, None)
-
-
 def speed_mode(job: JobView) -> Mode:
     return "sync" if job.spec.architecture == "ps" and job.spec.num_ps > 0 else "allreduce"
-
-
-@dataclass
-class Snapshot:
-    """Per-job arrays (one entry per job, in ``jobs`` order) for one allocation round."""
-
-    jobs: list[JobView]
-    ids: list[str]
-    seq: np.ndarray
-    cur: np.ndarray  # workers held now (0 unless running)
-    n_min: np.ndarray
-    n_max: np.ndarray
-    state: np.ndarray  # 0 pending, 1 running, 2 paused
-    done: np.ndarray
-    remaining: np.ndarray  # estimated iterations left
-    a: np.ndarray  # 1/f(w) = a/w + b + c w
-    b: np.ndarray
-    c: np.ndarray
-    submit: np.ndarray
-    declared: np.ndarray  # declared iterations (nan: none)
-    beta0: np.ndarray  # loss curve (nan: no fit yet)
-    beta1: np.ndarray
-    max_rate: np.ndarray  # largest observed loss drop per iteration (0: none yet)
-    last_rate: np.ndarray  # loss drop per iteration between the last two reports
-    worker: np.ndarray  # (jobs, resources): one worker's demand
-    ps: np.ndarray  # (jobs, resources): all parameter servers' demand
-    total: np.ndarray  # (resources,): cluster capacity
-
-    def __len__(self) -> int:
-        return len(self.jobs)
-
-    def extend(self, more: Snapshot) -> Snapshot:
-        """This snapshot's jobs followed by ``more``'s (taken at the same time and view)."""
-        fields = [f for f in self.__dataclass_fields__ if f != "total"]
-        parts = {f: (getattr(self, f) + getattr(more, f) if f in ("jobs", "ids")
-                     else np.concatenate([getattr(self, f), getattr(more, f)])) for f in fields}
-        return Snapshot(**parts, total=self.total)
-
-    def share(self, v: np.ndarray) -> np.ndarray:
-        """Dominant share of each row of ``v`` in the cluster (DRF's dominant resource, as Optimus uses)."""
-        inv = np.where(self.total > EPS, 1.0 / np.where(self.total > EPS, self.total, 1.0), 0.0)
-        return (v * inv).max(axis=1)
-
-    def bundle(self, n: np.ndarray) -> np.ndarray:
-        """Demand rows of ``n`` workers plus the parameter servers, per job."""
-        return self.worker * n[:, None] + self.ps
-
-    def inv_speed(self, w: np.ndarray) -> np.ndarray:
-        """Seconds per iteration at ``w`` workers (same shape as ``w``, one row per job); inf where ``w <= 0``."""
-        wf = np.asarray(w, dtype=np.float64)
-        shape = (-1,) + (1,) * (wf.ndim - 1)
-        safe = np.where(wf > 0, wf, 1.0)
-        t = self.a.reshape(shape) / safe + self.b.reshape(shape) + self.c.reshape(shape) * safe
-        return np.where((wf > 0) & (t > 0), t, np.inf)
-
-    def fits_units(self, free: np.ndarray) -> np.ndarray:
-        """How many more workers of each job the aggregate ``free`` holds."""
-        need = self.worker > EPS
-        q = np.where(need, np.floor((free[None, :] + EPS) / np.where(need, self.worker, 1.0)), np.inf)
-        units = q.min(axis=1) if q.shape[1] else np.full(len(self), np.inf)
-        return np.where(np.isfinite(units), units, 1 << 20).astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- the policy

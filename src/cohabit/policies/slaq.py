@@ -44,7 +44,8 @@ import numpy as np
 from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
-from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
+from .job_table import Snapshot
+from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
 from .targets import (admit_in_order, any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none,
                       waiting_jobs)
@@ -91,22 +92,26 @@ class SLAQ(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            return self._round(view, list(chain(view.running.values(), waiting_jobs(view))), full=True)
+            waiting_list = waiting_jobs(view)
+            return self._round(view, list(chain(view.running.values(), waiting_list)), full=True,
+                               waiting_tail=len(waiting_list))
         if self._event and waiting:
             self._event = False
             if room_for_none(view):  # the round below would admit nobody: the same empty plan
                 return []
-            return self._round(view, waiting_jobs(view), full=False)
+            waiting_list = waiting_jobs(view)
+            return self._round(view, waiting_list, full=False, waiting_tail=len(waiting_list))
         self._event = False
         return []
 
-    def targets(self, view: ClusterView, jobs: Sequence[JobView], *, full: bool) -> tuple[dict[str, int], list[str]]:
+    def targets(self, view: ClusterView, jobs: Sequence[JobView], *, full: bool,
+                waiting_tail: int = 0) -> tuple[dict[str, int], list[str]]:
         """SLAQ's greedy: units to the largest predicted normalised loss reduction per dominant share.
 
         Unit 0 of a job is its minimum (``n_min`` workers and its parameter servers), unit ``i``
         one more worker. Returns the worker counts and the jobs by the value of their first unit
-        (the order in which they are placed)."""
-        snap = self.models.snapshot(view, jobs)
+        (the order in which they are placed). ``waiting_tail``: see :meth:`JobModels.snapshot`."""
+        snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         free = snap.total.copy() if full else view.free.sum(axis=0)
         width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
         width = min(width, int(snap.fits_units(free).max()) + 1) if len(snap) else 0
@@ -131,8 +136,8 @@ class SLAQ(ObservingPolicy):
         targets = dict(zip(snap.ids, n.tolist()))
         return targets, [snap.ids[i] for i in ranked[n[ranked] > 0]]
 
-    def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool) -> Plan:
-        targets, ranked = self.targets(view, jobs, full=full)
+    def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool, waiting_tail: int = 0) -> Plan:
+        targets, ranked = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
         order = [view.jobs[jid] for jid in ranked]
         return apply_targets(view, targets, order, consolidated_placer, reason="slaq: larger loss reductions elsewhere")
 

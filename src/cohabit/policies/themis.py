@@ -71,7 +71,8 @@ from ..engine.actions import Migrate, Pause, Plan, Resize, Resume, Start
 from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
-from .optimus import JobModels, ObservingPolicy, Snapshot, check_positive
+from .job_table import Snapshot
+from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
 from .targets import any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none, waiting_jobs
 from .type_speeds import MIN_GAIN, TypeSpeeds
@@ -179,7 +180,7 @@ class Themis(ObservingPolicy):
             return []
         self._soonest = None  # the round sets lease ends
         waiting = waiting_jobs(view)
-        targets, served = self.targets(view, expired + waiting)
+        targets, served = self.targets(view, expired + waiting, waiting_tail=len(waiting))
         for jid, n in targets.items():
             if n > 0:
                 self._expiry[jid] = now + self.lease
@@ -250,14 +251,16 @@ class Themis(ObservingPolicy):
                     break
         return moves
 
-    def targets(self, view: ClusterView, jobs: Sequence[JobView]) -> tuple[dict[str, int], list[str]]:
+    def targets(self, view: ClusterView, jobs: Sequence[JobView], *,
+                waiting_tail: int = 0) -> tuple[dict[str, int], list[str]]:
         """Greedy worst-rho-first allocation of the free room plus what ``jobs`` hold now.
 
         Unit 0 of a job is its minimum, unit ``i`` one more worker; the value of a unit is the
         job's rho before it (the worst rho is served first), and a unit that would not lower
         the job's rho is not offered. Jobs holding nothing come first (their rho is unbounded).
-        Returns worker counts and the jobs in serving order."""
-        snap = self.models.snapshot(view, jobs)
+        Returns worker counts and the jobs in serving order. ``waiting_tail``: see
+        :meth:`JobModels.snapshot`."""
+        snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         if not len(snap):
             return {}, []
         free = view.free.sum(axis=0) + snap.bundle(snap.cur)[snap.state == 1].sum(axis=0)
