@@ -11,7 +11,6 @@ from collections import defaultdict
 
 import pytest
 
-from cohabit.engine.state import JobState
 from cohabit.policies.gandiva import Gandiva
 from cohabit.policies.gandiva_round import EPS, GandivaRound, JobRec
 from cohabit.sim.physics import SimConfig
