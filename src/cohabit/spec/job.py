@@ -8,7 +8,7 @@ cannot learn it (see ``tests/test_barrier.py``).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -163,6 +163,100 @@ class JobSpec(BaseModel):
     @property
     def absolute_deadline(self) -> float | None:
         return None if self.deadline is None else self.submit_time + self.deadline
+
+
+def _prime_shared_fields() -> tuple[str, ...]:
+    """Put JobSpec's field names, in field order, into the class's shared attribute-key table.
+
+    CPython keeps the attribute names of a class's instances in one key table shared by all of
+    them (each instance then stores only its values, 8 bytes per field); pydantic instead gives
+    every validated model a dict of its own (~830 bytes for JobSpec's 24 fields). The shared
+    table takes new names only while it is young (each new instance shrinks the room left), so
+    the names go in here, at import, before any JobSpec exists. On an interpreter without
+    shared keys this does nothing and :func:`compact` still returns an equal spec."""
+    names = tuple(JobSpec.model_fields)
+    probe = object.__new__(JobSpec)
+    for name in names:
+        object.__setattr__(probe, name, None)
+    return names
+
+
+_FIELD_NAMES = _prime_shared_fields()
+
+
+def compact(spec: JobSpec) -> JobSpec:
+    """An equal, already validated ``spec`` whose fields live in JobSpec's shared key table (about
+    300 bytes per spec instead of ~900: 82k Philly jobs take ~25 MB instead of ~75 MB).
+
+    It reads and compares like ``spec`` everywhere (fields, ``==``, ``model_dump``,
+    ``model_fields_set``, ``model_copy``, pickling): only its attributes' storage differs. Trace
+    loaders compact every spec they build (``sim.traces._common.build``)."""
+    d = spec.__dict__
+    if type(spec) is not JobSpec or len(d) != len(_FIELD_NAMES):
+        return spec
+    new = object.__new__(JobSpec)
+    put = object.__setattr__
+    for name in _FIELD_NAMES:  # the shared table's order: a name out of order would unshare the instance
+        put(new, name, d[name])
+    put(new, "__pydantic_fields_set__", shared_fields_set(spec.__pydantic_fields_set__))
+    put(new, "__pydantic_extra__", spec.__pydantic_extra__)
+    put(new, "__pydantic_private__", spec.__pydantic_private__)
+    return new
+
+
+def _name_ok(v: Any, min_len: int = 0) -> bool:
+    return type(v) is str and min_len <= len(v) <= MAX_NAME_LEN
+
+
+#: The fields :func:`derived` may change, each with the check pydantic's field constraints make.
+_DERIVABLE: dict[str, Callable[[Any], bool]] = {
+    "id": lambda v: _name_ok(v, 1),
+    "tenant": _name_ok,
+    "model": _name_ok,
+    "submit_time": lambda v: type(v) is float and 0.0 <= v <= MAX_TIME_S,  # (NaN and inf fail)
+    "iterations": lambda v: type(v) is int and 1 <= v <= MAX_ITERATIONS,
+}
+#: One set of explicitly set field names per distinct content, shared by the specs that set them
+#: (see :func:`shared_fields_set`).
+_FIELDS_SETS: dict[frozenset[str], set[str]] = {}
+
+
+def shared_fields_set(names: Collection[str]) -> set[str]:
+    """The one set of explicitly set field names with these contents (a validated model carries
+    a set of its own, ~730 bytes for five names: 60 MB over the 82k-job Philly trace). JobSpec is
+    frozen, so pydantic never adds to it, and ``model_copy`` copies it before changing it: a
+    shared set reads the same everywhere (``model_dump(exclude_unset=True)``, ``model_fields_set``)."""
+    key = frozenset(names)
+    hit = _FIELDS_SETS.get(key)
+    if hit is None:
+        hit = _FIELDS_SETS[key] = names if type(names) is set else set(names)  # type: ignore[assignment]
+    return hit
+
+
+def derived(base: JobSpec, **changes: Any) -> JobSpec | None:
+    """``base`` with ``changes`` (any of ``id``, ``tenant``, ``model``, ``submit_time``,
+    ``iterations``), as :func:`compact` builds it, when every change passes its field's
+    constraints exactly as validation would (none of them enters the cross-field checks);
+    None otherwise: then build the spec through validation, which raises the field's own error.
+
+    The result equals ``base.model_copy(update=changes)`` validated afresh, explicitly set
+    fields included; ~10 times cheaper than validating (trace loaders build specs row by row)."""
+    d = base.__dict__
+    if type(base) is not JobSpec or len(d) != len(_FIELD_NAMES):
+        return None
+    for name, v in changes.items():
+        ok = _DERIVABLE.get(name)
+        if ok is None or not ok(v):
+            return None
+    fields_set = shared_fields_set(base.__pydantic_fields_set__.union(changes))
+    new = object.__new__(JobSpec)
+    put = object.__setattr__
+    for name in _FIELD_NAMES:
+        put(new, name, changes[name] if name in changes else d[name])
+    put(new, "__pydantic_fields_set__", fields_set)
+    put(new, "__pydantic_extra__", None)
+    put(new, "__pydantic_private__", None)
+    return new
 
 
 def simple_job(

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from ...spec.job import JobSpec, TaskGroup, simple_job
+from ...spec.job import JobSpec, TaskGroup, compact, derived, simple_job
 from ...spec.limits import decode_utf8
 from ..truth import JobTruth, TraceJob
 from ._csvrows import read_rows
@@ -85,33 +85,44 @@ class Sink:
 
 
 @cache
-def _gpu_template(n_gpus: int) -> tuple[str, TaskGroup]:
+def _gpu_template(n_gpus: int) -> tuple[str, TaskGroup, JobSpec]:
     template = simple_job("template", n_gpus)
-    return template.architecture, template.workers
+    base = JobSpec(id="template", submit_time=0.0, workers=template.workers, architecture=template.architecture)
+    return template.architecture, template.workers, base
 
 
 def gpu_job(id: str, n_gpus: int, *, submit_time: float, **kw: Any) -> JobSpec:
     """The same JobSpec as ``simple_job(id, n_gpus, ...)``, sharing one TaskGroup per size (fast).
 
     ``architecture`` may be given in ``kw`` to override simple_job's choice
-    (``single`` for one GPU, else ``allreduce``).
+    (``single`` for one GPU, else ``allreduce``). A row whose fields need no more than their own
+    field checks is derived from one validated spec per size (``spec.job.derived``); anything
+    else is validated in full (and raises validation's error). Either way the spec is compact
+    (``spec.job.compact``): pass ``compacted=True`` to :func:`build`.
     """
-    architecture, workers = _gpu_template(n_gpus)
+    architecture, workers, base = _gpu_template(n_gpus)
+    if kw.get("architecture", architecture) == architecture:
+        kw.pop("architecture", None)
+        spec = derived(base, id=id, submit_time=submit_time, **kw)
+        if spec is not None:
+            return spec
     kw.setdefault("architecture", architecture)
-    return JobSpec(id=id, submit_time=submit_time, workers=workers, **kw)
+    return compact(JobSpec(id=id, submit_time=submit_time, workers=workers, **kw))
 
 
 def build(
     file: str, line: int, make: Callable[[], TraceJob], *, what: str = "column",
-    columns: dict[str, str] | None = None,
+    columns: dict[str, str] | None = None, compacted: bool = False,
 ) -> TraceJob:
     """Run ``make``; turn a validation error from JobSpec or JobTruth into a :class:`TraceRowError`.
 
     ``columns`` maps a spec field name to the trace column it came from, so
-    that the error names the column the user can fix.
+    that the error names the column the user can fix. The spec is made compact
+    (``spec.job.compact``) unless ``make`` did (``compacted``: :func:`gpu_job` does).
     """
     try:
-        return _slim(make())
+        job = make()
+        return job if compacted else _slim(job)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(p) for p in err.get("loc", ()))
@@ -121,23 +132,11 @@ def build(
         raise TraceRowError(file, line, None, str(e), what=what) from None
 
 
-#: One set of explicitly set field names per distinct set (see :func:`_slim`).
-_FIELDS_SET: dict[frozenset[str], set[str]] = {}
-
-
 def _slim(job: TraceJob) -> TraceJob:
-    """Make ``job.spec`` share its pydantic fields-set with every spec that set the same fields.
-
-    Each validated model carries its own set of the field names given explicitly (~730 bytes for
-    five names: 60 MB over the 82k-job Philly trace). ``JobSpec`` is frozen, so pydantic never adds
-    to it, and ``model_copy`` copies it before changing it: one shared set per distinct content
-    reads the same everywhere (``model_dump(exclude_unset=True)``, ``model_fields_set``)."""
-    spec = job.spec
-    own = spec.__pydantic_fields_set__
-    shared = _FIELDS_SET.setdefault(frozenset(own), own)
-    if shared is not own:
-        object.__setattr__(spec, "__pydantic_fields_set__", shared)
-    return job
+    """``job`` with its spec compact (``spec.job.compact``: its fields in JobSpec's shared key
+    table, its set of explicitly set fields shared with every spec that set the same ones)."""
+    small = compact(job.spec)
+    return job if small is job.spec else TraceJob(small, job.truth)
 
 
 def truth_for_duration(duration: float, ref_workers: int) -> JobTruth:

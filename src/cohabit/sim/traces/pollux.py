@@ -139,7 +139,7 @@ def parse_row(row: Row) -> TraceJob:
                     n_min=1, n_max=MAX_REPLICAS, architecture="allreduce"),
             JobTruth(iterations=app.target_iterations, ref_workers=replicas, app=app_name),
         ),
-        columns={"id": "name", "submit_time": "time", "batch_size": "batch_size"},
+        columns={"id": "name", "submit_time": "time", "batch_size": "batch_size"}, compacted=True,
     )
 
 

@@ -59,7 +59,7 @@ def parse_row(row: Row, *, muri: bool = False) -> TraceJob:
             JobTruth(iterations=iterations, duration=duration, ref_workers=gpus),
         ),
         columns={"id": "job_id", "submit_time": "submit_time", "model": "model_name", "iterations": "iterations",
-                 "duration": "iteration_time" if muri else "duration"},
+                 "duration": "iteration_time" if muri else "duration"}, compacted=True,
     )
 
 
