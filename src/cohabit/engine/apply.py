@@ -75,7 +75,10 @@ class ActionHandlers:
             alloc = self.ledger.allocate(jid, placement, vectors, share_gpus=share_gpus, only_devices=only_devices)
         self._occupy(job, alloc, placement, vectors)
         self.backend.launch(job.spec, alloc, now, from_checkpoint=from_checkpoint)
-        self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
+        if extra:
+            self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
+        else:
+            self.record.append_alloc(now, kind, jid, alloc.total.as_dict(), list(placement))
 
     def _occupy(self: Scheduler, job: JobView, alloc: Allocation, placement: A.Placement,
                 vectors: list[np.ndarray] | None = None) -> None:
@@ -288,7 +291,7 @@ class ActionHandlers:
         job._alloc = NO_ALLOCATION
         job._preemptions += 1
         self.paused[jid] = job
-        self.record.append(self.now, EventKind.PAUSED, jid, reason=reason)
+        self.record.append_paused(self.now, jid, reason)
 
     def _move(self: Scheduler, job: JobView, placement: A.Placement, kind: EventKind) -> None:
         """Checkpoint ``job``, release it, and restore it on ``placement`` (Migrate / Resize)."""

@@ -172,7 +172,7 @@ class Scheduler(ActionHandlers, LiveControl):
         criteria_next = self.criteria.next_time
         running, pending, paused, view = self.running, self.pending, self.paused, self.view
         on_event, arrive, apply = self._on_backend_event, self._arrive, self._apply
-        perf_counter, inf, decision = time.perf_counter, math.inf, EventKind.DECISION
+        perf_counter, inf = time.perf_counter, math.inf
         try:
             while True:
                 t_arr = arrivals[i].submit_time if i < total else inf
@@ -218,7 +218,7 @@ class Scheduler(ActionHandlers, LiveControl):
                     last_round = at
                 t0 = perf_counter()
                 plan = self.policy.decide(view)  # type: ignore[attr-defined]  (set_policy may switch it)
-                rec.append(self.now, decision, None, ms=(perf_counter() - t0) * 1e3)
+                rec.append_decision(self.now, (perf_counter() - t0) * 1e3)
                 for action in plan:
                     apply(action)
                 if period:
@@ -351,11 +351,11 @@ class Scheduler(ActionHandlers, LiveControl):
         """Record the ``USED`` samples among ``events`` (what jobs actually used: metrics only,
         nothing a policy sees) and return the other events."""
         rest = []
+        append_used, now = self.record.append_used, self.now
         for ev in events:
             if ev.kind is _USED:
                 d = ev.data
-                self.record.append(self.now, EventKind.USED, ev.job, used=dict(d["used"]),
-                                   since=float(d["since"]), until=float(d["until"]))
+                append_used(now, ev.job, d["used"], float(d["since"]), float(d["until"]))
             else:
                 rest.append(ev)
         return rest

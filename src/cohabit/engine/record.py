@@ -43,6 +43,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 
 class EventKind(StrEnum):
     SUBMITTED = "submitted"
@@ -93,6 +95,40 @@ _PROGRESS_CODE = _CODE[EventKind.PROGRESS]
 #: Distinct nested values (allocation dicts, node lists) shared between events, at most this many.
 _SHARED_MAX = 1 << 16
 
+#: The usual data of the most frequent kinds, kept in columns (one per key, floats in ``array('d')``)
+#: instead of a tuple per event: kind code -> (keys in order, which keys are float columns). An event
+#: of such a kind with other keys, or a float key holding something else than a float, is kept as a
+#: tuple like any other event.
+_LAYOUTS: dict[int, tuple[tuple[str, ...], tuple[bool, ...]]] = {
+    _CODE[EventKind.DECISION]: (("ms",), (True,)),
+    _CODE[EventKind.USED]: (("used", "since", "until"), (False, True, True)),
+    _CODE[EventKind.STARTED]: (("alloc", "nodes"), (False, False)),
+    _CODE[EventKind.RESUMED]: (("alloc", "nodes"), (False, False)),
+    _CODE[EventKind.PAUSED]: (("reason",), (False,)),
+    _CODE[EventKind.SUBMITTED]: (("tenant", "weight", "deadline", "demand"), (False, False, False, False)),
+}
+_DECISION_CODE = _CODE[EventKind.DECISION]
+_USED_CODE = _CODE[EventKind.USED]
+_USED_KEYS = _LAYOUTS[_USED_CODE][0]
+_ALLOC_KEYS = _LAYOUTS[_CODE[EventKind.STARTED]][0]
+_PAUSED_CODE = _CODE[EventKind.PAUSED]
+
+
+class _InColumns:
+    """The ``_data`` entry of a row whose data is in its kind's columns (one shared instance)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<in columns>"
+
+
+_IN_COLUMNS = _InColumns()
+
+
+def _columns_of(code: int) -> list[Any]:
+    return [array("d") if is_float else [] for is_float in _LAYOUTS[code][1]]
+
 
 class _Reports:
     """One row of the record holding several jobs' ``progress`` events at one time: the job ids and
@@ -116,37 +152,98 @@ class Record:
     """Append-only list of events. Events are never changed or removed.
 
     Stored compactly, column by column (a contended 82k-job simulation records ~640k events):
-    times in a float array, kinds as one byte each, the job ids (the specs' own strings), and
-    each event's data as a tuple ``(value, ..., keys)`` whose key tuple is shared by every event
-    with the same keys. Nested dicts and lists with hashable contents (``alloc``, ``demand``,
-    ``nodes``, ``used``) are stored once per distinct content and shared by the events that
-    carry them: read them, never change them. Iterating builds :class:`Event` objects on the fly.
-    Many jobs' ``progress`` events at one time can be one row (:meth:`append_reports`): ``len``
-    and iteration count and give them one by one.
+    times in a float array, kinds as one byte each, the job ids (the specs' own strings). The
+    usual data of the most frequent kinds (``decision``, ``used``, ``started``, ``resumed``,
+    ``paused``, ``submitted``: :data:`_LAYOUTS`) is kept in columns, one per key (floats in
+    arrays, 8 bytes each); any other event's data is a tuple ``(value, ..., keys)`` whose key
+    tuple is shared by every event with the same keys. Nested dicts and lists with hashable
+    contents (``alloc``, ``demand``, ``nodes``, ``used``) are stored once per distinct content and
+    shared by the events that carry them: read them, never change them. Iterating builds
+    :class:`Event` objects on the fly, with the data as appended (the same keys in the same order,
+    the same values and types). Many jobs' ``progress`` events at one time can be one row
+    (:meth:`append_reports`): ``len`` and iteration count and give them one by one.
     """
 
-    __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared", "_n", "_report_rows")
+    __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared", "_n", "_report_rows", "_cols", "_generic")
 
     def __init__(self) -> None:
         self._time = array("d")
         self._kind = bytearray()
         self._job: list[str | None] = []
-        self._data: list[tuple[Any, ...] | None] = []
+        self._data: list[tuple[Any, ...] | _InColumns | None] = []
         self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._shared: dict[tuple[Any, ...], Any] = {}
         self._n = 0  # events (a row of reports counts one per job)
         self._report_rows = 0  # rows that hold several reports
+        #: kind code -> its columns (:data:`_LAYOUTS`), one entry per row stored there, in row order
+        self._cols: dict[int, list[Any]] = {code: _columns_of(code) for code in _LAYOUTS}
+        #: kind codes of _LAYOUTS of which some row's data is a tuple (see :meth:`columns`)
+        self._generic: set[int] = set()
 
-    def append(self, time: float, kind: EventKind, job: str | None = None, **data: Any) -> None:
+    def _row(self, time: float, code: int, job: str | None) -> None:
         times = self._time
         if times and time < times[-1] - 1e-9:
-            raise ValueError(f"record is time-ordered: {kind} at {time} after {times[-1]}")
-        code = _CODE[kind]  # (a plain string names its kind as well; an unknown one raises KeyError)
+            raise ValueError(f"record is time-ordered: {_KINDS[code]} at {time} after {times[-1]}")
         times.append(time)
         self._kind.append(code)
         self._job.append(job)
-        self._data.append(self._compact(data) if data else None)
         self._n += 1
+
+    def append(self, time: float, kind: EventKind, job: str | None = None, **data: Any) -> None:
+        code = _CODE[kind]  # (a plain string names its kind as well; an unknown one raises KeyError)
+        self._row(time, code, job)
+        layout = _LAYOUTS.get(code) if data else None
+        if layout is not None and tuple(data) == layout[0] and all(
+                type(v) is float for v, f in zip(data.values(), layout[1]) if f):
+            share = self._share
+            for col, v, is_float in zip(self._cols[code], data.values(), layout[1]):
+                col.append(v if is_float else share(v))
+            self._data.append(_IN_COLUMNS)
+            return
+        if layout is not None:
+            self._generic.add(code)
+        self._data.append(self._compact(data) if data else None)
+
+    def append_decision(self, time: float, ms: float) -> None:
+        """``append(time, DECISION, None, ms=ms)``, without building the keyword dict."""
+        if type(ms) is not float:
+            self.append(time, EventKind.DECISION, None, ms=ms)
+            return
+        self._row(time, _DECISION_CODE, None)
+        self._cols[_DECISION_CODE][0].append(ms)
+        self._data.append(_IN_COLUMNS)
+
+    def append_used(self, time: float, job: str | None, used: dict[str, Any], since: float, until: float) -> None:
+        """``append(time, USED, job, used=dict(used), since=since, until=until)`` (``used`` is copied
+        the first time its contents are seen, so the caller may reuse it)."""
+        if type(since) is not float or type(until) is not float:
+            self.append(time, EventKind.USED, job, used=dict(used), since=since, until=until)
+            return
+        self._row(time, _USED_CODE, job)
+        cols = self._cols[_USED_CODE]
+        cols[0].append(self._share(used, copy=True))
+        cols[1].append(since)
+        cols[2].append(until)
+        self._data.append(_IN_COLUMNS)
+
+    def append_alloc(self, time: float, kind: EventKind, job: str, alloc: dict[str, Any], nodes: list[Any]) -> None:
+        """``append(time, kind, job, alloc=alloc, nodes=nodes)`` of a ``started`` or ``resumed`` event."""
+        code = _CODE[kind]
+        cols = self._cols.get(code)
+        if cols is None or len(cols) != 2:
+            self.append(time, kind, job, alloc=alloc, nodes=nodes)
+            return
+        self._row(time, code, job)
+        share = self._share
+        cols[0].append(share(alloc))
+        cols[1].append(share(nodes))
+        self._data.append(_IN_COLUMNS)
+
+    def append_paused(self, time: float, job: str, reason: str) -> None:
+        """``append(time, PAUSED, job, reason=reason)``."""
+        self._row(time, _PAUSED_CODE, job)
+        self._cols[_PAUSED_CODE][0].append(reason)
+        self._data.append(_IN_COLUMNS)
 
     def append_reports(self, time: float, jobs: list[str], iterations: array, iter_time: array) -> None:
         """``progress`` events of ``jobs`` at ``time`` (data ``iterations`` and ``iter_time``, one
@@ -166,50 +263,105 @@ class Record:
         self._n += len(jobs)
         self._report_rows += 1
 
+    def _share(self, v: Any, copy: bool = False) -> Any:
+        """The one stored instance of a dict or list with ``v``'s contents (``v`` itself, or a copy
+        if ``copy``, the first time); other values, and unhashable contents, as given."""
+        t = type(v)
+        if t is not dict and t is not list:
+            return v
+        try:
+            # the values' types belong to the key: 1 == 1.0 == True, yet each reads back as given
+            key = (t, *v.items(), *map(type, v.values())) if t is dict else (t, *v, *map(type, v))
+            hit = self._shared.get(key)
+        except TypeError:  # unhashable contents: kept as given
+            return t(v) if copy else v
+        if hit is not None:
+            return hit
+        if copy:
+            v = t(v)
+        if len(self._shared) < _SHARED_MAX:
+            self._shared[key] = v
+        return v
+
     def _compact(self, data: dict[str, Any]) -> tuple[Any, ...]:
         keys = tuple(data)
         keys = self._keys.setdefault(keys, keys)
-        shared = self._shared
-        vals = []
-        for v in data.values():
-            t = type(v)
-            if t is dict or t is list:
-                try:
-                    # the values' types belong to the key: 1 == 1.0 == True, yet each reads back as given
-                    key = (t, *v.items(), *map(type, v.values())) if t is dict else (t, *v, *map(type, v))
-                    hit = shared.get(key)
-                except TypeError:  # unhashable contents: kept as given
-                    hit = None
-                    key = None
-                if hit is not None:
-                    v = hit
-                elif key is not None and len(shared) < _SHARED_MAX:
-                    shared[key] = v
-            vals.append(v)
+        share = self._share
+        vals = [share(v) for v in data.values()]
         vals.append(keys)
         return tuple(vals)
 
-    def _event(self, t: float, k: int, job: str | None, d: tuple[Any, ...] | None) -> Event:
-        return Event(t, _KINDS[k], job, {} if d is None else dict(zip(d[-1], d)))
+    def _positions(self, start: int) -> list[int]:
+        """Per kind code, how many rows before row ``start`` keep their data in the columns."""
+        pos = [0] * 256
+        if start:
+            for k, d in zip(self._kind[:start], self._data[:start]):
+                if d is _IN_COLUMNS:
+                    pos[k] += 1
+        return pos
 
-    def _iter_from(self, start: int, *, reports: bool = True) -> Iterator[Event]:
-        """Events from row ``start`` on (a row of reports gives one event per job; none when
-        ``reports`` is false: see :meth:`report_rows`)."""
-        kinds, ev, batch = _KINDS, Event, _Reports
+    def _iter_from(self, start: int, *, reports: bool = True, stop: int | None = None,
+                   skip: frozenset[int] = frozenset()) -> Iterator[Event]:
+        """Events of rows ``start`` to ``stop`` (a row of reports gives one event per job; none when
+        ``reports`` is false: see :meth:`report_rows`); rows of the kind codes in ``skip`` whose
+        data is in columns are left out (:meth:`columns` gives them)."""
+        kinds, ev, batch, in_cols = _KINDS, Event, _Reports, _IN_COLUMNS
         progress = EventKind.PROGRESS
-        n = len(self._time)
-        for t, k, j, d in zip(self._time[start:n] if start else self._time, self._kind[start:n] if start else self._kind,
-                              self._job[start:n] if start else self._job, self._data[start:n] if start else self._data):
+        n = len(self._time) if stop is None else stop
+        pos = self._positions(start)
+        layouts, cols = _LAYOUTS, self._cols
+        for t, k, j, d in zip(self._time[start:n] if start or stop is not None else self._time,
+                              self._kind[start:n] if start or stop is not None else self._kind,
+                              self._job[start:n] if start or stop is not None else self._job,
+                              self._data[start:n] if start or stop is not None else self._data):
+            if d is in_cols:
+                i = pos[k]
+                pos[k] = i + 1
+                if k in skip:
+                    continue
+                yield ev(t, kinds[k], j, dict(zip(layouts[k][0], [c[i] for c in cols[k]])))
+                continue
             if type(d) is batch:
                 if reports:
                     for job, it, itt in zip(d.jobs, d.iterations, d.iter_time):  # type: ignore[union-attr]
                         yield ev(t, progress, job, {"iterations": it, "iter_time": itt})
                 continue
-            yield ev(t, kinds[k], j, {} if d is None else dict(zip(d[-1], d)))
+            yield ev(t, kinds[k], j, {} if d is None else dict(zip(d[-1], d)))  # type: ignore[arg-type]
 
-    def without_report_rows(self) -> Iterator[Event]:
-        """Every event except those stored in rows of reports (see :meth:`report_rows`)."""
-        return self._iter_from(0, reports=False)
+    def columns(self, kind: EventKind) -> tuple[np.ndarray, list[Any]] | None:
+        """Every ``kind`` event as columns: ``(row_index, [one column per key])``, the row indices
+        (ascending) and the values in row order, keys as in :data:`_LAYOUTS`; None if
+        ``kind`` has no columns or some ``kind`` event's data is kept as a tuple (then iterate). Read
+        the columns, never change them."""
+        code = _CODE[kind]
+        if code not in _LAYOUTS or code in self._generic:
+            return None
+        rows = np.flatnonzero(np.frombuffer(self._kind, dtype=np.uint8) == code) if self._kind else np.zeros(0, np.intp)
+        return rows, self._cols[code]
+
+    def without_report_rows(self, *, stop: int | None = None, skip: tuple[EventKind, ...] = ()) -> Iterator[Event]:
+        """Every event of rows before ``stop`` (default: all) except those stored in rows of reports
+        (see :meth:`report_rows`) and, for each kind in ``skip``, those in its :meth:`columns`."""
+        return self._iter_from(0, reports=False, stop=stop, skip=frozenset(_CODE[k] for k in skip))
+
+    def last_times(self) -> tuple[float | None, float | None]:
+        """The time of the last event not in a row of reports, and of the last row of reports
+        (None where there is none)."""
+        event = report = None
+        data, times = self._data, self._time
+        for i in range(len(times) - 1, -1, -1):
+            if type(data[i]) is _Reports:
+                if report is None:
+                    report = times[i]
+            elif event is None:
+                event = times[i]
+            if event is not None and (report is not None or not self._report_rows):
+                break
+        return event, report
+
+    def times(self) -> array:
+        """The time of every row, in row order (a row of reports has one time): read, never change."""
+        return self._time
 
     def report_rows(self) -> list[tuple[float, int]]:
         """``(time, number of progress events)`` of each row of reports, in order."""
@@ -230,10 +382,15 @@ class Record:
     def _keep_last(self) -> None:
         """Forget every event but the last (a record that hands its events on: the service's store)."""
         if len(self._time) > 1:
+            k, in_cols = self._kind[-1], self._data[-1] is _IN_COLUMNS
             del self._time[:-1]
             del self._kind[:-1]
             del self._job[:-1]
             del self._data[:-1]
+            for code, cols in self._cols.items():
+                for c in cols:
+                    del c[:-1 if in_cols and code == k else len(c)]
+            self._generic.clear()
             last = self._data[0]
             self._n = len(last) if type(last) is _Reports else 1  # type: ignore[arg-type]
             self._report_rows = 1 if type(last) is _Reports else 0
@@ -246,10 +403,7 @@ class Record:
 
     def of_kind(self, *kinds: EventKind) -> list[Event]:
         codes = {_CODE[k] for k in kinds}
-        if self._report_rows and _PROGRESS_CODE in codes:
-            return [e for e in self if _CODE[e.kind] in codes]
-        return [self._event(self._time[i], k, self._job[i], self._data[i])
-                for i, k in enumerate(self._kind) if k in codes]
+        return [e for e in self if _CODE[e.kind] in codes]
 
     def write_jsonl(self, path: str | Path) -> None:
         with open(path, "w") as f:

@@ -54,6 +54,7 @@ import math
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,7 +249,7 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
 
 
 def _scan_without_gc(record: Iterable[Any], names: Sequence[str], horizon: float | None) -> _Pass:
-    """:func:`_scan` with the cyclic garbage collector paused.
+    """:func:`_scan` with the cyclic garbage collector paused (a :class:`Record`: :func:`_scan_record`).
 
     The pass allocates about one object per job and creates no cycles, but on a
     big record those allocations trigger full collections that traverse every
@@ -257,21 +258,58 @@ def _scan_without_gc(record: Iterable[Any], names: Sequence[str], horizon: float
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        rows = record.report_rows() if isinstance(record, Record) else []
-        if not rows:
-            return _scan(record, names, horizon)
-        # progress events count for no metric: rows of them (Record.append_reports) are skipped, only
-        # their times can be the last one seen
-        p = _scan(record.without_report_rows(), names, horizon)  # type: ignore[union-attr]
-        cutoff = math.inf if horizon is None else horizon
-        if rows[-1][0] > cutoff:  # the pass over every event would have stopped at the horizon there
-            p.last_time = cutoff
-        elif p.last_time is not None and p.last_time < rows[-1][0]:
-            p.last_time = rows[-1][0]
-        return p
+        if isinstance(record, Record):
+            return _scan_record(record, names, horizon)
+        return _scan(record, names, horizon)
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _scan_record(record: Record, names: Sequence[str], horizon: float | None) -> _Pass:
+    """:func:`_scan` of a :class:`Record`, the same numbers without an event per row where it can:
+    ``decision`` and ``used`` events are read from the record's columns (:meth:`Record.columns`,
+    in record order, as the pass would append them), and rows of ``progress`` reports
+    (:meth:`Record.append_reports`, which count for no metric) are skipped; only their times can
+    be the last one seen. The pass stops at the first row after ``horizon``, as :func:`_scan` does."""
+    times = record.times()
+    n = len(times)
+    stop = n
+    if horizon is not None and n:
+        over = np.flatnonzero(np.frombuffer(times, dtype=np.float64) > horizon)
+        if over.size:
+            stop = int(over[0])
+    decisions = record.columns(EventKind.DECISION)
+    used = record.columns(EventKind.USED)
+    skip = tuple(k for k, c in ((EventKind.DECISION, decisions), (EventKind.USED, used)) if c is not None)
+    p = _scan(record.without_report_rows(stop=stop, skip=skip), names, None)
+    if stop < n:
+        p.last_time = horizon
+    else:
+        last_event, last_report = record.last_times()
+        p.last_time = last_event
+        if last_event is not None and last_report is not None and last_event < last_report:
+            p.last_time = last_report
+    if decisions is not None:
+        rows, (ms,) = decisions
+        k = int(np.searchsorted(rows, stop))
+        p.n_code[_DECISION] += k
+        p.decision_ms = ms[:k] if k < len(ms) else ms  # type: ignore[assignment]
+    if used is not None:
+        rows, (levels, since, until) = used
+        k = int(np.searchsorted(rows, stop))
+        p.n_code[_USED] += k
+        p.used_since, p.used_until = since[:k], until[:k]
+        zero = tuple(0.0 for _ in names)
+        row_of: dict[int, tuple[float, ...]] = {}  # per distinct level (the record shares equal ones)
+        flat = p.used_flat
+        for u in islice(levels, k):
+            r = row_of.get(id(u))
+            if r is None:
+                r = row_of[id(u)] = tuple(map(u.get, names, zero))
+                p.used_names.update(u)
+            flat.extend(r)
+    return p
 
 
 # --------------------------------------------------------------------------- statistics
