@@ -40,6 +40,7 @@ import json
 from array import array
 from collections.abc import Iterator
 from enum import StrEnum
+from itertools import islice
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -307,13 +308,12 @@ class Record:
         data is in columns are left out (:meth:`columns` gives them)."""
         kinds, ev, batch, in_cols = _KINDS, Event, _Reports, _IN_COLUMNS
         progress = EventKind.PROGRESS
-        n = len(self._time) if stop is None else stop
         pos = self._positions(start)
         layouts, cols = _LAYOUTS, self._cols
-        for t, k, j, d in zip(self._time[start:n] if start or stop is not None else self._time,
-                              self._kind[start:n] if start or stop is not None else self._kind,
-                              self._job[start:n] if start or stop is not None else self._job,
-                              self._data[start:n] if start or stop is not None else self._data):
+        rows: Iterator[tuple[float, int, str | None, Any]] = zip(self._time, self._kind, self._job, self._data)
+        if start or stop is not None:  # (not slices: a copy of every column would outlive the pass)
+            rows = islice(rows, start, stop)
+        for t, k, j, d in rows:
             if d is in_cols:
                 i = pos[k]
                 pos[k] = i + 1
