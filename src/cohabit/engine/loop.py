@@ -113,6 +113,7 @@ class Scheduler(ActionHandlers, LiveControl):
         self.paused = Waiting()
         self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._demand_pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float], float]] = {}
         # (id(worker row), workers, id(PS row), PS count) -> Ledger.ever_fits of those tasks (rows are the
@@ -326,7 +327,10 @@ class Scheduler(ActionHandlers, LiveControl):
         if w is None or (spec.ps is not None and p is None):
             known = ", ".join(self.ledger.names)
             return f"demands a resource no node has (cluster has: {known})"
-        self._demands[spec.id] = (w, p)
+        pair = self._demand_pairs.get((id(w), id(p)))  # (rows are the ledger's, kept alive: ids stay theirs)
+        if pair is None:
+            pair = self._demand_pairs[(id(w), id(p))] = (w, p)
+        self._demands[spec.id] = pair  # one tuple per distinct demand, not per job (82k jobs: ~6 MB)
         if spec.graph is not None:  # a task DAG (MLFS): each partition's tasks may demand their own
             per = [self.ledger.vector(d) for d in spec.graph.task_demands(spec.workers.demand)]
             if any(v is None for v in per):

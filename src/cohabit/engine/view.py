@@ -68,7 +68,7 @@ class ClusterView:
         self._dev_jobs_ro = _readonly(ledger.dev_jobs)
         self._max_tasks: dict[int, tuple[np.ndarray, int]] = {}
         # id(spec) -> (spec, worker demand row, target workers): a spec never changes, so neither do these
-        self._shapes: dict[int, tuple[object, np.ndarray, int]] = {}
+        self._shapes: dict[tuple[int, int | None], tuple[object, np.ndarray, int]] = {}
         # elementwise minimum of every admitted job's per-worker demand (see task_floor)
         self._task_floor = np.full(len(ledger.names), np.inf)
         self._floor_ro = _readonly(self._task_floor)
@@ -129,14 +129,16 @@ class ClusterView:
         return self.shape(job)[0]
 
     def shape(self, job: JobView) -> tuple[np.ndarray, int]:
-        """``(demand_vector(job), target_workers(job))``, cached per spec (one dict lookup: policies
+        """``(demand_vector(job), target_workers(job))``, cached per task group and n_min (one dict lookup: policies
         ask it for every queued job in every round)."""
         spec = job.spec
-        hit = self._shapes.get(id(spec))
-        if hit is None or hit[0] is not spec:
-            v = self._ledger.vector(spec.workers.demand)
+        workers = spec.workers  # (all it depends on: traces share one task group per size, so 82k jobs
+        key = (id(workers), spec.n_min)  # make a few entries, not one per job)
+        hit = self._shapes.get(key)
+        if hit is None or hit[0] is not workers:
+            v = self._ledger.vector(workers.demand)
             assert v is not None  # jobs naming unknown resources are rejected at arrival
-            hit = self._shapes[id(spec)] = (spec, v, self._target_workers(job, v))
+            hit = self._shapes[key] = (workers, v, self._target_workers(job, v))  # (keeps workers alive)
         return hit[1], hit[2]
 
     def shape_key(self, job: JobView) -> tuple[bytes, int, bytes | None, int]:
