@@ -448,7 +448,9 @@ def compute_metrics(record: Record | Iterable[Any], capacity: Resources | Mappin
     p = _scan_without_gc(record, names, horizon)
     window = _window(p, horizon)
     allocated = _allocated(p, names, caps, window, max_series_points)
+    p.alloc_t = p.alloc_flat = p.free_t = p.free_flat = _floats()  # (done with: not alive beside _used's arrays)
     used = _used(p, names, caps, window, max_series_points)
+    p.used_since = p.used_until = p.used_flat = _floats()
     return _assemble(p, window, allocated, used, dict(zip(names, caps.tolist())))
 
 
