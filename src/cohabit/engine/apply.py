@@ -78,7 +78,18 @@ class ActionHandlers:
         if extra:
             self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
         else:
-            self.record.append_alloc(now, kind, jid, alloc.total.as_dict(), list(placement))
+            self.record.append_alloc(now, kind, jid, self._alloc_dict(alloc.total), list(placement))
+
+    def _alloc_dict(self: Scheduler, total: Resources) -> dict[str, float]:
+        """``total.as_dict()``, one dict per ``Resources`` object (the ledger keeps one per distinct
+        total): the record then shares it without hashing its contents again. Never change it."""
+        cache = self._alloc_dicts
+        hit = cache.get(id(total))
+        if hit is None or hit[0] is not total:
+            if len(cache) > 4096:
+                cache.clear()
+            hit = cache[id(total)] = (total, total.as_dict())  # (keeps total alive: its id stays its own)
+        return hit[1]
 
     def _occupy(self: Scheduler, job: JobView, alloc: Allocation, placement: A.Placement,
                 vectors: list[np.ndarray] | None = None) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..spec.cluster import ClusterSpec
 from ..spec.job import JobSpec
+from ..spec.resources import Resources
 from . import actions as A
 from .apply import ActionError, ActionHandlers
 from .backend import Backend, BackendEvent, BackendEventKind
@@ -116,6 +117,7 @@ class Scheduler(ActionHandlers, LiveControl):
         self._demand_pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float], float]] = {}
+        self._alloc_dicts: dict[int, tuple[Resources, dict[str, float]]] = {}  # (apply._alloc_dict)
         # (id(worker row), workers, id(PS row), PS count) -> Ledger.ever_fits of those tasks (rows are the
         # ledger's interned ones: their ids stay theirs); task-graph jobs are checked each time
         self._ever_fits: dict[tuple[int, int, int, int], str | None] = {}
@@ -287,7 +289,7 @@ class Scheduler(ActionHandlers, LiveControl):
         self.jobs[spec.id] = job
         self.record.append(
             now, EventKind.SUBMITTED, spec.id, tenant=spec.tenant, weight=spec.weight,
-            deadline=spec.absolute_deadline, demand=self._demand_dict(spec),
+            deadline=spec.absolute_deadline, demand=self._total_demand(spec)[2],  # (shared: never changed)
         )
         reason = self._admission_check(spec)
         if reason is not None:
@@ -303,10 +305,6 @@ class Scheduler(ActionHandlers, LiveControl):
         self.view._admitted(job)
         if self._hook_arrival is not None:
             self._hook_arrival(job, self.view)
-
-    def _demand_dict(self, spec: JobSpec) -> dict[str, float]:
-        """Total demand at submission; cached per shared task-group object (traces share them)."""
-        return dict(self._total_demand(spec)[2])
 
     def _total_demand(self, spec: JobSpec) -> tuple[object, object, dict[str, float], float]:
         """``(workers, ps, spec.total_demand().as_dict(), spec.num_gpus)``, cached per shared task-group

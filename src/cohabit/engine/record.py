@@ -165,7 +165,8 @@ class Record:
     (:meth:`append_reports`): ``len`` and iteration count and give them one by one.
     """
 
-    __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared", "_n", "_report_rows", "_cols", "_generic")
+    __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared", "_held", "_n", "_report_rows", "_cols",
+                 "_generic")
 
     def __init__(self) -> None:
         self._time = array("d")
@@ -174,6 +175,7 @@ class Record:
         self._data: list[tuple[Any, ...] | _InColumns | None] = []
         self._keys: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._shared: dict[tuple[Any, ...], Any] = {}
+        self._held: dict[int, Any] = {}  # id -> each value of _shared
         self._n = 0  # events (a row of reports counts one per job)
         self._report_rows = 0  # rows that hold several reports
         #: kind code -> its columns (:data:`_LAYOUTS`), one entry per row stored there, in row order
@@ -270,6 +272,8 @@ class Record:
         t = type(v)
         if t is not dict and t is not list:
             return v
+        if self._held.get(id(v)) is v:  # one the record holds already (a caller's cached dict): as is
+            return v
         try:
             # the values' types belong to the key: 1 == 1.0 == True, yet each reads back as given
             key = (t, *v.items(), *map(type, v.values())) if t is dict else (t, *v, *map(type, v))
@@ -282,6 +286,7 @@ class Record:
             v = t(v)
         if len(self._shared) < _SHARED_MAX:
             self._shared[key] = v
+            self._held[id(v)] = v  # (kept alive by the record: its id stays its own)
         return v
 
     def _compact(self, data: dict[str, Any]) -> tuple[Any, ...]:
