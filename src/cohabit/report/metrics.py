@@ -95,32 +95,58 @@ _CODE: dict[str, int] = {
     EventKind.ACTION_REJECTED: _ACT_REJ,
     EventKind.USED: _USED,
 }
-_ENDED_BY: dict[int, str] = {
-    _FINISH: "finished", _STOP: "stopped", _FAIL: "failed", _CANCEL: "cancelled", _REJECT: "rejected",
-}
 
 
 # --------------------------------------------------------------------------- the pass
 
 
-class _JobAcc:
-    """Per-job accumulator filled by the single pass over the record."""
+#: A job's state in the pass (codes of :attr:`_Jobs.state` and :attr:`_Jobs.ended`; 0 in ``ended``: not ended).
+_STATES = ("pending", "running", "paused", "finished", "stopped", "failed", "cancelled", "rejected")
+_PENDING, _RUNNING, _PAUSED, _FINISHED, _STOPPED, _FAILED, _CANCELLED, _REJECTED = range(len(_STATES))
+_ENDED_STATE: dict[int, int] = {_FINISH: _FINISHED, _STOP: _STOPPED, _FAIL: _FAILED, _CANCEL: _CANCELLED}
+_NAN = math.nan
 
-    __slots__ = ("submit", "first_start", "end", "ended_by", "state", "alloc", "run_since", "run_time",
-                 "tenant", "deadline", "preemptions")
 
-    def __init__(self, t: float) -> None:
-        self.submit = t
-        self.first_start: float | None = None
-        self.end: float | None = None
-        self.ended_by: str | None = None
-        self.state = "pending"
-        self.alloc: tuple[float, ...] | None = None
-        self.run_since: float | None = None
-        self.run_time = 0.0
-        self.tenant: Any = None
-        self.deadline: float | None = None
-        self.preemptions = 0
+class _Jobs:
+    """Per-job accumulators filled by the single pass over the record, one column each (a job is
+    row ``index[job]``; NaN where a time is not known yet): ~80 bytes a job where an object per job
+    with its float objects took ~220 (an 82k-job record's pass)."""
+
+    __slots__ = ("index", "submit", "first_start", "end", "run_since", "run_time", "preemptions", "state",
+                 "ended", "alloc", "tenant", "deadline")
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.submit = array("d")
+        self.first_start = array("d")
+        self.end = array("d")
+        self.run_since = array("d")  # NaN while not running
+        self.run_time = array("d")
+        self.preemptions = array("q")
+        self.state = bytearray()  # _STATES codes
+        self.ended = bytearray()  # 1 + the _STATES code it ended in (finished ... rejected), 0 while not
+        self.alloc: list[tuple[float, ...] | None] = []
+        self.tenant: list[Any] = []
+        self.deadline: list[float | None] = []
+
+    def add(self, job: str, t: float) -> int:
+        i = self.index[job] = len(self.submit)
+        self.submit.append(t)
+        self.first_start.append(_NAN)
+        self.end.append(_NAN)
+        self.run_since.append(_NAN)
+        self.run_time.append(0.0)
+        self.preemptions.append(0)
+        self.state.append(_PENDING)
+        self.ended.append(0)
+        self.alloc.append(None)
+        self.tenant.append(None)
+        self.deadline.append(None)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.submit)
+
 
 
 def _floats() -> array:
@@ -133,7 +159,7 @@ class _Pass:
     8 bytes each, where a list holds a float object per time and per value: an 82k-job record's pass
     would keep millions of them)."""
 
-    jobs: dict[str, _JobAcc] = field(default_factory=dict)
+    jobs: _Jobs = field(default_factory=_Jobs)
     #: Allocation changes: times and flattened rows (one value per resource name).
     alloc_t: array = field(default_factory=_floats)
     alloc_flat: array = field(default_factory=_floats)
@@ -167,7 +193,9 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
     per-event Python code, and everything after it is vectorised.
     """
     p = _Pass()
-    jobs, n_code, queueing = p.jobs, p.n_code, p.queueing
+    J, n_code, queueing = p.jobs, p.n_code, p.queueing
+    index, add, submit, first_start, end_t = J.index, J.add, J.submit, J.first_start, J.end
+    run_since, run_time, state, ended, held = J.run_since, J.run_time, J.state, J.ended, J.alloc
     alloc_t, alloc_flat, free_t, free_flat = p.alloc_t, p.alloc_flat, p.free_t, p.free_flat
     code_of = _CODE.get
     zero = tuple(0.0 for _ in names)
@@ -195,52 +223,58 @@ def _scan(record: Iterable[Any], names: Sequence[str], horizon: float | None) ->
         job = ev.job
         if job is None:
             continue
-        acc = jobs.get(job)
-        if acc is None:
-            acc = jobs[job] = _JobAcc(t)
+        i = index.get(job)
+        if i is None:
+            i = add(job, t)
         if code <= _REALLOC:
             a = ev.data.get("alloc")
             row = tuple(map(a.get, names, zero)) if a else zero
-            if acc.alloc is not None:
+            prev = held[i]
+            if prev is not None:
                 free_t.append(t)
-                free_flat.extend(acc.alloc)
+                free_flat.extend(prev)
             alloc_t.append(t)
             alloc_flat.extend(row)
-            acc.alloc = row
-            if acc.run_since is None:
-                acc.run_since = t
-            if acc.first_start is None:
-                acc.first_start = t
-                queueing.append(t - acc.submit)
-            acc.state = "running"
+            held[i] = row
+            if run_since[i] != run_since[i]:  # (NaN: not running)
+                run_since[i] = t
+            if first_start[i] != first_start[i]:
+                first_start[i] = t
+                queueing.append(t - submit[i])
+            state[i] = _RUNNING
         elif code <= _CANCEL:
-            if acc.alloc is not None:
+            prev = held[i]
+            if prev is not None:
                 free_t.append(t)
-                free_flat.extend(acc.alloc)
-                acc.alloc = None
-            if acc.run_since is not None:
-                acc.run_time += t - acc.run_since
-                acc.run_since = None
+                free_flat.extend(prev)
+                held[i] = None
+            since = run_since[i]
+            if since == since:
+                run_time[i] += t - since
+                run_since[i] = _NAN
             if code == _PAUSE:
-                acc.state = "paused"
-                acc.preemptions += 1
+                state[i] = _PAUSED
+                J.preemptions[i] += 1
                 continue
-            acc.end = p.last_end = t
-            acc.ended_by = acc.state = _ENDED_BY[code]
+            end_t[i] = p.last_end = t
+            s_code = _ENDED_STATE[code]
+            state[i] = s_code
+            ended[i] = s_code + 1
             if "attained" in ev.data:
                 p.outcomes.append((t, job, ev.data))
             if code == _FINISH:
-                p.fin_submit.append(acc.submit)
+                p.fin_submit.append(submit[i])
                 p.fin_end.append(t)
-                p.fin_run.append(acc.run_time)
-                p.fin_tenant.append(acc.tenant)
+                p.fin_run.append(run_time[i])
+                p.fin_tenant.append(J.tenant[i])
         elif code == _SUBMIT:
             d = ev.data
-            acc.tenant = d.get("tenant")
+            J.tenant[i] = d.get("tenant")
             dl = d.get("deadline")
-            acc.deadline = None if dl is None else float(dl)
+            J.deadline[i] = None if dl is None else float(dl)
         else:  # _REJECT
-            acc.ended_by = acc.state = "rejected"
+            state[i] = _REJECTED
+            ended[i] = _REJECTED + 1
     else:
         p.last_time = t
         return p
@@ -358,28 +392,26 @@ def _tenant_jain(tenants: list[Any], slowdown: np.ndarray) -> float | None:
     return jain_index(mean)
 
 
-def _job_results(jobs: Mapping[str, _JobAcc]) -> JobResults:
+def _job_results(jobs: _Jobs) -> JobResults:
     """The per-job columns from the pass's accumulators."""
-    nan = math.nan
-    n = len(jobs)
-    accs = jobs.values()
     return JobResults(
-        ids=list(jobs),
-        submit=np.fromiter((j.submit for j in accs), float, n),
-        start=np.fromiter((nan if j.first_start is None else j.first_start for j in accs), float, n),
-        end=np.fromiter((nan if j.end is None else j.end for j in accs), float, n),
-        preemptions=np.fromiter((j.preemptions for j in accs), np.int64, n),
-        states=[j.state for j in accs],
+        ids=list(jobs.index),
+        submit=np.array(jobs.submit, dtype=float),
+        start=np.array(jobs.first_start, dtype=float),
+        end=np.array(jobs.end, dtype=float),
+        preemptions=np.array(jobs.preemptions, dtype=np.int64),
+        states=[_STATES[c] for c in jobs.state],
     )
 
 
-def _deadline_ratio(jobs: Iterable[_JobAcc]) -> float | None:
+def _deadline_ratio(jobs: _Jobs) -> float | None:
     with_deadline = met = 0
-    for j in jobs:
-        if j.deadline is None:
+    finished = _FINISHED + 1
+    for dl, e, end in zip(jobs.deadline, jobs.ended, jobs.end):
+        if dl is None:
             continue
         with_deadline += 1
-        if j.ended_by == "finished" and j.end is not None and j.end <= j.deadline + 1e-9:
+        if e == finished and end == end and end <= dl + 1e-9:
             met += 1
     return met / with_deadline if with_deadline else None
 
@@ -408,12 +440,12 @@ def _used(p: _Pass, names: Sequence[str], caps: np.ndarray, window: tuple[float,
 
 
 def _window(p: _Pass, horizon: float | None) -> tuple[float, float] | None:
-    if not p.jobs:
+    if not len(p.jobs):
         return None
-    w0 = min(j.submit for j in p.jobs.values())
+    w0 = min(p.jobs.submit)
     if horizon is not None:
         w1 = horizon
-    elif p.last_end is not None and all(j.ended_by is not None for j in p.jobs.values()):
+    elif p.last_end is not None and 0 not in p.jobs.ended:
         w1 = p.last_end
     else:
         w1 = p.last_time if p.last_time is not None else w0
@@ -467,16 +499,17 @@ def _assemble(p: _Pass, window: tuple[float, float] | None, allocated: tuple[dic
     slowdown = jct[served] / run[served]
     tenants = [tn for tn, s in zip(p.fin_tenant, served.tolist()) if s]
 
-    jobs = p.jobs.values()
-    ended = Counter(j.ended_by for j in jobs)
-    pending = {k: j.state for k, j in p.jobs.items() if j.ended_by is None}
+    jobs = p.jobs
+    ended = Counter(_STATES[e - 1] for e in jobs.ended if e)
+    state = jobs.state
+    pending = {k: _STATES[state[i]] for k, i in jobs.index.items() if not jobs.ended[i]}
     makespan = None if p.last_end is None or window is None else p.last_end - window[0]
     n = p.n_code
     return Metrics(
         avg_jct=_mean(jct), median_jct=_pct(jct, 50), p95_jct=_pct(jct, 95), makespan=makespan,
         avg_queueing_delay=_mean(qdelay), allocated=allocated[0], allocated_series=allocated[1],
         used=used[0], used_series=used[1],
-        jobs_submitted=len(p.jobs), jobs_finished=ended["finished"], jobs_rejected=ended["rejected"],
+        jobs_submitted=len(jobs), jobs_finished=ended["finished"], jobs_rejected=ended["rejected"],
         jobs_stopped=ended["stopped"], jobs_failed=ended["failed"], jobs_cancelled=ended["cancelled"],
         jobs_pending_at_end=len(pending), pending_states=pending,
         preemptions=n[_PAUSE], migrations=n[_MIGRATE], resizes=n[_RESIZE],
