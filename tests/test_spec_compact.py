@@ -66,7 +66,10 @@ print(small_bytes / plain_bytes)
 
 def test_compact_specs_take_a_fraction_of_the_memory() -> None:
     out = subprocess.run([sys.executable, "-c", _MEMORY], capture_output=True, text=True, check=True, timeout=120)
-    assert float(out.stdout.strip()) < 0.25, out.stdout  # measured 0.13 (0.39 if the names are not primed)
+    # CPython 3.11: 0.13 (0.39 if the names are not primed); 3.13 lays instance values out in its own way
+    # (an emulation there: 0.46 against 0.33 on 3.11/3.12), so it is held to a smaller gain
+    limit = 0.25 if sys.version_info < (3, 13) else 0.5
+    assert float(out.stdout.strip()) < limit, out.stdout
 
 
 GOOD = {
