@@ -164,6 +164,11 @@ class Themis(ObservingPolicy):
         return rho(w), rho(snap.cur[:, None])[:, 0]
 
     # decision -----------------------------------------------------------------
+    def wants_reports(self, view: ClusterView) -> bool:
+        """Whether the coming :meth:`decide` may read reported telemetry: a lease ends or an arrival or
+        finish asks for a round (``ObservingPolicy.wants_reports``)."""
+        return self._event or bool(self._expired(view, view.now + self.tick_interval / 2))
+
     def decide(self, view: ClusterView) -> Plan:
         self._advance(view)
         now = view.now

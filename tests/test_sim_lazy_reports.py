@@ -1,0 +1,131 @@
+"""Reports that cost nothing until read (issue 18): with a policy that says when it reads reported
+telemetry (``wants_reports``), the simulator's grid reports are folded into the jobs and the record
+only then. Everything must be as if each report had been handed over as it happened: the same
+decisions and record, the same loss histories, the same settled counters, bit for bit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cohabit.engine.backend import BackendEvent, BackendEventKind
+from cohabit.engine.record import EventKind as K
+from cohabit.engine.record import Record
+from cohabit.policies import make_policy
+from cohabit.report.fingerprint import fingerprint
+from cohabit.report.metrics import compute_metrics
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.traces import load_trace
+from cohabit.spec import preset
+
+
+class _OneByOne:
+    """The simulator, handing each grid report on as its own PROGRESS event when it happens."""
+
+    def __init__(self, inner: SimBackend) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def advance(self, until: float):
+        t, events = self.inner.advance(until)
+        out = []
+        for e in events:
+            if e.kind is BackendEventKind.REPORTS:
+                every = self.inner.report_every
+                for j, k0, iters, losses, itt, *_ in self.inner.take_reports():
+                    out.extend(BackendEvent((k0 + i) * every, BackendEventKind.PROGRESS, j,
+                                            {"iterations": it, "iter_time": itt, "metrics": {"loss": loss}})
+                               for i, (it, loss) in enumerate(zip(iters, losses)))
+            else:
+                out.append(e)
+        return t, out
+
+
+def _run(policy_name: str, mode: str, monkeypatch):
+    import cohabit.sim.runner as runner
+
+    jobs = load_trace("tiresias_480", "tiresias").jobs[:60]
+    policy = make_policy(policy_name)
+    if mode in ("batch", "single"):
+        policy.wants_reports = None  # every report folded as it comes (the engine's path without the hook)
+    elif mode == "every-turn":
+        policy.wants_reports = lambda view: True  # lazy folding, at every decision
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend",
+                        (lambda *a, **k: _OneByOne(real(*a, **k))) if mode == "single" else real)
+    return runner.simulate(jobs, preset("tiresias"), policy)
+
+
+def _events(rec: Record):
+    """Every event but a decision's wall time, in time order (events at one time in a fixed order: a
+    segment's reports are read back after the other events of their time)."""
+    out = [(e.time, str(e.kind), e.job or "", json.dumps({} if e.kind is K.DECISION else e.data, sort_keys=True))
+           for e in rec]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
+def test_reports_folded_when_read_are_the_reports_folded_as_they_come(policy, monkeypatch):
+    lazy = _run(policy, "lazy", monkeypatch)
+    rec = lazy.result.record
+    assert rec._segments is not None and rec._segments.total > 100  # the run did keep reports as segments
+    assert not rec._report_rows  # (and none as rows)
+    for mode in ("every-turn", "batch", "single"):
+        other = _run(policy, mode, monkeypatch)
+        assert fingerprint(rec, lazy.metrics) == fingerprint(other.result.record, other.metrics), mode
+        assert _events(rec) == _events(other.result.record), mode
+        assert len(rec) == len(other.result.record)
+        for jid, job in lazy.result.jobs.items():
+            o = other.result.jobs[jid]
+            assert list(job.metrics.get("loss", [])) == list(o.metrics.get("loss", [])), (mode, jid)
+            assert (job.reported_iterations, job.report_time, job.iter_time) == (
+                o.reported_iterations, o.report_time, o.iter_time), (mode, jid)
+            end = job.end_time if job.end_time is not None else 0.0  # the counters a report settles, bit for bit
+            assert (job.executed_time(end), job.attained_service(end)) == (o.executed_time(end),
+                                                                           o.attained_service(end)), (mode, jid)
+
+
+def test_metrics_read_segments_as_the_events_they_stand_for(monkeypatch):
+    """compute_metrics (with and without a horizon) on a record whose reports are segments equals it on
+    the same events appended one by one."""
+    out = _run("slaq", "lazy", monkeypatch)
+    rec = out.result.record
+    flat = Record()
+    for e in rec:
+        flat.append(e.time, e.kind, e.job, **e.data)
+    assert len(flat) == len(rec) and flat._segments is None
+    assert flat.kind_counts() == rec.kind_counts()
+    assert flat.report_rows() == [] and rec.report_rows()
+    last = rec.report_rows()[-1][0]
+    cluster = preset("tiresias")
+    for horizon in (None, last, last - 1.0, last + 1.0):
+        a = compute_metrics(rec, cluster.capacity, horizon=horizon).to_json()
+        b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
+        a.pop("decision_time", None), b.pop("decision_time", None)
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+
+
+def test_a_segment_reads_back_as_its_reports():
+    r = Record()
+    r.append(0.0, K.DECISION, None, ms=0.1)
+    r.append(120.0, K.FINISHED, "b")
+    r.append_segment("a", 1, 2, 60.0, 5.0, 10.0, 0.5)
+    r.append_segment("a", 3, 1, 60.0, 5.0, 10.0, 0.5)  # continues it: one segment
+    r.append_segment("c", 2, 1, 60.0, 0.0, 200.0, 2.0)  # t <= t0: iterations at t0
+    assert len(r._segments.jobs) == 2 and len(r) == 6
+    got = [(e.time, e.kind, e.job, e.data) for e in r]
+    assert got == [
+        (0.0, K.DECISION, None, {"ms": 0.1}),
+        (60.0, K.PROGRESS, "a", {"iterations": 5.0 + 50.0 * 0.5, "iter_time": 2.0}),
+        (120.0, K.FINISHED, "b", {}),
+        (120.0, K.PROGRESS, "a", {"iterations": 5.0 + 110.0 * 0.5, "iter_time": 2.0}),
+        (120.0, K.PROGRESS, "c", {"iterations": 0.0, "iter_time": 0.5}),
+        (180.0, K.PROGRESS, "a", {"iterations": 5.0 + 170.0 * 0.5, "iter_time": 2.0})]
+    assert r.kind_counts() == {K.DECISION: 1, K.FINISHED: 1, K.PROGRESS: 4}
+    assert r.report_rows() == [(60.0, 1), (120.0, 2), (180.0, 1)]
+    assert [e.job for e in r.of_kind(K.PROGRESS)] == ["a", "a", "c", "a"]
+    with pytest.raises(TypeError):
+        r._keep_last()  # (a record handing its events on cannot take segments)
