@@ -19,6 +19,8 @@ from cohabit.sim.backend import SimBackend
 from cohabit.sim.traces import load_trace
 from cohabit.spec import preset
 
+from conftest import small_cluster
+
 
 class _OneByOne:
     """The simulator, handing each grid report on as its own PROGRESS event when it happens."""
@@ -44,19 +46,27 @@ class _OneByOne:
         return t, out
 
 
-def _run(policy_name: str, mode: str, monkeypatch):
+_WORKLOADS = {
+    # the Tiresias trace's first jobs on its cluster, and the same jobs queueing on 2 x 4 GPUs (preemptions,
+    # rounds after arrivals and finishes while jobs run)
+    "tiresias": lambda: (load_trace("tiresias_480", "tiresias").jobs[:60], preset("tiresias")),
+    "contended": lambda: (load_trace("tiresias_480", "tiresias").jobs[:40], small_cluster(2, 4)),
+}
+
+
+def _run(policy_name: str, mode: str, monkeypatch, workload: str = "tiresias"):
     import cohabit.sim.runner as runner
 
-    jobs = load_trace("tiresias_480", "tiresias").jobs[:60]
+    jobs, cluster = _WORKLOADS[workload]()
     policy = make_policy(policy_name)
     if mode in ("batch", "single"):
         policy.wants_reports = None  # every report folded as it comes (the engine's path without the hook)
     elif mode == "every-turn":
-        policy.wants_reports = lambda view: True  # lazy folding, at every decision
+        policy.wants_reports = lambda view: True  # lazy folding of every job, at every decision
     real = runner.SimBackend
     monkeypatch.setattr(runner, "SimBackend",
                         (lambda *a, **k: _OneByOne(real(*a, **k))) if mode == "single" else real)
-    return runner.simulate(jobs, preset("tiresias"), policy)
+    return runner.simulate(jobs, cluster, policy)
 
 
 def _events(rec: Record):
@@ -67,14 +77,16 @@ def _events(rec: Record):
     return sorted(out)
 
 
+@pytest.mark.parametrize("workload", ["tiresias", "contended"])
 @pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
-def test_reports_folded_when_read_are_the_reports_folded_as_they_come(policy, monkeypatch):
-    lazy = _run(policy, "lazy", monkeypatch)
+def test_reports_folded_when_read_are_the_reports_folded_as_they_come(policy, workload, monkeypatch):
+    lazy = _run(policy, "lazy", monkeypatch, workload)
     rec = lazy.result.record
     assert rec._segments is not None and rec._segments.total > 100  # the run did keep reports as segments
     assert not rec._report_rows  # (and none as rows)
+    assert lazy.metrics.jobs_finished > 50
     for mode in ("every-turn", "batch", "single"):
-        other = _run(policy, mode, monkeypatch)
+        other = _run(policy, mode, monkeypatch, workload)
         assert fingerprint(rec, lazy.metrics) == fingerprint(other.result.record, other.metrics), mode
         assert _events(rec) == _events(other.result.record), mode
         assert len(rec) == len(other.result.record)

@@ -14,7 +14,7 @@ import gc
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,7 +126,7 @@ class Scheduler(ActionHandlers, LiveControl):
         # comes as an event)
         self._take_reports = getattr(backend, "take_reports", None)
         self._reports_pending = getattr(backend, "reports_pending", None)
-        self._lazy: Callable[[ClusterView], bool] | None = None
+        self._lazy: Callable[[ClusterView], bool | Collection[str]] | None = None
         self._criteria_seen = False  # a job with a completion criterion arrived: every report is taken at once
         self._bind_hooks(policy)
         self._done = 0
@@ -139,8 +139,9 @@ class Scheduler(ActionHandlers, LiveControl):
     def _bind_hooks(self, policy: object) -> None:
         if self._lazy is not None:
             self._fold_reports()  # (a policy switched live: what the old one left untaken is folded now)
-        # a policy that says when it reads reported telemetry (``wants_reports(view)``, called before each
-        # decide) gets the simulator's grid reports folded in then, not as they happen (see _fold_reports)
+        # a policy that says whose reported telemetry it reads (``wants_reports(view)``, called before each
+        # decide: True for every job, else the ids of the running jobs it may read) gets the simulator's grid
+        # reports of those jobs folded in then, not as they happen (see _fold_reports)
         wants = getattr(policy, "wants_reports", None)
         self._lazy = wants if self._take_reports is not None and not self._criteria_seen else None
         self._hook_arrival = getattr(policy, "on_arrival", None)
@@ -229,8 +230,13 @@ class Scheduler(ActionHandlers, LiveControl):
                         continue
                     last_round = at
                 lazy = self._lazy
-                if lazy is not None and lazy(view):
-                    self._fold_reports()
+                if lazy is not None:
+                    wanted = lazy(view)  # True: every job's reports; else the ids of the jobs it reads
+                    if wanted is True:
+                        self._fold_reports()
+                    elif wanted:
+                        for jid in wanted:
+                            self._fold_reports(jid)
                 t0 = perf_counter()
                 plan = self.policy.decide(view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append(self.now, decision, None, ms=(perf_counter() - t0) * 1e3)
@@ -464,12 +470,8 @@ class Scheduler(ActionHandlers, LiveControl):
             m = job._metrics.get("loss")
             if m is None:
                 m = job._metrics["loss"] = MetricSeries()
-            report, add = job._report, m.add
-            k = k0
-            for it, loss in zip(iters, losses):
-                report(k * every, it, itt)
-                add(it, loss)
-                k += 1
+            job._grid_reports(k0, every, iters, itt)
+            m.extend(iters, losses)
             rec.append_segment(jid, k0, len(iters), every, done0, t0, rate)
 
     def _record_reports(self, ids: list[str], iters: list[float], iter_times: list[float], start: int, stop: int,
