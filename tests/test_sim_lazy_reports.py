@@ -50,7 +50,7 @@ _WORKLOADS = {
     # the Tiresias trace's first jobs on its cluster, and the same jobs queueing on 2 x 4 GPUs (preemptions,
     # rounds after arrivals and finishes while jobs run)
     "tiresias": lambda: (load_trace("tiresias_480", "tiresias").jobs[:60], preset("tiresias")),
-    "contended": lambda: (load_trace("tiresias_480", "tiresias").jobs[:40], small_cluster(2, 4)),
+    "contended": lambda: (load_trace("tiresias_480", "tiresias").jobs[:60], small_cluster(2, 4)),
 }
 
 
@@ -84,7 +84,8 @@ def test_reports_folded_when_read_are_the_reports_folded_as_they_come(policy, wo
     rec = lazy.result.record
     assert rec._segments is not None and rec._segments.total > 100  # the run did keep reports as segments
     assert not rec._report_rows  # (and none as rows)
-    assert lazy.metrics.jobs_finished > 50
+    assert lazy.metrics.jobs_finished > 50  # (jobs larger than 8 GPUs are rejected)
+    assert workload != "contended" or policy == "optimus" or lazy.metrics.preemptions > 5
     for mode in ("every-turn", "batch", "single"):
         other = _run(policy, mode, monkeypatch, workload)
         assert fingerprint(rec, lazy.metrics) == fingerprint(other.result.record, other.metrics), mode
@@ -141,3 +142,71 @@ def test_a_segment_reads_back_as_its_reports():
     assert [e.job for e in r.of_kind(K.PROGRESS)] == ["a", "a", "c", "a"]
     with pytest.raises(TypeError):
         r._keep_last()  # (a record handing its events on cannot take segments)
+
+
+@pytest.mark.parametrize("workload", ["tiresias", "contended"])
+@pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
+def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monkeypatch):
+    """The information barrier's other side: inside ``decide`` a policy reading a running job's telemetry
+    (iterations, report time, speed, attained service, its loss history, also through a history it keeps
+    and reads later) sees every report made up to now: none of that job's reports waits in the simulator.
+    Fails if ``wants_reports`` leaves out a job the round reads."""
+    import cohabit.sim.runner as runner
+    from cohabit.engine.job import JobView
+    from cohabit.engine.series import MetricSeries
+    from cohabit.engine.state import JobState
+
+    made: list[SimBackend] = []
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    deciding = [False]
+    series_of: dict[int, JobView] = {}
+    reads: list[tuple[str, bool]] = []  # (job, whether its reports waited) per read of a running job
+
+    def check(job: JobView) -> None:
+        if deciding[0] and job._state is JobState.RUNNING:
+            reads.append((job.id, made[0].reports_pending(job.id)))
+
+    def watch_property(name: str) -> None:
+        fget = getattr(JobView, name).fget
+
+        def read(self):
+            check(self)
+            value = fget(self)
+            if name == "metrics" and "loss" in value:
+                series_of[id(value["loss"])] = self
+            return value
+        monkeypatch.setattr(JobView, name, property(read))
+
+    def watch_method(cls, name: str, job_of) -> None:
+        inner = getattr(cls, name)
+
+        def call(self, *a, **k):
+            job = job_of(self)
+            if job is not None:
+                check(job)
+            return inner(self, *a, **k)
+        monkeypatch.setattr(cls, name, call)
+
+    for name in ("reported_iterations", "report_time", "iter_time", "metrics"):
+        watch_property(name)
+    for name in ("iterations_done", "attained_service", "executed_time"):
+        watch_method(JobView, name, lambda self: self)
+    for name in ("head", "__len__", "__getitem__", "__iter__"):
+        watch_method(MetricSeries, name, lambda self: series_of.get(id(self)))
+
+    jobs, cluster = _WORKLOADS[workload]()
+    pol = make_policy(policy)
+    inner_decide = pol.decide
+
+    def decide(view):
+        deciding[0] = True
+        try:
+            return inner_decide(view)
+        finally:
+            deciding[0] = False
+    pol.decide = decide
+    runner.simulate(jobs, cluster, pol)
+    assert len(reads) > 100  # the rounds did read running jobs
+    stale = [jid for jid, waited in reads if waited]
+    assert stale == []
