@@ -177,3 +177,44 @@ def test_the_import_check_catches_direct_and_relative_imports() -> None:
     assert sim_imports("from ...sim import truth", dorm) == ["cohabit.sim"]
     assert sim_imports("from ..engine.view import ClusterView\n# cohabit.sim in a comment", pol) == []
     assert sim_imports("from .sim import x", pol) == []  # cohabit.policies.sim, not the simulator
+
+
+def test_telemetry_read_mid_segment_holds_exactly_the_reports_made_up_to_now() -> None:
+    """Grid reports are folded in when a policy says it reads them (``wants_reports``): a read then
+    sees every report at a grid time up to now and none later (no future point, whatever the turn);
+    on turns where it does not ask, the reports wait (they cost nothing until read)."""
+    reads: list[tuple[float, bool, list[tuple[float, float]], float]] = []
+
+    class Reader(FIFO):
+        report_interval = 60.0
+        tick_interval = 25.0
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def wants_reports(self, view):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return self.calls % 2 == 0
+
+        def decide(self, view):  # type: ignore[override]
+            for job in view.running.values():
+                reads.append((view.now, self.calls % 2 == 0, list(job.metrics.get("loss", [])), job.report_time))
+            return super().decide(view)
+
+    out = simulate([trace_job("a", 1, 1000)], small_cluster(1, 1), Reader())
+    assert out.metrics.jobs_finished == 1
+    first = out.result.jobs["a"].metrics["loss"][0][0]  # iterations at the first-iteration report
+    asked = [r for r in reads if r[1]]
+    assert len(asked) > 10
+    behind = 0
+    for now, wanted, points, report_time in reads:
+        grid = [60.0 * k for k in range(1, int(now // 60.0) + 1)]  # grid times up to now (all before 1000 s)
+        if wanted:
+            assert len(points) == 1 + len(grid), now
+            assert report_time == (grid[-1] if grid else report_time)
+        else:
+            behind += len(points) < 1 + len(grid)
+        assert len(points) <= 1 + len(grid) and report_time <= now  # never a report after now
+        assert all(x <= first + now for x, _ in points)
+    assert behind > 5  # reports waited on turns that did not ask for them

@@ -33,6 +33,10 @@ class ActionHandlers:
 
     def _apply(self: Scheduler, action: object) -> None:
         handler = self._handlers.get(type(action))
+        if self._lazy is not None:  # the grid reports of the jobs it touches, before it touches them
+            for jid in getattr(action, "jobs", None) or (getattr(action, "job", None),):
+                if type(jid) is str:
+                    self._fold_reports(jid)
         try:
             if handler is None:
                 raise Unsupported(f"{type(action).__name__} is not supported by this scheduler/backend yet")

@@ -199,5 +199,22 @@ class JobView:
         self._report_time = now
         self._iter_time = iter_time
 
+    def _grid_reports(self, k0: int, every: float, iterations: list[float], iter_time: float) -> None:
+        """:meth:`_report` of each of a running job's periodic reports at times ``(k0 + i) * every`` with
+        ``iterations[i]`` and ``iter_time``, in order, in one call (the counters summed as those calls
+        would: the same additions in the same order)."""
+        rate = self._service_rate()
+        attained, run_time, since = self._attained, self._run_time, self._since
+        for k in range(k0, k0 + len(iterations)):
+            t = k * every
+            dt = t - since
+            attained += dt * rate
+            run_time += dt
+            since = t
+        self._attained, self._run_time, self._since = attained, run_time, since
+        self._iters = iterations[-1]
+        self._report_time = since
+        self._iter_time = iter_time
+
     def __repr__(self) -> str:
         return f"JobView({self.id!r}, {self._state}, placement={self._placement})"

@@ -14,7 +14,7 @@ import gc
 import math
 import time
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,6 +125,12 @@ class Scheduler(ActionHandlers, LiveControl):
         self.pending.group_by(self.view.shape_key)  # ClusterView.pending_by_shape
         self.now = 0.0
         self._on_progress = on_progress
+        # the backend's periodic reports, kept until taken (the simulator's report grid; None: every report
+        # comes as an event)
+        self._take_reports = getattr(backend, "take_reports", None)
+        self._reports_pending = getattr(backend, "reports_pending", None)
+        self._lazy: Callable[[ClusterView], bool | Collection[str]] | None = None
+        self._criteria_seen = False  # a job with a completion criterion arrived: every report is taken at once
         self._bind_hooks(policy)
         self._done = 0
         self._handlers: dict[type, Callable[[object], None]] = {
@@ -134,6 +140,13 @@ class Scheduler(ActionHandlers, LiveControl):
         }
 
     def _bind_hooks(self, policy: object) -> None:
+        if self._lazy is not None:
+            self._fold_reports()  # (a policy switched live: what the old one left untaken is folded now)
+        # a policy that says whose reported telemetry it reads (``wants_reports(view)``, called before each
+        # decide: True for every job, else the ids of the running jobs it may read) gets the simulator's grid
+        # reports of those jobs folded in then, not as they happen (see _fold_reports)
+        wants = getattr(policy, "wants_reports", None)
+        self._lazy = wants if self._take_reports is not None and not self._criteria_seen else None
         self._hook_arrival = getattr(policy, "on_arrival", None)
         self._hook_finish = getattr(policy, "on_finish", None)
         self._hook_progress = getattr(policy, "on_progress", None)
@@ -219,6 +232,14 @@ class Scheduler(ActionHandlers, LiveControl):
                         next_tick = first + max(k + 1, 0) * period
                         continue
                     last_round = at
+                lazy = self._lazy
+                if lazy is not None:
+                    wanted = lazy(view)  # True: every job's reports; else the ids of the jobs it reads
+                    if wanted is True:
+                        self._fold_reports()
+                    elif wanted:
+                        for jid in wanted:
+                            self._fold_reports(jid)
                 t0 = perf_counter()
                 plan = self.policy.decide(view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append_decision(self.now, (perf_counter() - t0) * 1e3)
@@ -241,6 +262,8 @@ class Scheduler(ActionHandlers, LiveControl):
         finally:
             if gc_was_enabled:
                 gc.enable()
+            if self._lazy is not None:
+                self._fold_reports()  # the reports not read yet: into the jobs' telemetry and the record
             try:
                 drain = getattr(self.backend, "drain_usage", None)
                 if drain is not None:
@@ -302,6 +325,11 @@ class Scheduler(ActionHandlers, LiveControl):
         job._state = JobState.PENDING
         self.pending[spec.id] = job
         job._criterion = self.criteria.admit(spec.id, spec)
+        if job._criterion is not None and not self._criteria_seen:
+            self._criteria_seen = True  # a criterion judges each report as it comes (it may end the job)
+            if self._lazy is not None:
+                self._fold_reports()
+                self._lazy = None
         self.view._admitted(job)
         if self._hook_arrival is not None:
             self._hook_arrival(job, self.view)
@@ -363,21 +391,34 @@ class Scheduler(ActionHandlers, LiveControl):
         return rest
 
     def _on_reports(self, ev: BackendEvent) -> None:
-        """A ``REPORTS`` batch (several jobs' periodic reports at one time, columns): each running job's
-        report is folded as a ``PROGRESS`` event with metrics ``{"loss": ...}`` would be, without building
-        one; the record keeps them as one row (``Record.append_reports``). A job with a completion
-        criterion takes the event path (its report may end it, after its progress is recorded)."""
-        d = ev.data
+        """The simulator's grid pass made periodic reports (``REPORTS``, data ``{"grid": t}``); they wait in
+        the backend until taken. With a policy that says when it reads them (``wants_reports``) nothing
+        happens now (:meth:`_fold_reports` takes them when read). Otherwise they are taken and folded as
+        they come: each running job's report as a ``PROGRESS`` event with metrics ``{"loss": ...}`` would be,
+        without building one; the record keeps them as one row (``Record.append_reports``). A job with a
+        completion criterion takes the event path (its report may end it, after its progress is recorded)."""
+        if self._lazy is not None:
+            return
+        segs = self._take_reports()  # type: ignore[misc]
+        if not segs:
+            return
         now = self.now
+        every = self.backend.report_every  # type: ignore[attr-defined]
+        if any(len(s[2]) != 1 or abs(s[1] * every - now) > 1e-9 for s in segs):
+            self._fold_segments(segs)  # (reports left from before a policy switch: at their own times)
+            return
+        ids = [s[0] for s in segs]
+        iters = [s[2][0] for s in segs]
+        iter_times = [s[4] for s in segs]
         running, view = self.running, self.view
         # a policy may take the batch's jobs in one call (``on_reports(jobs, view)``, after all are folded)
         many = getattr(self.policy, "on_reports", None)
         hook = self._hook_progress if many is None else None
         folded: list[JobView] = []
-        ids, iters, iter_times = d["jobs"], d["iterations"], d["iter_time"]
         start = 0  # the reports from here on are not recorded yet
         skipped: list[int] = []  # of those, the stale ones
-        for i, (jid, it, itt, loss) in enumerate(zip(ids, iters, iter_times, d["loss"])):
+        for i, (jid, it, itt, seg) in enumerate(zip(ids, iters, iter_times, segs)):
+            loss = seg[3][0]
             job = running.get(jid)
             if job is None:
                 skipped.append(i)  # stale: paused or stopped after the backend scheduled this
@@ -401,6 +442,40 @@ class Scheduler(ActionHandlers, LiveControl):
         if folded:
             many(folded, view)
 
+    def _fold_reports(self, job_id: str | None = None) -> None:
+        """Fold the grid reports of ``job_id`` (None: of every job) that happened and were not taken yet.
+
+        With a policy that declares ``wants_reports(view)`` the reports of the simulator's grid are not
+        handed over as they happen: they are folded here, in the order they happened, before anything
+        reads or changes the job (the policy's decide when it says it reads reports, an event or action
+        of the job, its end, the end of the run). Each report settles the job's counters and sets its
+        telemetry exactly as a ``PROGRESS`` event at its time would have (``JobView._report`` at the
+        report's time, then its loss point); the policy's report hooks are not called for them (within
+        a segment the job's placement and speed are those of the segment's first-iteration report,
+        which came as an event); the record keeps them as segments (``Record.append_segment``)."""
+        pending = self._reports_pending
+        if pending is not None and not pending(job_id):
+            return
+        self._fold_segments(self._take_reports(job_id))  # type: ignore[misc]
+
+    def _fold_segments(self, segs: list[tuple[str, int, list[float], list[float], float, float, float, float]]
+                       ) -> None:
+        """Fold taken grid reports (``SimBackend.take_reports``) into the jobs and the record."""
+        if not segs:
+            return
+        every = self.backend.report_every  # type: ignore[attr-defined]
+        running, rec = self.running, self.record
+        for jid, k0, iters, losses, itt, done0, t0, rate in segs:
+            job = running.get(jid)
+            if job is None:
+                continue  # stale: it left the running set before these were due (never happens in order)
+            m = job._metrics.get("loss")
+            if m is None:
+                m = job._metrics["loss"] = MetricSeries()
+            job._grid_reports(k0, every, iters, itt)
+            m.extend(iters, losses)
+            rec.append_segment(jid, k0, len(iters), every, done0, t0, rate)
+
     def _record_reports(self, ids: list[str], iters: list[float], iter_times: list[float], start: int, stop: int,
                         skipped: list[int]) -> None:
         """Record the reports ``start:stop`` of a batch but the ``skipped`` ones, as one row."""
@@ -418,6 +493,8 @@ class Scheduler(ActionHandlers, LiveControl):
         if ev.kind is _REPORTS:
             self._on_reports(ev)
             return
+        if self._lazy is not None:
+            self._fold_reports(ev.job)  # its reports before this event came first
         job = self.running.get(ev.job)
         if job is None:
             return  # stale: the job was paused or stopped after the backend scheduled this
@@ -505,6 +582,8 @@ class Scheduler(ActionHandlers, LiveControl):
     def _end(self, job: JobView, state: JobState, kind: EventKind, reason: str, *, attained: bool = False) -> None:
         now = self.now
         jid = job.id
+        if self._lazy is not None:
+            self._fold_reports(jid)
         check_transition(jid, job._state, state)
         job._settle(now)
         if job._state is JobState.RUNNING:  # (a running job is in neither waiting dict)

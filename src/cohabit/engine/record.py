@@ -20,7 +20,8 @@ scheduler-wide events) and a small ``data`` dict. Conventions, relied on by
 * ``decision``: data ``ms`` — wall time of one ``Policy.decide`` call.
 * ``progress``: data ``iterations`` and ``iter_time`` — observed telemetry. Several jobs' reports
   at one time (the simulator's report grid) may be stored as one row of columns
-  (:meth:`Record.append_reports`); reading the record gives one ``progress`` event per job all the same.
+  (:meth:`Record.append_reports`), and a job's periodic reports on the simulator's grid as one segment
+  (:meth:`Record.append_segment`); reading the record gives one ``progress`` event per report all the same.
 * ``used``: what the job actually used over ``[since, until]`` (data ``used``: resource name ->
   mean amount in capacity units, ``since``, ``until``; the event's time is when it was
   recorded, at or after ``until``). Allocation events say what the ledger *allocated*; these
@@ -36,6 +37,7 @@ scheduler-wide events) and a small ``data`` dict. Conventions, relied on by
 
 from __future__ import annotations
 
+import heapq
 import json
 from array import array
 from collections.abc import Iterator
@@ -149,6 +151,84 @@ class _Reports:
 _PROGRESS_KEYS = ("iterations", "iter_time")
 
 
+class _Segments:
+    """A record's report segments: per segment the job, its first grid index ``k0``, the number of reports
+    ``n``, the grid interval and the job's linear progress ``(done0, t0, rate)``; report ``i`` is at time
+    ``t = (k0 + i) * every`` with ``iterations = done0 + (t - t0) * rate`` (``done0`` when ``t <= t0``) and
+    ``iter_time = 1 / rate``: the simulator's grid reports (``sim.report_grid``), ~6 bytes per report on a
+    contended run instead of ~24 in a row. A segment that continues the job's last one is merged into it."""
+
+    __slots__ = ("jobs", "k0", "n", "every", "done0", "t0", "rate", "last", "total")
+
+    def __init__(self) -> None:
+        self.jobs: list[str] = []
+        self.k0 = array("q")
+        self.n = array("q")
+        self.every = array("d")
+        self.done0 = array("d")
+        self.t0 = array("d")
+        self.rate = array("d")
+        self.last: dict[str, int] = {}  # job -> index of its last segment
+        self.total = 0  # reports
+
+    def add(self, job: str, k0: int, n: int, every: float, done0: float, t0: float, rate: float) -> None:
+        i = self.last.get(job)
+        if (i is not None and self.k0[i] + self.n[i] == k0 and self.every[i] == every and self.rate[i] == rate
+                and self.done0[i] == done0 and self.t0[i] == t0):
+            self.n[i] += n
+        else:
+            self.last[job] = len(self.jobs)
+            self.jobs.append(job)
+            self.k0.append(k0)
+            self.n.append(n)
+            self.every.append(every)
+            self.done0.append(done0)
+            self.t0.append(t0)
+            self.rate.append(rate)
+        self.total += n
+
+    def last_time(self) -> float | None:
+        """The time of the last report of any segment (None when there is none)."""
+        if not self.jobs:
+            return None
+        k0 = np.frombuffer(self.k0, dtype=np.int64)
+        n = np.frombuffer(self.n, dtype=np.int64)
+        return float(((k0 + n - 1) * np.frombuffer(self.every, dtype=np.float64)).max())
+
+    def events(self, i: int) -> Iterator[tuple[float, int, str, float, float]]:
+        """``(time, i, job, iterations, iter_time)`` of segment ``i``'s reports, in time order."""
+        job, every, done0, t0, rate = self.jobs[i], self.every[i], self.done0[i], self.t0[i], self.rate[i]
+        itt = 1.0 / rate
+        for k in range(self.k0[i], self.k0[i] + self.n[i]):
+            t = k * every
+            yield t, i, job, (done0 + (t - t0) * rate if t > t0 else done0), itt
+
+    def by_time(self) -> Iterator[tuple[float, int, str, float, float]]:
+        """Every report of every segment, in time order (segment order among equal times)."""
+        return heapq.merge(*(self.events(i) for i in range(len(self.jobs))))
+
+    def counts(self) -> list[tuple[float, int]]:
+        """``(time, number of reports)`` per distinct time, in time order (one numpy pass per interval)."""
+        if not self.jobs:
+            return []
+        k0 = np.frombuffer(self.k0, dtype=np.int64)
+        stop = k0 + np.frombuffer(self.n, dtype=np.int64)
+        every = np.frombuffer(self.every, dtype=np.float64)
+        out: list[tuple[float, int]] = []
+        for e in np.unique(every).tolist():
+            sel = every == e
+            a, b = k0[sel], stop[sel]
+            lo = int(a.min())
+            diff = np.zeros(int(b.max()) - lo + 1, dtype=np.int64)
+            np.add.at(diff, a - lo, 1)
+            np.add.at(diff, b - lo, -1)
+            per = np.cumsum(diff)[:-1]
+            ks = np.flatnonzero(per)
+            out += zip(((ks + lo) * e).tolist(), per[ks].tolist())
+        out.sort(key=lambda r: r[0])
+        return out
+
+
 class Record:
     """Append-only list of events. Events are never changed or removed.
 
@@ -166,7 +246,7 @@ class Record:
     """
 
     __slots__ = ("_time", "_kind", "_job", "_data", "_keys", "_shared", "_held", "_n", "_report_rows", "_cols",
-                 "_generic")
+                 "_generic", "_segments")
 
     def __init__(self) -> None:
         self._time = array("d")
@@ -182,6 +262,7 @@ class Record:
         self._cols: dict[int, list[Any]] = {code: _columns_of(code) for code in _LAYOUTS}
         #: kind codes of _LAYOUTS of which some row's data is a tuple (see :meth:`columns`)
         self._generic: set[int] = set()
+        self._segments: _Segments | None = None  # report segments (append_segment)
 
     def _row(self, time: float, code: int, job: str | None) -> None:
         times = self._time
@@ -289,6 +370,21 @@ class Record:
             self._held[id(v)] = v  # (kept alive by the record: its id stays its own)
         return v
 
+    def append_segment(self, job: str, k0: int, n: int, every: float, done0: float, t0: float, rate: float) -> None:
+        """``n`` periodic ``progress`` events of ``job`` at times ``(k0 + i) * every``, i < n, with
+        ``iterations = done0 + (t - t0) * rate`` (``done0`` when ``t <= t0``) and ``iter_time = 1 / rate``:
+        the simulator's grid reports of one job at one speed, stored as one segment (appended when the
+        engine takes them, which may be after later events: reading the record puts each report at its
+        time, after the other events at the same time)."""
+        if n <= 0:
+            return
+        if not (every > 0 and rate > 0):
+            raise ValueError(f"append_segment: every {every!r} and rate {rate!r} must be > 0")
+        if self._segments is None:
+            self._segments = _Segments()
+        self._segments.add(job, k0, n, every, done0, t0, rate)
+        self._n += n
+
     def _compact(self, data: dict[str, Any]) -> tuple[Any, ...]:
         keys = tuple(data)
         keys = self._keys.setdefault(keys, keys)
@@ -362,18 +458,43 @@ class Record:
                 event = times[i]
             if event is not None and (report is not None or not self._report_rows):
                 break
+        if self._segments is not None:
+            seg = self._segments.last_time()
+            if seg is not None and (report is None or seg > report):
+                report = seg
         return event, report
 
     def times(self) -> array:
         """The time of every row, in row order (a row of reports has one time): read, never change."""
         return self._time
 
-    def report_rows(self) -> list[tuple[float, int]]:
-        """``(time, number of progress events)`` of each row of reports, in order."""
-        if not self._report_rows:
-            return []
+    def _merged(self) -> Iterator[Event]:
+        """Every event, the segments' reports merged in at their times (after the rows at the same time)."""
+        assert self._segments is not None
+        progress, ev = EventKind.PROGRESS, Event
+        times = self._time
+        rows = self._iter_from(0)
+        n_rows = len(times)
+        i = 0  # rows given so far (a row of reports counts once)
         batch = _Reports
-        return [(self._time[i], len(d)) for i, d in enumerate(self._data) if type(d) is batch]  # type: ignore[arg-type]
+        for t, _, job, it, itt in self._segments.by_time():
+            while i < n_rows and times[i] <= t:
+                d = self._data[i]
+                for _ in range(len(d) if type(d) is batch else 1):  # type: ignore[arg-type]
+                    yield next(rows)
+                i += 1
+            yield ev(t, progress, job, {"iterations": it, "iter_time": itt})
+        yield from rows
+
+    def report_rows(self) -> list[tuple[float, int]]:
+        """``(time, number of progress events)`` of each row of reports, in order (the segments' reports
+        count as one row per time)."""
+        batch = _Reports
+        rows = [(self._time[i], len(d)) for i, d in enumerate(self._data) if type(d) is batch] \
+            if self._report_rows else []  # type: ignore[arg-type]
+        if self._segments is not None:
+            rows = sorted(rows + self._segments.counts(), key=lambda r: r[0])
+        return rows
 
     def kind_counts(self) -> dict[EventKind, int]:
         """Number of events of each kind present (rows of reports counted per job)."""
@@ -381,11 +502,16 @@ class Record:
         for k in self._kind:
             counts[k] += 1
         if self._report_rows:
-            counts[_PROGRESS_CODE] += sum(n - 1 for _, n in self.report_rows())
+            batch = _Reports
+            counts[_PROGRESS_CODE] += sum(len(d) - 1 for d in self._data if type(d) is batch)  # type: ignore[arg-type]
+        if self._segments is not None:
+            counts[_PROGRESS_CODE] += self._segments.total
         return {_KINDS[i]: c for i, c in enumerate(counts) if c}
 
     def _keep_last(self) -> None:
         """Forget every event but the last (a record that hands its events on: the service's store)."""
+        if self._segments is not None:
+            raise TypeError("a record with report segments cannot hand its events on (append_segment)")
         if len(self._time) > 1:
             k, in_cols = self._kind[-1], self._data[-1] is _IN_COLUMNS
             del self._time[:-1]
@@ -401,7 +527,7 @@ class Record:
             self._report_rows = 1 if type(last) is _Reports else 0
 
     def __iter__(self) -> Iterator[Event]:
-        return self._iter_from(0)
+        return self._iter_from(0) if self._segments is None else self._merged()
 
     def __len__(self) -> int:
         return self._n

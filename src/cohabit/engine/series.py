@@ -34,6 +34,11 @@ class MetricSeries(Sequence[tuple[float, float]]):
         self._x.append(x)
         self._y.append(y)
 
+    def extend(self, xs: Sequence[float], ys: Sequence[float]) -> None:
+        """:meth:`add` of each ``(xs[i], ys[i])`` in order (both of one length)."""
+        self._x.extend(xs)
+        self._y.extend(ys)
+
     def head(self, n: int) -> np.ndarray:
         """The first ``n`` points as an ``(n, 2)`` float array (iterations, value), without tuples."""
         out = np.empty((n, 2), dtype=np.float64)

@@ -64,7 +64,7 @@ counts to a plan live in :mod:`.targets` (:func:`~.targets.greedy_by_value`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from itertools import chain
 
 import numpy as np
@@ -514,6 +514,16 @@ class ObservingPolicy(BasePolicy):
     def on_reports(self, jobs: Sequence[JobView], view: ClusterView) -> None:
         """A batch of periodic reports (the simulator's report grid): :meth:`on_progress` of each."""
         self.models.observe_many(jobs)
+
+    def wants_reports(self, view: ClusterView) -> bool | Collection[str]:
+        """Which running jobs' reported telemetry the coming :meth:`decide` may read (True: any): the
+        engine folds the simulator's periodic reports of those jobs in only then
+        (``Scheduler._fold_reports``); they add loss points at the speed and placement of the segment's
+        first-iteration report, which :meth:`on_progress` saw, so no hook is missed. A full round reads
+        every running job; a round after an arrival or finish only the waiting ones. More than is read
+        is only slower; fewer would read stale telemetry (``tests/test_sim_lazy_reports.py`` runs every
+        such policy folding every report as it comes too and compares everything)."""
+        return view.now >= self._next_full  # type: ignore[attr-defined]
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self.models.forget(job)

@@ -107,6 +107,7 @@ class Themis(ObservingPolicy):
         self._n = 0
         self._arrived: dict[str, tuple[float, float]] = {}
         self.type_speeds = TypeSpeeds()  # per-GPU-type speeds observed (heterogeneous clusters only)
+        self._expired_at: tuple[float, int, list[JobView]] | None = None  # wants_reports' (now, version, expired)
 
     # contention ---------------------------------------------------------------
     def _advance(self, view: ClusterView) -> None:
@@ -164,11 +165,23 @@ class Themis(ObservingPolicy):
         return rho(w), rho(snap.cur[:, None])[:, 0]
 
     # decision -----------------------------------------------------------------
+    def wants_reports(self, view: ClusterView) -> list[str]:
+        """The running jobs whose reported telemetry the coming :meth:`decide` may read: a round reads the
+        jobs whose lease ends and the waiting ones (``ObservingPolicy.wants_reports``); kept for decide."""
+        expired = self._expired(view, view.now + self.tick_interval / 2)
+        self._expired_at = (view.now, view.allocation_version, expired)
+        return [j.id for j in expired]
+
     def decide(self, view: ClusterView) -> Plan:
         self._advance(view)
         now = view.now
         horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
-        expired = self._expired(view, horizon)
+        memo = self._expired_at
+        self._expired_at = None
+        if memo is not None and memo[0] == now and memo[1] == view.allocation_version:
+            expired = memo[2]  # (wants_reports found them a moment ago: nothing changed since)
+        else:
+            expired = self._expired(view, horizon)
         if not expired and not (self._event and any_waiting(view)):
             self._event = False
             return []

@@ -323,7 +323,7 @@ def _scan_record(record: Record, names: Sequence[str], horizon: float | None) ->
         last_event, last_report = record.last_times()
         p.last_time = last_event
         if last_event is not None and last_report is not None and last_event < last_report:
-            p.last_time = last_report
+            p.last_time = last_report if horizon is None else min(last_report, horizon)
     if decisions is not None:
         rows, (ms,) = decisions
         k = int(np.searchsorted(rows, stop))

@@ -532,22 +532,41 @@ class SimBackend:
             self._push(due, _PROGRESS, _GRID_KEY, 0)
 
     def _grid_reports(self, t: float, events: list[BackendEvent]) -> None:
-        """The reports of every grid member due at ``t``, in one pass (``ReportGrid.reports``): plain jobs
-        (loss only) as one ``REPORTS`` batch (columns ``jobs``, ``iterations``, ``iter_time``, ``loss``),
-        the others as their own ``PROGRESS`` events (the same data as a first-iteration report)."""
+        """The pass of the grid at ``t`` (``ReportGrid.grid_pass``): the members that are not plain report
+        as their own ``PROGRESS`` events (the same data as a first-iteration report); the plain members'
+        reports (loss only) are kept as segments until the engine takes them (:meth:`take_reports`), and
+        one ``REPORTS`` event (data ``{"grid": t}``) says that they happened."""
         if self._grid is None or self._grid_next is None or abs(t - self._grid_next) > _EPS:
             return  # a stale entry (the grid moved earlier)
-        jobs, iters, iter_time, loss, other, soonest = self._grid.reports(t)
+        grid = self._grid
+        plain, other, soonest = grid.grid_pass(round(self._grid_next / grid.every))
         self._grid_next = None
         for run, done in other:
             events.append(BackendEvent(t, BackendEventKind.PROGRESS, run.spec.id,
                                        self._report_data(run, done, float(run.truth.iterations))))
-        if jobs:
-            events.append(BackendEvent(t, BackendEventKind.REPORTS, _GRID_KEY,
-                                       {"jobs": jobs, "iterations": iters, "iter_time": iter_time, "loss": loss}))
+        if plain:
+            events.append(BackendEvent(t, BackendEventKind.REPORTS, _GRID_KEY, {"grid": t}))
         if soonest is not None:
             self._grid_next = soonest
             self._push(soonest, _PROGRESS, _GRID_KEY, 0)
+
+    @property
+    def report_every(self) -> float | None:
+        """The grid's interval (None: no job reported on it yet); report ``k`` of a segment from
+        :meth:`take_reports` is at ``(k0 + k) * report_every``."""
+        return self._grid.every if self._grid is not None else None
+
+    def reports_pending(self, job: str | None = None) -> bool:
+        """Whether grid reports (of ``job``, or of anyone) happened and were not taken yet."""
+        return self._grid is not None and self._grid.pending(job)
+
+    def take_reports(self, job: str | None = None) -> list[tuple[str, int, list[float], list[float], float,
+                                                                 float, float, float]]:
+        """The periodic reports of ``job`` (None: every job) that happened and were not taken yet
+        (``ReportGrid.take``: per segment ``(job, k0, iterations, losses, iter_time, done0, t0, rate)``)."""
+        if self._grid is None:
+            return []
+        return self._grid.take(job)
 
     def _report_data(self, run: _Run, done: float, total: float) -> dict[str, Any]:
         """What a job reports at a progress report with ``done`` of its ``total`` iterations."""

@@ -1,12 +1,18 @@
 """The simulator's shared report grid: periodic progress reports of every running job at the global
-multiples of the report interval, computed for all jobs due at one grid time in one pass.
+multiples of the report interval, kept as segments and computed only when the engine takes them.
 
 A job joins after its first-iteration report at its current speed (``SimBackend``) and leaves when
 its speed or placement changes (it reports its first iteration again, then rejoins), when it halts,
-or when its next grid time is not before its finish. While it is a member its progress is linear:
+or after its last grid time before its finish. While it is a member its progress is linear:
 ``done(t) = done0 + (t - t0) * rate`` (``SimBackend._Run``), and its training loss follows its truth's
-curve ``1 / (a * min(done / total, 1) + b) + c`` (``JobTruth.loss_at``), so a grid time's reports
-are a few float operations per member from numbers kept at its join.
+curve ``1 / (a * min(done / total, 1) + b) + c`` (``JobTruth.loss_at``). So a member's reports are one
+*segment*: grid indices ``k_first .. k_last`` (grid time ``k x every``) and the numbers kept at its
+join. A grid time's pass costs nothing per plain member (it only ends the members whose last report it
+was); :meth:`ReportGrid.take` computes the reports of the passes done so far that were not taken yet,
+one short loop per segment, when the engine reads them (``Scheduler``: at a policy's round, before a
+job's state changes, or at every pass for a policy that takes each report as it comes). Members whose
+reports carry more than the loss (Pollux's goodput statistics, subtask timers: ``plain=False``) are
+reported at every pass, as before.
 """
 
 from __future__ import annotations
@@ -16,27 +22,36 @@ from typing import Any
 
 _EPS = 1e-9
 
+# a segment: [k_next (first index not taken), k_last, done0, t0, rate, total, a, b, c, k_first]
+_NEXT, _LAST, _DONE0, _T0, _RATE, _TOTAL, _A, _B, _C, _FIRST = range(10)
+
 
 def report_grid_after(t: float, every: float) -> float:
     """The next periodic report time after ``t``: the first global multiple of ``every`` later than ``t``
     (a multiple within 1e-9 of ``t`` counts as ``t`` itself). Every running job reports on this one grid,
     as agents that push metrics to a round-based scheduler that reads the latest at its round: the jobs'
     reports land in one turn and the policy decides once per grid time, not once per job's own clock."""
-    return (math.floor(t / every + 1e-9) + 1) * every
+    return (_index_after(t, every)) * every
+
+
+def _index_after(t: float, every: float) -> int:
+    """Index ``k`` of :func:`report_grid_after` (the grid time is ``k * every``)."""
+    return math.floor(t / every + 1e-9) + 1
 
 
 class ReportGrid:
     """The members of the report grid of interval ``every`` seconds (see the module docstring), in the
-    order they joined.
-
-    One Python pass over the members per grid time: a numpy pass over flat columns was measured slower
-    here (~20 members report at a time on the contended Philly runs; 15 array operations cost more
-    than the loop)."""
+    order they joined, and the plain members' segments whose reports were not taken yet."""
 
     def __init__(self, every: float) -> None:
         self.every = every
-        # job -> [run, next grid time, done0, t0, rate, total, finish, a, b, c, plain]
-        self._members: dict[str, list[Any]] = {}
+        # live members: job -> (segment, run or None for a plain member), in join order
+        self._members: dict[str, tuple[list[Any], Any]] = {}
+        self._others: dict[str, tuple[list[Any], Any]] = {}  # the members that are not plain
+        # plain jobs -> their segments with reports not taken yet (oldest first), in the order they joined
+        self._open: dict[str, list[list[Any]]] = {}
+        self._expire: dict[int, list[tuple[str, list[Any]]]] = {}  # k_last -> members whose last report it is
+        self.k_done = -1  # index of the last grid pass done (reports up to it have happened)
 
     def __len__(self) -> int:
         return len(self._members)
@@ -48,58 +63,116 @@ class ReportGrid:
              loss: tuple[float, float, float], plain: bool) -> float | None:
         """``job`` reports next at the first grid time after ``t``; returns that time, or None (and does
         not join) when that is not before its finish. ``plain``: it reports its loss only (the other
-        members' reports are built by the caller from ``run``)."""
+        members' reports are built by the caller from ``run`` at each pass)."""
+        every = self.every
         finish = t0 + (total - done0) / rate
-        due = report_grid_after(t, self.every)
-        if due >= finish - _EPS:
+        k = _index_after(t, every)
+        due = k * every
+        cut = finish - _EPS
+        if due >= cut:
             return None
-        self._members.pop(job, None)
-        self._members[job] = [run, due, done0, t0, rate, total, finish, *loss, plain]
+        last = math.floor(cut / every)  # the last k with k * every < cut, exactly as the comparisons go
+        while last * every >= cut:
+            last -= 1
+        while (last + 1) * every < cut:
+            last += 1
+        self.leave(job)
+        seg = [k, last, done0, t0, rate, total, *loss, k]
+        self._members[job] = (seg, None if plain else run)
+        if plain:
+            segs = self._open.get(job)
+            if segs is not None and all(s[_NEXT] > s[_LAST] for s in segs):
+                del self._open[job]  # (all taken: it rejoins at the end of the order)
+                segs = None
+            if segs is None:
+                self._open[job] = [seg]
+            else:
+                segs.append(seg)
+        else:
+            self._others[job] = (seg, run)
+        self._expire.setdefault(last, []).append((job, seg))
         return due
 
     def leave(self, job: str) -> None:
-        """``job`` reports no more on the grid (no-op if it was not a member)."""
-        self._members.pop(job, None)
+        """``job`` reports no more on the grid after the passes done so far (no-op if not a member)."""
+        m = self._members.pop(job, None)
+        if m is None:
+            return
+        seg = m[0]
+        if seg[_LAST] > self.k_done:
+            seg[_LAST] = self.k_done
+        self._others.pop(job, None)
 
-    def reports(self, t: float) -> tuple[list[str], list[float], list[float], list[float], list[tuple[Any, float]],
-                                         float | None]:
-        """The reports due at grid time ``t``: the plain members' ``(jobs, iterations, iter_time, loss)``
-        columns, ``(run, iterations)`` of the other members due, and the next grid time any member is
-        due (None: no member left). Members whose finish is not after ``t``, or whose next grid time is
-        not before their finish, leave the grid."""
-        nxt = report_grid_after(t, self.every)
-        jobs: list[str] = []
-        iters: list[float] = []
-        iter_time: list[float] = []
-        loss: list[float] = []
+    def grid_pass(self, k: int) -> tuple[bool, list[tuple[Any, float]], float | None]:
+        """The pass of grid index ``k`` (time ``k * every``): whether any plain member is live (its
+        reports are taken later, :meth:`take`), ``(run, iterations)`` of the other members due now, and
+        the next grid time any member is due (None: no member left). Members whose last report this was
+        leave the grid."""
+        self.k_done = k
+        t = k * self.every
         other: list[tuple[Any, float]] = []
-        gone: list[str] = []
-        soonest = math.inf
-        late = t + _EPS
-        for jid, m in self._members.items():
-            run, due, done0, t0, rate, total, finish, a, b, c, plain = m
-            if due > late:  # (joined with a later time: its first report was at this grid time)
-                if due < soonest:
-                    soonest = due
-                continue
-            if t >= finish - _EPS:  # its finish is due now or earlier: that is its report
-                gone.append(jid)
-                continue
-            done = done0 + (t - t0) * rate if t > t0 else done0
-            if plain:
-                f = done / total
-                jobs.append(jid)
-                iters.append(done)
-                iter_time.append(1.0 / rate)
-                loss.append(1.0 / (a * (f if f < 1.0 else 1.0) + b) + c)
+        for seg, run in self._others.values():
+            if seg[_FIRST] <= k:
+                done0, t0 = seg[_DONE0], seg[_T0]
+                other.append((run, done0 + (t - t0) * seg[_RATE] if t > t0 else done0))
+        plain = len(self._members) > len(self._others)
+        for job, seg in self._expire.pop(k, ()):
+            m = self._members.get(job)
+            if m is not None and m[0] is seg:
+                del self._members[job]
+                self._others.pop(job, None)
+        if not self._members:
+            return plain, other, None
+        return plain, other, (k + 1) * self.every
+
+    def pending(self, job: str | None = None) -> bool:
+        """Whether any report (of ``job``, or of anyone) happened and was not taken yet."""
+        segs = self._open.get(job) if job is not None else None
+        if job is not None and segs is None:
+            return False
+        k = self.k_done
+        for s in (segs if segs is not None else (s for ss in self._open.values() for s in ss)):
+            if s[_NEXT] <= min(s[_LAST], k):
+                return True
+        return False
+
+    def take(self, job: str | None = None) -> list[tuple[str, int, list[float], list[float], float, float, float, float]]:
+        """The reports of ``job`` (None: of every job) at the passes done so far, not taken before, oldest
+        first per job: ``(job, k0, iterations, losses, iter_time, done0, t0, rate)`` per segment, the
+        reports at grid times ``(k0 + i) * every``; ``iterations[i] = done0 + (t_i - t0) * rate``."""
+        if job is not None:
+            segs = self._open.get(job)
+            if segs is None:
+                return []
+            todo = [(job, segs)]
+        else:
+            todo = list(self._open.items())
+        every, k_done, members = self.every, self.k_done, self._members
+        out = []
+        for jid, segs in todo:
+            live = members.get(jid)
+            live_seg = live[0] if live is not None else None
+            keep = []
+            for seg in segs:
+                k0, last = seg[_NEXT], seg[_LAST]
+                stop = last if last < k_done else k_done
+                if k0 <= stop:
+                    done0, t0, rate, total, a, b, c = seg[_DONE0:_FIRST]
+                    iters = []
+                    losses = []
+                    for k in range(k0, stop + 1):
+                        t = k * every
+                        done = done0 + (t - t0) * rate if t > t0 else done0
+                        f = done / total
+                        iters.append(done)
+                        losses.append(1.0 / (a * (f if f < 1.0 else 1.0) + b) + c)
+                    out.append((jid, k0, iters, losses, 1.0 / rate, done0, t0, rate))
+                    seg[_NEXT] = stop + 1
+                if seg is live_seg or seg[_NEXT] <= seg[_LAST]:
+                    keep.append(seg)
+            if keep:
+                if len(keep) != len(segs):
+                    segs[:] = keep
             else:
-                other.append((run, done))
-            if nxt < finish - _EPS:
-                m[1] = nxt
-                if nxt < soonest:
-                    soonest = nxt
-            else:
-                gone.append(jid)
-        for jid in gone:
-            del self._members[jid]
-        return jobs, iters, iter_time, loss, other, (soonest if soonest < math.inf else None)
+                del self._open[jid]
+        return out

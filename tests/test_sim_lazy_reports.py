@@ -1,0 +1,212 @@
+"""Reports that cost nothing until read (issue 18): with a policy that says when it reads reported
+telemetry (``wants_reports``), the simulator's grid reports are folded into the jobs and the record
+only then. Everything must be as if each report had been handed over as it happened: the same
+decisions and record, the same loss histories, the same settled counters, bit for bit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cohabit.engine.backend import BackendEvent, BackendEventKind
+from cohabit.engine.record import EventKind as K
+from cohabit.engine.record import Record
+from cohabit.policies import make_policy
+from cohabit.report.fingerprint import fingerprint
+from cohabit.report.metrics import compute_metrics
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.traces import load_trace
+from cohabit.spec import preset
+
+from conftest import small_cluster
+
+
+class _OneByOne:
+    """The simulator, handing each grid report on as its own PROGRESS event when it happens."""
+
+    def __init__(self, inner: SimBackend) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def advance(self, until: float):
+        t, events = self.inner.advance(until)
+        out = []
+        for e in events:
+            if e.kind is BackendEventKind.REPORTS:
+                every = self.inner.report_every
+                for j, k0, iters, losses, itt, *_ in self.inner.take_reports():
+                    out.extend(BackendEvent((k0 + i) * every, BackendEventKind.PROGRESS, j,
+                                            {"iterations": it, "iter_time": itt, "metrics": {"loss": loss}})
+                               for i, (it, loss) in enumerate(zip(iters, losses)))
+            else:
+                out.append(e)
+        return t, out
+
+
+_WORKLOADS = {
+    # the Tiresias trace's first jobs on its cluster, and the same jobs queueing on 2 x 4 GPUs (preemptions,
+    # rounds after arrivals and finishes while jobs run)
+    "tiresias": lambda: (load_trace("tiresias_480", "tiresias").jobs[:60], preset("tiresias")),
+    "contended": lambda: (load_trace("tiresias_480", "tiresias").jobs[:60], small_cluster(2, 4)),
+}
+
+
+def _run(policy_name: str, mode: str, monkeypatch, workload: str = "tiresias"):
+    import cohabit.sim.runner as runner
+
+    jobs, cluster = _WORKLOADS[workload]()
+    policy = make_policy(policy_name)
+    if mode in ("batch", "single"):
+        policy.wants_reports = None  # every report folded as it comes (the engine's path without the hook)
+    elif mode == "every-turn":
+        policy.wants_reports = lambda view: True  # lazy folding of every job, at every decision
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend",
+                        (lambda *a, **k: _OneByOne(real(*a, **k))) if mode == "single" else real)
+    return runner.simulate(jobs, cluster, policy)
+
+
+def _events(rec: Record):
+    """Every event but a decision's wall time, in time order (events at one time in a fixed order: a
+    segment's reports are read back after the other events of their time)."""
+    out = [(e.time, str(e.kind), e.job or "", json.dumps({} if e.kind is K.DECISION else e.data, sort_keys=True))
+           for e in rec]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("workload", ["tiresias", "contended"])
+@pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
+def test_reports_folded_when_read_are_the_reports_folded_as_they_come(policy, workload, monkeypatch):
+    lazy = _run(policy, "lazy", monkeypatch, workload)
+    rec = lazy.result.record
+    assert rec._segments is not None and rec._segments.total > 100  # the run did keep reports as segments
+    assert not rec._report_rows  # (and none as rows)
+    assert lazy.metrics.jobs_finished > 50  # (jobs larger than 8 GPUs are rejected)
+    assert workload != "contended" or policy == "optimus" or lazy.metrics.preemptions > 5
+    for mode in ("every-turn", "batch", "single"):
+        other = _run(policy, mode, monkeypatch, workload)
+        assert fingerprint(rec, lazy.metrics) == fingerprint(other.result.record, other.metrics), mode
+        assert _events(rec) == _events(other.result.record), mode
+        assert len(rec) == len(other.result.record)
+        for jid, job in lazy.result.jobs.items():
+            o = other.result.jobs[jid]
+            assert list(job.metrics.get("loss", [])) == list(o.metrics.get("loss", [])), (mode, jid)
+            assert (job.reported_iterations, job.report_time, job.iter_time) == (
+                o.reported_iterations, o.report_time, o.iter_time), (mode, jid)
+            end = job.end_time if job.end_time is not None else 0.0  # the counters a report settles, bit for bit
+            assert (job.executed_time(end), job.attained_service(end)) == (o.executed_time(end),
+                                                                           o.attained_service(end)), (mode, jid)
+
+
+def test_metrics_read_segments_as_the_events_they_stand_for(monkeypatch):
+    """compute_metrics (with and without a horizon) on a record whose reports are segments equals it on
+    the same events appended one by one."""
+    out = _run("slaq", "lazy", monkeypatch)
+    rec = out.result.record
+    flat = Record()
+    for e in rec:
+        flat.append(e.time, e.kind, e.job, **e.data)
+    assert len(flat) == len(rec) and flat._segments is None
+    assert flat.kind_counts() == rec.kind_counts()
+    assert flat.report_rows() == [] and rec.report_rows()
+    last = rec.report_rows()[-1][0]
+    cluster = preset("tiresias")
+    for horizon in (None, last, last - 1.0, last + 1.0):
+        a = compute_metrics(rec, cluster.capacity, horizon=horizon).to_json()
+        b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
+        a.pop("decision_time", None), b.pop("decision_time", None)
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+
+
+def test_a_segment_reads_back_as_its_reports():
+    r = Record()
+    r.append(0.0, K.DECISION, None, ms=0.1)
+    r.append(120.0, K.FINISHED, "b")
+    r.append_segment("a", 1, 2, 60.0, 5.0, 10.0, 0.5)
+    r.append_segment("a", 3, 1, 60.0, 5.0, 10.0, 0.5)  # continues it: one segment
+    r.append_segment("c", 2, 1, 60.0, 0.0, 200.0, 2.0)  # t <= t0: iterations at t0
+    assert len(r._segments.jobs) == 2 and len(r) == 6
+    got = [(e.time, e.kind, e.job, e.data) for e in r]
+    assert got == [
+        (0.0, K.DECISION, None, {"ms": 0.1}),
+        (60.0, K.PROGRESS, "a", {"iterations": 5.0 + 50.0 * 0.5, "iter_time": 2.0}),
+        (120.0, K.FINISHED, "b", {}),
+        (120.0, K.PROGRESS, "a", {"iterations": 5.0 + 110.0 * 0.5, "iter_time": 2.0}),
+        (120.0, K.PROGRESS, "c", {"iterations": 0.0, "iter_time": 0.5}),
+        (180.0, K.PROGRESS, "a", {"iterations": 5.0 + 170.0 * 0.5, "iter_time": 2.0})]
+    assert r.kind_counts() == {K.DECISION: 1, K.FINISHED: 1, K.PROGRESS: 4}
+    assert r.report_rows() == [(60.0, 1), (120.0, 2), (180.0, 1)]
+    assert [e.job for e in r.of_kind(K.PROGRESS)] == ["a", "a", "c", "a"]
+    with pytest.raises(TypeError):
+        r._keep_last()  # (a record handing its events on cannot take segments)
+
+
+@pytest.mark.parametrize("workload", ["tiresias", "contended"])
+@pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
+def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monkeypatch):
+    """The information barrier's other side: inside ``decide`` a policy reading a running job's telemetry
+    (iterations, report time, speed, attained service, its loss history, also through a history it keeps
+    and reads later) sees every report made up to now: none of that job's reports waits in the simulator.
+    Fails if ``wants_reports`` leaves out a job the round reads."""
+    import cohabit.sim.runner as runner
+    from cohabit.engine.job import JobView
+    from cohabit.engine.series import MetricSeries
+    from cohabit.engine.state import JobState
+
+    made: list[SimBackend] = []
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    deciding = [False]
+    series_of: dict[int, JobView] = {}
+    reads: list[tuple[str, bool]] = []  # (job, whether its reports waited) per read of a running job
+
+    def check(job: JobView) -> None:
+        if deciding[0] and job._state is JobState.RUNNING:
+            reads.append((job.id, made[0].reports_pending(job.id)))
+
+    def watch_property(name: str) -> None:
+        fget = getattr(JobView, name).fget
+
+        def read(self):
+            check(self)
+            value = fget(self)
+            if name == "metrics" and "loss" in value:
+                series_of[id(value["loss"])] = self
+            return value
+        monkeypatch.setattr(JobView, name, property(read))
+
+    def watch_method(cls, name: str, job_of) -> None:
+        inner = getattr(cls, name)
+
+        def call(self, *a, **k):
+            job = job_of(self)
+            if job is not None:
+                check(job)
+            return inner(self, *a, **k)
+        monkeypatch.setattr(cls, name, call)
+
+    for name in ("reported_iterations", "report_time", "iter_time", "metrics"):
+        watch_property(name)
+    for name in ("iterations_done", "attained_service", "executed_time"):
+        watch_method(JobView, name, lambda self: self)
+    for name in ("head", "__len__", "__getitem__", "__iter__"):
+        watch_method(MetricSeries, name, lambda self: series_of.get(id(self)))
+
+    jobs, cluster = _WORKLOADS[workload]()
+    pol = make_policy(policy)
+    inner_decide = pol.decide
+
+    def decide(view):
+        deciding[0] = True
+        try:
+            return inner_decide(view)
+        finally:
+            deciding[0] = False
+    pol.decide = decide
+    runner.simulate(jobs, cluster, pol)
+    assert len(reads) > 100  # the rounds did read running jobs
+    stale = [jid for jid, waited in reads if waited]
+    assert stale == []
