@@ -88,7 +88,7 @@ class Snapshot:
     declared: np.ndarray  # declared iterations (nan: none)
     beta0: np.ndarray  # loss curve (nan: no fit yet)
     beta1: np.ndarray
-    max_rate: np.ndarray  # largest observed loss drop per iteration (0: none yet)
+    max_rate: np.ndarray  # largest observed loss drop per iteration (0: none yet, or not followed: JobModels.rates)
     last_rate: np.ndarray  # loss drop per iteration between the last two reports
     worker: np.ndarray  # (jobs, resources): one worker's demand
     ps: np.ndarray  # (jobs, resources): all parameter servers' demand

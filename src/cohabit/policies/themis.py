@@ -124,6 +124,23 @@ class Themis(ObservingPolicy):
         c = self._c + self._n * max(now - self._t, 0.0)
         return max((c - c0) / (now - t0), 1.0)
 
+    def contention_of(self, ids: Sequence[str], now: float) -> np.ndarray:
+        """:meth:`contention` of each job in ``ids`` at ``now``, as one array (the same arithmetic, each
+        job's arrival looked up by id in one pass)."""
+        arrived = list(map(self._arrived.get, ids))
+        floor = float(max(self._n, 1))
+        if None in arrived:  # (a job whose arrival this policy did not see)
+            arrived = [(now, 0.0) if a is None else a for a in arrived]
+        if not arrived:
+            return np.empty(0)
+        t0, c0 = np.array(arrived, dtype=np.float64).T
+        c = self._c + self._n * max(now - self._t, 0.0)
+        later = now > t0
+        out = np.full(len(arrived), floor)
+        np.divide(c - c0, now - t0, out=out, where=later)
+        np.maximum(out, np.where(later, 1.0, floor), out=out)
+        return out
+
     # hooks --------------------------------------------------------------------
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
@@ -143,7 +160,7 @@ class Themis(ObservingPolicy):
         """``rho`` of each job if it held ``w[j, i]`` workers from now on (``w = 0``: nothing this
         lease, ``T_sh(0)``), and each job's ``rho`` at what it holds now."""
         now = view.now
-        n_avg = np.array([self.contention(job, now) for job in snap.jobs])
+        n_avg = self.contention_of(snap.ids, now)
         need = snap.worker > 1e-12
         per = np.where(need, snap.total[None, :] / n_avg[:, None] / np.where(need, snap.worker, 1.0), np.inf)
         x = per.min(axis=1) if per.shape[1] else np.full(len(snap), np.inf)
