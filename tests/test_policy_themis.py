@@ -33,7 +33,7 @@ def test_the_job_with_the_worst_rho_gets_the_gpu() -> None:
     view = sched.view
     assert list(view.running) == ["B"] and list(view.pending) == ["A"]
     snap = pol.models.snapshot(view, [view.jobs["A"], view.jobs["B"]])
-    table, _ = pol.rho_table(view, snap, np.zeros((2, 1), dtype=np.int64))
+    table = pol.rho_table(view, snap, np.zeros((2, 1), dtype=np.int64))
     assert table[:, 0] == pytest.approx([1.05, 1.25])
 
 

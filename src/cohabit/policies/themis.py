@@ -156,9 +156,9 @@ class Themis(ObservingPolicy):
         self._event = True
 
     # finish-time fairness -----------------------------------------------------
-    def rho_table(self, view: ClusterView, snap: Snapshot, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def rho_table(self, view: ClusterView, snap: Snapshot, w: np.ndarray) -> np.ndarray:
         """``rho`` of each job if it held ``w[j, i]`` workers from now on (``w = 0``: nothing this
-        lease, ``T_sh(0)``), and each job's ``rho`` at what it holds now."""
+        lease, ``T_sh(0)``); ``w = snap.cur[:, None]``: each job's ``rho`` at what it holds now."""
         now = view.now
         n_avg = self.contention_of(snap.ids, now)
         need = snap.worker > 1e-12
@@ -172,13 +172,9 @@ class Themis(ObservingPolicy):
         elapsed = now - snap.submit
         resume = np.where(snap.state > 0, self.restart_cost, 0.0)  # a running or paused job restores to go on
         wait = (elapsed + self.lease + resume + r / f_id) / t_id
-
-        def rho(ws: np.ndarray) -> np.ndarray:  # ws: (jobs, k)
-            restart = (snap.state[:, None] == 2) | ((snap.state[:, None] == 1) & (ws != snap.cur[:, None]))
-            t_sh = elapsed[:, None] + r[:, None] * snap.inv_speed(ws) + np.where(restart, self.restart_cost, 0.0)
-            return np.where(ws > 0, t_sh / t_id[:, None], wait[:, None])
-
-        return rho(w), rho(snap.cur[:, None])[:, 0]
+        restart = (snap.state[:, None] == 2) | ((snap.state[:, None] == 1) & (w != snap.cur[:, None]))
+        t_sh = elapsed[:, None] + r[:, None] * snap.inv_speed(w) + np.where(restart, self.restart_cost, 0.0)
+        return np.where(w > 0, t_sh / t_id[:, None], wait[:, None])
 
     # decision -----------------------------------------------------------------
     def decide(self, view: ClusterView) -> Plan:
@@ -244,7 +240,7 @@ class Themis(ObservingPolicy):
         if not jobs:
             return []
         snap = self.models.snapshot(view, jobs)
-        _, rho_now = self.rho_table(view, snap, snap.cur[:, None])
+        rho_now = self.rho_table(view, snap, snap.cur[:, None])[:, 0]
         types = self.type_speeds.types(view)
         moves: Plan = []
         for i in np.argsort(-rho_now, kind="stable"):
@@ -284,7 +280,7 @@ class Themis(ObservingPolicy):
         width = min(int((snap.n_max - snap.n_min).max()) + 1, int(snap.fits_units(free).max()) + 1)
         held = np.concatenate([np.zeros((len(snap), 1), dtype=np.int64),
                                snap.n_min[:, None] + np.arange(max(width, 1))[None, :]], axis=1)
-        table, _ = self.rho_table(view, snap, held)
+        table = self.rho_table(view, snap, held)
         before, after = table[:, :-1], table[:, 1:]
         valid = (held[:, 1:] <= snap.n_max[:, None]) & (after < before - 1e-12)
         valid[:, 0] = True  # a job with nothing always takes its minimum, if it fits
