@@ -1,11 +1,13 @@
 """Where a learning-curve policy's CPU goes on the contended Philly run (issue 18): cProfile around
 ``simulate`` and, per round, how many jobs its snapshot holds in each state (running, paused, pending).
 
-    python bench/policy_profile.py slaq 10000 [--cluster philly-512] [--top 40] [--no-profile]
+    python bench/policy_profile.py slaq 10000 [--cluster philly-512] [--top 40] [--no-profile] [--phases]
 
 Prints the CPU seconds, the snapshots and their rows by job state, the load average, and (unless
-``--no-profile``) cProfile's cumulative and internal-time tables. Numbers in docs/speed.md
-("Seventh session") came from this script.
+``--no-profile``) cProfile's cumulative and internal-time tables. ``--phases`` (instead of cProfile):
+CPU seconds in each phase of the policy (its decisions, rounds, snapshots, catch-up of followed
+losses, loss fits, plans, report folding), timed with ``process_time`` around each call, per call and
+per job. Numbers in docs/speed.md ("Seventh session", "Eighth session") came from this script.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ def main() -> None:
     ap.add_argument("--cluster", default="philly-512")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--no-profile", action="store_true", help="count rows only (no cProfile overhead)")
+    ap.add_argument("--phases", action="store_true", help="CPU per phase of the policy instead of cProfile")
     args = ap.parse_args()
+    phases = _time_phases() if args.phases else None
 
     from cohabit.policies import make_policy
     from cohabit.policies.optimus import JobModels
@@ -43,10 +47,11 @@ def main() -> None:
             rows[name] += int((snap.state == code).sum())
         return snap
 
-    JobModels.snapshot_of = counted  # type: ignore[method-assign]
+    if not args.phases:  # (the row counts would add their own numpy work to the phases)
+        JobModels.snapshot_of = counted  # type: ignore[method-assign]
     jobs = load_trace("philly_82k", "philly", limit=args.size).jobs
     cluster = cluster_from_arg(args.cluster)
-    prof = None if args.no_profile else cProfile.Profile()
+    prof = None if args.no_profile or args.phases else cProfile.Profile()
     c0 = time.process_time()
     if prof is not None:
         prof.enable()
@@ -56,10 +61,50 @@ def main() -> None:
     cpu = time.process_time() - c0
     print(f"{args.policy} {args.size} jobs on {args.cluster}: {cpu:.2f} CPU s "
           f"({'profiled' if prof else 'not profiled'}), rows {dict(rows)}, load average {os.getloadavg()[0]:.1f}")
+    if phases is not None:
+        spent, calls = phases
+        for k in ("decide", "targets", "snapshot", "catch-up", "fits", "apply_targets", "rho_table", "observe_many"):
+            if calls[k]:
+                print(f"  {k:14} {spent[k]:7.2f} CPU s {spent[k] / cpu:6.1%}  calls {calls[k]:8d}  "
+                      f"{spent[k] / calls[k] * 1e6:8.1f} us/call  {spent[k] / args.size * 1e6:7.1f} us/job")
     if prof is not None:
         stats = pstats.Stats(prof)
         stats.sort_stats("cumulative").print_stats(args.top)
         stats.sort_stats("tottime").print_stats(args.top)
+
+
+def _time_phases() -> tuple[collections.Counter[str], collections.Counter[str]]:
+    """Wrap the policies' phases with CPU timers (nested phases count in their callers too)."""
+    from cohabit.models import loss_curve
+    from cohabit.policies import optimus, slaq, themis
+
+    spent: collections.Counter[str] = collections.Counter()
+    calls: collections.Counter[str] = collections.Counter()
+
+    def wrap(owner: object, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        def timed(*a, **kw):  # type: ignore[no-untyped-def]
+            c = time.process_time()
+            try:
+                return real(*a, **kw)
+            finally:
+                spent[label] += time.process_time() - c
+                calls[label] += 1
+
+        setattr(owner, name, timed)
+
+    for cls in (optimus.Optimus, slaq.SLAQ, themis.Themis):
+        wrap(cls, "decide", "decide")
+        wrap(cls, "targets", "targets")
+    for mod in (optimus, slaq, themis):
+        wrap(mod, "apply_targets", "apply_targets")
+    wrap(optimus.JobModels, "snapshot_of", "snapshot")
+    wrap(optimus.JobModels, "observe_many", "observe_many")
+    wrap(loss_curve.LossFits, "_catch_up", "catch-up")
+    wrap(loss_curve.LossFits, "_fit_due", "fits")
+    wrap(themis.Themis, "rho_table", "rho_table")
+    return spent, calls
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from cohabit.models.loss_curve import LossCurve, LossFits, _nnls2, fit_loss_curve
+from cohabit.models.loss_curve import LossCurve, LossFits, _coefficients, _grid_step, _moments, fit_loss_curve, _COEF, _IDX
 
 
 def curve_points(b0: float, b1: float, b2: float, ks) -> list[tuple[float, float]]:
@@ -60,18 +60,65 @@ def test_fit_refuses_undetermined_or_flat_data() -> None:
         fit_loss_curve([(0, 1.0), (10, 0.5), (20, 0.4)], weights=[1.0])
 
 
-def test_closed_form_two_column_nnls_matches_scipy() -> None:
+@pytest.mark.parametrize("k_zero", [False, True])
+def test_closed_form_two_column_nnls_matches_scipy(k_zero: bool) -> None:
+    """At every asymptote of a grid, the best of the grid step's three candidates is the NNLS
+    optimum of the weighted rows (``scipy.optimize.nnls``), coefficients and objective."""
     rng = np.random.default_rng(3)
-    for _ in range(50):
-        k = rng.uniform(0, 100, 8)
-        z = rng.normal(0, 5, 8) + rng.uniform(-0.2, 0.2) * k
-        q = rng.uniform(0.1, 2.0, 8)
-        sums = [np.array([x]) for x in ((q * k * k).sum(), (q * k).sum(), q.sum(), (q * k * z).sum(),
-                                         (q * z).sum(), (q * z * z).sum())]
-        b0, b1 = _nnls2(*sums)
-        a = np.sqrt(q)[:, None] * np.column_stack([k, np.ones_like(k)])
-        ref, _ = nnls(a, np.sqrt(q) * z)
-        assert (b0[0], b1[0]) == pytest.approx(tuple(ref), abs=1e-7)
+    for _ in range(40):
+        n = int(rng.integers(3, 40))
+        k = np.sort(rng.uniform(0, 1, n))
+        if k_zero:
+            k[0] = 0.0
+        y = 1.0 / (rng.uniform(0, 3) * k + rng.uniform(0.3, 2)) + rng.normal(0, 0.05, n)
+        y = np.abs(y) + 0.01
+        d = y - y.min()
+        w = rng.uniform(0.1, 2.0, n)
+        q = _COEF * _moments(k, d, w).ravel()[_IDX]
+        e = rng.uniform(1e-3, 1.0, 5)
+        s, obj = _grid_step(q, e, k_zero)
+        if k_zero:  # b1 = 0 would make the curve infinite at k = 0: never a candidate
+            assert np.isinf(obj[:, 1]).all()
+        for g in range(e.shape[0]):
+            r = d + e[g]
+            sq = np.sqrt(w * r**4)
+            a = sq[:, None] * np.column_stack([k, np.ones_like(k)])
+            ref, res = nnls(a, sq / r)
+            cand = int(obj[g].argmin())
+            b0, b1 = _coefficients(s[g], cand)
+            assert (b0, b1) == pytest.approx(tuple(ref), rel=1e-7, abs=1e-7)
+            assert obj[g, cand] == pytest.approx(res**2, rel=1e-6, abs=1e-9)
+
+
+def test_the_moment_sums_are_the_direct_sums() -> None:
+    """The six weighted sums from the 15 moments (binomial expansion of ``r = d + e``) equal the sums
+    over the points, for asymptotes near the lowest loss (small ``e``) and far below it."""
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        n = int(rng.integers(3, 70))
+        k = np.sort(rng.uniform(0, 1, n))
+        d = rng.uniform(0, 1, n)
+        d[int(rng.integers(n))] = 0.0
+        w = rng.uniform(0.1, 1, n)
+        e = np.concatenate([[1e-9, 1e-4], rng.uniform(0, 2, 6)])
+        s, _ = _grid_step(_COEF * _moments(k, d, w).ravel()[_IDX], e, False)
+        for g, eg in enumerate(e):
+            r = d + eg
+            q = w * r**4
+            want = [(q * k * k).sum(), (q * k).sum(), q.sum(), (q * k / r).sum(), (q / r).sum(), (q / r / r).sum()]
+            assert s[g] == pytest.approx(want, rel=1e-12)
+
+
+def test_the_fit_on_noisy_points_is_close_to_the_loss_space_optimum() -> None:
+    """The grid's asymptote (least NNLS objective: the loss-space error to first order) is near the
+    one least squares in loss space chooses (the polished fit), on noisy points."""
+    rng = np.random.default_rng(11)
+    for _ in range(10):
+        b0, b1, b2 = rng.uniform(1e-4, 1e-2), rng.uniform(0.5, 2), rng.uniform(0.05, 1)
+        pts = [(k, 1 / (b0 * k + b1) + b2 + rng.normal(0, 0.003)) for k in np.linspace(10, 3000, 40)]
+        grid, best = fit_loss_curve(pts, polish=False), fit_loss_curve(pts)
+        assert grid is not None and best is not None
+        assert grid.iterations_to_converge(0.05) == pytest.approx(best.iterations_to_converge(0.05), rel=0.05)
 
 
 def test_cache_refits_only_on_new_reports_and_tracks_drop_rates() -> None:
@@ -147,3 +194,16 @@ def test_a_followed_history_reads_as_a_fold_after_every_append(recency) -> None:
             assert (lazy.max_rate("j"), lazy.last_rate("j")) == (eager.max_rate("j"), eager.last_rate("j"))
     assert lazy.get("j") == eager.get("j") and lazy.get("j") is not None
     assert lazy.fits == eager.fits  # the same fits, at the same reads
+
+
+def test_without_rates_the_fits_are_the_same_and_no_rate_is_followed() -> None:
+    pts = curve_points(0.004, 1.0, 0.1, range(0, 6000, 60))
+    plain, lean = LossFits(), LossFits(rates=False)
+    history: list[tuple[float, float]] = []
+    plain.follow("j", history)
+    lean.follow("j", history)
+    for p in pts:
+        history.append(p)
+        assert lean.get("j") == plain.get("j")
+    assert plain.max_rate("j") > 0 and plain.last_rate("j") > 0
+    assert lean.max_rate("j") == 0.0 and lean.last_rate("j") == 0.0

@@ -266,3 +266,23 @@ def test_the_admission_window_holds_every_job_admit_in_order_admits(seed: int) -
     assert not ok_all[k:].any()
     assert (ok_all[:k] == ok_win).all() and (rem_all == rem_win).all()
     assert k < len(waiting)  # the queue is cut short
+    assert models.admission_window(view, None, free, scan=scan) == k  # the queue read by job id: the same window
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_round_reading_the_queue_by_id_is_the_round_over_the_queue_listed(seed: int) -> None:
+    """``Optimus.targets(view)`` reads the queue's admission window by job id (no list of the queue, no
+    Python step per queued job); its targets are those of the round given the queue as a list."""
+    from cohabit.policies.targets import waiting_jobs
+
+    rng = random.Random(seed)
+    jobs = [elastic(f"j{i}", rng.randint(50, 900), workers=rng.randint(1, 3), n_max=rng.randint(3, 6),
+                    submit=float(rng.randint(0, 50))) for i in range(60)]
+    view = state_at(jobs, small_cluster(2, 4), 100.0)
+    assert view.pending and view.running
+    for full in (True, False):
+        by_id, listed = Optimus(), Optimus()
+        got = by_id.targets(view, full=full)
+        want = listed.targets(view, waiting_jobs(view), full=full)
+        assert list(got.items()) == list(want.items())
+        assert any(jid in view.pending for jid in got)  # the round looked at queued jobs

@@ -127,3 +127,20 @@ def test_the_backfill_scan_on_floats_is_the_numpy_scan(seed: int) -> None:
     want = _greedy_reference(values, first, unit, free, scan=scan)
     assert np.array_equal(got[0], want[0])
     assert np.array_equal(got[1], want[1])  # the same floats: the same subtractions in the same order
+
+
+def test_a_finished_jobs_table_slot_goes_to_the_next_job_with_a_fresh_row() -> None:
+    """The per-job table holds the jobs alive, not every job seen: a dropped job's slot is reused, and the
+    job given it reads its own constants and a pending job's row, nothing of the one before."""
+    from cohabit.policies.job_table import StaticTable
+
+    t = StaticTable()
+    a = t.add("a", 0, 1, 4, 10.0, 500.0, "m1", 0, 0)
+    b = t.add("b", 1, 2, 2, 20.0, float("nan"), "m2", 1, 0)
+    t.freeze(a, 300.0, (1.0, 2.0, 3.0), (900.0, 0.1, 0.2, 0.3, 0.4), prior=False)
+    t.drop("a")
+    c = t.add("c", 2, 1, 8, 30.0, 700.0, "m1", 1, 1)
+    assert c == a and t.used == 2 and t.slots == {"b": b, "c": c}
+    assert (t.seq[c], t.lo[c], t.hi[c], t.submit[c], t.declared[c], t.code[c], t.prior[c]) == (2, 1, 8, 30.0, 700.0, 0, True)
+    assert t.kept[c, 0] == 0.0 and np.isnan(t.kept[c, 4:7]).all() and t.models[t.model[c]] == "m1"
+    assert t.add("d", 3, 1, 1, 40.0, 1.0, "m3", 0, 0) == 2  # no free slot: a new one

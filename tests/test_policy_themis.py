@@ -33,7 +33,7 @@ def test_the_job_with_the_worst_rho_gets_the_gpu() -> None:
     view = sched.view
     assert list(view.running) == ["B"] and list(view.pending) == ["A"]
     snap = pol.models.snapshot(view, [view.jobs["A"], view.jobs["B"]])
-    table, _ = pol.rho_table(view, snap, np.zeros((2, 1), dtype=np.int64))
+    table = pol.rho_table(view, snap, np.zeros((2, 1), dtype=np.int64))
     assert table[:, 0] == pytest.approx([1.05, 1.25])
 
 
@@ -87,6 +87,10 @@ def test_contention_is_the_time_average_of_active_jobs() -> None:
     sched.run([j.spec for j in jobs])
     assert pol.contention(sched.view.jobs["A"], 200.0) == pytest.approx(1.5)
     assert pol.contention(sched.view.jobs["B"], 200.0) == pytest.approx(2.0)
+    # the per-round array (rho_table): each job's contention, bit for bit, also at and before arrival
+    for now in (100.0, 150.0, 200.0, 50.0):
+        got = pol.contention_of(["A", "B", "unseen"], now).tolist()
+        assert got == [pol.contention(sched.view.jobs[j], now) for j in ("A", "B")] + [float(max(pol._n, 1))]
 
 
 @pytest.mark.parametrize("kw,word", [({"lease": 0}, "lease"), ({"fairness": 1.0}, "fairness"),

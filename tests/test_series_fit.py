@@ -1,6 +1,7 @@
 """A job's loss history (engine/series.MetricSeries) read as one array by the loss fit (issue 18): the
 fit of a followed MetricSeries is the fit of the same points as a list of tuples, thinned alike, and
-fit_loss_curve's cheaper checks (three distinct iteration counts, its own grid) give numpy's answers."""
+fit_loss_curve's cheaper checks (three distinct iteration counts, its own grid) give numpy's answers.
+(The grid step's sums and NNLS are checked in tests/test_models_loss_curve.py.)"""
 
 from __future__ import annotations
 
@@ -59,41 +60,3 @@ def test_fewer_than_three_distinct_iteration_counts_give_no_fit() -> None:
     assert lc.fit_loss_curve([(1.0, 3.0), (1.0, 2.0), (5.0, 1.0), (5.0, 0.5)]) is None
     assert lc.fit_loss_curve([(2.0, 3.0)] * 5) is None
     assert lc.fit_loss_curve([(1.0, 3.0), (1.0, 2.0), (3.0, 1.5), (5.0, 1.0)], polish=False) is not None
-
-
-def _grid_fit_reference(k, y, w, cs):
-    """The grid step written plainly (six separate sums, divisions under errstate)."""
-    r = y[None, :] - cs[:, None]
-    z = 1.0 / r
-    q = (r * r * w[None, :]) ** 2
-    kk = k[None, :]
-    qk, qz = q * kk, q * z
-    skk, sk, s1, skz, sz, szz = (qk * kk).sum(1), qk.sum(1), q.sum(1), (qk * z).sum(1), qz.sum(1), (qz * z).sum(1)
-    det = skk * s1 - sk * sk
-    with np.errstate(divide="ignore", invalid="ignore"):
-        b0 = np.where(det > 0, (s1 * skz - sk * sz) / det, -1.0)
-        b1 = np.where(det > 0, (skk * sz - sk * skz) / det, -1.0)
-        only0 = np.where(skk > 0, np.maximum(skz / skk, 0.0), 0.0)
-        only1 = np.where(s1 > 0, np.maximum(sz / s1, 0.0), 0.0)
-    obj0 = szz - 2 * only0 * skz + only0 * only0 * skk
-    obj1 = szz - 2 * only1 * sz + only1 * only1 * s1
-    feasible = (b0 >= 0) & (b1 >= 0)
-    use0 = obj0 <= obj1
-    b0, b1 = np.where(feasible, b0, np.where(use0, only0, 0.0)), np.where(feasible, b1, np.where(use0, 0.0, only1))
-    u = b0[:, None] * kk + b1[:, None]
-    with np.errstate(divide="ignore"):
-        pred = np.where(u > 0, 1.0 / np.where(u > 0, u, 1.0) + cs[:, None], np.inf)
-    return b0, b1, (w[None, :] * (pred - y[None, :]) ** 2).sum(1)
-
-
-@pytest.mark.parametrize("seed", range(30))
-def test_the_grid_step_is_the_plain_one_bit_for_bit(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(3, 70))
-    k = np.sort(rng.uniform(0, 1e4, n))
-    y = 1.0 / (rng.uniform(1e-4, 1e-2) * k + rng.uniform(0.5, 2)) + rng.uniform(0, 1) + rng.normal(0, 0.01, n)
-    y = y / y.max()
-    w = rng.uniform(0.1, 1, n)
-    cs = lc._linspace(0.0, float(y.min()) * (1 - 1e-9), 24)
-    for got, want in zip(lc._grid_fit(k, y, w, cs), _grid_fit_reference(k, y, w, cs)):
-        assert np.array_equal(got, want)

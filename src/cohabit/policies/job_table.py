@@ -20,7 +20,8 @@ class StaticTable:
 
     def __init__(self) -> None:
         self.slots: dict[str, int] = {}
-        self.used = 0  # slots handed out (a dropped job's slot is not reused)
+        self.used = 0  # slots handed out (the columns' length in use)
+        self._free: list[int] = []  # dropped jobs' slots, reused: the table holds the jobs alive, not all seen
         self.models: list[str] = []
         self._model_index: dict[str, int] = {}
         self.seq = self.lo = self.hi = self.w_row = self.p_row = self.model = self.code = np.zeros(0, dtype=np.int64)
@@ -34,8 +35,11 @@ class StaticTable:
     def add(self, job: str, seq: int, lo: int, hi: int, submit: float, declared: float, model: str,
             w_row: int, p_row: int) -> int:
         """Store one job's constants (the tuple :meth:`JobModels._static_of` returns); returns its slot."""
-        i = self.used
-        self.used += 1
+        if self._free:
+            i = self._free.pop()
+        else:
+            i = self.used
+            self.used += 1
         if i >= len(self.seq):  # grow by doubling
             cap = max(2 * len(self.seq), 1024)
             for name in ("seq", "lo", "hi", "w_row", "p_row", "model", "code", "submit", "declared", "kept", "prior"):
@@ -64,8 +68,10 @@ class StaticTable:
         self.prior[slot] = prior
 
     def drop(self, job: str) -> None:
-        """Forget ``job``'s slot (its row stays unused)."""
-        self.slots.pop(job, None)
+        """Forget ``job``'s slot (handed to the next job added)."""
+        slot = self.slots.pop(job, None)
+        if slot is not None:
+            self._free.append(slot)
 
 
 @dataclass
@@ -88,7 +94,7 @@ class Snapshot:
     declared: np.ndarray  # declared iterations (nan: none)
     beta0: np.ndarray  # loss curve (nan: no fit yet)
     beta1: np.ndarray
-    max_rate: np.ndarray  # largest observed loss drop per iteration (0: none yet)
+    max_rate: np.ndarray  # largest observed loss drop per iteration (0: none yet, or not followed: JobModels.rates)
     last_rate: np.ndarray  # loss drop per iteration between the last two reports
     worker: np.ndarray  # (jobs, resources): one worker's demand
     ps: np.ndarray  # (jobs, resources): all parameter servers' demand

@@ -64,8 +64,8 @@ counts to a plan live in :mod:`.targets` (:func:`~.targets.greedy_by_value`,
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
-from itertools import chain
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from itertools import chain, islice
 
 import numpy as np
 
@@ -79,7 +79,7 @@ from .base import BasePolicy
 from .params import build
 from .job_table import Snapshot, StaticTable
 from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
-                      room_for_none, waiting_jobs)
+                      room_for_none)
 
 
 
@@ -100,15 +100,20 @@ class JobModels:
     report arrives, never inside a decision; ``forget`` from ``on_finish``. What a decision
     needs per job is cached as plain numbers, so :meth:`snapshot` is one cheap pass.
     ``trust_declared``: take a declared iteration count as the job's length (Themis's jobs
-    report their remaining work) instead of capping the loss-curve estimate with it.
+    report their remaining work) instead of capping the loss-curve estimate with it. ``rates``: follow
+    each job's loss drops per iteration (the snapshot's ``max_rate`` and ``last_rate``, SLAQ's normaliser;
+    0 without).
     """
 
-    def __init__(self, tolerance: float = 0.05, recency: float | None = None, trust_declared: bool = False) -> None:
+    def __init__(self, tolerance: float = 0.05, recency: float | None = None, trust_declared: bool = False,
+                 rates: bool = False) -> None:
         if not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
             raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
         self.tolerance = float(tolerance)
         self.trust_declared = trust_declared
-        self.loss = LossFits(recency=recency)
+        # refit when the history grew by 10% since the last fit, from the first fit on (not at every read below
+        # 16 points: issue 18's eighth session; the fits read once per round anyway)
+        self.loss = LossFits(recency=recency, dense=0, rates=rates)
         self._speed: dict[str, SpeedModel] = {}
         self._abc: dict[str, tuple[float, float, float]] = {}
         # per job: (the loss curve it was computed from, loss-curve estimate of total iterations, beta0,
@@ -281,8 +286,9 @@ class JobModels:
 
     def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
         """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
-        ``waiting_tail`` of ``jobs`` are the whole queue, ``view.paused`` then ``view.pending`` in their
-        order (``waiting_jobs(view)``): their rows are then found by job id without a Python step per job."""
+        ``waiting_tail`` of ``jobs`` are the queue, ``view.paused`` then ``view.pending`` in their order
+        (``waiting_jobs(view)``), or its first ``waiting_tail`` jobs: their rows are then found by job id
+        without a Python step per job."""
         return self.snapshot_of(jobs, view.now, view, waiting_tail=waiting_tail)
 
     def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None, *,
@@ -380,14 +386,16 @@ class JobModels:
 
     def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
                     fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:
-        """For a snapshot whose rows ``h:n`` are the queue (paused, then pending, in the view's order):
+        """For a snapshot whose rows ``h:n`` are the queue (paused, then pending, in the view's order), or its
+        first ``n - h`` jobs:
         the table slots of the paused jobs with a kept row and of the pending jobs go to ``fresh_pos`` /
         ``fresh_slot``; returns the rows still to make in Python (``head``, then the paused jobs without
         a kept row, in position order) and the queue's job ids."""
         paused, pending = view.paused, view.pending
-        p_ids, q_ids = list(paused), list(pending)
-        if len(p_ids) + len(q_ids) != n - h:
-            raise ValueError(f"waiting_tail={n - h} but the queue holds {len(p_ids) + len(q_ids)} jobs")
+        if n - h > len(paused) + len(pending):
+            raise ValueError(f"waiting_tail={n - h} but the queue holds {len(paused) + len(pending)} jobs")
+        p_ids = list(islice(paused, n - h))
+        q_ids = list(islice(pending, n - h - len(p_ids)))
         p_slots = list(map(self._frozen.get, p_ids))
         miss = [(h + i, paused[jid]) for i, (jid, slot) in enumerate(zip(p_ids, p_slots)) if slot is None]
         fresh_pos.extend(h + i for i, slot in enumerate(p_slots) if slot is not None)
@@ -445,16 +453,23 @@ class JobModels:
         fv[11, fresh] = hist[models]
         return iv, fv
 
-    def admission_window(self, view: ClusterView, waiting: Sequence[JobView], free: np.ndarray,
+    def admission_window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
                          scan: int = ADMIT_SCAN) -> int:
-        """How many of ``waiting`` (in order) :func:`admit_in_order` can admit into ``free``: up to
-        the first whose minimum's cumulative demand (the same running sum) does not fit, plus the
-        ``scan`` it back-fills from; later jobs are never admitted, so a round need not look at them.
-        Read in chunks, so a long queue behind a full cluster costs one chunk per round."""
+        """How many of ``waiting`` (in order; None: the view's queue, paused then pending, read by job id)
+        :func:`admit_in_order` can admit into ``free``: up to the first whose minimum's cumulative demand
+        (the same running sum) does not fit, plus the ``scan`` it back-fills from; later jobs are never
+        admitted, so a round need not look at them. Read in chunks, so a long queue behind a full cluster
+        costs one chunk per round."""
+        if waiting is None:
+            n = len(view.paused) + len(view.pending)
+            ids: Iterator[str] = chain(view.paused, view.pending)
+        else:
+            n = len(waiting)
+            ids = (job.id for job in waiting)
         carry = np.zeros_like(free)
-        start, n = 0, len(waiting)
+        start = 0
         while start < n:
-            chunk = waiting[start:start + scan]
+            chunk = list(islice(ids, scan))
             cum = np.cumsum(np.vstack([carry[None, :], self._first_cost(view, chunk)]), axis=0)[1:]
             bad = ~(cum <= free + EPS).all(axis=1)
             if bad.any():
@@ -463,17 +478,16 @@ class JobModels:
             start += len(chunk)
         return n
 
-    def _first_cost(self, view: ClusterView, jobs: Sequence[JobView]) -> np.ndarray:
+    def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
         :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
         table = self._table
-        ids = [job.id for job in jobs]
         sl = list(map(table.slots.get, ids))
         if None in sl:  # jobs not seen yet: their constants go into the table
-            static = self._static
+            static, jobs = self._static, view.jobs
             for i, (jid, slot) in enumerate(zip(ids, sl)):
                 if slot is None:
-                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[i])))
+                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[jid])))
         rows = self._rows
         assert rows is not None  # set by _static_of
         idx = np.array(sl, dtype=np.int64)
@@ -550,16 +564,16 @@ class Optimus(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            return self._round(view, waiting_jobs(view), full=True)
+            return self._round(view, full=True)
         if self._event and waiting:
             self._event = False
             if room_for_none(view):  # the round below would admit nobody: the same empty plan
                 return []
-            return self._round(view, waiting_jobs(view), full=False)
+            return self._round(view, full=False)
         self._event = False
         return []
 
-    def targets(self, view: ClusterView, waiting: Sequence[JobView], *, full: bool) -> dict[str, int]:
+    def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
 
         Full round: running jobs keep their minimum (rigid ones their size), waiting jobs are
@@ -567,7 +581,9 @@ class Optimus(ObservingPolicy):
         Event round: running jobs are left alone; waiting jobs are admitted into free room
         and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
         :func:`admit_in_order` never reaches) are left out (0: not started) without being looked
-        at. The targets are in order: running jobs, then the waiting ones in queue order."""
+        at. ``waiting``: the queue in order (None: the view's, paused then pending, read by job id
+        without a Python step per job). The targets are in order: running jobs, then the waiting ones in
+        queue order."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -575,8 +591,13 @@ class Optimus(ObservingPolicy):
         base_run = np.where(rigid, run.cur, run.n_min)
         free = run.total.copy() if full else view.free.sum(axis=0)
         free -= run.bundle(base_run).sum(axis=0)
-        considered = waiting[:self.models.admission_window(view, waiting, free)] if waiting else []
-        snap = run.extend(self.models.snapshot(view, considered)) if considered else run
+        k = self.models.admission_window(view, waiting, free)
+        if waiting is None:  # the queue's first k jobs, their rows found by job id
+            considered: Sequence[JobView] = list(islice(chain(view.paused.values(), view.pending.values()), k))
+            tail = k
+        else:
+            considered, tail = waiting[:k], 0
+        snap = run.extend(self.models.snapshot(view, considered, waiting_tail=tail)) if considered else run
         base = snap.n_min.copy()
         base[:n_run] = base_run
         admitted = np.ones(len(snap), dtype=bool)
@@ -609,8 +630,8 @@ class Optimus(ObservingPolicy):
         counts, _ = greedy_by_value(values, snap.worker, snap.worker, free)
         return counts
 
-    def _round(self, view: ClusterView, waiting: list[JobView], *, full: bool) -> Plan:
-        targets = self.targets(view, waiting, full=full)
+    def _round(self, view: ClusterView, *, full: bool) -> Plan:
+        targets = self.targets(view, full=full)
         running = view.running
         jobs = view.jobs
         # (the waiting jobs with a target, in queue order: the targets' own order past the running jobs)

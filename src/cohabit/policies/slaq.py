@@ -61,7 +61,7 @@ class SLAQ(ObservingPolicy):
         self.restart_cost = check_positive("restart_cost", restart_cost, allow_zero=True)
         if not isinstance(recency, (int, float)) or not 0 < recency <= 1:
             raise ValueError(f"recency must be in (0, 1], got {recency!r}")
-        self.models = JobModels(recency=float(recency))
+        self.models = JobModels(recency=float(recency), rates=True)
         self.name = "slaq"
         self._next_full = 0.0
         self._event = False

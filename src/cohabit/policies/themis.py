@@ -125,6 +125,23 @@ class Themis(ObservingPolicy):
         c = self._c + self._n * max(now - self._t, 0.0)
         return max((c - c0) / (now - t0), 1.0)
 
+    def contention_of(self, ids: Sequence[str], now: float) -> np.ndarray:
+        """:meth:`contention` of each job in ``ids`` at ``now``, as one array (the same arithmetic, each
+        job's arrival looked up by id in one pass)."""
+        arrived = list(map(self._arrived.get, ids))
+        floor = float(max(self._n, 1))
+        if None in arrived:  # (a job whose arrival this policy did not see)
+            arrived = [(now, 0.0) if a is None else a for a in arrived]
+        if not arrived:
+            return np.empty(0)
+        t0, c0 = np.array(arrived, dtype=np.float64).T
+        c = self._c + self._n * max(now - self._t, 0.0)
+        later = now > t0
+        out = np.full(len(arrived), floor)
+        np.divide(c - c0, now - t0, out=out, where=later)
+        np.maximum(out, np.where(later, 1.0, floor), out=out)
+        return out
+
     # hooks --------------------------------------------------------------------
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
@@ -140,11 +157,11 @@ class Themis(ObservingPolicy):
         self._event = True
 
     # finish-time fairness -----------------------------------------------------
-    def rho_table(self, view: ClusterView, snap: Snapshot, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def rho_table(self, view: ClusterView, snap: Snapshot, w: np.ndarray) -> np.ndarray:
         """``rho`` of each job if it held ``w[j, i]`` workers from now on (``w = 0``: nothing this
-        lease, ``T_sh(0)``), and each job's ``rho`` at what it holds now."""
+        lease, ``T_sh(0)``); ``w = snap.cur[:, None]``: each job's ``rho`` at what it holds now."""
         now = view.now
-        n_avg = np.array([self.contention(job, now) for job in snap.jobs])
+        n_avg = self.contention_of(snap.ids, now)
         need = snap.worker > 1e-12
         per = np.where(need, snap.total[None, :] / n_avg[:, None] / np.where(need, snap.worker, 1.0), np.inf)
         x = per.min(axis=1) if per.shape[1] else np.full(len(snap), np.inf)
@@ -156,13 +173,9 @@ class Themis(ObservingPolicy):
         elapsed = now - snap.submit
         resume = np.where(snap.state > 0, self.restart_cost, 0.0)  # a running or paused job restores to go on
         wait = (elapsed + self.lease + resume + r / f_id) / t_id
-
-        def rho(ws: np.ndarray) -> np.ndarray:  # ws: (jobs, k)
-            restart = (snap.state[:, None] == 2) | ((snap.state[:, None] == 1) & (ws != snap.cur[:, None]))
-            t_sh = elapsed[:, None] + r[:, None] * snap.inv_speed(ws) + np.where(restart, self.restart_cost, 0.0)
-            return np.where(ws > 0, t_sh / t_id[:, None], wait[:, None])
-
-        return rho(w), rho(snap.cur[:, None])[:, 0]
+        restart = (snap.state[:, None] == 2) | ((snap.state[:, None] == 1) & (w != snap.cur[:, None]))
+        t_sh = elapsed[:, None] + r[:, None] * snap.inv_speed(w) + np.where(restart, self.restart_cost, 0.0)
+        return np.where(w > 0, t_sh / t_id[:, None], wait[:, None])
 
     # decision -----------------------------------------------------------------
     def wants_reports(self, view: ClusterView) -> list[str]:
@@ -240,7 +253,7 @@ class Themis(ObservingPolicy):
         if not jobs:
             return []
         snap = self.models.snapshot(view, jobs)
-        _, rho_now = self.rho_table(view, snap, snap.cur[:, None])
+        rho_now = self.rho_table(view, snap, snap.cur[:, None])[:, 0]
         types = self.type_speeds.types(view)
         moves: Plan = []
         for i in np.argsort(-rho_now, kind="stable"):
@@ -280,7 +293,7 @@ class Themis(ObservingPolicy):
         width = min(int((snap.n_max - snap.n_min).max()) + 1, int(snap.fits_units(free).max()) + 1)
         held = np.concatenate([np.zeros((len(snap), 1), dtype=np.int64),
                                snap.n_min[:, None] + np.arange(max(width, 1))[None, :]], axis=1)
-        table, _ = self.rho_table(view, snap, held)
+        table = self.rho_table(view, snap, held)
         before, after = table[:, :-1], table[:, 1:]
         valid = (held[:, 1:] <= snap.n_max[:, None]) & (after < before - 1e-12)
         valid[:, 0] = True  # a job with nothing always takes its minimum, if it fits
