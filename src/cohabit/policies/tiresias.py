@@ -416,17 +416,20 @@ class Tiresias(LasQueues, BasePolicy):
         now = view.now
         if self._still_quiet(view):
             return []
-        draft = Draft(view)
-        plan: Plan = []
         failed = self._carried_failures(view)  # shapes with no free room left this round
-        hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
-        victims: list[Rec] | None = None
         top = len(self.thresholds)
         g = view.gpu_col
-        order = Walk(self._waiting_order(view))
+        lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
         free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
+        if self._nothing_starts(lists, failed, free_gpus, min_need, lower):
+            return self._planned_nothing(view, failed)
+        draft = Draft(view)
+        plan: Plan = []
+        hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
+        victims: list[Rec] | None = None
+        order = Walk(lists)
         node_gpus: list[float] | None = None
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
@@ -478,37 +481,75 @@ class Tiresias(LasQueues, BasePolicy):
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
             node_gpus = None
+        if not plan:
+            return self._planned_nothing(view, failed)
         self._nofit = failed
         self._changed = False
-        if plan:
-            self._nofit_room = draft.save() if failed else None  # the room after this plan
-            self._nofit_version = None
-            self._quiet = None
-            return plan
-        # with an empty plan that room is the ledger's own (nothing reserved is kept, victims given back are
-        # restored): while no allocation changes, it is the same; one copy of it (as bytes) serves both memos
+        self._nofit_room = draft.save() if failed else None  # the room after this plan
+        self._nofit_version = None
+        self._quiet = None
+        return plan
+
+    def _nothing_starts(self, lists: list[tuple[bool, list[Rec]]], failed: set[tuple[bytes, int, bool]],
+                        free_gpus: float, min_need: float, lower: list[float]) -> bool:
+        """True if the round's walk would start and pause nobody, decided without it (about 20 us on a
+        contended cluster; this costs a few): nobody runs in a queue below the highest waiting job's
+        (``lower`` of its queue, and so of every waiting job's, is 0: no preemption), and either fewer
+        GPUs are free than the smallest waiting job needs (the walk stops at its first job) or every
+        (queue, shape) list's first job fails without a placement attempt (the walk parks each list after
+        it): its shape failed already or fewer GPUs are free than it needs. (A first job the walk would try
+        to place, even one the ledger's no-room index fails at once, leaves it to the walk.)"""
+        waiting = self._wait
+        q = 0
+        while not waiting[q]:
+            q += 1
+        if lower[q] > 1e-9:
+            return False
+        if free_gpus + 1e-9 < min_need:
+            return True
+        for _, recs in lists:
+            rec = recs[0]
+            if rec.shape not in failed and free_gpus + 1e-9 >= rec.gpus:
+                return False  # the walk would try to place it
+        return True
+
+    def _planned_nothing(self, view: ClusterView, failed: set[tuple[bytes, int, bool]]) -> Plan:
+        """End a round with an empty plan: the failures it leaves are carried on the ledger's room (nothing
+        reserved is kept, victims given back are restored); while no allocation changes, it is the same
+        room, and the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
+        self._nofit = failed
+        self._changed = False
+        # one copy of that room (as bytes) serves both memos
         free, dev = view.free, view.device_free
         room = (free.tobytes(), dev.tobytes())
         self._nofit_room = (np.frombuffer(room[0], free.dtype).reshape(free.shape),
                             np.frombuffer(room[1], dev.dtype).reshape(dev.shape)) if failed else None
         self._nofit_version = view.allocation_version
         self._quiet = (len(view.jobs), len(view.history), room[0], room[1], view.allocation_version)
-        return plan
+        return []
 
     def _still_quiet(self, view: ClusterView) -> bool:
         """True if the last round planned nothing and nothing a round depends on changed since: no job
         arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
         no running job reached its minimum run time (a new victim), the free room is the same, and so
         are the job count and the history (the Gittins distribution). The round would plan nothing again.
-        (A job still running in ``Q_1`` that reached its minimum run time is no new victim: victims are taken
-        from lower queues than the waiting job's only, never from ``Q_1``; it becomes one when it is demoted,
-        a change of queue.)"""
+        (A job still running in a queue no lower than every waiting job's, ``Q_1`` for one, that reached its
+        minimum run time is no new victim: victims are taken from queues lower than the waiting job's only; it
+        becomes one when it is demoted or a job waits in a higher queue, a change of queue or a new job.)"""
         now = view.now
         heap, recs = self._eligible, self._recs
         reached = False
+        top = -1  # the highest queue with a waiting job (there is one: see decide), once needed
         while heap and heap[0][0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
             rec = recs.get(heapq.heappop(heap)[1])
-            reached = reached or rec is None or not rec.running or rec.q > 0
+            if reached:
+                continue
+            if rec is None or not rec.running:
+                reached = True
+            elif rec.q > 0:
+                if top < 0:
+                    top = next(q for q, table in enumerate(self._wait) if table)
+                reached = rec.q > top
         quiet = self._quiet
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):
