@@ -236,6 +236,11 @@ class Tiresias(LasQueues, BasePolicy):
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
         self._quiet: tuple[int, int, bytes, bytes, int] | None = None
+        # the ledger's room as read at an allocation version (free GPUs; its bytes and arrays viewing them, made
+        # when first needed): the same while the version stays (see ClusterView.allocation_version)
+        self._room_version = -1
+        self._room_gpus = 0.0
+        self._room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray]] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
@@ -421,7 +426,7 @@ class Tiresias(LasQueues, BasePolicy):
         g = view.gpu_col
         lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
-        free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
+        free_gpus = self._free_gpus(view)  # (the draft is still the ledger)
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
         if self._nothing_starts(lists, failed, free_gpus, min_need, lower):
             return self._planned_nothing(view, failed)
@@ -519,14 +524,29 @@ class Tiresias(LasQueues, BasePolicy):
         room, and the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
         self._nofit = failed
         self._changed = False
-        # one copy of that room (as bytes) serves both memos
-        free, dev = view.free, view.device_free
-        room = (free.tobytes(), dev.tobytes())
-        self._nofit_room = (np.frombuffer(room[0], free.dtype).reshape(free.shape),
-                            np.frombuffer(room[1], dev.dtype).reshape(dev.shape)) if failed else None
-        self._nofit_version = view.allocation_version
-        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], view.allocation_version)
+        version = view.allocation_version
+        self._free_gpus(view)
+        room = self._room_copy
+        if room is None:  # one copy of that room (as bytes) serves both memos, and later rounds at this version
+            free, dev = view.free, view.device_free
+            fb, db = free.tobytes(), dev.tobytes()
+            room = self._room_copy = (fb, db, (np.frombuffer(fb, free.dtype).reshape(free.shape),
+                                               np.frombuffer(db, dev.dtype).reshape(dev.shape)))
+        self._nofit_room = room[2] if failed else None
+        self._nofit_version = version
+        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], version)
         return []
+
+    def _free_gpus(self, view: ClusterView) -> float:
+        """The ledger's free GPUs (``view.free[:, g].sum()``), summed once per allocation version (no allocation
+        changed: the same free capacity); a new version also drops the kept copy of the room."""
+        version = view.allocation_version
+        if version != self._room_version:
+            g = view.gpu_col
+            self._room_version = version
+            self._room_gpus = float(view.free[:, g].sum()) if g is not None else math.inf
+            self._room_copy = None
+        return self._room_gpus
 
     def _still_quiet(self, view: ClusterView) -> bool:
         """True if the last round planned nothing and nothing a round depends on changed since: no job
