@@ -428,7 +428,7 @@ class Tiresias(LasQueues, BasePolicy):
         min_need = min(self._wait_sizes)
         free_gpus = self._free_gpus(view)  # (the draft is still the ledger)
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
-        if self._nothing_starts(lists, failed, free_gpus, min_need, lower):
+        if self._nothing_starts(view, lists, failed, free_gpus, min_need, lower):
             return self._planned_nothing(view, failed)
         draft = Draft(view)
         plan: Plan = []
@@ -495,15 +495,19 @@ class Tiresias(LasQueues, BasePolicy):
         self._quiet = None
         return plan
 
-    def _nothing_starts(self, lists: list[tuple[bool, list[Rec]]], failed: set[tuple[bytes, int, bool]],
-                        free_gpus: float, min_need: float, lower: list[float]) -> bool:
-        """True if the round's walk would start and pause nobody, decided without it (about 20 us on a
-        contended cluster; this costs a few): nobody runs in a queue below the highest waiting job's
-        (``lower`` of its queue, and so of every waiting job's, is 0: no preemption), and either fewer
-        GPUs are free than the smallest waiting job needs (the walk stops at its first job) or every
+    def _nothing_starts(self, view: ClusterView, lists: list[tuple[bool, list[Rec]]],
+                        failed: set[tuple[bytes, int, bool]], free_gpus: float, min_need: float,
+                        lower: list[float]) -> bool:
+        """True if the round's walk would start and pause nobody, decided without it (the walk and its
+        draft cost ~20-35 us on a contended cluster; this a few): nobody runs in a queue below the highest
+        waiting job's (``lower`` of its queue, and so of every waiting job's, is 0: no preemption), and either
+        fewer GPUs are free than the smallest waiting job needs (the walk stops at its first job) or every
         (queue, shape) list's first job fails without a placement attempt (the walk parks each list after
-        it): its shape failed already or fewer GPUs are free than it needs. (A first job the walk would try
-        to place, even one the ledger's no-room index fails at once, leaves it to the walk.)"""
+        it): its shape failed already, fewer GPUs are free than it needs, or it is a consolidated job that
+        would spread (:meth:`_spreads`). Those that would spread join ``failed`` and the ledger's no-room index,
+        as in the walk (on a draft still equal to the ledger). Nothing is changed when the answer is False. (A
+        first job of another shape that the ledger's no-room index fails is left to the walk: not seen on the
+        contended Philly run nor on the Muri trace.)"""
         waiting = self._wait
         q = 0
         while not waiting[q]:
@@ -512,10 +516,25 @@ class Tiresias(LasQueues, BasePolicy):
             return False
         if free_gpus + 1e-9 < min_need:
             return True
+        g = view.gpu_col
+        no_room = view.no_room_now()
+        node_gpus: list[float] | None = None
+        spread: list[tuple[bytes, int, bool]] = []  # would spread (noted as failing, as the walk does)
         for _, recs in lists:
             rec = recs[0]
-            if rec.shape not in failed and free_gpus + 1e-9 >= rec.gpus:
-                return False  # the walk would try to place it
+            shape = rec.shape
+            if shape in failed or free_gpus + 1e-9 < rec.gpus or shape in spread:
+                continue
+            if shape[2] and shape[1] > 1 and g is not None:
+                if node_gpus is None:
+                    node_gpus = np.sort(view.free[:, g])[::-1].tolist()
+                if self._spreads(rec, view, node_gpus):
+                    spread.append(shape)
+                    continue
+            return False  # the walk would try to place it
+        failed.update(spread)
+        for shape in spread:
+            no_room.add(("tiresias", shape))
         return True
 
     def _planned_nothing(self, view: ClusterView, failed: set[tuple[bytes, int, bool]]) -> Plan:
