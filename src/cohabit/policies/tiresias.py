@@ -348,7 +348,7 @@ class Tiresias(LasQueues, BasePolicy):
                     r.g_index, r.g_version = gi, version
                     r.key = (r.q, -gi, r.entered, r.job.seq)
                     self._order_add(r)
-        return [(True, recs) for recs in self._order.lists()]
+        return self._order.walkable()
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
