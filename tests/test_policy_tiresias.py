@@ -322,7 +322,9 @@ def test_gittins_index_of_a_few_services_equals_the_batch_exactly() -> None:
     for seed in range(12):
         rng = np.random.default_rng(seed)
         dist = SizeDistribution(rng.lognormal(8, 2, int(rng.integers(1, 3000))))
-        a = np.concatenate([rng.uniform(0, 3 * dist.x.max(), 40), dist.x[:20], [0.0, float(dist.x[-1])]])
+        top = dist.x[-gittins.FEW_POINTS - 4:]  # (services with a few points above: indexed in Python floats)
+        a = np.concatenate([rng.uniform(0, 3 * dist.x.max(), 40), dist.x[:20], [0.0, float(dist.x[-1])],
+                            top, top * 0.999])
         whole = dist.index(a)  # (more than SMALL_BATCH: one matrix)
         assert a.size > gittins.SMALL_BATCH
         few = np.concatenate([dist.index(a[i:i + 3]) for i in range(0, a.size, 3)])

@@ -17,6 +17,8 @@ from cohabit.policies.tiresias_preempt import Rec
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
+from cohabit.sim.truth import JobTruth, TraceJob
+from cohabit.spec import simple_job
 
 from conftest import small_cluster, trace_job
 
@@ -102,6 +104,65 @@ def test_a_round_skipped_as_quiet_would_have_planned_nothing(gittins: bool) -> N
         assert checked.metrics.preemptions > 0
         assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
     assert _CheckedQuiet.skipped > 100
+
+
+class _CheckedNothingStarts(Tiresias):
+    """Walks every round in full, and checks that each round the policy would have ended without its walk
+    (``_nothing_starts``) indeed plans nothing and leaves the same failures: those carried to the next round and
+    the ledger's no-room index."""
+
+    claimed = 0
+
+    def _nothing_starts(self, view, lists, failed, free_gpus, min_need, lower):  # type: ignore[no-untyped-def]
+        no_room = view.no_room_now()
+        before, predicted = set(no_room), set(failed)
+        self._claim = super()._nothing_starts(view, lists, predicted, free_gpus, min_need, lower)
+        if self._claim:
+            self._predicted = (predicted, set(no_room))
+            no_room.intersection_update(before)  # (the walk below starts from the same state)
+        else:
+            assert predicted == failed and set(no_room) == before, view.now  # nothing changed
+        return False
+
+    def decide(self, view: ClusterView):  # type: ignore[no-untyped-def]
+        self._claim = False
+        plan = super().decide(view)
+        if self._claim:
+            assert plan == [], (view.now, plan)
+            assert (self._nofit, set(view.no_room_now())) == self._predicted, view.now
+            _CheckedNothingStarts.claimed += 1
+        return plan
+
+
+@pytest.mark.parametrize("gittins", [False, True])
+def test_a_round_ended_before_its_walk_would_have_planned_nothing(gittins: bool) -> None:
+    """The rounds ended without a walk (nobody below the highest waiting queue runs, and too few GPUs are free
+    for the smallest waiting job, or no list's first job is tried) plan what the walk plans: nothing, with
+    the same failures carried on."""
+    cases = [(_crowded(6), (500.0, 4000.0), 30.0), (_cpu_bound(5), (500.0, 4000.0), 30.0),
+             (_cpu_bound(6), (1e9,), 30.0)]
+    _CheckedNothingStarts.claimed = 0
+    for jobs, thresholds, min_run in cases:
+        kw = dict(thresholds=thresholds, starve_limit=2.0, gittins=gittins, min_history=5, min_run_time=min_run)
+        cfg = SimConfig(checkpoint_s=2.0, restore_s=2.0)
+        checked = simulate(jobs, small_cluster(2, 8), _CheckedNothingStarts(**kw), config=cfg)
+        real = simulate(jobs, small_cluster(2, 8), Tiresias(**kw), config=cfg)
+        assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
+    assert _CheckedNothingStarts.claimed > 200
+
+
+def _cpu_bound(seed: int) -> list[TraceJob]:
+    """Mixed sizes on 16 GPUs, a third of the jobs needing 24 CPUs per GPU (a node has 64): rounds with free
+    GPUs where every waiting shape failed on CPUs, and arrivals of such shapes."""
+    rng = random.Random(seed)
+    t, jobs = 0.0, []
+    for i in range(120):
+        t += rng.expovariate(1 / 15)
+        g, dur = rng.choice([1, 1, 2, 4, 8]), rng.choice([60.0, 400.0, 2000.0]) * rng.uniform(0.5, 1.5)
+        spec = simple_job(f"j{i}", g, submit_time=t, model=rng.choice(["resnet50", "vgg16"]), iterations=int(dur),
+                          cpu_per_gpu=24.0 if rng.random() < 0.3 else 4.0)
+        jobs.append(TraceJob(spec, JobTruth(iterations=int(dur), duration=dur, ref_workers=g)))
+    return jobs
 
 
 class _EveryJob(Tiresias):

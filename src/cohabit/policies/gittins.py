@@ -3,6 +3,7 @@ distribution, used by ``tiresias-gittins`` (``policies.tiresias``)."""
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Sequence
 from statistics import NormalDist
@@ -12,6 +13,10 @@ import numpy as np
 #: :meth:`SizeDistribution.index` computes up to this many services one by one (each over the sample points
 #: above it: ~5 us instead of ~25 us for a batch of one), more as one matrix
 SMALL_BATCH = 8
+
+#: a service with at most this many sample points above it is indexed in Python floats (the same operations:
+#: ~0.4 us for 4 points, ~3 us for 13, where numpy's calls cost ~9 us whatever the count)
+FEW_POINTS = 32
 
 
 class SizeDistribution:
@@ -25,7 +30,7 @@ class SizeDistribution:
     denominator grows). No sample above ``a`` gives index 0.
     """
 
-    __slots__ = ("x", "prefix", "d", "_xs")
+    __slots__ = ("x", "prefix", "d", "_xs", "_ds", "_ps")
 
     def __init__(self, samples: Sequence[float] | np.ndarray, max_points: int = 256) -> None:
         x = np.sort(np.asarray(samples, dtype=np.float64))
@@ -38,6 +43,8 @@ class SizeDistribution:
         self.prefix = np.concatenate(([0.0], np.cumsum(x)))
         self.d = self.prefix[1:] + (n - 1 - np.arange(n)) * x
         self._xs = x.tolist()
+        self._ds = self.d.tolist()
+        self._ps = self.prefix.tolist()
 
     def index(self, a: np.ndarray, delta: float | None = None) -> np.ndarray:
         """Gittins index for each attained service in ``a`` (sup over Δ, or the fixed ``delta``)."""
@@ -74,6 +81,16 @@ class SizeDistribution:
         m = len(self._xs) - i0
         if m <= 0:
             return 0.0
+        if m <= FEW_POINTS:  # (Python floats: the same IEEE operations, element by element)
+            p, ma = self._ps[i0], m * a
+            best, k = -math.inf, 1.0
+            for dj in self._ds[i0:]:
+                den = dj - p - ma
+                r = k / (den if den > 1e-300 else 1e-300)
+                if r > best:
+                    best = r
+                k += 1.0
+            return best
         den = self.d[i0:] - self.prefix[i0] - (m * a)
         return float((np.arange(1.0, m + 1.0) / np.maximum(den, 1e-300)).max())
 

@@ -30,6 +30,7 @@ from ..engine.ledger import fit_counts
 from ..engine.view import ClusterView
 
 if TYPE_CHECKING:
+    from ..engine.alloc import Allocation
     from ..engine.ledger import Ledger
 
 
@@ -208,16 +209,20 @@ class Draft:
         vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
         g = self.view.gpu_col
         rows: dict[int, tuple[list[float], list[float]]] = {}  # node -> (its free row, its tasks' GPU shares)
+        last, as_list, share = None, [], 0.0  # (a job's task rows repeat: each made a list once)
         for node, d in zip(placement, vecs):
             hit = rows.get(node)
             if hit is None:
                 hit = rows[node] = (free[node].tolist(), [])
             row, shares = hit
-            row[:] = [a - b for a, b in zip(row, d.tolist())]
+            if d is not last:
+                last, as_list = d, d.tolist()
+                share = as_list[g] if g is not None else 0.0
+            row[:] = [a - b for a, b in zip(row, as_list)]
             if min(row) < -1e-9:
                 return False
             if g is not None:
-                shares.append(d.item(g))
+                shares.append(share)
         devs: list[tuple[int, list[float]]] = []
         for node, (_, shares) in rows.items():
             if shares:
@@ -248,6 +253,11 @@ class Draft:
         alloc = self.view.allocation_of(job.id)
         if alloc is None or len(alloc.slots) != 1:
             return None
+        return self._extra(job, alloc)[0]
+
+    def _extra(self, job: JobView, alloc: Allocation) -> tuple[np.ndarray, bool]:
+        """(:meth:`extra_held` of a single-task ``job`` holding ``alloc``, whether any of it is > 0), kept per
+        (held total, demand row) pair."""
         total, w = alloc.total, self.view.demand_vector(job)
         key = (id(total), id(w))
         hit = _EXTRA.get(key)
@@ -255,19 +265,24 @@ class Draft:
             held = np.array([float(total.get(n, 0.0)) for n in self.view.resource_names])
             extra = np.maximum(held - w, 0.0)
             if w.flags.writeable:
-                return extra
+                return extra, bool(extra.any())
             extra.flags.writeable = False
             if len(_EXTRA) > 4096:
                 _EXTRA.clear()
-            hit = _EXTRA[key] = (total, w, extra)  # (keeps both alive: their ids stay theirs)
-        return hit[2]
+            hit = _EXTRA[key] = (total, w, extra, bool(extra.any()))  # (keeps both alive: their ids stay theirs)
+        return hit[2], hit[3]
 
     def give_back_extra(self, job: JobView) -> None:
         """Return what a running ``job`` holds beyond its demand; it keeps its demand (Alg. 4 re-deals
         the extra cores every round)."""
-        extra = self.extra_held(job)
         alloc = self.view.allocation_of(job.id)
-        if extra is None or alloc is None or not extra.any():
+        if alloc is not None and len(alloc.slots) == 1:
+            self._give_back_extra(job, alloc)
+
+    def _give_back_extra(self, job: JobView, alloc: Allocation) -> None:
+        """:meth:`give_back_extra` of a single-task ``job`` holding ``alloc``."""
+        extra, some = self._extra(job, alloc)
+        if not some:
             return
         self._dirty = True
         free, _ = self._arrays()
@@ -288,7 +303,7 @@ class Draft:
         free, dev = self._arrays()
         slots = alloc.slots
         if len(slots) == 1:  # (only a single-task job can hold more than its demand: extra_held)
-            self.give_back_extra(job)
+            self._give_back_extra(job, alloc)
         vecs = self.task_vectors(job, len(slots) - job.spec.num_ps)
         rows: dict[int, tuple[list[float], list[float]]] = {}
         last, as_list = None, []  # (a job's task rows repeat: each made a list once)
@@ -385,9 +400,10 @@ class Draft:
         return None
 
 
-#: (id(held total), id(demand row)) -> (them, what the total holds beyond the row): :meth:`Draft.extra_held`
-#: of a single-task job, kept per pair (a held total is one immutable ``Resources`` per distinct row)
-_EXTRA: dict[tuple[int, int], tuple[object, np.ndarray, np.ndarray]] = {}
+#: (id(held total), id(demand row)) -> (them, what the total holds beyond the row, whether any of it is > 0):
+#: :meth:`Draft.extra_held` of a single-task job, kept per pair (a held total is one immutable ``Resources`` per
+#: distinct row)
+_EXTRA: dict[tuple[int, int], tuple[object, np.ndarray, np.ndarray, bool]] = {}
 
 #: ids of a job's task rows -> (the rows, their sum): what a reservation takes from the draft's free total
 _SUMS: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}

@@ -524,7 +524,7 @@ class SRTF(BasePolicy):
         textbook choice of victims, delayed; pausing a shorter job in its place costs avg JCT)."""
         if not victims or victims[0][0] <= mine + self.preempt_margin:
             return None  # nobody has enough more work left to be worth pausing
-        saved = draft.save()
+        saved = None  # (saved before the first give-back: most calls stop at a spared first victim)
         chosen: list[int] = []
         for k, (rem, free_at, r) in enumerate(victims):
             if rem <= mine + self.preempt_margin:
@@ -532,6 +532,8 @@ class SRTF(BasePolicy):
             if free_at > now + 1e-6:  # spared: wait for it (1e-6: the wake-up lands on its time)
                 self._wake = free_at if self._wake is None else min(self._wake, free_at)
                 break
+            if saved is None:
+                saved = draft.save()
             draft.give_back(r)
             chosen.append(k)
             p = draft.place(job)
@@ -541,7 +543,8 @@ class SRTF(BasePolicy):
                     self._just_paused.append(victims[idx][2].id)
                     del victims[idx]
                 return p
-        draft.restore(saved)
+        if saved is not None:
+            draft.restore(saved)
         return None
 
 

@@ -236,6 +236,11 @@ class Tiresias(LasQueues, BasePolicy):
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
         self._quiet: tuple[int, int, bytes, bytes, int] | None = None
+        # the ledger's room as read at an allocation version (free GPUs; its bytes and arrays viewing them, made
+        # when first needed): the same while the version stays (see ClusterView.allocation_version)
+        self._room_version = -1
+        self._room_gpus = 0.0
+        self._room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray]] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
@@ -343,7 +348,7 @@ class Tiresias(LasQueues, BasePolicy):
                     r.g_index, r.g_version = gi, version
                     r.key = (r.q, -gi, r.entered, r.job.seq)
                     self._order_add(r)
-        return [(True, recs) for recs in self._order.lists()]
+        return self._order.walkable()
 
     # ----------------------------------------------------------- placement
     def gpus_of(self, job: JobView, view: ClusterView) -> float:
@@ -416,17 +421,20 @@ class Tiresias(LasQueues, BasePolicy):
         now = view.now
         if self._still_quiet(view):
             return []
-        draft = Draft(view)
-        plan: Plan = []
         failed = self._carried_failures(view)  # shapes with no free room left this round
-        hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
-        victims: list[Rec] | None = None
         top = len(self.thresholds)
         g = view.gpu_col
-        order = Walk(self._waiting_order(view))
+        lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
-        free_gpus = float(view.free[:, g].sum()) if g is not None else math.inf  # the draft is still the ledger
+        free_gpus = self._free_gpus(view)  # (the draft is still the ledger)
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
+        if self._nothing_starts(view, lists, failed, free_gpus, min_need, lower):
+            return self._planned_nothing(view, failed)
+        draft = Draft(view)
+        plan: Plan = []
+        hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
+        victims: list[Rec] | None = None
+        order = Walk(lists)
         node_gpus: list[float] | None = None
         for rec in order:
             if free_gpus + 1e-9 < min_need and lower[rec.q] <= 1e-9:
@@ -478,37 +486,109 @@ class Tiresias(LasQueues, BasePolicy):
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus
             node_gpus = None
+        if not plan:
+            return self._planned_nothing(view, failed)
         self._nofit = failed
         self._changed = False
-        if plan:
-            self._nofit_room = draft.save() if failed else None  # the room after this plan
-            self._nofit_version = None
-            self._quiet = None
-            return plan
-        # with an empty plan that room is the ledger's own (nothing reserved is kept, victims given back are
-        # restored): while no allocation changes, it is the same; one copy of it (as bytes) serves both memos
-        free, dev = view.free, view.device_free
-        room = (free.tobytes(), dev.tobytes())
-        self._nofit_room = (np.frombuffer(room[0], free.dtype).reshape(free.shape),
-                            np.frombuffer(room[1], dev.dtype).reshape(dev.shape)) if failed else None
-        self._nofit_version = view.allocation_version
-        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], view.allocation_version)
+        self._nofit_room = draft.save() if failed else None  # the room after this plan
+        self._nofit_version = None
+        self._quiet = None
         return plan
+
+    def _nothing_starts(self, view: ClusterView, lists: list[tuple[bool, list[Rec]]],
+                        failed: set[tuple[bytes, int, bool]], free_gpus: float, min_need: float,
+                        lower: list[float]) -> bool:
+        """True if the round's walk would start and pause nobody, decided without it (the walk and its
+        draft cost ~20-35 us on a contended cluster; this a few): nobody runs in a queue below the highest
+        waiting job's (``lower`` of its queue, and so of every waiting job's, is 0: no preemption), and either
+        fewer GPUs are free than the smallest waiting job needs (the walk stops at its first job) or every
+        (queue, shape) list's first job fails without a placement attempt (the walk parks each list after
+        it): its shape failed already, fewer GPUs are free than it needs, or it is a consolidated job that
+        would spread (:meth:`_spreads`). Those that would spread join ``failed`` and the ledger's no-room index,
+        as in the walk (on a draft still equal to the ledger). Nothing is changed when the answer is False. (A
+        first job of another shape that the ledger's no-room index fails is left to the walk: not seen on the
+        contended Philly run nor on the Muri trace.)"""
+        waiting = self._wait
+        q = 0
+        while not waiting[q]:
+            q += 1
+        if lower[q] > 1e-9:
+            return False
+        if free_gpus + 1e-9 < min_need:
+            return True
+        g = view.gpu_col
+        no_room = view.no_room_now()
+        node_gpus: list[float] | None = None
+        spread: list[tuple[bytes, int, bool]] = []  # would spread (noted as failing, as the walk does)
+        for _, recs in lists:
+            rec = recs[0]
+            shape = rec.shape
+            if shape in failed or free_gpus + 1e-9 < rec.gpus or shape in spread:
+                continue
+            if shape[2] and shape[1] > 1 and g is not None:
+                if node_gpus is None:
+                    node_gpus = np.sort(view.free[:, g])[::-1].tolist()
+                if self._spreads(rec, view, node_gpus):
+                    spread.append(shape)
+                    continue
+            return False  # the walk would try to place it
+        failed.update(spread)
+        for shape in spread:
+            no_room.add(("tiresias", shape))
+        return True
+
+    def _planned_nothing(self, view: ClusterView, failed: set[tuple[bytes, int, bool]]) -> Plan:
+        """End a round with an empty plan: the failures it leaves are carried on the ledger's room (nothing
+        reserved is kept, victims given back are restored); while no allocation changes, it is the same
+        room, and the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
+        self._nofit = failed
+        self._changed = False
+        version = view.allocation_version
+        self._free_gpus(view)
+        room = self._room_copy
+        if room is None:  # one copy of that room (as bytes) serves both memos, and later rounds at this version
+            free, dev = view.free, view.device_free
+            fb, db = free.tobytes(), dev.tobytes()
+            room = self._room_copy = (fb, db, (np.frombuffer(fb, free.dtype).reshape(free.shape),
+                                               np.frombuffer(db, dev.dtype).reshape(dev.shape)))
+        self._nofit_room = room[2] if failed else None
+        self._nofit_version = version
+        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], version)
+        return []
+
+    def _free_gpus(self, view: ClusterView) -> float:
+        """The ledger's free GPUs (``view.free[:, g].sum()``), summed once per allocation version (no allocation
+        changed: the same free capacity); a new version also drops the kept copy of the room."""
+        version = view.allocation_version
+        if version != self._room_version:
+            g = view.gpu_col
+            self._room_version = version
+            self._room_gpus = float(view.free[:, g].sum()) if g is not None else math.inf
+            self._room_copy = None
+        return self._room_gpus
 
     def _still_quiet(self, view: ClusterView) -> bool:
         """True if the last round planned nothing and nothing a round depends on changed since: no job
         arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
         no running job reached its minimum run time (a new victim), the free room is the same, and so
         are the job count and the history (the Gittins distribution). The round would plan nothing again.
-        (A job still running in ``Q_1`` that reached its minimum run time is no new victim: victims are taken
-        from lower queues than the waiting job's only, never from ``Q_1``; it becomes one when it is demoted,
-        a change of queue.)"""
+        (A job still running in a queue no lower than every waiting job's, ``Q_1`` for one, that reached its
+        minimum run time is no new victim: victims are taken from queues lower than the waiting job's only; it
+        becomes one when it is demoted or a job waits in a higher queue, a change of queue or a new job.)"""
         now = view.now
         heap, recs = self._eligible, self._recs
         reached = False
+        top = -1  # the highest queue with a waiting job (there is one: see decide), once needed
         while heap and heap[0][0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
             rec = recs.get(heapq.heappop(heap)[1])
-            reached = reached or rec is None or not rec.running or rec.q > 0
+            if reached:
+                continue
+            if rec is None or not rec.running:
+                reached = True
+            elif rec.q > 0:
+                if top < 0:
+                    top = next(q for q, table in enumerate(self._wait) if table)
+                reached = rec.q > top
         quiet = self._quiet
         if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
                 or quiet[1] != len(view.history):

@@ -31,6 +31,7 @@ class WaitingOrder:
         self._keys: dict[StreamKey, list[Key]] = {}
         self._recs: dict[StreamKey, list[Rec]] = {}
         self.sizes: dict[float, int] = {}  # GPU size -> number of waiting jobs of that size
+        self._walkable: list[tuple[bool, list[Rec]]] | None = None  # see walkable: None once a list came or went
 
     def add(self, rec: Rec) -> None:
         """Insert a waiting job under its current key (``rec.key[0]`` is its queue)."""
@@ -39,6 +40,7 @@ class WaitingOrder:
         if keys is None:
             keys = self._keys[sk] = []
             self._recs[sk] = []
+            self._walkable = None
         i = bisect_left(keys, rec.key)
         keys.insert(i, rec.key)
         self._recs[sk].insert(i, rec)
@@ -55,6 +57,7 @@ class WaitingOrder:
         if not keys:
             del self._keys[sk]
             del self._recs[sk]
+            self._walkable = None
         left = self.sizes[rec.gpus] - 1
         if left:
             self.sizes[rec.gpus] = left
@@ -69,6 +72,14 @@ class WaitingOrder:
     def lists(self) -> list[list[Rec]]:
         """The lists themselves (not copies: a round walks them live, see :class:`Walk`)."""
         return list(self._recs.values())
+
+    def walkable(self) -> list[tuple[bool, list[Rec]]]:
+        """``(True, list)`` for each of :meth:`lists` (all droppable), as :class:`Walk` takes them: kept until a
+        list is made or dropped (the lists themselves change in place). Not to be changed by the caller."""
+        got = self._walkable
+        if got is None:
+            got = self._walkable = [(True, recs) for recs in self._recs.values()]
+        return got
 
 
 class Walk:
