@@ -95,7 +95,7 @@ def test_failed_turns_carried_across_rounds_give_the_same_schedule(workload: str
 
     def spy(self, rec, pool, key):  # type: ignore[no-untyped-def]
         if not self.plan and key in self._turns_failed:
-            resumed.append(key)
+            resumed.append(self._turns_failed[key][1] != self.view.allocation_version)
         return take(self, rec, pool, key)
 
     monkeypatch.setattr(gandiva_round.GandivaRound, "_take_turns", spy)
@@ -104,6 +104,9 @@ def test_failed_turns_carried_across_rounds_give_the_same_schedule(workload: str
     resumed.clear()
     real = simulate(jobs, cluster, Gandiva())
     assert len(resumed) > 5  # turns that failed in an earlier round are resumed here
+    # ... some after allocations changed the ledger (room only shrank since: the memo is kept, see _take_turns;
+    # 193 of 378 on tiresias_480, 5 of 1,856 on philly_150)
+    assert sum(resumed) >= 1
     want, got = fingerprint(fresh.result.record, fresh.metrics), fingerprint(real.result.record, real.metrics)
     assert got == want
     assert [(e.time, str(e.kind), e.job) for e in real.result.record] == \

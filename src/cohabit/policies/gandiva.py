@@ -158,12 +158,10 @@ class Gandiva(BasePolicy):
         self._classes: dict[float, int] = {}
         self._aff: np.ndarray | None = None  # per node and class: tasks of running jobs of that class
         self._node_jobs: list[dict[str, JobRec]] = []
-        self._held_version = 0  # bumped whenever a job's held nodes (_aff, _node_jobs) change
-        # failed time-slice turns carried across rounds: (view, ledger version, _held_version) and per
-        # (shape, cross) the victims tried on the ledger as it is, how many gave back their room, and the
-        # free GPUs counted (see GandivaRound._take_turns)
-        self._turn_memo: tuple[ClusterView, int, int, dict[tuple[tuple[bytes, int], bool],
-                                                           tuple[tuple[str, ...], int, float]]] | None = None
+        # failed time-slice turns carried across rounds: (view, the ledger's room version) and per (shape,
+        # cross) the victims tried and the ledger's allocation version then (see GandivaRound._take_turns)
+        self._turn_memo: tuple[ClusterView, int, dict[tuple[tuple[bytes, int], bool],
+                                                      tuple[tuple[str, ...], int]]] | None = None
         self._last_plan: list[tuple[str, str]] = []
         self.suspend_cost: float | None = None  # measured seconds lost per resume (EWMA)
         # quiet rounds: bumped by every change of what a round reads besides the ledger, the slice and the
@@ -260,7 +258,6 @@ class Gandiva(BasePolicy):
         assert self._aff is not None
         self._host_ok.pop(rec.id, None)
         rec.nodes = nodes
-        self._held_version += 1
         for node in nodes:
             self._aff[node, rec.ci] += 1
             self._node_jobs[node][rec.id] = rec
@@ -268,8 +265,6 @@ class Gandiva(BasePolicy):
     def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
         self._host_ok.pop(rec.id, None)
-        if rec.nodes:
-            self._held_version += 1
         for node in rec.nodes:
             self._aff[node, rec.ci] -= 1
             self._node_jobs[node].pop(rec.id, None)

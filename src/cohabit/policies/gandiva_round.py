@@ -122,13 +122,12 @@ class GandivaRound:
             memo = policy._picks_memo = (view, key, [None], {})
         self._free_dev_box: list[list[bool] | None] = memo[2]  # per node: has a whole free GPU device (the ledger's)
         self._node_order: dict[int, list[int]] = memo[3]  # per node: its devices in the ledger's order for a guest
-        tkey = (view.allocation_version, policy._held_version)
         tm = policy._turn_memo
-        if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
-            tm = policy._turn_memo = (view, tkey[0], tkey[1], {})
-        # failed turns of earlier rounds on this very ledger and these held nodes (read and written only
-        # while the plan is empty: the draft is then the ledger's free room)
-        self._turns_failed = tm[3]
+        if tm is None or tm[0] is not view or tm[1] != view.room_version:
+            tm = policy._turn_memo = (view, view.room_version, {})
+        # failed turns of earlier rounds while the ledger's room only shrank (read and written only while the
+        # plan is empty: the draft is then the ledger's free room; see _take_turns)
+        self._turns_failed = tm[2]
         self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
@@ -457,32 +456,46 @@ class GandivaRound:
         can succeed: those victims' room is given back only once there are enough (the same additions
         in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any.
 
-        Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room)
-        an attempt for ``key`` (shape, cross-class) that failed in an earlier round on the same ledger
-        version and held nodes, with victims that are a prefix of this pool, failed on every one of them;
-        the attempt resumes after that prefix, with the prefix's room given back in the same order (a
-        failed reserve or placement leaves the draft as it was), so it reaches the same outcome."""
+        Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room) an
+        attempt for ``key`` (shape, cross-class) that failed in an earlier round, with victims ``v_1..v_k`` that
+        are a prefix of this pool, fails on every one of them again, so it resumes after them (their room given
+        back in the same order if the GPUs counted so far reach ``rec``'s, as the full attempt would have by
+        then: a failed reserve or placement leaves the draft as it was) and reaches the same outcome. Why it
+        fails again: the memo lives while the ledger's room version stays (``ClusterView.room_version``: no
+        release since, only allocations), so the free room ``F'`` now is at most the room ``F`` then on every
+        node and device, and no victim lost or changed its allocation (that would be a release). The draft at
+        each prefix ``j <= k`` is then ``F' + v_1 + ... + v_j <= F + v_1 + ... + v_j``, on which both tries
+        failed then (or were not made: fewer free GPUs, the same victims' GPUs): the reserve on ``v_j``'s own
+        placement (node rows; whole devices counted, or identical fractional shares by best fit) and
+        :meth:`place` (a node that takes all workers, else workers spread while the nodes' fits add up to
+        them: both only fail more on less room) fail on less room too. This needs ``rec`` without parameter
+        servers (their nodes follow where the workers went, which is not monotone in room): an attempt of a
+        job with them is carried only on the very ledger version it failed on (as before this change)."""
         draft = self.draft
-        saved = draft.save()
         victims = list(pool)
         g = self.g
         free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
-            draft.restore(saved)
-            return None
+            return None  # (the draft untouched: no copy to restore)
+        saved = draft.save()
         memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
         start = 0
+        version = self.view.allocation_version
         prior = memo.get(key) if memo is not None else None
-        if prior is not None:
-            ids, p_given, p_free = prior
+        if prior is not None and (prior[1] == version or not rec.job.spec.num_ps):
+            ids = prior[0]
             k = len(ids)
             if k <= len(victims) and all(v.id == i for v, i in zip(victims, ids)):
                 chosen = victims[:k]
-                for u in chosen[:p_given]:
-                    draft.give_back(u.job)
-                given, free_gpu, start = p_given, p_free, k
+                for v in chosen:  # (the same additions in the same order as the loop below)
+                    free_gpu += v.cls
+                if free_gpu >= rec.cls - 1e-6:  # (the full attempt gave each back once the GPUs sufficed)
+                    for u in chosen:
+                        draft.give_back(u.job)
+                    given = k
+                start = k
         width = rec.n + rec.job.spec.num_ps
         for v in victims[start:]:
             chosen.append(v)
@@ -499,6 +512,6 @@ class GandivaRound:
             if q is not None:
                 return chosen, q
         if memo is not None:
-            memo[key] = (tuple(v.id for v in victims), given, free_gpu)
+            memo[key] = (tuple(v.id for v in victims), version)
         draft.restore(saved)
         return None

@@ -131,6 +131,9 @@ class Tetris(BasePolicy):
         # the last "nothing fits" answer (_none_fit), which stays true while neither moves
         self._shape_stamp = 0
         self._none_fit: tuple[int, int] | None = None
+        # per demand row: the ledger's fit last read (a read-only array it keeps until room changes) and the
+        # tasks the nodes take together (-1: no node takes one), read again while the ledger hands out that array
+        self._room_of: dict[bytes, tuple[np.ndarray, int]] = {}
         self._hist: tuple[tuple[int, int], np.ndarray] = ((-1, -1), np.zeros(0))  # see _remaining
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
@@ -190,7 +193,13 @@ class Tetris(BasePolicy):
                 got = room.get(row_key)
                 if got is None:  # (the shapes of one row differ in workers only: its fit is computed once)
                     fit = view.fit_now(w)
-                    got = room[row_key] = int(np.minimum(fit, 1 << 40).sum()) if (fit > 0).any() else -1
+                    kept = self._room_of.get(row_key)
+                    if kept is not None and kept[0] is fit:  # (the ledger's kept fit: the same count)
+                        got = kept[1]
+                    else:
+                        got = int(np.minimum(fit, 1 << 40).sum()) if (fit > 0).any() else -1
+                        self._room_of[row_key] = (fit, got)
+                    room[row_key] = got
                 if got >= n:
                     return False
         self._none_fit = key
@@ -214,6 +223,7 @@ class Tetris(BasePolicy):
         if view is not self._view:
             self._view, self._groups, self._models = view, {}, {}
             self._none_fit = None  # (another ledger: its room version is not comparable)
+            self._room_of = {}
             self._hist = ((-1, -1), np.zeros(0))  # (and another history)
             self._slot, self._ids, self._end, self._ordered = {}, [], 0, True
             self._table, self._live = np.empty((0, len(_COLS))), np.zeros(0, dtype=bool)
