@@ -454,7 +454,11 @@ class GandivaRound:
         shapes match, else by :meth:`place`); None, and the draft as it was, if all of them do not make
         room. While the free GPUs plus those of the victims so far are fewer than ``rec``'s, no attempt
         can succeed: those victims' room is given back only once there are enough (the same additions
-        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any.
+        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any. The same for a
+        job with whole-GPU workers and the devices: each worker needs a whole free device (the ledger's
+        fit and reserve count devices with a free share of 1), and a give-back frees only devices the
+        victim holds, so while the whole free devices plus the devices held by the victims so far are
+        fewer than its workers, no try can succeed either.
 
         Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room) an
         attempt for ``key`` (shape, cross-class) that failed in an earlier round, with victims ``v_1..v_k`` that
@@ -478,6 +482,13 @@ class GandivaRound:
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
             return None  # (the draft untouched: no copy to restore)
         saved = draft.save()
+        # whole-GPU workers (one whole free device each): whole free devices now, plus the devices each victim
+        # holds (a bound on those its give-back can free); while fewer than the workers, no try can succeed
+        need_dev = rec.n if rec.whole else 0
+        spare = int((saved[1] >= 1.0 - EPS).sum()) if need_dev else 0
+        held = [self._devices_held(v) for v in victims] if need_dev else []
+        if need_dev and spare + sum(held) < need_dev:
+            return None  # (nothing was given back: the draft is as saved)
         memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
@@ -491,16 +502,22 @@ class GandivaRound:
                 chosen = victims[:k]
                 for v in chosen:  # (the same additions in the same order as the loop below)
                     free_gpu += v.cls
-                if free_gpu >= rec.cls - 1e-6:  # (the full attempt gave each back once the GPUs sufficed)
+                if need_dev:
+                    spare += sum(held[:k])
+                # (the full attempt gave each back once the GPUs and devices sufficed)
+                if free_gpu >= rec.cls - 1e-6 and spare >= need_dev:
                     for u in chosen:
                         draft.give_back(u.job)
                     given = k
                 start = k
         width = rec.n + rec.job.spec.num_ps
-        for v in victims[start:]:
+        for j in range(start, len(victims)):
+            v = victims[j]
             chosen.append(v)
             free_gpu += v.cls
-            if free_gpu < rec.cls - 1e-6:
+            if need_dev:
+                spare += held[j]
+            if free_gpu < rec.cls - 1e-6 or spare < need_dev:
                 continue
             for u in chosen[given:]:
                 draft.give_back(u.job)
@@ -515,3 +532,8 @@ class GandivaRound:
             memo[key] = (tuple(v.id for v in victims), version)
         draft.restore(saved)
         return None
+
+    def _devices_held(self, rec: JobRec) -> int:
+        """GPU devices a running job holds, counted per task (at least the distinct ones)."""
+        alloc = self.view.allocation_of(rec.id)
+        return 0 if alloc is None else sum([len(s.devices) for s in alloc.slots])
