@@ -95,6 +95,24 @@ class GandivaRound:
         self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
         self.migrations = 0
         self.defrag_attempts = 0
+        self._hosts_seen = False  # the kept host answers checked against the ledger (_see_hosts, on first use)
+        tm = policy._turn_memo
+        if tm is None or tm[0] is not view or tm[1] != view.room_version:
+            tm = policy._turn_memo = (view, view.room_version, {})
+        # failed turns of earlier rounds while the ledger's room only shrank (read and written only while the
+        # plan is empty: the draft is then the ledger's free room; see _take_turns)
+        self._turns_failed = tm[2]
+        cap = policy._gpu_cap
+        if cap is None or cap[0] is not view:  # (the capacity never changes: its largest GPU count kept per view)
+            cap = policy._gpu_cap = (view, float(view.capacity[:, self.g].max())
+                                     if self.g is not None and len(view.capacity) else 0.0)
+        self._gpu_cap = cap[1]
+
+    def _see_hosts(self) -> None:
+        """Before the round's first packing-host check (a round that checks no host skips it): the kept host
+        answers brought up to this ledger, and the device orders they read."""
+        self._hosts_seen = True
+        policy, view = self.p, self.view
         # per host: would the ledger time-share its devices (_ledger_picks)? The answer reads only the host's
         # nodes and devices, those nodes' rows of the ledger's device table and the policy's shared devices
         # there, so it is kept per host (``Gandiva._host_ok``) and forgotten when one of these changes: here,
@@ -122,13 +140,6 @@ class GandivaRound:
             memo = policy._picks_memo = (view, key, [None], {})
         self._free_dev_box: list[list[bool] | None] = memo[2]  # per node: has a whole free GPU device (the ledger's)
         self._node_order: dict[int, list[int]] = memo[3]  # per node: its devices in the ledger's order for a guest
-        tm = policy._turn_memo
-        if tm is None or tm[0] is not view or tm[1] != view.room_version:
-            tm = policy._turn_memo = (view, view.room_version, {})
-        # failed turns of earlier rounds while the ledger's room only shrank (read and written only while the
-        # plan is empty: the draft is then the ledger's free room; see _take_turns)
-        self._turns_failed = tm[2]
-        self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
     def schedule(self, queue: WaitGroups) -> None:
@@ -296,8 +307,6 @@ class GandivaRound:
         hosts = p._idle.get((rec.n, rec.cls))
         if g is None or not hosts or key in self.failed_pack:
             return False
-        rest = view.demand_vector(rec.job).copy()
-        rest[g] = 0.0
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
         moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
@@ -306,6 +315,8 @@ class GandivaRound:
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
+            if not self._hosts_seen:
+                self._see_hosts()
             ok = host_ok.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
@@ -314,6 +325,8 @@ class GandivaRound:
                 continue
             alloc = view.allocation_of(hid)
             assert alloc is not None
+            rest = view.demand_vector(rec.job).copy()  # (what the guest takes beside the host's GPUs)
+            rest[g] = 0.0
             per_node: dict[int, int] = {}
             for node in host.nodes:
                 per_node[node] = per_node.get(node, 0) + 1
