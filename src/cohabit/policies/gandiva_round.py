@@ -95,6 +95,7 @@ class GandivaRound:
         self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
         self.migrations = 0
         self.defrag_attempts = 0
+        self.lim = math.inf  # free GPUs + EPS when schedule started
         self._hosts_seen = False  # the kept host answers checked against the ledger (_see_hosts, on first use)
         tm = policy._turn_memo
         if tm is None or tm[0] is not view or tm[1] != view.room_version:
@@ -152,6 +153,7 @@ class GandivaRound:
         later jobs would each do nothing, so they are not visited."""
         g = self.g
         lim = (float(self.draft.free_now[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
+        self.lim = lim
         # only the pack evaluation (before this loop) suspends waiting jobs in a round: those are skipped
         # (their turn comes later); the loop adds running jobs to ``moved`` (hosts, migrated jobs)
         moved, failed, failed_pack, idle, packing = self.moved, self.failed, self.failed_pack, self.p._idle, \
@@ -174,6 +176,13 @@ class GandivaRound:
             if nxt is not None:
                 heappush(heap, (nxt.key, order, grp, nxt))
         self.time_slice(queue)
+
+    def failures(self) -> tuple[set[tuple[bytes, int]], set[tuple[int, float, str]],
+                                set[tuple[tuple[bytes, int], bool]], float]:
+        """After :meth:`schedule` planned nothing: the shapes that found no free room, the packing keys that
+        found no host, the turns (shape, cross-class) that failed, and the free GPUs (+ EPS) it started from
+        (what a job coming last in a repeat of this round would see; ``Gandiva._quiet_after_arrivals``)."""
+        return self.failed, self.failed_pack, self.failed_turn, self.lim
 
     def _start(self, rec: JobRec, placement: Placement) -> None:
         job = rec.job
