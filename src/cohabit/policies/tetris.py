@@ -51,6 +51,8 @@ from .spread import place_with, start_or_resume, waiting_in_order
 from .params import build
 
 
+_add = np.add.reduce  # (ndarray.sum / mean's reduction without the method wrapper)
+
 _GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, start size, normalised size
 #: a waiting job's row: its worker shape's id, start size (workers), normalised size, then what its remaining
 #: time is estimated from (reported iterations, own seconds per iteration, declared iterations, model id,
@@ -449,13 +451,16 @@ class Tetris(BasePolicy):
                     roomy = roomy or got >= need_min
             if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
                 break
-            feasible = alive & (room[idx] >= need) & np.isfinite(best[idx])
-            if not feasible.any():
-                break
             a = best[idx]
+            feasible = alive & (room[idx] >= need) & np.isfinite(a)
+            count = int(np.count_nonzero(feasible))
+            if not count:
+                break
             eps = 0.0
-            if self.epsilon > 0 and p[feasible].mean() > 0:
-                eps = self.epsilon * a[feasible].mean() / p[feasible].mean()
+            if self.epsilon > 0:  # (the means as ndarray.mean makes them: the pairwise sum over the count)
+                p_mean = _add(p[feasible]) / count
+                if p_mean > 0:
+                    eps = self.epsilon * (_add(a[feasible]) / count) / p_mean
             score = np.where(feasible, a + eps * p, -np.inf)
             k = int(np.argmax(score))  # ties: earliest arrival (argmax takes the first)
             alive[k] = False
