@@ -508,9 +508,6 @@ class GandivaRound:
         # holds (a bound on those its give-back can free); while fewer than the workers, no try can succeed
         need_dev = rec.n if rec.whole else 0
         spare = int((saved[1] >= 1.0 - EPS).sum()) if need_dev else 0
-        held = [self._devices_held(v) for v in victims] if need_dev else []
-        if need_dev and spare + sum(held) < need_dev:
-            return None  # (nothing was given back: the draft is as saved)
         memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
@@ -525,7 +522,7 @@ class GandivaRound:
                 for v in chosen:  # (the same additions in the same order as the loop below)
                     free_gpu += v.cls
                 if need_dev:
-                    spare += sum(held[:k])
+                    spare += sum([self._devices_held(v) for v in chosen])
                 # (the full attempt gave each back once the GPUs and devices sufficed)
                 if free_gpu >= rec.cls - 1e-6 and spare >= need_dev:
                     for u in chosen:
@@ -533,12 +530,11 @@ class GandivaRound:
                     given = k
                 start = k
         width = rec.n + rec.job.spec.num_ps
-        for j in range(start, len(victims)):
-            v = victims[j]
+        for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
             if need_dev:
-                spare += held[j]
+                spare += self._devices_held(v)
             if free_gpu < rec.cls - 1e-6 or spare < need_dev:
                 continue
             for u in chosen[given:]:
