@@ -207,7 +207,8 @@ def test_host_checks_kept_across_rounds_equal_fresh_ones() -> None:
             self.next_decision_time = None  # type: ignore[assignment,method-assign]
 
         def decide(self, view):  # type: ignore[override]
-            rnd = GandivaRound(self, view, [])  # (brings the kept answers up to this ledger)
+            rnd = GandivaRound(self, view, [])
+            rnd._see_hosts()  # (brings the kept answers up to this ledger, as a round's first host check does)
             fresh = GandivaRound.__new__(GandivaRound)
             fresh.view, fresh.p, fresh._free_dev_box, fresh._node_order = view, self, [None], {}
             for hid, ok in self._host_ok.items():

@@ -150,6 +150,7 @@ class Gandiva(BasePolicy):
         # order the ledger gives them to a guest
         self._picks_memo: tuple[ClusterView, tuple[int, int], list[list[bool] | None],
                                 dict[int, list[int]]] | None = None
+        self._gpu_cap: tuple[ClusterView, float] | None = None  # the view and its nodes' largest GPU count
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._bad_with: dict[str, set[str]] = defaultdict(set)  # model -> the models it must not pack with
@@ -158,12 +159,10 @@ class Gandiva(BasePolicy):
         self._classes: dict[float, int] = {}
         self._aff: np.ndarray | None = None  # per node and class: tasks of running jobs of that class
         self._node_jobs: list[dict[str, JobRec]] = []
-        self._held_version = 0  # bumped whenever a job's held nodes (_aff, _node_jobs) change
-        # failed time-slice turns carried across rounds: (view, ledger version, _held_version) and per
-        # (shape, cross) the victims tried on the ledger as it is, how many gave back their room, and the
-        # free GPUs counted (see GandivaRound._take_turns)
-        self._turn_memo: tuple[ClusterView, int, int, dict[tuple[tuple[bytes, int], bool],
-                                                           tuple[tuple[str, ...], int, float]]] | None = None
+        # failed time-slice turns carried across rounds: (view, the ledger's room version) and per (shape,
+        # cross) the victims tried and the ledger's allocation version then (see GandivaRound._take_turns)
+        self._turn_memo: tuple[ClusterView, int, dict[tuple[tuple[bytes, int], bool],
+                                                      tuple[tuple[str, ...], int]]] | None = None
         self._last_plan: list[tuple[str, str]] = []
         self.suspend_cost: float | None = None  # measured seconds lost per resume (EWMA)
         # quiet rounds: bumped by every change of what a round reads besides the ledger, the slice and the
@@ -171,6 +170,11 @@ class Gandiva(BasePolicy):
         # ledger version and slice, before the next slice or cross-class threshold, plans nothing
         self._stamp = 0
         self._quiet: tuple[ClusterView, int, int, float, float | None, float | None] | None = None
+        # that round's failures (GandivaRound.failures) and the jobs that arrived since: a round after arrivals
+        # alone is still quiet when none of them would try anything (_quiet_after_arrivals)
+        self._quiet_fail: tuple[set[tuple[bytes, int]], set[tuple[int, float, str]],
+                                set[tuple[tuple[bytes, int], bool]], float] | None = None
+        self._arrived: list[JobRec] = []
 
     # ---------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -199,6 +203,7 @@ class Gandiva(BasePolicy):
         self._recs[job.id] = rec
         self._wait_add(rec)
         self._stamp += 1
+        self._arrived.append(rec)
 
     def on_progress(self, job: JobView, view: ClusterView) -> None:
         rec = self._recs.get(job.id)
@@ -260,7 +265,6 @@ class Gandiva(BasePolicy):
         assert self._aff is not None
         self._host_ok.pop(rec.id, None)
         rec.nodes = nodes
-        self._held_version += 1
         for node in nodes:
             self._aff[node, rec.ci] += 1
             self._node_jobs[node][rec.id] = rec
@@ -268,8 +272,6 @@ class Gandiva(BasePolicy):
     def _release_nodes(self, rec: JobRec) -> None:
         assert self._aff is not None
         self._host_ok.pop(rec.id, None)
-        if rec.nodes:
-            self._held_version += 1
         for node in rec.nodes:
             self._aff[node, rec.ci] -= 1
             self._node_jobs[node].pop(rec.id, None)
@@ -382,6 +384,7 @@ class Gandiva(BasePolicy):
     def decide(self, view: ClusterView) -> Plan:
         self._ticks.decided(view)
         plan = self._decide(view)
+        self._arrived = []  # (this round saw them)
         self._ticks.planned(bool(plan))
         return plan
 
@@ -399,13 +402,14 @@ class Gandiva(BasePolicy):
         if self._trials:
             rnd = self.round_class(self, view, plan)
             self._evaluate_packs(rnd)
-        if self._wait and (plan or not self._still_quiet(view)):
+        if self._wait and (plan or not (self._still_quiet(view) or self._quiet_after_arrivals(view))):
             if rnd is None:
                 rnd = self.round_class(self, view, plan)
             rnd.schedule(self._queue)
             self._quiet = None if plan else self._quiet_until(view, rnd.slice)
+            self._quiet_fail = None if plan else rnd.failures()
         if plan:
-            self._quiet = None
+            self._quiet = self._quiet_fail = None
         if rnd is not None:
             self._last_plan = rnd.log
         return plan
@@ -433,6 +437,44 @@ class Gandiva(BasePolicy):
         if q is None or q[0] is not view or q[1] != view.allocation_version or q[2] != self._stamp:
             return False
         return self._quiet_at(view.now)
+
+    def _quiet_after_arrivals(self, view: ClusterView) -> bool:
+        """True when the last full round planned nothing, nothing it read changed since but the jobs that
+        arrived, and none of those would try anything in a full round now: then that round plans nothing
+        either (it is skipped; the quiet state is taken afresh with them).
+
+        Why: with the same ledger, slice and clock thresholds, a full round repeats the last one's steps for
+        the jobs it saw (the argument of :meth:`_still_quiet`); the new jobs come last in round-robin order
+        (their keys are their arrival times, the latest), so they change nothing for those, and they see
+        what the last round left: the same free GPUs and its failures (the shapes that found no free room,
+        the packing keys that found no host, the turns that failed, ``GandivaRound.failures``; with
+        nothing planned, nothing cleared them). A new job tries nothing when its shape cannot start on free
+        room (its GPUs exceed the free ones, or its shape failed), it cannot pack (not packable, no host of
+        its size, or its key failed), and it cannot take a turn (nobody has a full slice; its class has no
+        victim and it has not waited the cross-class bar; or its turn (shape, cross-class) failed). If one
+        might try something, the round is full."""
+        q, fail, arrived = self._quiet, self._quiet_fail, self._arrived
+        if q is None or fail is None or not arrived or q[0] is not view or q[1] != view.allocation_version \
+                or q[2] + len(arrived) != self._stamp or not self._quiet_at(view.now):
+            return False  # (another change too: every stamp bump but an arrival's breaks the count)
+        failed, failed_pack, failed_turn, lim = fail
+        now, slice_ = view.now, q[3]
+        nd = full_slices(self._victims.recs, now, slice_)  # (victims with a full slice, of every class)
+        bar = self.cross_class_after * slice_ - EPS
+        for rec in arrived:
+            if rec.id not in self._wait:
+                return False
+            if lim >= rec.cls and rec.shape not in failed:
+                return False  # it would try free room
+            if self.packing and rec.whole and rec.pack_key not in failed_pack and self._idle.get(rec.ikey):
+                return False  # it would look for a host
+            if nd:
+                order = self._victims_cls.get(rec.cls)
+                cross = order is None or full_slices(order.recs, now, slice_) == 0
+                if not (cross and now - rec.wait_since < bar) and (rec.shape, cross) not in failed_turn:
+                    return False  # it would try a turn
+        self._quiet = self._quiet_until(view, slice_)
+        return True
 
     def _quiet_at(self, now: float) -> bool:
         """Whether a round at ``now`` with the state as it is is known to plan nothing and change nothing

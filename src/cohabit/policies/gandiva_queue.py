@@ -59,12 +59,15 @@ class WaitGroups:
     def __init__(self) -> None:
         self.groups: dict[tuple[object, ...], Group] = {}
         self._made = 0
+        self._whole: dict[tuple[int, float], int] = {}  # per (workers, class): groups of whole-GPU workers
 
     def add(self, rec: JobRec) -> None:
         grp = self.groups.get(rec.gkey)
         if grp is None:
             grp = self.groups[rec.gkey] = Group(self._made, rec)
             self._made += 1
+            if grp.whole:
+                self._whole[grp.ikey] = self._whole.get(grp.ikey, 0) + 1
         key = rec.key
         if not grp.keys or grp.keys[-1] < key:
             grp.keys.append(key)
@@ -83,10 +86,16 @@ class WaitGroups:
         del grp.recs[i]
         if not grp.recs:
             del self.groups[rec.gkey]
+            if grp.whole:
+                left = self._whole[grp.ikey] - 1
+                if left:
+                    self._whole[grp.ikey] = left
+                else:
+                    del self._whole[grp.ikey]
 
     def packs_onto(self, ikey: tuple[int, float]) -> bool:
         """Whether a waiting job with whole-GPU workers would look for packing hosts under ``ikey``."""
-        return any(g.whole and g.ikey == ikey for g in self.groups.values())
+        return ikey in self._whole
 
     def __len__(self) -> int:
         return sum(len(g.recs) for g in self.groups.values())

@@ -95,6 +95,25 @@ class GandivaRound:
         self.moved: set[str] = set()  # running jobs this plan already paused, migrated or packed onto
         self.migrations = 0
         self.defrag_attempts = 0
+        self.lim = math.inf  # free GPUs + EPS when schedule started
+        self._hosts_seen = False  # the kept host answers checked against the ledger (_see_hosts, on first use)
+        tm = policy._turn_memo
+        if tm is None or tm[0] is not view or tm[1] != view.room_version:
+            tm = policy._turn_memo = (view, view.room_version, {})
+        # failed turns of earlier rounds while the ledger's room only shrank (read and written only while the
+        # plan is empty: the draft is then the ledger's free room; see _take_turns)
+        self._turns_failed = tm[2]
+        cap = policy._gpu_cap
+        if cap is None or cap[0] is not view:  # (the capacity never changes: its largest GPU count kept per view)
+            cap = policy._gpu_cap = (view, float(view.capacity[:, self.g].max())
+                                     if self.g is not None and len(view.capacity) else 0.0)
+        self._gpu_cap = cap[1]
+
+    def _see_hosts(self) -> None:
+        """Before the round's first packing-host check (a round that checks no host skips it): the kept host
+        answers brought up to this ledger, and the device orders they read."""
+        self._hosts_seen = True
+        policy, view = self.p, self.view
         # per host: would the ledger time-share its devices (_ledger_picks)? The answer reads only the host's
         # nodes and devices, those nodes' rows of the ledger's device table and the policy's shared devices
         # there, so it is kept per host (``Gandiva._host_ok``) and forgotten when one of these changes: here,
@@ -122,14 +141,6 @@ class GandivaRound:
             memo = policy._picks_memo = (view, key, [None], {})
         self._free_dev_box: list[list[bool] | None] = memo[2]  # per node: has a whole free GPU device (the ledger's)
         self._node_order: dict[int, list[int]] = memo[3]  # per node: its devices in the ledger's order for a guest
-        tkey = (view.allocation_version, policy._held_version)
-        tm = policy._turn_memo
-        if tm is None or tm[0] is not view or (tm[1], tm[2]) != tkey:
-            tm = policy._turn_memo = (view, tkey[0], tkey[1], {})
-        # failed turns of earlier rounds on this very ledger and these held nodes (read and written only
-        # while the plan is empty: the draft is then the ledger's free room)
-        self._turns_failed = tm[3]
-        self._gpu_cap = float(view.capacity[:, self.g].max()) if self.g is not None and len(view.capacity) else 0.0
 
     # -------------------------------------------------------------- the round
     def schedule(self, queue: WaitGroups) -> None:
@@ -142,6 +153,7 @@ class GandivaRound:
         later jobs would each do nothing, so they are not visited."""
         g = self.g
         lim = (float(self.draft.free_now[:, g].sum()) if g is not None else math.inf) + EPS  # free GPUs + EPS
+        self.lim = lim
         # only the pack evaluation (before this loop) suspends waiting jobs in a round: those are skipped
         # (their turn comes later); the loop adds running jobs to ``moved`` (hosts, migrated jobs)
         moved, failed, failed_pack, idle, packing = self.moved, self.failed, self.failed_pack, self.p._idle, \
@@ -164,6 +176,13 @@ class GandivaRound:
             if nxt is not None:
                 heappush(heap, (nxt.key, order, grp, nxt))
         self.time_slice(queue)
+
+    def failures(self) -> tuple[set[tuple[bytes, int]], set[tuple[int, float, str]],
+                                set[tuple[tuple[bytes, int], bool]], float]:
+        """After :meth:`schedule` planned nothing: the shapes that found no free room, the packing keys that
+        found no host, the turns (shape, cross-class) that failed, and the free GPUs (+ EPS) it started from
+        (what a job coming last in a repeat of this round would see; ``Gandiva._quiet_after_arrivals``)."""
+        return self.failed, self.failed_pack, self.failed_turn, self.lim
 
     def _start(self, rec: JobRec, placement: Placement) -> None:
         job = rec.job
@@ -297,8 +316,6 @@ class GandivaRound:
         hosts = p._idle.get((rec.n, rec.cls))
         if g is None or not hosts or key in self.failed_pack:
             return False
-        rest = view.demand_vector(rec.job).copy()
-        rest[g] = 0.0
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
         moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
@@ -307,6 +324,8 @@ class GandivaRound:
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
+            if not self._hosts_seen:
+                self._see_hosts()
             ok = host_ok.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
@@ -315,6 +334,8 @@ class GandivaRound:
                 continue
             alloc = view.allocation_of(hid)
             assert alloc is not None
+            rest = view.demand_vector(rec.job).copy()  # (what the guest takes beside the host's GPUs)
+            rest[g] = 0.0
             per_node: dict[int, int] = {}
             for node in host.nodes:
                 per_node[node] = per_node.get(node, 0) + 1
@@ -455,39 +476,66 @@ class GandivaRound:
         shapes match, else by :meth:`place`); None, and the draft as it was, if all of them do not make
         room. While the free GPUs plus those of the victims so far are fewer than ``rec``'s, no attempt
         can succeed: those victims' room is given back only once there are enough (the same additions
-        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any.
+        in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any. The same for a
+        job with whole-GPU workers and the devices: each worker needs a whole free device (the ledger's
+        fit and reserve count devices with a free share of 1), and a give-back frees only devices the
+        victim holds, so while the whole free devices plus the devices held by the victims so far are
+        fewer than its workers, no try can succeed either.
 
-        Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room)
-        an attempt for ``key`` (shape, cross-class) that failed in an earlier round on the same ledger
-        version and held nodes, with victims that are a prefix of this pool, failed on every one of them;
-        the attempt resumes after that prefix, with the prefix's room given back in the same order (a
-        failed reserve or placement leaves the draft as it was), so it reaches the same outcome."""
+        Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room) an
+        attempt for ``key`` (shape, cross-class) that failed in an earlier round, with victims ``v_1..v_k`` that
+        are a prefix of this pool, fails on every one of them again, so it resumes after them (their room given
+        back in the same order if the GPUs counted so far reach ``rec``'s, as the full attempt would have by
+        then: a failed reserve or placement leaves the draft as it was) and reaches the same outcome. Why it
+        fails again: the memo lives while the ledger's room version stays (``ClusterView.room_version``: no
+        release since, only allocations), so the free room ``F'`` now is at most the room ``F`` then on every
+        node and device, and no victim lost or changed its allocation (that would be a release). The draft at
+        each prefix ``j <= k`` is then ``F' + v_1 + ... + v_j <= F + v_1 + ... + v_j``, on which both tries
+        failed then (or were not made: fewer free GPUs, the same victims' GPUs): the reserve on ``v_j``'s own
+        placement (node rows; whole devices counted, or identical fractional shares by best fit) and
+        :meth:`place` (a node that takes all workers, else workers spread while the nodes' fits add up to
+        them: both only fail more on less room) fail on less room too. This needs ``rec`` without parameter
+        servers (their nodes follow where the workers went, which is not monotone in room): an attempt of a
+        job with them is carried only on the very ledger version it failed on (as before this change)."""
         draft = self.draft
-        saved = draft.save()
         victims = list(pool)
         g = self.g
         free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
-            draft.restore(saved)
-            return None
+            return None  # (the draft untouched: no copy to restore)
+        saved = draft.save()
+        # whole-GPU workers (one whole free device each): whole free devices now, plus the devices each victim
+        # holds (a bound on those its give-back can free); while fewer than the workers, no try can succeed
+        need_dev = rec.n if rec.whole else 0
+        spare = int((saved[1] >= 1.0 - EPS).sum()) if need_dev else 0
         memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
         start = 0
+        version = self.view.allocation_version
         prior = memo.get(key) if memo is not None else None
-        if prior is not None:
-            ids, p_given, p_free = prior
+        if prior is not None and (prior[1] == version or not rec.job.spec.num_ps):
+            ids = prior[0]
             k = len(ids)
             if k <= len(victims) and all(v.id == i for v, i in zip(victims, ids)):
                 chosen = victims[:k]
-                for u in chosen[:p_given]:
-                    draft.give_back(u.job)
-                given, free_gpu, start = p_given, p_free, k
+                for v in chosen:  # (the same additions in the same order as the loop below)
+                    free_gpu += v.cls
+                if need_dev:
+                    spare += sum([self._devices_held(v) for v in chosen])
+                # (the full attempt gave each back once the GPUs and devices sufficed)
+                if free_gpu >= rec.cls - 1e-6 and spare >= need_dev:
+                    for u in chosen:
+                        draft.give_back(u.job)
+                    given = k
+                start = k
         width = rec.n + rec.job.spec.num_ps
         for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
-            if free_gpu < rec.cls - 1e-6:
+            if need_dev:
+                spare += self._devices_held(v)
+            if free_gpu < rec.cls - 1e-6 or spare < need_dev:
                 continue
             for u in chosen[given:]:
                 draft.give_back(u.job)
@@ -499,6 +547,11 @@ class GandivaRound:
             if q is not None:
                 return chosen, q
         if memo is not None:
-            memo[key] = (tuple(v.id for v in victims), given, free_gpu)
+            memo[key] = (tuple(v.id for v in victims), version)
         draft.restore(saved)
         return None
+
+    def _devices_held(self, rec: JobRec) -> int:
+        """GPU devices a running job holds, counted per task (at least the distinct ones)."""
+        alloc = self.view.allocation_of(rec.id)
+        return 0 if alloc is None else sum([len(s.devices) for s in alloc.slots])

@@ -51,6 +51,8 @@ from .spread import place_with, start_or_resume, waiting_in_order
 from .params import build
 
 
+_add = np.add.reduce  # (ndarray.sum / mean's reduction without the method wrapper)
+
 _GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, start size, normalised size
 #: a waiting job's row: its worker shape's id, start size (workers), normalised size, then what its remaining
 #: time is estimated from (reported iterations, own seconds per iteration, declared iterations, model id,
@@ -107,11 +109,16 @@ class Tetris(BasePolicy):
         self._book = TenantBook()
         self._view: ClusterView | None = None
         self._groups: dict[tuple[int, int, int | None], tuple[object, object, _GroupInfo]] = {}
-        # one row per waiting job seen by a round (the columns of _COLS), kept until the job starts or ends:
-        # what a round reads of a waiting job does not change while it waits
-        self._slot: dict[str, int] = {}
-        self._spare: list[int] = []
+        # one row per waiting job (the columns of _COLS), kept until the job starts or ends: what a round reads
+        # of a waiting job does not change while it waits. Rows are appended in arrival order (the queue's own
+        # order) and marked dead when their job leaves, so while every row was made at arrival the live rows
+        # are the queue in order and a round reads them with one mask, no look-up per job (see _queue_rows)
+        self._slot: dict[str, int] = {}  # job id -> its row
+        self._ids: list[str | None] = []  # per row: its job (None: dead)
+        self._live = np.zeros(0, dtype=bool)
+        self._end = 0  # rows used
         self._table = np.empty((0, len(_COLS)))
+        self._ordered = True  # every live row was made at its job's arrival (so the rows are in queue order)
         self._shape_ids: dict[bytes, int] = {}
         self._shape_rows: list[np.ndarray] = []
         self._models: dict[str, int] = {}
@@ -126,6 +133,9 @@ class Tetris(BasePolicy):
         # the last "nothing fits" answer (_none_fit), which stays true while neither moves
         self._shape_stamp = 0
         self._none_fit: tuple[int, int] | None = None
+        # per demand row: the ledger's fit last read (a read-only array it keeps until room changes) and the
+        # tasks the nodes take together (-1: no node takes one), read again while the ledger hands out that array
+        self._room_of: dict[bytes, tuple[np.ndarray, int]] = {}
         self._hist: tuple[tuple[int, int], np.ndarray] = ((-1, -1), np.zeros(0))  # see _remaining
         self.name = "tetris[oracle]" if use_oracle else "tetris"
 
@@ -135,6 +145,8 @@ class Tetris(BasePolicy):
         self._index(view, job)
         if job.id not in self._slot:
             self._row(view, job)  # (what a round reads of a job that never ran: the same now as at its round)
+        else:
+            self._ordered = False  # (a job seen before arrives again: its row is not at the queue's end)
 
     def _index(self, view: ClusterView, job: JobView) -> None:
         key, w, n, _ = self._info(view, job)
@@ -177,10 +189,20 @@ class Tetris(BasePolicy):
         key = (view.room_version, self._shape_stamp)
         if key == self._none_fit:
             return True
-        for (_, n), (w, ids) in self._by_shape.items():
+        room: dict[bytes, int] = {}  # per demand row: tasks the nodes take together (-1: no node takes one)
+        for (row_key, n), (w, ids) in self._by_shape.items():
             if ids:
-                fit = view.fit_now(w)
-                if (fit > 0).any() and int(np.minimum(fit, 1 << 40).sum()) >= n:
+                got = room.get(row_key)
+                if got is None:  # (the shapes of one row differ in workers only: its fit is computed once)
+                    fit = view.fit_now(w)
+                    kept = self._room_of.get(row_key)
+                    if kept is not None and kept[0] is fit:  # (the ledger's kept fit: the same count)
+                        got = kept[1]
+                    else:
+                        got = int(np.minimum(fit, 1 << 40).sum()) if (fit > 0).any() else -1
+                        self._room_of[row_key] = (fit, got)
+                    room[row_key] = got
+                if got >= n:
                     return False
         self._none_fit = key
         return True
@@ -203,8 +225,10 @@ class Tetris(BasePolicy):
         if view is not self._view:
             self._view, self._groups, self._models = view, {}, {}
             self._none_fit = None  # (another ledger: its room version is not comparable)
+            self._room_of = {}
             self._hist = ((-1, -1), np.zeros(0))  # (and another history)
-            self._slot, self._spare, self._table = {}, [], np.empty((0, len(_COLS)))
+            self._slot, self._ids, self._end, self._ordered = {}, [], 0, True
+            self._table, self._live = np.empty((0, len(_COLS))), np.zeros(0, dtype=bool)
             self._shape_ids, self._shape_rows = {}, []
             total = view.capacity.sum(axis=0)
             self._inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
@@ -235,20 +259,72 @@ class Tetris(BasePolicy):
         row = (sid, n, size, job.reported_iterations, job.iter_time or math.nan,
                math.nan if spec.iterations is None else float(spec.iterations), m, job.executed_time(view.now),
                total, dur)
-        if not self._spare:
-            old = len(self._table)
-            grown = np.empty((max(2 * old, 64), len(_COLS)))
-            grown[:old] = self._table
-            self._table = grown
-            self._spare = list(range(len(grown) - 1, old - 1, -1))
-        i = self._slot[job.id] = self._spare.pop()
+        if self._end == len(self._table):
+            self._compact()
+            if self._end >= len(self._table) // 2:  # (still at least half full: room doubled)
+                old = len(self._table)
+                grown = np.empty((max(2 * old, 64), len(_COLS)))
+                grown[:old] = self._table
+                live = np.zeros(len(grown), dtype=bool)
+                live[:old] = self._live
+                self._table, self._live = grown, live
+        i = self._slot[job.id] = self._end
+        self._end += 1
+        self._ids.append(job.id)
         self._table[i] = row
+        self._live[i] = True
         return i
 
     def _drop_row(self, job_id: str) -> None:
         i = self._slot.pop(job_id, None)
         if i is not None:
-            self._spare.append(i)
+            self._ids[i] = None
+            self._live[i] = False
+
+    def _compact(self) -> None:
+        """Drop the dead rows (their jobs left), keeping the live ones in their order."""
+        end = self._end
+        keep = np.flatnonzero(self._live[:end])
+        if len(keep) == end:
+            return
+        n = len(keep)
+        self._table[:n] = self._table[keep]
+        self._live[:n] = True
+        self._live[n:end] = False
+        self._ids = [i for i in self._ids if i is not None]
+        self._slot = dict(zip(self._ids, range(n)))
+        self._end = n
+
+    def _reorder(self, waiting: list[JobView]) -> None:
+        """Rewrite the table with the rows of ``waiting`` (every one made) in that order."""
+        at = [self._slot[j.id] for j in waiting]
+        n = len(at)
+        self._table[:n] = self._table[at]
+        self._live[:n] = True
+        self._live[n:self._end] = False
+        self._ids = [j.id for j in waiting]
+        self._slot = dict(zip(self._ids, range(n)))
+        self._end = n
+        self._ordered = True
+
+    def _queue_rows(self, view: ClusterView) -> np.ndarray | None:
+        """The rows of the waiting jobs in queue order, as row numbers of the table, read from the table's
+        live mask alone, or None when that mask may not be the queue: only while every live row was made at
+        its job's arrival (rows are appended as jobs arrive, as the queue appends them) and the live rows
+        are as many as the pending jobs, with none paused. Rows only leave with their jobs (a start the
+        policy planned, an end), and a pending job leaves the queue only by such a start or an end, so the
+        live rows are a subset of the queue and equal counts mean equal sets (the argument of
+        :meth:`_in_step`)."""
+        if view.paused or not self._ordered or view is not self._view:
+            return None
+        end = self._end
+        live = self._live[:end]
+        if end > 64 and 2 * len(view.pending) < end:  # (more dead rows than live ones: dropped first)
+            self._compact()
+            end = self._end
+            live = self._live[:end]
+        pos = np.flatnonzero(live)
+        return pos if len(pos) == len(view.pending) else None
 
     def _rows_of(self, view: ClusterView, jobs: list[JobView], ids: Iterable[str]) -> np.ndarray:
         """The table rows of waiting ``jobs`` (whose ids, in the same order, are ``ids``), made where missing."""
@@ -258,9 +334,14 @@ class Tetris(BasePolicy):
         try:  # (every row made already, the usual case: one C-level look-up of all of them)
             at = itemgetter(*ids)(self._slot)
             at = [at] if len(ids) == 1 else at
-        except KeyError:
-            get = self._slot.get
-            at = [i if (i := get(j, -1)) >= 0 else self._row(view, jobs[k]) for k, j in enumerate(ids)]
+        except KeyError:  # (rows made now are not at their jobs' places in the queue: the table is unordered)
+            self._ordered = False
+            slot = self._slot
+            for k, j in enumerate(ids):  # (made first: making one may compact the table, moving the others)
+                if j not in slot:
+                    self._row(view, jobs[k])
+                    slot = self._slot
+            at = [self._slot[j] for j in ids]
         return self._table[np.fromiter(at, dtype=np.int64, count=len(ids))]
 
     def _remaining(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray | None = None) -> np.ndarray:
@@ -270,6 +351,12 @@ class Tetris(BasePolicy):
         if rows is None:
             rows = self._rows_of(view, jobs, [j.id for j in jobs])
         done, own_it, iters, model, executed, total, dur = rows[:, 3:].T
+        if self._oracle is None and not np.isfinite(iters).any():
+            # (no declared lengths: every estimate is the fallback below, which np.where would pick anyway)
+            mean = view.history.mean_run_time()
+            if mean is None:
+                return np.full(len(rows), math.inf)
+            return np.asarray(np.maximum(mean - executed, 0.0), dtype=float)
         models = self._models
         key = (len(view.history), len(models))  # (the history only grows: the same length, the same means)
         if self._hist[0] != key:
@@ -288,13 +375,13 @@ class Tetris(BasePolicy):
                 rem = np.where(np.isfinite(iters) & np.isfinite(it), np.maximum(iters - done, 0.0) * it, fallback)
         return np.asarray(rem, dtype=float)
 
-    def _srtf_term(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray) -> np.ndarray:
-        """``p`` per job: 1 for no remaining work, 0 for the most (or unknown)."""
-        if self.epsilon == 0 or not jobs:
-            return np.zeros(len(jobs))
-        work = self._remaining(view, jobs, rows) * rows[:, 2]
+    def _srtf_term(self, view: ClusterView, rows: np.ndarray) -> np.ndarray:
+        """``p`` per job (a row each): 1 for no remaining work, 0 for the most (or unknown)."""
+        if self.epsilon == 0 or not len(rows):
+            return np.zeros(len(rows))
+        work = self._remaining(view, [], rows) * rows[:, 2]
         known = np.isfinite(work)
-        p = np.zeros(len(jobs))
+        p = np.zeros(len(rows))
         if known.any():
             top = work[known].max()
             p[known] = 1.0 - work[known] / top if top > 0 else 1.0
@@ -309,31 +396,46 @@ class Tetris(BasePolicy):
         self._checked = False
         if self.fairness <= 0 and self._nothing_fits(view):  # (the fairness book must see every round)
             return []
-        waiting = list(waiting_in_order(view))
-        if not waiting:
+        if not view.pending and not view.paused:
             return []
-        ids = view.pending.keys() if not view.paused else {j.id for j in waiting}
-        if not self._checked and not self._in_step(view, ids, len(waiting)):
-            self._by_shape, self._indexed = {}, {}  # out of step (e.g. a refused start): rebuilt
-            for job in waiting:
-                self._index(view, job)
-        jobs = self._candidates(view, waiting)
-        rows = self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else [j.id for j in jobs])
+        pos = None  # the waiting jobs' rows in queue order, when the table's live mask is the queue
+        if self.fairness <= 0 and not view.paused and \
+                (self._checked or self._in_step(view, view.pending.keys(), len(view.pending))):
+            pos = self._queue_rows(view)
+        waiting: list[JobView] = []
+        if pos is None:  # (the general path: the queue listed, the rows looked up by id)
+            waiting = list(waiting_in_order(view))
+            ids = view.pending.keys() if not view.paused else {j.id for j in waiting}
+            if not self._checked and not self._in_step(view, ids, len(waiting)):
+                self._by_shape, self._indexed = {}, {}  # out of step (e.g. a refused start): rebuilt
+                for job in waiting:
+                    self._index(view, job)
+            jobs = self._candidates(view, waiting)
+            rows = self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else [j.id for j in jobs])
+            if not self._ordered and not view.paused and self.fairness <= 0 and len(self._slot) == len(waiting):
+                self._reorder(waiting)  # (rows made out of arrival order: the table in queue order again)
+        else:  # every waiting job is a candidate (no fairness knob), its row read in queue order by the mask
+            rows = self._table[pos]
+            jobs = waiting
+        ids_at, pending = self._ids, view.pending
+
+        def job_at(k: int) -> JobView:
+            return jobs[k] if pos is None else pending[ids_at[pos[k]]]  # type: ignore[index]
         draft = Draft(view)
         cap = view.capacity
         safe = np.where(cap > 0, cap, np.inf)  # (alignment's divisor, once per round)
         # jobs by worker shape: alignment is computed once per shape and pick
         idx = rows[:, 0].astype(np.int64)
         need = rows[:, 1].astype(np.int64)
-        if jobs is waiting:  # the index holds exactly these jobs (checked or rebuilt above): its shapes are theirs
+        if pos is not None or jobs is waiting:  # the index holds exactly these jobs (checked or rebuilt above)
             sids = sorted({self._shape_ids[key] for (key, _), (_, held) in self._by_shape.items() if held})
         else:
             sids = np.unique(idx).tolist()
         shapes = [(s, self._shape_rows[s]) for s in sids]
         need_min = int(need.min()) if len(need) else 0  # (no pick needs fewer workers than this)
-        p = self._srtf_term(view, jobs, rows)
-        alive = np.ones(len(jobs), dtype=bool)
-        left = len(jobs)  # jobs still alive
+        p = self._srtf_term(view, rows)
+        alive = np.ones(len(rows), dtype=bool)
+        left = len(rows)  # jobs still alive
         plan: Plan = []
         while left:
             free = draft.free_now  # (read only: `Draft.free` would make the draft drop its fit memo)
@@ -349,22 +451,26 @@ class Tetris(BasePolicy):
                     roomy = roomy or got >= need_min
             if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
                 break
-            feasible = alive & (room[idx] >= need) & np.isfinite(best[idx])
-            if not feasible.any():
-                break
             a = best[idx]
+            feasible = alive & (room[idx] >= need) & np.isfinite(a)
+            count = int(np.count_nonzero(feasible))
+            if not count:
+                break
             eps = 0.0
-            if self.epsilon > 0 and p[feasible].mean() > 0:
-                eps = self.epsilon * a[feasible].mean() / p[feasible].mean()
+            if self.epsilon > 0:  # (the means as ndarray.mean makes them: the pairwise sum over the count)
+                p_mean = _add(p[feasible]) / count
+                if p_mean > 0:
+                    eps = self.epsilon * (_add(a[feasible]) / count) / p_mean
             score = np.where(feasible, a + eps * p, -np.inf)
             k = int(np.argmax(score))  # ties: earliest arrival (argmax takes the first)
             alive[k] = False
             left -= 1
-            placement = place_with(draft, jobs[k], aligned_chooser, n_workers=int(need[k]))
+            job = job_at(k)
+            placement = place_with(draft, job, aligned_chooser, n_workers=int(need[k]))
             if placement is not None:
-                plan.append(start_or_resume(jobs[k], placement))
-                self._unindex(jobs[k].id)
-                self._drop_row(jobs[k].id)  # it runs: its numbers change (read afresh if it waits again)
+                plan.append(start_or_resume(job, placement))
+                self._unindex(job.id)
+                self._drop_row(job.id)  # it runs: its numbers change (read afresh if it waits again)
         return plan
 
 
