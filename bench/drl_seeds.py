@@ -34,7 +34,8 @@ import numpy as np
 
 BASELINES = ("lb", "tetris", "tiresias", "lif-line", "lif-quad")
 #: extra columns per cluster size (not in the best-baseline choice)
-EXTRA = {6: ("lif-line:order=short",), 30: ("drl:isolate=never", "lif-quad:isolate=compact")}
+EXTRA = {6: ("lif-line:order=short",), 30: ("drl:isolate=never", "lif-quad:isolate=compact",
+                                              "lif-quad:order=short:isolate=compact")}
 SEED0 = 300
 PATTERNS6 = ("uniform", "poisson", "bursty", "unseen")
 PATTERNS30 = ("30 uniform", "30 poisson", "30 bursty", "30 matched uniform", "30 matched poisson",
@@ -128,7 +129,7 @@ def show(res: dict[str, Any]) -> None:
           f"wall; load average {la}")
     cols = list(dict.fromkeys(p for s in summ.values() for p in s["mean"]))
     short = {"lif-line:order=short": "line short", "drl:isolate=never": "drl no-iso",
-             "lif-quad:isolate=compact": "quad iso"}
+             "lif-quad:isolate=compact": "quad iso", "lif-quad:order=short:isolate=compact": "quad s+iso"}
     print(f"{'pattern':20s}{'solo':>7s}" + "".join(f"{short.get(p, p):>11s}" for p in cols)
           + f"{'best':>10s}{'gain':>8s}{'drl/best':>10s}{'wins':>7s}{'vs seed-best':>14s}{'wins':>6s}{'solo room':>11s}")
     for pattern, s in summ.items():

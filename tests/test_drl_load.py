@@ -86,3 +86,24 @@ def test_seed_summary_pairs_drl_with_the_best_mean_baseline():
     assert out["wins_vs_seed_best"] == 2
     assert out["ratio_vs_seed_best_mean"] == pytest.approx(np.mean([2 / 2.5, 3 / 2, 1 / 1.5]))
     assert out["solo_gain_bound_pct"] == pytest.approx(100 * (1 - 1.0 / (8 / 3)))
+
+
+def test_isolated_teacher_chooses_off_shared_servers_while_the_mask_stays_whole():
+    from cohabit.learn.drl_dagger import IsolatedTeacher
+
+    running = new_entry("r", "vgg-16", True, 1, 0, W_DEMAND, np.zeros(3), 3, placed=(0,), new=False)
+    job = new_entry("n", "wlm", True, 2, 0, W_DEMAND, np.zeros(3), 3)
+    free = np.array([[0.5, 0.75, 0.75], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    state = PlacementState(free, [running, job])
+
+    def lowest(st, j, mask):
+        return int(np.flatnonzero(mask)[0])
+
+    mask = state.mask(job)
+    assert lowest(state, job, mask) == 0  # beside the running job
+    teacher = IsolatedTeacher(lowest, "compact")
+    first = teacher(state, job, mask)
+    assert first == 2  # server 1, unshared
+    state.apply(job, first)
+    assert teacher(state, job, state.mask(job)) == 2  # compact: beside its own first worker
+    assert state.mask(job)[0]  # the actor's mask (what is recorded) still offers the shared server
