@@ -5,6 +5,13 @@ and training time. Writes ``bench/results/drl.json`` and prints tables.
     python bench/drl.py                 # the three embedded workloads + 2 fresh seeds each (minutes)
     python bench/drl.py --quick         # the embedded workloads only
     python bench/drl.py --quick --before DIR   # + a 'drl-before' column: DIR/policy.pt, DIR/policy-30.pt
+    python bench/drl.py --quick --seeds 12 --workers 2   # the multi-seed table on 12 seeds per pattern
+
+**Primary measure** (session drl12, ``bench/drl_seeds.py``, printed first): the mean avg JCT over
+``--seeds K`` fresh workloads of every pattern (seeds 300 up, never trained, validated or reported
+on before; 12 by default, 4 with ``--quick``), with the paired per-seed ratio of drl to the best
+baseline and on how many seeds drl wins; every per-seed number is in the JSON
+(``multi_seed``). The single-seed rows below it are kept as they were.
 
 Workloads (``cohabit.sim.drl_workload``, 30 intervals of 20 minutes on the ``drl`` preset, 6
 servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_uniform``,
@@ -12,7 +19,9 @@ servers with server-level interference, ``cohabit.sim.drl_physics``): ``drl_unif
 drl-dagger``) were trained on a mix of uniform, Poisson and bursty workloads of seeds 1000 up
 (validated on 900-902), so every workload here is one it did not train on; "unseen models" adds
 DSSM and Inception-BN jobs it never placed; "drl-30 ..." are the 30-server preset with its own
-weights (``policy-30.pt``), seed 101 of each arrival pattern. ``--before DIR`` adds a
+weights (``policy-30.pt``), seed 101 of each arrival pattern; "drl-30 matched ..." the same
+seed at ``drl_workload.LOAD_MATCHED_30`` x the arrival rates, the 6-server testbed's offered load
+per GPU (session drl12). ``--before DIR`` adds a
 ``drl-before`` column (earlier weights) measured in the same run. ``drl`` offers the pending
 jobs shortest first (``policies.drl.order``, its default since drl10); the table also runs that
 rule on LIF-Line and LIF-Quad (``line short``, ``quad short``) and drl in arrival order (``drl
@@ -43,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from cohabit.policies import make_policy
-from cohabit.sim.drl_workload import MODELS, UNSEEN_MODELS, generate
+from cohabit.sim.drl_workload import LOAD_MATCHED_30, MODELS, UNSEEN_MODELS, generate
 from cohabit.sim.runner import simulate
 from cohabit.sim.traces import load_trace
 from cohabit.spec.cluster import preset
@@ -181,21 +190,41 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--before", type=Path, help="folder with earlier policy.pt / policy-30.pt (+ JSON): a "
                     "'drl-before' column measured in the same run")
+    ap.add_argument("--seeds", type=int, default=None, metavar="K",
+                    help="fresh workloads per pattern in the multi-seed table (default 12, 4 with --quick; 0: none)")
+    ap.add_argument("--workers", type=int, default=2, help="processes for the multi-seed table")
     args = ap.parse_args()
+    k = args.seeds if args.seeds is not None else (4 if args.quick else 12)
+    if k < 0 or args.workers < 1:
+        ap.error("--seeds must be >= 0 and --workers >= 1")
+    import drl_seeds
+
+    multi = None
+    if k:
+        multi = drl_seeds.run(drl_seeds.PATTERNS6 + drl_seeds.PATTERNS30, k, args.workers)
+        drl_seeds.show(multi)
     workloads = {f"{n} (embedded)": load_trace(n).jobs for n in ("drl_uniform", "drl_poisson", "drl_bursty")}
     # held out: DSSM and Inception-BN jobs too (models the policy never placed in training)
     workloads["unseen models, uniform"] = generate(30, arrival="uniform", seed=201, models=MODELS + UNSEEN_MODELS)
     workloads["drl-30 uniform seed 101"] = generate(30, arrival="uniform", seed=101, n_servers=30)
     workloads["drl-30 poisson seed 101"] = generate(30, arrival="poisson", seed=101, n_servers=30)
     workloads["drl-30 bursty seed 101"] = generate(30, arrival="bursty", seed=101, n_servers=30)
+    for arrival in ("uniform", "poisson", "bursty"):
+        workloads[f"drl-30 matched {arrival} s101"] = generate(30, arrival=arrival, seed=101, n_servers=30,
+                                                               rate_scale=LOAD_MATCHED_30)
     if not args.quick:
         for arrival in ("uniform", "poisson", "bursty"):
             for seed in (101, 102):
                 workloads[f"{arrival} seed {seed}"] = generate(30, arrival=arrival, seed=seed)
-    result = {"jct_intervals": jct_table(workloads, args.before), "bounds": headroom(workloads),
+    t_cpu = time.process_time()
+    result = {"multi_seed": multi, "jct_intervals": jct_table(workloads, args.before), "bounds": headroom(workloads),
               "prediction": reward_errors(), "latency": latency(),
               "training": {k: json.loads((DATA / f"{k}.json").read_text()) for k in ("reward", "policy", "policy-30")},
               "load_average": os.getloadavg()}
+    result["cpu_s"] = {"multi_seed_simulations": multi["sim_cpu_s"] if multi else 0.0,
+                       "single_rows_and_rest": time.process_time() - t_cpu}
+    print(f"\nBench CPU time: {result['cpu_s']['multi_seed_simulations']:.0f} s in the multi-seed simulations "
+          f"(worker processes), {result['cpu_s']['single_rows_and_rest']:.0f} s in the rest; {load()}")
     tr = result["training"]
     print(f"\nTraining: reward model {tr['reward']['cpu_s']:.0f} s CPU ({tr['reward']['params']} parameters); "
           f"policy {tr['policy'].get('wall_s', float('nan')):.0f} s wall (last run), "

@@ -73,3 +73,17 @@ def test_estimate_reads_declared_iterations_over_profiled_speed_and_unknown_orde
     assert make_policy("lif-quad").pending_order.order == make_policy("lif-line").pending_order.order == "arrival"
     with pytest.raises(PolicyParamError, match="order must be one of arrival, short"):
         make_policy("lif-quad:order=fastest")
+
+
+def test_area_order_starts_jobs_least_gpu_time_first():
+    from cohabit.policies.drl.order import gpus
+
+    solo = load_solo()
+    (plan, pending), jobs = _first_plan("lif-line:order=area")
+    started = [a.job for a in plan if isinstance(a, Start)]
+    area = [solo_estimate(pending[j], solo) * gpus(pending[j]) for j in started]
+    assert area == sorted(area) and len(started) < len(jobs)
+    waiting = [solo_estimate(v, solo) * gpus(v) for k, v in pending.items() if k not in started]
+    assert min(area) <= min(waiting)
+    (plan_s, _), _ = _first_plan("lif-line:order=short")
+    assert [a.job for a in plan_s if isinstance(a, Start)] != started  # the GPUs change who goes first

@@ -44,7 +44,7 @@ from ..policies.drl.isolate import ISOLATE
 from ..policies.drl.order import ORDERS, PendingOrder
 from ..policies.drl.state import JobEntry, PlacementState
 from ..policies.drl.taskwise import Chooser, TaskwisePolicy
-from ..sim.drl_workload import ARRIVALS, generate
+from ..sim.drl_workload import ARRIVALS, generate, matched_rate_scale
 from .drl_env import Sample, lif_teacher
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data" / "drl"
@@ -146,8 +146,32 @@ def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon:
     return lif_teacher(teacher.split("-")[1])
 
 
-def workload(m: int, arrival: str, seed: int, intervals: int) -> list[Any]:
-    return generate(intervals, arrival=arrival, seed=seed, n_servers=m)
+class IsolatedTeacher:
+    """An expert that chooses within the ``isolate`` rule's narrowed mask (:mod:`cohabit.policies.drl.isolate`)
+    while the actor decides with the loop's own mask (``--teacher-isolate``, session drl12): the
+    actor is taught to keep new jobs off shared servers itself instead of having its masks
+    narrowed by the hand-coded rule. ``good``, ``hopeless`` and ``last_scores`` are the inner
+    expert's (relative to the narrowed mask, a subset of the recorded one)."""
+
+    def __init__(self, expert: Chooser, mode: str) -> None:
+        self.expert, self.mode = expert, mode
+        self._alone: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("good", "hopeless", "last_scores", "observe", "label"):
+            return getattr(self.expert, name)
+        raise AttributeError(name)
+
+    def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        from ..policies.drl.isolate import narrow, unshared_room
+
+        if int(job.placed_w.sum() + job.placed_p.sum()) == 0 or job.key not in self._alone:
+            self._alone[job.key] = unshared_room(state, job)  # as the loop computes it, at the job's turn
+        return int(self.expert(state, job, narrow(mask, job, self._alone[job.key], self.mode)))
+
+
+def workload(m: int, arrival: str, seed: int, intervals: int, rate_scale: float = 1.0) -> list[Any]:
+    return generate(intervals, arrival=arrival, seed=seed, n_servers=m, rate_scale=rate_scale)
 
 
 def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]) -> tuple[list[Sample], float]:
@@ -169,11 +193,13 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor.eval()
     expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
                          cfg.get("tie", 0.0))
+    if cfg.get("teacher_isolate", "never") != "never":
+        expert = IsolatedTeacher(expert, cfg["teacher_isolate"])
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
     pol.pending_order = PendingOrder(cfg.get("order", "arrival"))  # the order ``drl`` decides in
     pol.isolate = cfg.get("isolate", "never")  # and the masks it decides with (policies.drl.isolate)
     pol.record = cfg.get("record", True)
-    jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"])
+    jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"], cfg.get("rate_scale", 1.0))
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
     return pol.samples, float(res.metrics.avg_jct or 0.0) / 1200.0
 
@@ -184,7 +210,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            max_fit: int = 20_000, tie: float = 0.0, first_round: int = 0,
            log: Any = print, expert_validation: bool = True,
            margin: float = 0.0, order: str = "arrival", cost_weight: float = 0.0, isolate: str = "never",
-           validation_seeds: tuple[int, ...] = VALIDATION_SEEDS) -> tuple[Any, dict[str, Any]]:
+           validation_seeds: tuple[int, ...] = VALIDATION_SEEDS, rate_scale: float = 1.0,
+           teacher_isolate: str = "never") -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -194,7 +221,10 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     (:meth:`RecordingPolicy.weight`); ``isolate``: the isolation rule of the placement loop
     (:mod:`cohabit.policies.drl.isolate`) in every episode, validation included. ``order``: the pending-job order of the
     placement loop (:mod:`cohabit.policies.drl.order`) in every episode, validation included;
-    ``validation_seeds``: the seeds of each arrival pattern the best weights are chosen on."""
+    ``validation_seeds``: the seeds of each arrival pattern the best weights are chosen on;
+    ``rate_scale``: every workload's arrival rates times this (``drl_workload.LOAD_MATCHED_30``:
+    the load-matched rack); ``teacher_isolate``: the expert chooses within that rule's mask
+    (:class:`IsolatedTeacher`) while the actor plays with the loop's (``isolate``)."""
     import multiprocessing as mp
 
     import torch
@@ -222,7 +252,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
 
     def cfg(**kw: Any) -> dict[str, Any]:
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
-                "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate, **kw}
+                "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate,
+                "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -315,6 +346,10 @@ def train_drl_dagger(
                               "(drl's default) or arrival (the paper's; what the weights before drl10 saw)"),
     validation: int = typer.Option(len(VALIDATION_SEEDS), help="validation seeds per arrival pattern (900 up): "
                                    "the best round's weights are chosen on these"),
+    rate_scale: str = typer.Option("1", help="arrival rates times this in every workload, or 'matched': the "
+                                   "30-server rack at the 6-server testbed's offered load per GPU"),
+    teacher_isolate: str = typer.Option("never", help="the expert chooses within this isolation rule's mask "
+                                        "(never, idle, compact) while the actor plays with --isolate's"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -341,6 +376,14 @@ def train_drl_dagger(
         raise typer.BadParameter(f"--isolate must be one of {', '.join(ISOLATE + ('auto',))}, got {isolate!r}")
     if isolate == "auto":
         isolate = "compact" if servers >= 30 else "never"
+    if teacher_isolate not in ISOLATE:
+        raise typer.BadParameter(f"--teacher-isolate must be one of {', '.join(ISOLATE)}, got {teacher_isolate!r}")
+    try:
+        scale = matched_rate_scale(servers) if rate_scale == "matched" else float(rate_scale)
+    except ValueError:
+        scale = float("nan")
+    if not scale > 0:
+        raise typer.BadParameter(f"--rate-scale must be a number > 0 or 'matched', got {rate_scale!r}")
     if cost_weight < 0:
         raise typer.BadParameter(f"--cost-weight must be >= 0, got {cost_weight}")
     if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
@@ -361,14 +404,15 @@ def train_drl_dagger(
                            first_round=first_round, log=lambda s: typer.echo(s, err=True),
                            expert_validation=not skip_expert_validation, margin=margin, order=order,
                            cost_weight=cost_weight, isolate=isolate,
-                           validation_seeds=val_seeds)
+                           validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
-            "cost_weight": cost_weight, "isolate": isolate,
-            "order": order,
-            "workload": f"drl_workload.generate({intervals} intervals), arrivals uniform/poisson/bursty in turn, "
+            "cost_weight": cost_weight, "isolate": isolate, "teacher_isolate": teacher_isolate,
+            "order": order, "rate_scale": scale,
+            "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
+                        f"uniform/poisson/bursty in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
             "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -10,6 +10,11 @@ read only what the job declares and the shipped profile, never the simulator's t
 whose model or shape was not profiled, or without declared iterations, goes after the estimated
 ones, in arrival order.
 
+``area`` (session drl12) offers first the job of least estimated GPU time: that solo estimate
+times the GPUs its workers hold (at least 1), so a short wide job no longer passes a slightly
+longer narrow one that frees less room for it (smallest resource-time product first, the
+multi-resource form of shortest-job-first). It reads the same declared quantities.
+
 One rule, one place: every :class:`.taskwise.TaskwisePolicy` (``drl``, ``lif-line``,
 ``lif-quad``) takes it as its ``order`` parameter, so a gain from the order is measured on the
 baselines too.
@@ -24,7 +29,7 @@ from ...engine.job import JobView
 from .online import load_solo, solo_key
 from .state import PlacementState
 
-ORDERS = ("arrival", "short")
+ORDERS = ("arrival", "short", "area")
 
 
 def check_order(order: str) -> str:
@@ -43,6 +48,12 @@ def solo_estimate(job: JobView, solo: dict[str, dict[str, float]]) -> float:
     return float(spec.iterations) / float(speed)
 
 
+def gpus(job: JobView) -> float:
+    """GPUs ``job``'s workers hold together (at least 1, so a GPU-less job still counts its time)."""
+    spec = job.spec
+    return max(1.0, spec.workers.count * float(spec.workers.demand.get("gpu", 0.0)))
+
+
 class PendingOrder:
     """Reorders the new jobs of a placement state (``order`` of the module docstring)."""
 
@@ -56,7 +67,7 @@ class PendingOrder:
             return
         if self._solo is None:
             self._solo = load_solo()
-        est = {j.id: solo_estimate(j, self._solo) for j in pending}
+        est = {j.id: solo_estimate(j, self._solo) * (gpus(j) if self.order == "area" else 1.0) for j in pending}
         rank = {j.id: i for i, j in enumerate(pending)}  # stable: arrival order breaks ties
         new = sorted((e for e in state.jobs if e.new), key=lambda e: (est[e.key], rank[e.key]))
         state.jobs[:] = [e for e in state.jobs if not e.new] + new

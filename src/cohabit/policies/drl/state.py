@@ -133,6 +133,12 @@ class PlacementState:
             out[1::2] = (self.free + eps >= job.ps_demand).all(axis=1)
         return out
 
+    def room_in_total(self, job: JobEntry) -> bool:
+        """Whether the cluster's free resources, summed over servers, cover ``job``'s unplaced tasks:
+        a necessary condition for placing it whole (placing a task only takes room away)."""
+        need = job.w_left * job.worker_demand + (0 if job.allreduce else job.p_left) * job.ps_demand
+        return bool((need <= self.free.sum(axis=0) + 1e-6).all())
+
     def apply(self, job: JobEntry, action: int) -> None:
         """Place one task of ``job`` as ``action`` says and record the decision."""
         server, is_ps = divmod(action, 2)
