@@ -105,10 +105,11 @@ class SimBackend:
     def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
         self.cfg = config or SimConfig()
         self._truth: dict[str, JobTruth] = {}
-        self._batch: dict[str, int | None] = {}  # the trace's batch size (the oracle's work models)
+        self._batch: dict[str, int] = {}  # the trace's batch size, where it gives one (the oracle's work models)
         for tj in jobs:
             self._truth[tj.spec.id] = tj.truth
-            self._batch[tj.spec.id] = tj.spec.batch_size
+            if tj.spec.batch_size is not None:
+                self._batch[tj.spec.id] = tj.spec.batch_size
         self._runs: dict[str, _Run] = {}
         self._checkpoint: dict[str, float] = {}  # iterations saved at the last checkpoint
         self._heap: list[tuple[float, int, int, str, int]] = []
