@@ -131,6 +131,9 @@ def test_a_record_that_keeps_only_its_last_event_keeps_its_columns_right() -> No
     assert [(e.kind, e.data) for e in r] == [(K.PAUSED, {"reason": "x"}), (K.RESUMED, {"alloc": {"gpu": 1.0}, "nodes": [1]}),
                                              (K.DECISION, {"ms": 2.0})]
     assert [e.kind for e in r._iter_from(1)] == [K.RESUMED, K.DECISION]
+    r.append(4.0, K.DECISION, None, ms=None)  # kept as a tuple
+    r._keep_last()
+    assert r.columns(K.DECISION) is None and [e.data for e in r] == [{"ms": None}]
 
 
 def test_columns_take_less_memory_than_tuples() -> None:

@@ -396,6 +396,8 @@ class Record:
                 for c in cols:
                     del c[:-1 if in_cols and code == k else len(c)]
             self._generic.clear()
+            if not in_cols and k in _LAYOUTS and type(self._data[0]) is not _Reports:
+                self._generic.add(k)  # (the row kept holds its data as a tuple)
             last = self._data[0]
             self._n = len(last) if type(last) is _Reports else 1  # type: ignore[arg-type]
             self._report_rows = 1 if type(last) is _Reports else 0
