@@ -8,6 +8,7 @@ appended; the metrics of a record must be bit for bit those of the same events i
 from __future__ import annotations
 
 import math
+import pickle
 import random
 import tracemalloc
 from dataclasses import fields
@@ -104,6 +105,14 @@ def test_every_event_reads_back_as_appended(seed: int) -> None:
     counts = r.kind_counts()
     for kind in K:
         assert counts.get(kind, 0) == sum(w[1] is kind for w in want)
+
+
+def test_a_pickled_record_reads_back_the_same() -> None:
+    r, want = _random_record(4)
+    again = pickle.loads(pickle.dumps(r))
+    for e, w in zip(again, want, strict=True):
+        _same_event(e, w)
+    assert again.columns(K.DECISION) is None or list(again.columns(K.DECISION)[1][0]) == list(r.columns(K.DECISION)[1][0])
 
 
 def test_columns_are_given_only_when_every_event_of_the_kind_is_in_them() -> None:

@@ -123,6 +123,9 @@ class _InColumns:
     def __repr__(self) -> str:
         return "<in columns>"
 
+    def __reduce__(self) -> str:
+        return "_IN_COLUMNS"  # (unpickled as the one instance: rows are told apart by identity)
+
 
 _IN_COLUMNS = _InColumns()
 
