@@ -8,6 +8,7 @@ appended; the metrics of a record must be bit for bit those of the same events i
 from __future__ import annotations
 
 import math
+import pickle
 import random
 import tracemalloc
 from dataclasses import fields
@@ -106,6 +107,14 @@ def test_every_event_reads_back_as_appended(seed: int) -> None:
         assert counts.get(kind, 0) == sum(w[1] is kind for w in want)
 
 
+def test_a_pickled_record_reads_back_the_same() -> None:
+    r, want = _random_record(4)
+    again = pickle.loads(pickle.dumps(r))
+    for e, w in zip(again, want, strict=True):
+        _same_event(e, w)
+    assert again.columns(K.DECISION) is None or list(again.columns(K.DECISION)[1][0]) == list(r.columns(K.DECISION)[1][0])
+
+
 def test_columns_are_given_only_when_every_event_of_the_kind_is_in_them() -> None:
     r = Record()
     r.append_decision(0.0, 1.5)
@@ -131,6 +140,9 @@ def test_a_record_that_keeps_only_its_last_event_keeps_its_columns_right() -> No
     assert [(e.kind, e.data) for e in r] == [(K.PAUSED, {"reason": "x"}), (K.RESUMED, {"alloc": {"gpu": 1.0}, "nodes": [1]}),
                                              (K.DECISION, {"ms": 2.0})]
     assert [e.kind for e in r._iter_from(1)] == [K.RESUMED, K.DECISION]
+    r.append(4.0, K.DECISION, None, ms=None)  # kept as a tuple
+    r._keep_last()
+    assert r.columns(K.DECISION) is None and [e.data for e in r] == [{"ms": None}]
 
 
 def test_columns_take_less_memory_than_tuples() -> None:

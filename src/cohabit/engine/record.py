@@ -125,6 +125,9 @@ class _InColumns:
     def __repr__(self) -> str:
         return "<in columns>"
 
+    def __reduce__(self) -> str:
+        return "_IN_COLUMNS"  # (unpickled as the one instance: rows are told apart by identity)
+
 
 _IN_COLUMNS = _InColumns()
 
@@ -522,6 +525,8 @@ class Record:
                 for c in cols:
                     del c[:-1 if in_cols and code == k else len(c)]
             self._generic.clear()
+            if not in_cols and k in _LAYOUTS and type(self._data[0]) is not _Reports:
+                self._generic.add(k)  # (the row kept holds its data as a tuple)
             last = self._data[0]
             self._n = len(last) if type(last) is _Reports else 1  # type: ignore[arg-type]
             self._report_rows = 1 if type(last) is _Reports else 0
