@@ -7,7 +7,9 @@ Prints the CPU seconds, the snapshots and their rows by job state, the load aver
 ``--no-profile``) cProfile's cumulative and internal-time tables. ``--phases`` (instead of cProfile):
 CPU seconds in each phase of the policy (its decisions, rounds, snapshots, catch-up of followed
 losses, loss fits, plans, report folding), timed with ``process_time`` around each call, per call and
-per job. Numbers in docs/speed.md ("Seventh session", "Eighth session") came from this script.
+per job. ``--memory`` (instead of cProfile): the memory still held at the end of the run, by the
+source file that allocated it (``tracemalloc``), and the policy's per-job tables. Numbers in
+docs/speed.md ("Seventh session", "Eighth session") came from this script.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import cProfile
 import os
 import pstats
 import time
+import tracemalloc
 
 
 def main() -> None:
@@ -28,6 +31,7 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--no-profile", action="store_true", help="count rows only (no cProfile overhead)")
     ap.add_argument("--phases", action="store_true", help="CPU per phase of the policy instead of cProfile")
+    ap.add_argument("--memory", action="store_true", help="memory held at the end by allocating file (tracemalloc)")
     args = ap.parse_args()
     phases = _time_phases() if args.phases else None
 
@@ -51,16 +55,30 @@ def main() -> None:
         JobModels.snapshot_of = counted  # type: ignore[method-assign]
     jobs = load_trace("philly_82k", "philly", limit=args.size).jobs
     cluster = cluster_from_arg(args.cluster)
-    prof = None if args.no_profile or args.phases else cProfile.Profile()
+    prof = None if args.no_profile or args.phases or args.memory else cProfile.Profile()
+    if args.memory:
+        tracemalloc.start(1)
+        mem0 = tracemalloc.take_snapshot()
+    policy = make_policy(args.policy)
     c0 = time.process_time()
     if prof is not None:
         prof.enable()
-    simulate(jobs, cluster, make_policy(args.policy))
+    out = simulate(jobs, cluster, policy)
     if prof is not None:
         prof.disable()
     cpu = time.process_time() - c0
     print(f"{args.policy} {args.size} jobs on {args.cluster}: {cpu:.2f} CPU s "
           f"({'profiled' if prof else 'not profiled'}), rows {dict(rows)}, load average {os.getloadavg()[0]:.1f}")
+    if args.memory:
+        mem1 = tracemalloc.take_snapshot()
+        now, peak = tracemalloc.get_traced_memory()
+        print(f"  traced at the end {now / 1e6:.1f} MB (peak {peak / 1e6:.1f} MB; the record and the jobs still held)")
+        for st in mem1.compare_to(mem0, "filename")[:12]:
+            print(f"  {st.size_diff / 1e6:8.2f} MB {st.count_diff:9d} blocks  {st.traceback[0].filename}")
+        models = getattr(policy, "models", None)
+        if models is not None:
+            print(f"  per-job table: {models._table.used} slots of {len(models._table.seq)}, loss tracks "
+                  f"{len(models.loss.tracks)}, speed models {len(models._speed)}")
     if phases is not None:
         spent, calls = phases
         for k in ("decide", "targets", "snapshot", "catch-up", "fits", "apply_targets", "rho_table", "observe_many"):
