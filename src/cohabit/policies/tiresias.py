@@ -85,7 +85,6 @@ not the number of all jobs.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping, Sequence
 
@@ -105,6 +104,7 @@ from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, t
 from .tiresias_order import Walk, WaitingOrder
 from .tiresias_preempt import Rec, lower_gpus, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
+from .tiresias_rounds import RoundShortcuts
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
 __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tiresias", "gittins_index",
@@ -125,7 +125,7 @@ def _positive(value: object, *, allow_zero: bool = False) -> bool:
 
 
 # ------------------------------------------------------------------ the policy
-class Tiresias(LasQueues, BasePolicy):
+class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
     """Discretized 2D-LAS (default) or 2D-Gittins-index scheduling with profile-based placement."""
 
     def __init__(
@@ -494,125 +494,6 @@ class Tiresias(LasQueues, BasePolicy):
         self._nofit_version = None
         self._quiet = None
         return plan
-
-    def _nothing_starts(self, view: ClusterView, lists: list[tuple[bool, list[Rec]]],
-                        failed: set[tuple[bytes, int, bool]], free_gpus: float, min_need: float,
-                        lower: list[float]) -> bool:
-        """True if the round's walk would start and pause nobody, decided without it (the walk and its
-        draft cost ~20-35 us on a contended cluster; this a few): nobody runs in a queue below the highest
-        waiting job's (``lower`` of its queue, and so of every waiting job's, is 0: no preemption), and either
-        fewer GPUs are free than the smallest waiting job needs (the walk stops at its first job) or every
-        (queue, shape) list's first job fails without a placement attempt (the walk parks each list after
-        it): its shape failed already, fewer GPUs are free than it needs, or it is a consolidated job that
-        would spread (:meth:`_spreads`). Those that would spread join ``failed`` and the ledger's no-room index,
-        as in the walk (on a draft still equal to the ledger). Nothing is changed when the answer is False. (A
-        first job of another shape that the ledger's no-room index fails is left to the walk: not seen on the
-        contended Philly run nor on the Muri trace.)"""
-        waiting = self._wait
-        q = 0
-        while not waiting[q]:
-            q += 1
-        if lower[q] > 1e-9:
-            return False
-        if free_gpus + 1e-9 < min_need:
-            return True
-        g = view.gpu_col
-        no_room = view.no_room_now()
-        node_gpus: list[float] | None = None
-        spread: list[tuple[bytes, int, bool]] = []  # would spread (noted as failing, as the walk does)
-        for _, recs in lists:
-            rec = recs[0]
-            shape = rec.shape
-            if shape in failed or free_gpus + 1e-9 < rec.gpus or shape in spread:
-                continue
-            if shape[2] and shape[1] > 1 and g is not None:
-                if node_gpus is None:
-                    node_gpus = np.sort(view.free[:, g])[::-1].tolist()
-                if self._spreads(rec, view, node_gpus):
-                    spread.append(shape)
-                    continue
-            return False  # the walk would try to place it
-        failed.update(spread)
-        for shape in spread:
-            no_room.add(("tiresias", shape))
-        return True
-
-    def _planned_nothing(self, view: ClusterView, failed: set[tuple[bytes, int, bool]]) -> Plan:
-        """End a round with an empty plan: the failures it leaves are carried on the ledger's room (nothing
-        reserved is kept, victims given back are restored); while no allocation changes, it is the same
-        room, and the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
-        self._nofit = failed
-        self._changed = False
-        version = view.allocation_version
-        self._free_gpus(view)
-        room = self._room_copy
-        if room is None:  # one copy of that room (as bytes) serves both memos, and later rounds at this version
-            free, dev = view.free, view.device_free
-            fb, db = free.tobytes(), dev.tobytes()
-            room = self._room_copy = (fb, db, (np.frombuffer(fb, free.dtype).reshape(free.shape),
-                                               np.frombuffer(db, dev.dtype).reshape(dev.shape)))
-        self._nofit_room = room[2] if failed else None
-        self._nofit_version = version
-        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], version)
-        return []
-
-    def _free_gpus(self, view: ClusterView) -> float:
-        """The ledger's free GPUs (``view.free[:, g].sum()``), summed once per allocation version (no allocation
-        changed: the same free capacity); a new version also drops the kept copy of the room."""
-        version = view.allocation_version
-        if version != self._room_version:
-            g = view.gpu_col
-            self._room_version = version
-            self._room_gpus = float(view.free[:, g].sum()) if g is not None else math.inf
-            self._room_copy = None
-        return self._room_gpus
-
-    def _still_quiet(self, view: ClusterView) -> bool:
-        """True if the last round planned nothing and nothing a round depends on changed since: no job
-        arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
-        no running job reached its minimum run time (a new victim), the free room is the same, and so
-        are the job count and the history (the Gittins distribution). The round would plan nothing again.
-        (A job still running in a queue no lower than every waiting job's, ``Q_1`` for one, that reached its
-        minimum run time is no new victim: victims are taken from queues lower than the waiting job's only; it
-        becomes one when it is demoted or a job waits in a higher queue, a change of queue or a new job.)"""
-        now = view.now
-        heap, recs = self._eligible, self._recs
-        reached = False
-        top = -1  # the highest queue with a waiting job (there is one: see decide), once needed
-        while heap and heap[0][0] <= now + TIME_EPS:  # eligible now: the round below (not quiet) sees them
-            rec = recs.get(heapq.heappop(heap)[1])
-            if reached:
-                continue
-            if rec is None or not rec.running:
-                reached = True
-            elif rec.q > 0:
-                if top < 0:
-                    top = next(q for q, table in enumerate(self._wait) if table)
-                reached = rec.q > top
-        quiet = self._quiet
-        if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
-                or quiet[1] != len(view.history):
-            return False
-        if quiet[4] == view.allocation_version:  # no allocation changed: the same free room
-            return True
-        return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
-
-    def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
-        """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
-        now than after that round's plan: a placement that fails keeps failing while room only shrinks
-        (fits, consolidation on the fewest nodes and device shares are all monotone in the free room).
-        Rounds triggered by arrivals, reports, ticks and starts then try no shape again; a finish, a pause
-        or a refused start gives room back and clears them."""
-        saved = self._nofit_room
-        if not self._nofit or saved is None:
-            return set()
-        if self._nofit_version == view.allocation_version:  # an empty plan and no allocation since: the same room
-            return set(self._nofit)
-        free, dev = view.free, view.device_free
-        if free.shape != saved[0].shape or dev.shape != saved[1].shape or (free > saved[0]).any() \
-                or (dev > saved[1]).any():
-            return set()
-        return set(self._nofit)
 
 
 def make(oracle: bool = False, **params: object) -> Tiresias:
