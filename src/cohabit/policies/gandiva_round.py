@@ -511,6 +511,7 @@ class GandivaRound:
         memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
+        counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
         start = 0
         version = self.view.allocation_version
         prior = memo.get(key) if memo is not None else None
@@ -521,22 +522,27 @@ class GandivaRound:
                 chosen = victims[:k]
                 for v in chosen:  # (the same additions in the same order as the loop below)
                     free_gpu += v.cls
-                if need_dev:
-                    spare += sum([self._devices_held(v) for v in chosen])
-                # (the full attempt gave each back once the GPUs and devices sufficed)
-                if free_gpu >= rec.cls - 1e-6 and spare >= need_dev:
-                    for u in chosen:
-                        draft.give_back(u.job)
-                    given = k
+                if free_gpu >= rec.cls - 1e-6:
+                    if need_dev:
+                        spare += sum([self._devices_held(v) for v in chosen])
+                        counted = k
+                    if spare >= need_dev:  # (the full attempt gave each back once GPUs and devices sufficed)
+                        for u in chosen:
+                            draft.give_back(u.job)
+                        given = k
                 start = k
         width = rec.n + rec.job.spec.num_ps
         for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
-            if need_dev:
-                spare += self._devices_held(v)
-            if free_gpu < rec.cls - 1e-6 or spare < need_dev:
+            if free_gpu < rec.cls - 1e-6:
                 continue
+            if need_dev:  # (devices counted only once the GPUs suffice: most walks stop short of that)
+                for u in chosen[counted:]:
+                    spare += self._devices_held(u)
+                counted = len(chosen)
+                if spare < need_dev:
+                    continue
             for u in chosen[given:]:
                 draft.give_back(u.job)
             given = len(chosen)
