@@ -90,3 +90,25 @@ def test_a_kept_nothing_fits_answer_is_the_fresh_one() -> None:
     real = simulate(jobs, _cluster(), Tetris())
     assert _CheckedNothingFits.kept > 100
     assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
+
+
+class _OrderChecked(Tetris):
+    """Checks, at every round, that the rows a round reads by the table's live mask are the queue in order."""
+
+    read = 0
+
+    def decide(self, view):  # type: ignore[no-untyped-def,override]
+        if not view.paused and self._in_step(view, view.pending.keys(), len(view.pending)):
+            pos = self._queue_rows(view)
+            if pos is not None:
+                assert [self._ids[i] for i in pos] == list(view.pending), view.now
+                _OrderChecked.read += 1
+        return super().decide(view)
+
+
+def test_rows_read_by_the_mask_are_the_queue_in_order_after_refused_starts() -> None:
+    """A refused start leaves its job waiting without a row; its row, made again, is not at the job's place in
+    the queue, so the table is rewritten in queue order before a round reads it by the live mask (fails if the
+    table is read out of order)."""
+    got, refused = _run(_OrderChecked())
+    assert refused and _OrderChecked.read > 50

@@ -507,10 +507,11 @@ class GandivaRound:
         # whole-GPU workers (one whole free device each): whole free devices now, plus the devices each victim
         # holds (a bound on those its give-back can free); while fewer than the workers, no try can succeed
         need_dev = rec.n if rec.whole else 0
-        spare = int((saved[1] >= 1.0 - EPS).sum()) if need_dev else 0
+        spare = -1  # (counted once the GPUs suffice: most walks stop short of that)
         memo = self._turns_failed if not self.plan else None
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back
+        counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
         start = 0
         version = self.view.allocation_version
         prior = memo.get(key) if memo is not None else None
@@ -521,22 +522,29 @@ class GandivaRound:
                 chosen = victims[:k]
                 for v in chosen:  # (the same additions in the same order as the loop below)
                     free_gpu += v.cls
-                if need_dev:
-                    spare += sum([self._devices_held(v) for v in chosen])
-                # (the full attempt gave each back once the GPUs and devices sufficed)
-                if free_gpu >= rec.cls - 1e-6 and spare >= need_dev:
-                    for u in chosen:
-                        draft.give_back(u.job)
-                    given = k
+                if free_gpu >= rec.cls - 1e-6:
+                    if need_dev:
+                        spare = int((saved[1] >= 1.0 - EPS).sum()) + sum([self._devices_held(v) for v in chosen])
+                        counted = k
+                    if not need_dev or spare >= need_dev:  # (the full attempt gave each back by then)
+                        for u in chosen:
+                            draft.give_back(u.job)
+                        given = k
                 start = k
         width = rec.n + rec.job.spec.num_ps
         for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
-            if need_dev:
-                spare += self._devices_held(v)
-            if free_gpu < rec.cls - 1e-6 or spare < need_dev:
+            if free_gpu < rec.cls - 1e-6:
                 continue
+            if need_dev:  # (devices counted only once the GPUs suffice: most walks stop short of that)
+                if spare < 0:
+                    spare = int((saved[1] >= 1.0 - EPS).sum())  # whole free devices in the draft as saved
+                for u in chosen[counted:]:
+                    spare += self._devices_held(u)
+                counted = len(chosen)
+                if spare < need_dev:
+                    continue
             for u in chosen[given:]:
                 draft.give_back(u.job)
             given = len(chosen)
