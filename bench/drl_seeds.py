@@ -20,7 +20,9 @@ mean best, the paired ratios ``drl / best`` per seed (their mean, and on how man
 below), and the same against the per-seed best baseline (the least of the five on each seed, a
 stricter reference no single baseline reaches). The solo bound's mean (``sim.drl_bounds``) says
 how much any placement could gain. Extra columns (``EXTRA``) attribute drl's result to its
-hand-coded rules: drl without the isolation rule on 30 servers, LIF-Quad with it.
+hand-coded rules: LIF-Line in drl's shortest-first order on 6 servers; on 30 servers drl without
+the isolation rule, and LIF-Quad and LIF-Line with both of drl's rules (shortest first and
+``isolate=compact``), so that what drl's actor adds over its rules shows.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ import numpy as np
 
 BASELINES = ("lb", "tetris", "tiresias", "lif-line", "lif-quad")
 #: extra columns per cluster size (not in the best-baseline choice)
-EXTRA = {6: ("lif-line:order=short",), 30: ("drl:isolate=never", "lif-quad:isolate=compact",
-                                              "lif-quad:order=short:isolate=compact")}
+EXTRA = {6: ("lif-line:order=short",), 30: ("drl:isolate=never", "lif-quad:order=short:isolate=compact",
+                                              "lif-line:order=short:isolate=compact")}
 SEED0 = 300
 PATTERNS6 = ("uniform", "poisson", "bursty", "unseen")
 PATTERNS30 = ("30 uniform", "30 poisson", "30 bursty", "30 matched uniform", "30 matched poisson",
@@ -129,7 +131,12 @@ def show(res: dict[str, Any]) -> None:
           f"wall; load average {la}")
     cols = list(dict.fromkeys(p for s in summ.values() for p in s["mean"]))
     short = {"lif-line:order=short": "line short", "drl:isolate=never": "drl no-iso",
-             "lif-quad:isolate=compact": "quad iso", "lif-quad:order=short:isolate=compact": "quad s+iso"}
+             "lif-quad:isolate=compact": "quad iso", "lif-quad:order=short:isolate=compact": "quad s+iso",
+             "lif-line:order=short:isolate=compact": "line s+iso", "drl:order=area": "drl area",
+             "lif-line:order=area": "line area"}
+    for p in [c for s in summ.values() for c in s["mean"]]:
+        if "weights=" in p:  # earlier weights (--extra drl:weights=DIR/policy-30.pt[:isolate=never])
+            short[p] = "before" + ("-noiso" if "isolate=never" in p else "")
     print(f"{'pattern':20s}{'solo':>7s}" + "".join(f"{short.get(p, p):>11s}" for p in cols)
           + f"{'best':>10s}{'gain':>8s}{'drl/best':>10s}{'wins':>7s}{'vs seed-best':>14s}{'wins':>6s}{'solo room':>11s}")
     for pattern, s in summ.items():
@@ -138,3 +145,33 @@ def show(res: dict[str, Any]) -> None:
             f"{s['mean'][p]:11.2f}" if p in s["mean"] else f"{'':11s}" for p in cols)
             + f"{s['best_baseline']:>10s}{s['gain_pct']:+7.1f}%{s['ratio_mean']:10.3f}{s['wins']:4d}/{n:<2d}"
             + f"{s['ratio_vs_seed_best_mean']:14.3f}{s['wins_vs_seed_best']:3d}/{n:<2d}{s['solo_gain_bound_pct']:+10.1f}%")
+
+
+def main() -> None:
+    """``python bench/drl_seeds.py --servers 6 --k 12``: one part of the table on its own (written
+    to ``bench/results/drl_seeds_SERVERS.json``), for a loaded machine where the whole of
+    ``bench/drl.py`` takes too long."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--servers", choices=("6", "30", "all"), default="all")
+    ap.add_argument("--k", type=int, default=12, help="seeds per pattern")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--extra", default="", help="comma-separated extra policy columns")
+    args = ap.parse_args()
+    if args.k < 1 or args.workers < 1:
+        ap.error("--k and --workers must be >= 1")
+    patterns = {"6": PATTERNS6, "30": PATTERNS30, "all": PATTERNS6 + PATTERNS30}[args.servers]
+    extra = tuple(p for p in args.extra.split(",") if p)
+    res = run(patterns, args.k, args.workers, extra)
+    show(res)
+    out = Path(__file__).resolve().parent / "results" / f"drl_seeds_{args.servers}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
