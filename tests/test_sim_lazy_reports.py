@@ -210,3 +210,23 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
     assert len(reads) > 100  # the rounds did read running jobs
     stale = [jid for jid, waited in reads if waited]
     assert stale == []
+
+
+def test_the_numpy_pass_computes_the_reports_of_the_python_steps_bit_for_bit():
+    """``ReportGrid.take`` computes many reports in one numpy pass and a few in Python: the same numbers."""
+    import random
+
+    from cohabit.sim.report_grid import _reports_numpy, _reports_python
+
+    rng = random.Random(7)
+    for every in (60.0, 300.0, 7.3):
+        due = []
+        for i in range(40):
+            t0 = rng.uniform(0.0, 5000.0)
+            rate = rng.uniform(0.01, 30.0)
+            done0 = rng.choice([0.0, rng.uniform(0.0, 1e5)])
+            total = done0 + rng.uniform(1.0, 1e6)
+            seg = [0, 0, done0, t0, rate, total, rng.uniform(1e-3, 50.0), rng.uniform(0.1, 3.0), rng.uniform(0.0, 2.0), 0]
+            k0 = int(t0 // every) + rng.choice([0, 1])  # (a first grid time at or before t0: iterations at t0)
+            due.append((f"j{i}", seg, k0, k0 + rng.randrange(0, 30)))
+        assert _reports_numpy(due, every) == _reports_python(due, every)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 _EPS = 1e-9
 
 # a segment: [k_next (first index not taken), k_last, done0, t0, rate, total, a, b, c, k_first]
@@ -147,8 +149,9 @@ class ReportGrid:
             todo = [(job, segs)]
         else:
             todo = list(self._open.items())
-        every, k_done, members = self.every, self.k_done, self._members
-        out = []
+        k_done, members = self.k_done, self._members
+        due: list[tuple[str, list[Any], int, int]] = []  # (job, segment, first k, last k)
+        count = 0
         for jid, segs in todo:
             live = members.get(jid)
             live_seg = live[0] if live is not None else None
@@ -157,16 +160,8 @@ class ReportGrid:
                 k0, last = seg[_NEXT], seg[_LAST]
                 stop = last if last < k_done else k_done
                 if k0 <= stop:
-                    done0, t0, rate, total, a, b, c = seg[_DONE0:_FIRST]
-                    iters = []
-                    losses = []
-                    for k in range(k0, stop + 1):
-                        t = k * every
-                        done = done0 + (t - t0) * rate if t > t0 else done0
-                        f = done / total
-                        iters.append(done)
-                        losses.append(1.0 / (a * (f if f < 1.0 else 1.0) + b) + c)
-                    out.append((jid, k0, iters, losses, 1.0 / rate, done0, t0, rate))
+                    due.append((jid, seg, k0, stop))
+                    count += stop - k0 + 1
                     seg[_NEXT] = stop + 1
                 if seg is live_seg or seg[_NEXT] <= seg[_LAST]:
                     keep.append(seg)
@@ -175,4 +170,52 @@ class ReportGrid:
                     segs[:] = keep
             else:
                 del self._open[jid]
-        return out
+        if not due:
+            return []
+        return (_reports_numpy if count >= _NUMPY_FROM else _reports_python)(due, self.every)
+
+
+#: reports taken at once from which one numpy pass is cheaper than a Python step per report (measured:
+#: ~0.1 us per report and ~0.3 us per segment in Python, ~20 us + ~0.03 us per report in numpy)
+_NUMPY_FROM = 400
+
+
+def _reports_python(due: list[tuple[str, list[Any], int, int]], every: float
+                    ) -> list[tuple[str, int, list[float], list[float], float, float, float, float]]:
+    """:meth:`ReportGrid.take`'s reports, one Python step per report."""
+    out = []
+    for jid, seg, k0, stop in due:
+        done0, t0, rate, total, a, b, c = seg[_DONE0:_FIRST]
+        iters = []
+        losses = []
+        for k in range(k0, stop + 1):
+            t = k * every
+            done = done0 + (t - t0) * rate if t > t0 else done0
+            f = done / total
+            iters.append(done)
+            losses.append(1.0 / (a * (f if f < 1.0 else 1.0) + b) + c)
+        out.append((jid, k0, iters, losses, 1.0 / rate, done0, t0, rate))
+    return out
+
+
+def _reports_numpy(due: list[tuple[str, list[Any], int, int]], every: float
+                   ) -> list[tuple[str, int, list[float], list[float], float, float, float, float]]:
+    """:func:`_reports_python` in one numpy pass: the same IEEE operations in the same order per report
+    (numpy's elementwise ``+ - * /`` round as Python's floats do), so the same numbers bit for bit."""
+    n = np.array([stop - k0 + 1 for _, _, k0, stop in due], dtype=np.int64)
+    cols = np.array([seg[_DONE0:_FIRST] for _, seg, _, _ in due], dtype=np.float64)  # done0 t0 rate total a b c
+    k0s = np.array([k0 for _, _, k0, _ in due], dtype=np.int64)
+    ends = np.cumsum(n)
+    starts = ends - n
+    k = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(starts - k0s, n)
+    t = k * every
+    done0, t0, rate, total, a, b, c = (np.repeat(cols[:, i], n) for i in range(7))
+    done = np.where(t > t0, done0 + (t - t0) * rate, done0)
+    f = done / total
+    loss = 1.0 / (a * np.where(f < 1.0, f, 1.0) + b) + c
+    iters_all, loss_all = done.tolist(), loss.tolist()
+    out = []
+    for (jid, seg, k0, _), lo, hi in zip(due, starts.tolist(), ends.tolist()):
+        rate_ = seg[_RATE]
+        out.append((jid, k0, iters_all[lo:hi], loss_all[lo:hi], 1.0 / rate_, seg[_DONE0], seg[_T0], rate_))
+    return out
