@@ -230,3 +230,22 @@ def test_the_numpy_pass_computes_the_reports_of_the_python_steps_bit_for_bit():
             k0 = int(t0 // every) + rng.choice([0, 1])  # (a first grid time at or before t0: iterations at t0)
             due.append((f"j{i}", seg, k0, k0 + rng.randrange(0, 30)))
         assert _reports_numpy(due, every) == _reports_python(due, every)
+
+
+def test_metrics_window_ends_at_a_segment_report_after_the_last_event():
+    """A job still running when the record ends: its last segment report is the record's last time, and the
+    metrics pass (which skips report rows) must end its window there, as it does on the same events flat."""
+    cluster = preset("tiresias")
+    rec, flat = Record(), Record()
+    for r in (rec, flat):
+        r.append(0.0, K.SUBMITTED, "a", tenant="t", weight=1.0, deadline=None, demand={"gpu": 1.0})
+        r.append(0.0, K.STARTED, "a", alloc={"gpu": 1.0}, nodes=[0])
+    rec.append_segment("a", 1, 5, 60.0, 0.0, 0.0, 1.0)
+    for e in list(rec)[2:]:
+        flat.append(e.time, e.kind, e.job, **e.data)
+    assert rec.last_times() == (0.0, 300.0)
+    for horizon in (None, 200.0):
+        a = compute_metrics(rec, cluster.capacity, horizon=horizon).to_json()
+        b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
+        a.pop("decision_time", None), b.pop("decision_time", None)
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
