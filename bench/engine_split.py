@@ -6,7 +6,8 @@ policy's ``decide`` and every optional hook the loop calls (``on_arrival``, ``on
 ``compute_metrics`` timed the same way. The *engine* is what is left: the loop, the apply path (ledger, the
 simulator's launch / halt / physics), the backend's event heap, the record. Trace loading is outside.
 
-``--detail`` also times, exclusively (a nested timed call is subtracted from its caller), the scheduler's
+``--detail`` (``-dd``: also the ledger's allocate/release, the simulator's launch, halt and reschedule, the
+record's appends) also times, exclusively (a nested timed call is subtracted from its caller), the scheduler's
 ``_apply`` (an action: ledger + backend launch/halt + record), the backend's ``advance`` (its heap, finishes and
 their halts) and ``next_event_time``, the scheduler's ``_on_backend_event`` (folding an event: ends, releases)
 and ``_record_used``; the wrappers cost CPU themselves (about ``overhead_us`` per timed call, measured in the
@@ -80,7 +81,7 @@ def _overhead_us(timer: _Timer, n: int = 20000) -> float:
     return best
 
 
-def one(size: int | None, policy_name: str, cluster_arg: str, trace: str, fmt: str, detail: bool) -> dict[str, object]:
+def one(size: int | None, policy_name: str, cluster_arg: str, trace: str, fmt: str, detail: int) -> dict[str, object]:
     import cohabit.sim.runner as runner
     from cohabit.engine.loop import Scheduler
     from cohabit.policies import make_policy
@@ -99,9 +100,18 @@ def one(size: int | None, policy_name: str, cluster_arg: str, trace: str, fmt: s
             setattr(policy, hook, timer.wrap("policy", fn))
     runner.compute_metrics = timer.wrap("metrics", runner.compute_metrics)
     if detail:
-        for cls, name, bucket in ((Scheduler, "_apply", "apply"), (Scheduler, "_on_backend_event", "on_event"),
-                                  (Scheduler, "_record_used", "record_used"), (SimBackend, "advance", "advance"),
-                                  (SimBackend, "next_event_time", "next_event_time")):
+        from cohabit.engine.ledger import Ledger
+        from cohabit.engine.record import Record
+        parts = [(Scheduler, "_apply", "apply"), (Scheduler, "_on_backend_event", "on_event"),
+                 (Scheduler, "_record_used", "record_used"), (SimBackend, "advance", "advance"),
+                 (SimBackend, "next_event_time", "next_event_time")]
+        if detail > 1:  # the apply path's parts
+            parts += [(Ledger, "allocate", "ledger"), (Ledger, "release", "ledger"), (SimBackend, "launch", "launch"),
+                      (SimBackend, "halt", "halt"), (SimBackend, "_reschedule", "reschedule"),
+                      (Record, "append_alloc", "record"), (Record, "append_paused", "record"),
+                      (Record, "append_used", "record"), (Record, "append_decision", "record"),
+                      (Record, "append", "record")]
+        for cls, name, bucket in parts:
             setattr(cls, name, timer.wrap(bucket, getattr(cls, name)))
     c0 = time.process_time()
     out = runner.simulate(load.jobs, cluster, policy)
@@ -125,7 +135,7 @@ def _child(args: argparse.Namespace, size: str, policy: str, src: str | None) ->
     if src is not None:
         env["PYTHONPATH"] = src
     cmd = [sys.executable, __file__, "--child", size, policy, "--cluster", args.cluster, "--trace", args.trace,
-           "--format", args.format] + (["--detail"] if args.detail else [])
+           "--format", args.format] + ["--detail"] * args.detail
     res = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if res.returncode != 0:
         print(res.stderr, file=sys.stderr)
@@ -146,7 +156,7 @@ def main() -> None:
     ap.add_argument("--format", default="philly")
     ap.add_argument("--policies", default="tiresias,gandiva")
     ap.add_argument("--before", metavar="SRC")
-    ap.add_argument("--detail", action="store_true")
+    ap.add_argument("--detail", action="count", default=0, help="time the engine's parts (twice: the apply path's too)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--label", default="split")
     ap.add_argument("--json", default="bench/results/engine_split.json")

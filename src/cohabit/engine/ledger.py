@@ -67,6 +67,7 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
         self._node_sums: dict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = {}  # see _per_node_sums
         self._resources: dict[bytes, Resources] = {}  # see _as_resources
         self._fits_cache: dict[bytes, str | None] = {}
+        self._sigs: dict[tuple[tuple[int, ...], int], object] = {}  # (placement, id(row)) -> ledger_tasks._Sig
         # pipelined groups: key (mode, nodes) -> members, first = owner of the machines
         self.groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
         self.group_of_node: dict[int, tuple[str, tuple[int, ...]]] = {}
@@ -226,6 +227,10 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
         task takes no GPU capacity, only its other resources; ``only_devices`` (``Colocate(on_hosts=True)``)
         restricts the devices it may take to those (node, GPU index) pairs.
         """
+        if not share_gpus and demands:
+            fast = self._allocate_plain(job, placement, demands)
+            if fast is not None:
+                return fast
         self.version += 1
         if job in self.allocations:
             raise AllocationError(f"job {job!r} already holds an allocation")
@@ -373,6 +378,9 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
     def release(self, job: str) -> list[str]:
         """Free ``job``'s allocation. Returns the time-sharing guests that inherited one of its
         GPUs (their owned allocation grew)."""
+        alloc = self.allocations.get(job)
+        if alloc is not None and alloc.group is None and alloc.pack is None and self._release_plain(job, alloc):
+            return []
         self.version += 1
         self.grown += 1  # room grows: placements that failed may fit now
         inheritors: list[str] = []
