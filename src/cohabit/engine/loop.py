@@ -96,6 +96,8 @@ class Scheduler(ActionHandlers, LiveControl):
         self.policy = policy
         self.backend = backend
         self._backend_job_ended = getattr(backend, "job_ended", None)  # optional: told when a job ended
+        # the backend hands out one never-changed ``used`` dict per level (SimBackend): the record keeps it as is
+        self._used_kept = getattr(backend, "shares_used_levels", False) is True
         self.strict = strict
         self.horizon = horizon
         if decision_period is not None and not 0 < decision_period < math.inf:
@@ -381,11 +383,11 @@ class Scheduler(ActionHandlers, LiveControl):
         """Record the ``USED`` samples among ``events`` (what jobs actually used: metrics only,
         nothing a policy sees) and return the other events."""
         rest = []
-        append_used, now = self.record.append_used, self.now
+        append_used, now, kept = self.record.append_used, self.now, self._used_kept
         for ev in events:
             if ev.kind is _USED:
                 d = ev.data
-                append_used(now, ev.job, d["used"], float(d["since"]), float(d["until"]))
+                append_used(now, ev.job, d["used"], float(d["since"]), float(d["until"]), kept)
             else:
                 rest.append(ev)
         return rest

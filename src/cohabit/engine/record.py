@@ -300,15 +300,18 @@ class Record:
         self._cols[_DECISION_CODE][0].append(ms)
         self._data.append(_IN_COLUMNS)
 
-    def append_used(self, time: float, job: str | None, used: dict[str, Any], since: float, until: float) -> None:
+    def append_used(self, time: float, job: str | None, used: dict[str, Any], since: float, until: float,
+                    kept: bool = False) -> None:
         """``append(time, USED, job, used=dict(used), since=since, until=until)`` (``used`` is copied
-        the first time its contents are seen, so the caller may reuse it)."""
+        the first time its contents are seen, so the caller may reuse it; with ``kept`` the caller never changes
+        it, and the record may keep that very dict: a caller handing out one dict per level pays one look-up
+        by identity per sample)."""
         if type(since) is not float or type(until) is not float:
             self.append(time, EventKind.USED, job, used=dict(used), since=since, until=until)
             return
         self._row(time, _USED_CODE, job)
         cols = self._cols[_USED_CODE]
-        cols[0].append(self._share(used, copy=True))
+        cols[0].append(self._share(used, copy=not kept))
         cols[1].append(since)
         cols[2].append(until)
         self._data.append(_IN_COLUMNS)

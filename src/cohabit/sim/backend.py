@@ -49,6 +49,7 @@ from .truth import JobTruth, TraceJob
 from .usage import device_factor, job_gpus, ps_levels, restoring, trace_level
 
 _FINISH, _PROGRESS, _EPOCH, _RATE, _BACKGROUND = 0, 1, 2, 3, 4
+_USED = BackendEventKind.USED
 _EPS = 1e-9
 #: the job field of the heap entry of a report-grid time (no job id is empty: ``JobSpec`` requires one)
 _GRID_KEY = ""
@@ -57,7 +58,7 @@ _GRID_KEY = ""
 class _Run:
     __slots__ = ("spec", "truth", "alloc", "solo", "rate", "done", "t0", "version", "devices", "group", "speed",
                  "pack", "level", "busy", "use_since", "consolidation", "goodput", "epoch_end", "traffic", "placed",
-                 "host", "split", "host_factors", "gpus", "unit")
+                 "host", "split", "host_factors", "gpus", "unit", "shared")
 
     def __init__(self, spec: JobSpec, truth: JobTruth, alloc: Allocation, solo: float, done: float, t0: float):
         self.spec = spec
@@ -85,6 +86,8 @@ class _Run:
         self.host_factors: tuple[float, float] | None = None  # physics local: (f_cpu, f_link) now
         self.gpus: float | None = None  # usage.job_gpus on alloc (cached)
         self.unit = min(spec.workers.demand["gpu"], 1.0)  # share of a device one worker uses alone at full speed
+        #: (level, its shared copy, the shared copy of its restoring level or None): see SimBackend._shared_level
+        self.shared: tuple[dict[str, float], dict[str, float], dict[str, float] | None] | None = None
 
     def done_at(self, t: float) -> float:
         return self.done + max(t - self.t0, 0.0) * self.rate
@@ -102,6 +105,10 @@ def _placed(spec: JobSpec, model: str, alloc: Allocation) -> drl_physics.Placed:
 
 
 class SimBackend:
+    #: the ``used`` dicts of its USED events are shared between events and never changed after they are handed
+    #: out (one per distinct level): read them, never change them; a record may keep them as they are
+    shares_used_levels = True
+
     def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
         self.cfg = config or SimConfig()
         self._truth: dict[str, JobTruth] = {}
@@ -132,6 +139,10 @@ class SimBackend:
         self._grid_next: float | None = None
         #: megabytes task-graph jobs sent between nodes (MLFS's bandwidth cost), per job
         self.net_mb: dict[str, float] = {}
+        #: job -> (tasks, nodes its workers span, consolidation factor, solo rate) of its last launch (see _rates)
+        self._rates: dict[str, tuple[int, int, float, float]] = {}
+        #: one dict per distinct usage level (content and value types): the ``used`` of USED events (see _shared_level)
+        self._levels_seen: dict[tuple, dict[str, float]] = {}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -179,8 +190,8 @@ class SimBackend:
                 touched |= occ
                 occ.add(spec.id)
         else:
-            c = consolidation_factor(spec, truth, alloc, self.cfg)  # once: the speed and the usage level need it
-            run = _Run(spec, truth, alloc, solo_rate(spec, truth, alloc, self.cfg, consolidation=c), done, now + delay)
+            c, solo = self._rates_of(spec, truth, alloc)
+            run = _Run(spec, truth, alloc, solo, done, now + delay)
             run.consolidation = c
         run.use_since = now
         self._runs[spec.id] = run
@@ -195,6 +206,27 @@ class SimBackend:
                 touched |= occ
                 occ.add(spec.id)
         self._reschedule(touched, now)
+
+    def _rates_of(self, spec: JobSpec, truth: JobTruth, alloc: Allocation) -> tuple[float, float]:
+        """``(consolidation_factor, solo_rate)`` of ``spec`` on ``alloc``. For a trace-duration job whose speed
+        depends on its placement only through its task count and the nodes its workers span (no task graph,
+        profile app, per-GPU-model speeds or CPU parallel fraction), kept per job for its last (tasks, nodes):
+        a preempted job mostly resumes in the same shape, and both are pure functions of those."""
+        cfg = self.cfg
+        if (spec.graph is not None or truth.app is not None or truth.duration is None or truth.parallel_fraction
+                is not None or (truth.gpu_speed and cfg.gpu_models)):
+            c = consolidation_factor(spec, truth, alloc, cfg)  # once: the speed and the usage level need it
+            return c, solo_rate(spec, truth, alloc, cfg, consolidation=c)
+        slots = alloc.slots
+        n = len(slots)
+        n_nodes = 1 if n == 1 else len({s.node for s in slots[:n - spec.num_ps]})
+        hit = self._rates.get(spec.id)
+        if hit is not None and hit[0] == n and hit[1] == n_nodes:
+            return hit[2], hit[3]
+        c = consolidation_factor(spec, truth, alloc, cfg)
+        solo = solo_rate(spec, truth, alloc, cfg, consolidation=c)
+        self._rates[spec.id] = (n, n_nodes, c, solo)
+        return c, solo
 
     def launch_pack(self, device: tuple[int, int], specs: Sequence[JobSpec], allocs: Sequence[Allocation],
                     now: float, *, from_checkpoint: Sequence[bool]) -> None:
@@ -326,7 +358,8 @@ class SimBackend:
             if run is not None:
                 self._report_use(run, now)  # use up to now at the old level
                 self._fold(run, now)  # progress up to now at the old rate
-        self._ps_speeds(jobs)
+        if self._ps_groups:  # (a run has a group only while it is in _ps_groups)
+            self._ps_speeds(jobs)
         for jid in order:
             run = self._runs.get(jid)
             if run is None:
@@ -431,15 +464,32 @@ class SimBackend:
             run.use_since = max(since, now)
             return
         jid = run.spec.id
+        shared = run.shared
+        if shared is None or shared[0] is not run.level:  # (a new level: _levels replaces the dict, never edits it later)
+            shared = run.shared = (run.level, self._shared_level(run.level), None)
         if since < run.t0:
             end = min(run.t0, now)
-            self._used.append(BackendEvent(now, BackendEventKind.USED, jid,
-                                           {"used": restoring(run.level), "since": since, "until": end}))
+            rest = shared[2]
+            if rest is None:
+                rest = self._shared_level(restoring(run.level))
+                run.shared = (shared[0], shared[1], rest)
+            self._used.append(BackendEvent(now, _USED, jid, {"used": rest, "since": since, "until": end}))
             since = end
         if now > since:
-            self._used.append(BackendEvent(now, BackendEventKind.USED, jid,
-                                           {"used": dict(run.level), "since": since, "until": now}))
+            self._used.append(BackendEvent(now, _USED, jid, {"used": shared[1], "since": since, "until": now}))
         run.use_since = now
+
+    def _shared_level(self, level: dict[str, float]) -> dict[str, float]:
+        """The one dict this backend hands out for ``level``'s contents (the value types included, as the record
+        keeps them): the ``used`` of its USED events, shared between events and never changed (see
+        :attr:`shares_used_levels`)."""
+        key = (*level.items(), *map(type, level.values()))
+        hit = self._levels_seen.get(key)
+        if hit is None:
+            if len(self._levels_seen) > 4096:
+                self._levels_seen.clear()
+            hit = self._levels_seen[key] = dict(level)
+        return hit
 
     def drain_usage(self, now: float) -> list[BackendEvent]:
         """``USED`` events for every running job up to ``now`` and those not yet returned."""
