@@ -6,7 +6,7 @@ policy's ``decide`` and every optional hook the loop calls (``on_arrival``, ``on
 ``compute_metrics`` timed the same way. The *engine* is what is left: the loop, the apply path (ledger, the
 simulator's launch / halt / physics), the backend's event heap, the record. Trace loading is outside.
 
-``--detail`` (``-dd``: also the ledger's allocate/release, the simulator's launch, halt and reschedule, the
+``--detail`` (``--detail --detail``: also the ledger's allocate/release, the simulator's launch, halt and reschedule, the
 record's appends) also times, exclusively (a nested timed call is subtracted from its caller), the scheduler's
 ``_apply`` (an action: ledger + backend launch/halt + record), the backend's ``advance`` (its heap, finishes and
 their halts) and ``next_event_time``, the scheduler's ``_on_backend_event`` (folding an event: ends, releases)

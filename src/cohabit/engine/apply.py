@@ -403,9 +403,26 @@ class ActionHandlers:
 _GPUS: dict[tuple[int, ...], tuple[list[np.ndarray], float]] = {}
 
 
+#: id(a shared list of task rows) -> (the list, GPU column, :func:`_gpus_of`): the scheduler's ``_task_vectors`` lists
+_GPUS_OF_LIST: dict[int, tuple[list[np.ndarray], int, float]] = {}
+
+
 def _gpus_of(vectors: list[np.ndarray], col: int) -> float:
     """The sum of the rows' GPU column, added in task order; kept per sequence of read-only rows (the
-    ledger's own, see ``Ledger.vector``: a start or resume asks it for the same few shapes again and again)."""
+    ledger's own, see ``Ledger.vector``: a start or resume asks it for the same few shapes again and again),
+    and per list for the scheduler's shared lists of them (``Scheduler._task_vectors``, never changed)."""
+    hit_list = _GPUS_OF_LIST.get(id(vectors))
+    if hit_list is not None and hit_list[0] is vectors and hit_list[1] == col:
+        return hit_list[2]
+    total = _gpus_of_rows(vectors, col)
+    if not any(v.flags.writeable for v in vectors):
+        if len(_GPUS_OF_LIST) > 4096:
+            _GPUS_OF_LIST.clear()
+        _GPUS_OF_LIST[id(vectors)] = (vectors, col, total)  # (keeps the list alive: its id stays its own)
+    return total
+
+
+def _gpus_of_rows(vectors: list[np.ndarray], col: int) -> float:
     key = (col, *map(id, vectors))
     hit = _GPUS.get(key)
     if hit is not None:

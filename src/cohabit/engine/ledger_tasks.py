@@ -21,13 +21,30 @@ _WHOLE_FREE = 1.0 - EPS
 SIGS_MAX = 1 << 15
 
 
+#: (node, GPUs per task, devices taken there in order...) -> the node's task slots, in task order (see _node_slots)
+_NODE_SLOTS: dict[tuple[int, ...], tuple[TaskSlot, ...]] = {}
+
+
+def _node_slots(key: tuple[int, ...], node: int, k: int, took: list[int]) -> tuple[TaskSlot, ...]:
+    """The slots of a node's whole-GPU tasks of ``k`` GPUs each that took devices ``took`` in order (task ``j``
+    the ``j``-th run of ``k``), as :func:`~.alloc.take_many` hands them out; kept per key."""
+    out = []
+    for j in range(0, len(took), k):
+        idx = tuple(took[j:j + k])
+        out.append(task_slot(node, _WHOLE.get(idx) or _whole(idx)))
+    if len(_NODE_SLOTS) > SIGS_MAX:
+        _NODE_SLOTS.clear()
+    hit = _NODE_SLOTS[key] = tuple(out)
+    return hit
+
+
 class _Sig:
     """What a plain allocation of one demand row on one placement needs, made once per (placement, row):
     per node (first-appearance order) its index, task count, summed row (the ledger's ``_per_node_sums``
     object) and that row as floats; the GPUs per task; the total; each task's node and rank among the
     node's tasks."""
 
-    __slots__ = ("row", "nodes", "counts", "sums", "needs", "k", "total", "per_node", "tasks")
+    __slots__ = ("row", "nodes", "counts", "sums", "needs", "k", "total", "per_node", "tasks", "grouped")
 
     def __init__(self, row: np.ndarray, per_node: dict[int, np.ndarray], counts: list[int], k: int,
                  total: object, tasks: list[tuple[int, int]]) -> None:
@@ -40,6 +57,8 @@ class _Sig:
         self.total = total
         self.per_node = per_node
         self.tasks = tasks
+        #: every node's tasks are consecutive in the placement (then the nodes come in ``nodes`` order)
+        self.grouped = [node for i, (node, _) in enumerate(tasks) if i == 0 or tasks[i - 1][0] != node] == self.nodes
 
 
 class TaskLedger:
@@ -178,14 +197,22 @@ class TaskLedger:
                     for i in took:
                         c[i] += 1
                     dev_jobs[node] = c
-        if k:
+        if not k:
+            slots: tuple[TaskSlot, ...] | list[TaskSlot] = [task_slot(node, ()) for node, _ in sig.tasks]
+        elif sig.grouped:  # each node's tasks one after the other: the node's slots in one look-up
+            slots = ()
+            for node, took in zip(sig.nodes, takes):
+                key = (node, k, *took)
+                hit = _NODE_SLOTS.get(key)
+                if hit is None:
+                    hit = _node_slots(key, node, k, took)
+                slots += hit
+        else:
             at = dict(zip(sig.nodes, takes))
             slots = []
             for node, j in sig.tasks:
                 idx = tuple(at[node][j * k:(j + 1) * k])
                 slots.append(task_slot(node, _WHOLE.get(idx) or _whole(idx)))
-        else:
-            slots = [task_slot(node, ()) for node, _ in sig.tasks]
         alloc = Allocation(job, tuple(slots), sig.total)  # type: ignore[arg-type]
         self.allocations[job] = alloc
         self._per_node[job] = dict(sig.per_node)
