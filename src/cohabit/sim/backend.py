@@ -120,6 +120,7 @@ class SimBackend:
         self._runs: dict[str, _Run] = {}
         self._checkpoint: dict[str, float] = {}  # iterations saved at the last checkpoint
         self._heap: list[tuple[float, int, int, str, int]] = []
+        self._top: tuple[float, int, int, str, int] | None = None  # the heap's top, last found valid (see advance)
         self._seq = 0
         self._device_jobs: dict[tuple[int, int], set[str]] = {}
         self._ps_groups: dict[tuple, set[str]] = {}
@@ -253,6 +254,7 @@ class SimBackend:
         run = self._runs.pop(job, None)
         if run is None:
             return
+        self._top = None  # (its entries are stale now)
         if self._grid is not None:
             self._grid.leave(job)
         if self.cfg.blocking_halts and checkpoint and run.t0 > now:  # still starting: it must come up first
@@ -352,7 +354,7 @@ class SimBackend:
         string-hash seed (``PYTHONHASHSEED``), and results must not."""
         if not jobs:
             return  # (a job that ran alone left nobody behind)
-        order = sorted(jobs)
+        order = sorted(jobs) if len(jobs) > 1 else jobs
         for jid in order:
             run = self._runs.get(jid)
             if run is not None:
@@ -375,7 +377,13 @@ class SimBackend:
             else:
                 if run.goodput is not None:
                     self._goodput(run)  # the epoch may have changed since the last speed
-                others = {o for dev in run.devices for o in self._device_jobs.get(dev, ()) if o != jid}
+                on_device = self._device_jobs
+                others = None
+                for dev in run.devices:
+                    occ = on_device.get(dev)
+                    if occ is not None and (len(occ) > 1 or jid not in occ):  # (someone else holds it)
+                        others = {o for dev in run.devices for o in on_device.get(dev, ()) if o != jid}
+                        break
                 factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes,
                                       self.cfg) if others else 1.0  # (shared_speed is 1 without others)
                 run.rate = run.solo * factor
@@ -559,6 +567,7 @@ class SimBackend:
         return out
 
     def _push(self, t: float, kind: int, job: str, version: int) -> None:
+        self._top = None
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, job, version))
 
@@ -642,10 +651,16 @@ class SimBackend:
         while heap and not self._valid(heap[0]):
             if heapq.heappop(heap)[3] == _GRID_KEY:
                 self._grid_next = None  # the grid emptied: the next member to join schedules it again
-        return heap[0][0] if heap else None
+        if heap:
+            self._top = heap[0]
+            return self._top[0]
+        return None
 
     def advance(self, until: float) -> tuple[float, list[BackendEvent]]:
-        nxt = self.next_event_time()
+        heap = self._heap
+        # the entry on top was found valid by next_event_time and nothing changed since (every change of a run's
+        # version pushes an entry, every halt forgets it): the scheduler asks for the time, then advances
+        nxt = heap[0][0] if heap and heap[0] is self._top else self.next_event_time()
         if nxt is None or nxt > until:
             if until == math.inf:
                 raise RuntimeError("simulation has running jobs but no future events")
