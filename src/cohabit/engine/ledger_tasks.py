@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 #: a device this free or more is whole (``alloc.take_from``)
 _WHOLE_FREE = 1.0 - EPS
 #: the most placement signatures kept (``TaskLedger._plain_sig``) before the memo is started afresh
-SIGS_MAX = 1 << 15
+SIGS_MAX = 1 << 12
 
 
 #: (node, GPUs per task, devices taken there in order...) -> the node's task slots, in task order (see _node_slots)

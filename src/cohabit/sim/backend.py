@@ -263,6 +263,8 @@ class SimBackend:
         self._fold(run, now)
         if checkpoint:
             self._checkpoint[job] = min(run.done_at(now), float(run.truth.iterations))
+        else:  # (it finished: it will not launch again)
+            self._rates.pop(job, None)
         touched: set[str] = set()
         if run.group:
             members = self._ps_groups.get(run.group)
