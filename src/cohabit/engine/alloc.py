@@ -194,7 +194,7 @@ class Allocation:
 
     @property
     def devices(self) -> frozenset[tuple[int, int]]:
-        return frozenset((s.node, d) for s in self.slots for d, _ in s.devices)
+        return frozenset([(s.node, d) for s in self.slots for d, _ in s.devices])
 
 
 class AllocationError(ValueError):

@@ -403,7 +403,8 @@ class SimBackend:
                 epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
                 if epoch_end < finish - _EPS:
                     self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
-            self._push_epoch(run, finish)
+            if run.truth.accuracy:  # (iters_per_epoch is None without an accuracy curve)
+                self._push_epoch(run, finish)
             if run.host is not None and self.cfg.host_background_series:
                 change = host_physics.next_change(self.cfg.host_background_series, now)
                 if change is not None and change < finish - _EPS:
@@ -746,6 +747,7 @@ def _leave(occupancy: dict[Any, set[str]], keys: Iterable[Any], job: str, touche
         occ = occupancy.get(key)
         if occ is not None:
             occ.discard(job)
-            touched |= occ
-            if not occ:
+            if occ:
+                touched |= occ
+            else:
                 del occupancy[key]
