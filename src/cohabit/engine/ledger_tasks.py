@@ -182,8 +182,11 @@ class TaskLedger:
                 held = node_jobs[node] = set()
             held.add(job)
             if k:
-                dev[node] = rows[pos]
                 took = takes[pos]
+                if len(took) == 1:
+                    dev[node, took[0]] = 0.0  # (the one device taken: rows[pos] differs from the row only there)
+                else:
+                    dev[node] = rows[pos]
                 for i in took:
                     shares = dev_shares.get((node, i))
                     if shares is None:
