@@ -8,7 +8,7 @@ simulator's launch / halt / physics), the backend's event heap, the record. Trac
 
 ``--detail`` (``--detail --detail``: also the ledger's allocate/release, the simulator's launch, halt and reschedule, the
 record's appends) also times, exclusively (a nested timed call is subtracted from its caller), the scheduler's
-``_apply`` (an action: ledger + backend launch/halt + record), the backend's ``advance`` (its heap, finishes and
+``_apply`` (an action: ledger + backend launch/halt + record), ``_arrive`` (an arrival: its admission), the backend's ``advance`` (its heap, finishes and
 their halts) and ``next_event_time``, the scheduler's ``_on_backend_event`` (folding an event: ends, releases)
 and ``_record_used``; the wrappers cost CPU themselves (about ``overhead_us`` per timed call, measured in the
 child on an empty function and printed beside), so the detail's total is larger than the plain run's.
@@ -102,7 +102,7 @@ def one(size: int | None, policy_name: str, cluster_arg: str, trace: str, fmt: s
     if detail:
         from cohabit.engine.ledger import Ledger
         from cohabit.engine.record import Record
-        parts = [(Scheduler, "_apply", "apply"), (Scheduler, "_on_backend_event", "on_event"),
+        parts = [(Scheduler, "_apply", "apply"), (Scheduler, "_on_backend_event", "on_event"), (Scheduler, "_arrive", "arrive"),
                  (Scheduler, "_record_used", "record_used"), (SimBackend, "advance", "advance"),
                  (SimBackend, "next_event_time", "next_event_time")]
         if detail > 1:  # the apply path's parts
