@@ -100,3 +100,29 @@ def test_a_job_whose_gpus_are_time_shared_is_released_by_the_general_path() -> N
     assert led.release("owner") == ["guest"]
     assert led.owned("guest")["gpu"] == 1.0
     led.check()
+
+
+def test_task_rows_shared_per_shape_keep_each_jobs_parameter_server_count() -> None:
+    """The scheduler's task rows are one list per (demand, workers, parameter servers): two jobs with the same
+    worker and parameter-server demand but different PS counts get their own rows."""
+    from cohabit.engine.loop import Scheduler
+    from cohabit.sim.backend import SimBackend
+    from cohabit.sim.truth import JobTruth, TraceJob
+    from cohabit.spec.job import JobSpec, TaskGroup
+
+    class Idle:
+        name = "idle"
+
+        def decide(self, view):  # type: ignore[no-untyped-def]
+            return []
+
+    demand = Resources({"cpu": 2.0, "mem_gb": 4.0})
+    specs = [JobSpec(id=j, architecture="ps", iterations=10, workers=TaskGroup(count=2, demand=demand),
+                     ps=TaskGroup(count=n, demand=demand)) for j, n in (("a", 1), ("b", 2), ("c", 1))]
+    jobs = [TraceJob(s, JobTruth(iterations=10, duration=10.0)) for s in specs]
+    sched = Scheduler(_cluster(2, 4), Idle(), SimBackend(jobs))
+    for s in specs:
+        sched._arrive(s)
+    rows = {j: sched._task_vectors(j, 2) for j in "abc"}
+    assert [len(rows[j]) for j in "abc"] == [3, 4, 3]
+    assert rows["a"] is rows["c"]  # (one list per shape)

@@ -117,8 +117,8 @@ class Scheduler(ActionHandlers, LiveControl):
         self.held: dict[str, JobView] = {}  # out of the policy's sight (LiveControl.hold)
         self._demands: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         self._demand_pairs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray | None]] = {}
-        # (id(demand pair), workers) -> (the pair, its task rows): see _task_vectors (a pair fixes num_ps: its PS row)
-        self._vector_lists: dict[tuple[int, int], tuple[tuple[np.ndarray, np.ndarray | None], list[np.ndarray]]] = {}
+        # (id(demand pair), workers, parameter servers) -> (the pair, its task rows): see _task_vectors
+        self._vector_lists: dict[tuple[int, int, int], tuple[tuple[np.ndarray, np.ndarray | None], list[np.ndarray]]] = {}
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float], float]] = {}
         self._alloc_dicts: dict[int, tuple[Resources, dict[str, float]]] = {}  # (apply._alloc_dict)
@@ -377,18 +377,18 @@ class Scheduler(ActionHandlers, LiveControl):
         """The job's task rows on ``n_workers`` workers (workers, then parameter servers): the ledger's read-only
         rows, in a list shared by every job of the same demand and size (read it, never change it)."""
         pair = self._demands[job]
+        num_ps = self.jobs[job].spec.num_ps
+        key = (id(pair), n_workers, num_ps)  # (pairs are kept alive in _demand_pairs: their ids stay theirs)
         if job not in self._graph_vectors:
-            key = (id(pair), n_workers)  # (pairs are kept alive in _demand_pairs: their ids stay theirs)
             hit = self._vector_lists.get(key)
             if hit is not None and hit[0] is pair:
                 return hit[1]
         w, p = pair
-        spec = self.jobs[job].spec
         per = self._graph_vectors.get(job)
         workers = per if per is not None and len(per) == n_workers else [w] * n_workers
-        out = workers + ([p] * spec.num_ps if p is not None else [])
+        out = workers + ([p] * num_ps if p is not None else [])
         if per is None and len(self._vector_lists) < 65536:
-            self._vector_lists[(id(pair), n_workers)] = (pair, out)
+            self._vector_lists[key] = (pair, out)
         return out
 
     # -------------------------------------------------------- backend events
