@@ -126,3 +126,38 @@ def test_task_rows_shared_per_shape_keep_each_jobs_parameter_server_count() -> N
     rows = {j: sched._task_vectors(j, 2) for j in "abc"}
     assert [len(rows[j]) for j in "abc"] == [3, 4, 3]
     assert rows["a"] is rows["c"]  # (one list per shape)
+
+
+def test_launch_rates_kept_per_job_equal_the_formulas_on_every_placement() -> None:
+    """The simulator keeps a trace job's consolidation factor and solo rate for its last (tasks, nodes spanned):
+    a relaunch on another spread, or with another config, gets the formulas' values, not the kept ones."""
+    from dataclasses import replace
+
+    from cohabit.sim.backend import SimBackend
+    from cohabit.sim.physics import SimConfig, consolidation_factor, solo_rate
+    from cohabit.sim.truth import JobTruth, TraceJob
+    from cohabit.spec.job import JobSpec, TaskGroup
+
+    spec = JobSpec(id="j", model="resnet50", iterations=1000, architecture="allreduce",
+                   workers=TaskGroup(count=4, demand=Resources({"gpu": 1.0, "cpu": 1.0, "mem_gb": 1.0})))
+    truth = JobTruth(iterations=1000, duration=1000.0, ref_workers=4)
+    cfg = SimConfig(gpus_per_node=4)
+    backend = SimBackend([TraceJob(spec, truth)], cfg)
+    led = Ledger(_cluster(4, 4))
+    row = led.vector(spec.workers.demand)
+    seen = set()
+    t = 0.0
+    for step, placement in enumerate([(0, 0, 0, 0), (0, 0, 1, 1), (0, 1, 2, 3), (2, 2, 2, 2), (1, 1, 3, 3),
+                                      (0, 0, 2, 2)]):
+        if step == 5:  # (the shape of the launch before, on a replaced config: nothing kept from before)
+            backend.cfg = replace(cfg, slowdown=2.0)
+        alloc = led.allocate("j", placement, [row] * 4)
+        backend.launch(spec, alloc, t, from_checkpoint=step > 0)
+        run = backend._runs["j"]
+        c = consolidation_factor(spec, truth, alloc, backend.cfg)
+        assert (run.consolidation, run.solo) == (c, solo_rate(spec, truth, alloc, backend.cfg, consolidation=c))
+        seen.add(run.solo)
+        t += 10.0
+        backend.halt("j", t, checkpoint=True)
+        led.release("j")
+    assert len(seen) >= 3  # (the spreads and the config do change the rate)

@@ -140,8 +140,8 @@ class SimBackend:
         self._grid_next: float | None = None
         #: megabytes task-graph jobs sent between nodes (MLFS's bandwidth cost), per job
         self.net_mb: dict[str, float] = {}
-        #: job -> (tasks, nodes its workers span, consolidation factor, solo rate) of its last launch (see _rates)
-        self._rates: dict[str, tuple[int, int, float, float]] = {}
+        #: job -> (tasks, nodes its workers span, consolidation factor, solo rate, config) of its last launch (_rates_of)
+        self._rates: dict[str, tuple[int, int, float, float, SimConfig]] = {}
         #: one dict per distinct usage level (content and value types): the ``used`` of USED events (see _shared_level)
         self._levels_seen: dict[tuple, dict[str, float]] = {}
         self.now = 0.0
@@ -222,11 +222,11 @@ class SimBackend:
         n = len(slots)
         n_nodes = 1 if n == 1 else len({s.node for s in slots[:n - spec.num_ps]})
         hit = self._rates.get(spec.id)
-        if hit is not None and hit[0] == n and hit[1] == n_nodes:
+        if hit is not None and hit[0] == n and hit[1] == n_nodes and hit[4] is cfg:  # (cfg may be replaced)
             return hit[2], hit[3]
         c = consolidation_factor(spec, truth, alloc, cfg)
         solo = solo_rate(spec, truth, alloc, cfg, consolidation=c)
-        self._rates[spec.id] = (n, n_nodes, c, solo)
+        self._rates[spec.id] = (n, n_nodes, c, solo, cfg)
         return c, solo
 
     def launch_pack(self, device: tuple[int, int], specs: Sequence[JobSpec], allocs: Sequence[Allocation],
@@ -494,8 +494,11 @@ class SimBackend:
         """The one dict this backend hands out for ``level``'s contents (the value types included, as the record
         keeps them): the ``used`` of its USED events, shared between events and never changed (see
         :attr:`shares_used_levels`)."""
-        key = (*level.items(), *map(type, level.values()))
-        hit = self._levels_seen.get(key)
+        try:
+            key = (*level.items(), *map(type, level.values()))
+            hit = self._levels_seen.get(key)
+        except TypeError:  # (an unhashable amount: a copy of its own)
+            return dict(level)
         if hit is None:
             if len(self._levels_seen) > 4096:
                 self._levels_seen.clear()
