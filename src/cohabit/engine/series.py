@@ -284,10 +284,11 @@ class MetricSeries(Sequence[tuple[float, float]]):
                 start = r[_START]
                 if start <= lo and hi <= start + r[_N]:  # (the common read: the newest points, in the last run)
                     k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
-                    xs = []
-                    for j in range(lo, hi):
-                        t = (k_off + j) * every
-                        xs.append(done0 + (t - t0) * rate if t > t0 else done0)
+                    if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
+                        xs = [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
+                    else:
+                        xs = [done0 + (t - t0) * rate if t > t0 else done0
+                              for t in [(k_off + j) * every for j in range(lo, hi)]]
                     return list(zip(xs, self._y[lo:hi]))  # type: ignore[index]
             if step != 1:
                 return [self[j] for j in range(lo, hi, step)]
