@@ -19,6 +19,7 @@ from .state import JobState
 if TYPE_CHECKING:
     from .actions import Placement
     from .criteria import CriterionTracker
+    from .series import MetricSeries
 
 
 #: the allocation of a job that holds none (``Resources`` is immutable: one object serves every job)
@@ -51,7 +52,7 @@ class JobView:
         self._iter_time: float | None = None
         self._comp_time: float | None = None
         self._comm_time: float | None = None
-        self._metrics: dict[str, list[tuple[float, float]]] = {}
+        self._metrics: dict[str, MetricSeries] = {}
         self._reason = ""
         self._end_time: float | None = None
         self._criterion: CriterionTracker | None = None
@@ -168,8 +169,9 @@ class JobView:
         return self._criterion
 
     @property
-    def metrics(self) -> Mapping[str, list[tuple[float, float]]]:
-        """Reported metric histories: name -> [(iterations done, value), ...] (e.g. ``loss``)."""
+    def metrics(self) -> Mapping[str, MetricSeries]:
+        """Reported metric histories: name -> [(iterations done, value), ...] (e.g. ``loss``), each a
+        :class:`~cohabit.engine.series.MetricSeries` (reads like that list of tuples)."""
         return MappingProxyType(self._metrics)
 
     # Scheduler-side updates (not for policies) --------------------------

@@ -488,7 +488,7 @@ class Scheduler(ActionHandlers, LiveControl):
             if m is None:
                 m = job._metrics["loss"] = MetricSeries()
             job._grid_reports(k0, every, iters, itt)
-            m.extend(iters, losses)
+            m.add_grid(k0, every, done0, t0, rate, losses)  # (iterations kept as their formula: iters)
             rec.append_segment(jid, k0, len(iters), every, done0, t0, rate)
 
     def _record_reports(self, ids: list[str], iters: list[float], iter_times: list[float], start: int, stop: int,
@@ -599,6 +599,8 @@ class Scheduler(ActionHandlers, LiveControl):
         jid = job.id
         if self._lazy is not None:
             self._fold_reports(jid)
+        for m in job._metrics.values():
+            m.freeze()  # (no more reports: kept compressed, read exactly)
         check_transition(jid, job._state, state)
         job._settle(now)
         if job._state is JobState.RUNNING:  # (a running job is in neither waiting dict)

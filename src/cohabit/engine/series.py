@@ -1,53 +1,267 @@
 """A job's history of one reported metric: ``(iterations, value)`` points, append-only, compact.
 
-A job that reports every minute for weeks has tens of thousands of points per metric; as a list of
-tuples each point costs ~100 bytes, here 16 (two float arrays). It reads like the list of tuples it
-replaces (``len``, indexing and slicing give tuples and lists of tuples, iteration, ``==`` against a
-list), so policies read ``JobView.metrics[name]`` as before.
+A job that reports every minute for weeks has tens of thousands of points per metric (the contended
+82k Philly run under slaq or themis: ~20 million loss points, kept after the jobs end since
+``RunResult.jobs`` gives them). It reads like the list of tuples it replaces (``len``, indexing and
+slicing give tuples and lists of tuples, iteration, ``==`` against a list), so policies read
+``JobView.metrics[name]`` as before. Three things keep it small, none of them lossy:
+
+* **Values** are one float array (8 bytes a point).
+* **Iterations of periodic reports are kept as their formula** (:meth:`MetricSeries.add_grid`): the
+  simulator's grid reports of a job at one speed are at times ``t_k = k * every`` with
+  ``iterations = done0 + (t_k - t0) * rate`` (``done0`` while ``t_k <= t0``), all observed numbers (the
+  report that started the segment and its measured speed); a *run* keeps ``(k0, count, every, done0,
+  t0, rate)`` and gives back the same floats bit for bit when read (the same IEEE operations, in
+  Python or numpy). Other points keep their iterations in a float array.
+* **A finished job's history is frozen** (:meth:`MetricSeries.freeze`, called by the engine when the
+  job ends): its iterations and values are stored as the byte-shuffled second differences of their bit
+  patterns (64-bit integers, wrapping), zlib-compressed in one byte string: ~2.4 bytes a point on the
+  simulator's loss curves (iterations of a run, linear, ~0.1) instead of 16, and no array or run
+  objects (~300 bytes a job); every read decompresses them exactly (the last one read is kept, so
+  reading one history point by point decompresses it once). Appending to a frozen history thaws it.
 """
 
 from __future__ import annotations
 
+import zlib
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
 
+# a run: [first series index, count, k0, every, done0, t0, rate, run points before it]
+_START, _N, _K0, _EVERY, _DONE0, _T0, _RATE, _BEFORE = range(8)
+
+#: slices up to this many points are computed one Python step per point, longer ones in numpy
+_SHORT = 64
+
+# the last frozen history read: (its compressed bytes object, iterations, values)
+_thawed: tuple[bytes | None, array, array] = (None, array("d"), array("d"))
+
+
+def _run_start(run: list[Any]) -> int:
+    return run[_START]  # type: ignore[no-any-return]
+
+
+def _pack(values: np.ndarray) -> bytes:
+    """``values`` (float64) as the zlib-compressed byte planes of their bit patterns' second differences."""
+    v = values.view(np.int64)
+    d1 = v.copy()
+    d1[1:] -= v[:-1]  # first differences (wrapping, so exactly inverted by a wrapping cumulative sum)
+    d = d1.copy()
+    d[1:] -= d1[:-1]  # second differences
+    return zlib.compress(d.view(np.uint8).reshape(-1, 8).T.tobytes(), 1)
+
+
+def _unpack(z: bytes, n: int) -> np.ndarray:
+    """The ``n`` float64 values :func:`_pack` packed, bit for bit."""
+    d = np.frombuffer(zlib.decompress(z), dtype=np.uint8).reshape(8, n).T.copy().view(np.int64).reshape(n)
+    return np.cumsum(np.cumsum(d, dtype=np.int64), dtype=np.int64).view(np.float64)
+
 
 class MetricSeries(Sequence[tuple[float, float]]):
-    """Append-only ``(iterations, value)`` points of one metric of one job."""
+    """Append-only ``(iterations, value)`` points of one metric of one job (see the module docstring)."""
 
-    __slots__ = ("_x", "_y")
+    __slots__ = ("_x", "_y", "_runs", "_n", "_z")
 
     def __init__(self, points: Sequence[tuple[float, float]] = ()) -> None:
-        self._x = array("d", (float(p[0]) for p in points))
-        self._y = array("d", (float(p[1]) for p in points))
+        self._x: array | None = array("d", (float(p[0]) for p in points))  # iterations of points in no run
+        self._y: array | None = array("d", (float(p[1]) for p in points))  # every point's value
+        self._runs: list[list[Any]] | None = None
+        self._n = len(self._y)
+        self._z: bytes | None = None  # frozen: the packed explicit iterations then values
 
+    # Writing ----------------------------------------------------------------
     def append(self, point: tuple[float, float]) -> None:
         x, y = point
-        self._x.append(x)
-        self._y.append(y)
+        self.add(x, y)
 
     def add(self, x: float, y: float) -> None:
         """:meth:`append` of ``(x, y)`` without building the tuple."""
-        self._x.append(x)
-        self._y.append(y)
+        if self._z is not None:
+            self._thaw()
+        self._x.append(x)  # type: ignore[union-attr]
+        self._y.append(y)  # type: ignore[union-attr]
+        self._n += 1
 
     def extend(self, xs: Sequence[float], ys: Sequence[float]) -> None:
         """:meth:`add` of each ``(xs[i], ys[i])`` in order (both of one length)."""
-        self._x.extend(xs)
-        self._y.extend(ys)
+        if self._z is not None:
+            self._thaw()
+        self._x.extend(xs)  # type: ignore[union-attr]
+        self._y.extend(ys)  # type: ignore[union-attr]
+        self._n += len(ys)
+
+    def add_grid(self, k0: int, every: float, done0: float, t0: float, rate: float, ys: Sequence[float]) -> None:
+        """Append ``len(ys)`` points at grid indices ``k0, k0 + 1, ...``: point ``i`` has iterations
+        ``done0 + (t - t0) * rate`` with ``t = (k0 + i) * every`` (``done0`` when ``t <= t0``) and value
+        ``ys[i]``; kept as a run, merged into the last one when it continues it (same numbers, next index)."""
+        n = len(ys)
+        if n == 0:
+            return
+        if self._z is not None:
+            self._thaw()
+        runs = self._runs
+        self._y.extend(ys)  # type: ignore[union-attr]
+        if runs:
+            r = runs[-1]
+            if (r[_START] + r[_N] == self._n and r[_K0] + r[_N] == k0 and r[_EVERY] == every
+                    and r[_DONE0] == done0 and r[_T0] == t0 and r[_RATE] == rate):
+                r[_N] += n
+                self._n += n
+                return
+            before = r[_BEFORE] + r[_N]
+        else:
+            before = 0
+            runs = self._runs = []
+        runs.append([self._n, n, k0, every, done0, t0, rate, before])
+        self._n += n
+
+    def freeze(self) -> None:
+        """Compress the points (no more appends expected: the job ended): every point's iterations (the
+        runs' materialised: the runs are dropped) and values in one byte string; reads stay exact. A
+        no-op on an empty or already frozen history."""
+        if self._z is not None or self._n == 0:
+            return
+        y = self._y
+        assert y is not None
+        self._z = _pack(np.concatenate((self.xs(), np.frombuffer(y, dtype=np.float64))))
+        self._x = self._y = self._runs = None
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the points are kept compressed (:meth:`freeze`)."""
+        return self._z is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the points are kept in: the arrays' items (or the compressed bytes) and 8 per number of
+        each run (the objects' headers not counted)."""
+        runs = 64 * len(self._runs) if self._runs else 0
+        if self._z is not None:
+            return len(self._z) + runs
+        return 8 * (len(self._x) + len(self._y)) + runs  # type: ignore[arg-type]
+
+    def _thaw(self) -> None:
+        x, y = self._arrays()
+        self._x, self._y, self._z = array("d", x), array("d", y), None
+
+    # Reading ----------------------------------------------------------------
+    def _arrays(self) -> tuple[array, array]:
+        """The explicit iterations and the values (decompressed when frozen; the last one is kept)."""
+        z = self._z
+        if z is None:
+            return self._x, self._y  # type: ignore[return-value]
+        global _thawed
+        if _thawed[0] is not z:  # (frozen: no runs, every point's iterations are in the packed array)
+            n = self._n
+            both = _unpack(z, 2 * n)
+            _thawed = (z, array("d", both[:n].tobytes()), array("d", both[n:].tobytes()))
+        return _thawed[1], _thawed[2]
+
+    def _run_points(self) -> int:
+        runs = self._runs
+        if not runs:
+            return 0
+        r = runs[-1]
+        return r[_BEFORE] + r[_N]
+
+    def _x_at(self, i: int) -> float:
+        """Iterations of point ``0 <= i < len``."""
+        runs = self._runs
+        if runs:
+            j = bisect_right(runs, i, key=_run_start) - 1
+            if j >= 0:
+                r = runs[j]
+                off = i - r[_START]
+                if off < r[_N]:
+                    t = (r[_K0] + off) * r[_EVERY]
+                    return r[_DONE0] + (t - r[_T0]) * r[_RATE] if t > r[_T0] else r[_DONE0]
+                return self._arrays()[0][i - r[_BEFORE] - r[_N]]
+        return self._arrays()[0][i]
+
+    def _xs_list(self, lo: int, hi: int) -> list[float]:
+        """Iterations of points ``lo`` to ``hi`` as Python floats, one step per point (a short slice:
+        the same numbers as :meth:`xs`)."""
+        runs = self._runs
+        assert runs
+        xe = self._arrays()[0]
+        out: list[float] = []
+        j = max(bisect_right(runs, lo, key=_run_start) - 1, 0)
+        i, nr = lo, len(runs)
+        while i < hi:
+            if j == nr:  # explicit points after the last run
+                r = runs[-1]
+                before = r[_BEFORE] + r[_N]
+                out.extend(xe[i - before:hi - before])
+                break
+            r = runs[j]
+            start = r[_START]
+            if i < start:  # explicit points before run j
+                e = min(hi, start)
+                out.extend(xe[i - r[_BEFORE]:e - r[_BEFORE]])
+                i = e
+                continue
+            e = min(hi, start + r[_N])
+            if e <= i:  # (``lo`` is past run j)
+                j += 1
+                continue
+            k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
+            for ii in range(i, e):
+                t = (k_off + ii) * every
+                out.append(done0 + (t - t0) * rate if t > t0 else done0)
+            i = e
+            j += 1
+        return out
+
+    def xs(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Iterations of points ``lo`` to ``hi`` (0 <= lo <= hi <= len) as a float array."""
+        hi = self._n if hi is None else hi
+        x = self._arrays()[0]
+        runs = self._runs
+        if not runs:
+            return np.frombuffer(x, dtype=np.float64, count=hi - lo, offset=8 * lo).copy() if hi > lo else np.empty(0)
+        out = np.empty(hi - lo, dtype=np.float64)
+        xe = np.frombuffer(x, dtype=np.float64) if len(x) else np.empty(0)
+        pos, before = lo, 0  # next index to fill; run points before ``pos``
+        for r in runs:
+            start, n = r[_START], r[_N]
+            if start + n <= lo:
+                before = r[_BEFORE] + n
+                continue
+            if start >= hi:
+                break
+            if pos < start:  # explicit points before this run
+                out[pos - lo:start - lo] = xe[pos - before:start - before]
+                pos = start
+            a, b = pos - start, min(hi, start + n) - start
+            t = np.arange(r[_K0] + a, r[_K0] + b, dtype=np.int64) * r[_EVERY]
+            done0, t0 = r[_DONE0], r[_T0]
+            out[pos - lo:pos - lo + b - a] = np.where(t > t0, done0 + (t - t0) * r[_RATE], done0)
+            pos = start + b
+            before = r[_BEFORE] + n
+        if pos < hi:
+            out[pos - lo:] = xe[pos - before:hi - before]
+        return out
+
+    def ys(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
+        """Values of points ``lo`` to ``hi`` as a float array (a copy)."""
+        hi = self._n if hi is None else hi
+        if hi <= lo:
+            return np.empty(0)
+        return np.frombuffer(self._arrays()[1], dtype=np.float64, count=hi - lo, offset=8 * lo).copy()
 
     def head(self, n: int) -> np.ndarray:
         """The first ``n`` points as an ``(n, 2)`` float array (iterations, value), without tuples."""
         out = np.empty((n, 2), dtype=np.float64)
-        out[:, 0] = np.frombuffer(self._x, dtype=np.float64, count=n)
-        out[:, 1] = np.frombuffer(self._y, dtype=np.float64, count=n)
+        out[:, 0] = self.xs(0, n)
+        out[:, 1] = self.ys(0, n)
         return out
 
     def __len__(self) -> int:
-        return len(self._x)
+        return self._n
 
     @overload
     def __getitem__(self, i: int) -> tuple[float, float]: ...
@@ -56,17 +270,46 @@ class MetricSeries(Sequence[tuple[float, float]]):
     def __getitem__(self, i: slice) -> list[tuple[float, float]]: ...
 
     def __getitem__(self, i: Any) -> Any:
+        n = self._n
         if type(i) is slice:
-            return list(zip(self._x[i], self._y[i]))
-        return (self._x[i], self._y[i])
+            lo, hi, step = i.indices(n)
+            runs = self._runs
+            if runs and step == 1 and self._z is None and lo < hi:
+                r = runs[-1]
+                start = r[_START]
+                if start <= lo and hi <= start + r[_N]:  # (the common read: the newest points, in the last run)
+                    k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
+                    if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
+                        xs = [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
+                    else:
+                        xs = [done0 + (t - t0) * rate if t > t0 else done0
+                              for t in [(k_off + j) * every for j in range(lo, hi)]]
+                    return list(zip(xs, self._y[lo:hi]))  # type: ignore[index]
+            if step != 1:
+                return [self[j] for j in range(lo, hi, step)]
+            if hi <= lo:
+                return []
+            if not self._runs:
+                x, y = self._arrays()
+                return list(zip(x[lo:hi], y[lo:hi]))
+            if hi - lo <= _SHORT:
+                return list(zip(self._xs_list(lo, hi), self._arrays()[1][lo:hi]))
+            return list(zip(self.xs(lo, hi).tolist(), self._arrays()[1][lo:hi]))
+        i = i.__index__()
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("MetricSeries index out of range")
+        return (self._x_at(i), self._arrays()[1][i])
 
     def __iter__(self) -> Iterator[tuple[float, float]]:
-        return zip(self._x, self._y)
+        if not self._runs:
+            x, y = self._arrays()
+            return zip(x, y)
+        return zip(self.xs().tolist(), self._arrays()[1])
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, MetricSeries):
-            return self._x == other._x and self._y == other._y
-        if isinstance(other, (list, tuple)):
+        if isinstance(other, (MetricSeries, list, tuple)):
             return len(other) == len(self) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
