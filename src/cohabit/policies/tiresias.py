@@ -102,7 +102,7 @@ from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
-from .tiresias_preempt import Rec, lower_gpus, preempt_for
+from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
 
@@ -447,7 +447,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 else:
                     spreads = rec.shape[2] and rec.shape[1] > 1 and g is not None  # a consolidated job: see _spreads
                     if spreads and node_gpus is None:  # each node's free GPUs, most first (after the last change)
-                        node_gpus = np.sort(draft.free_now[:, g])[::-1].tolist()
+                        node_gpus = most_first(draft.free_now[:, g])
                     p = None if spreads and self._spreads(rec, view, node_gpus) else self.place(draft, job)
                     if p is None:
                         failed.add(rec.shape)
