@@ -74,6 +74,13 @@ class SizeDistribution:
         out[live] = ratio.max(axis=1)
         return out
 
+    def indices(self, a: list[float], delta: float | None = None) -> list[float]:
+        """``index(np.array(a), delta).tolist()``: a few services (up to ``SMALL_BATCH``, sup over Δ) are indexed one
+        by one without the arrays around them."""
+        if delta is None and len(a) <= SMALL_BATCH:
+            return [self._one(v) for v in a]
+        return self.index(np.array(a, dtype=np.float64), delta).tolist()
+
     def _one(self, a: float) -> float:
         """:meth:`index` of one attained service ``a`` (sup over Δ): the same terms, computed only for the
         sample points above ``a`` (the others are not candidates), with the same operations in the same

@@ -342,7 +342,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 a = [self.service(r.job, now) for r in stale]
                 new = [x for x in set(a) if x not in memo]
                 if new:  # (each index depends on its own service only: computed alone or in a batch, the same)
-                    memo.update(zip(new, dist.index(np.array(new), self.gittins_delta).tolist()))
+                    memo.update(zip(new, dist.indices(new, self.gittins_delta)))
                 for r, gi in zip(stale, [memo[x] for x in a]):
                     self._order_remove(r)
                     r.g_index, r.g_version = gi, version
