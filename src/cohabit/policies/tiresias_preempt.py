@@ -158,7 +158,7 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         cands = [v for v, (nodes, _, _) in zip(cands, spreads) if not keep.isdisjoint(nodes)]
         if not cands:
             return None
-    saved = draft.save()
+    saved = draft.checkpoint()  # (no copy while the draft is pristine: most plans keep their victims)
     chosen: list[Rec] = []
     freed, target = free, need
     p = None
