@@ -98,3 +98,34 @@ def test_the_draft_fits_follow_every_write_of_the_draft() -> None:
     free[0] -= 3 * w
     d._dev[0, :3] = 0.0  # (and into the devices, as naive's device model does)
     assert d.tasks_fit(w).tolist() == [1]
+
+
+def test_checkpoint_restores_the_room_it_was_taken_on() -> None:
+    """``Draft.checkpoint`` copies nothing while the draft is pristine (restore copies the ledger's room back) and
+    is a save otherwise: either way restore puts back the room as it was at the checkpoint, and the fits read
+    afterwards are the fresh ones. Fails if a dirty draft's checkpoint is taken as pristine."""
+    from cohabit.engine.ledger import fit_counts
+    from cohabit.policies.placement import PristineMark
+
+    jobs = [trace_job("big", 4, 10), trace_job("small", 1, 10), trace_job("mid", 2, 10)]
+    view = _view(jobs, nodes=3, gpus=4)
+    big, small, mid = (view.pending[j] for j in ("big", "small", "mid"))
+    d = Draft(view)
+    assert d.tasks_fit(view.demand_vector(small)) is not None
+    mark = d.checkpoint()
+    assert isinstance(mark, PristineMark)
+    assert d.place(big) is not None and d.place(mid) is not None
+    d.restore(mark)
+    assert np.array_equal(d.free_now, view.free) and np.array_equal(d._arrays()[1], view.device_free)
+    for job in (big, small, mid):
+        w = view.demand_vector(job)
+        assert np.array_equal(d.tasks_fit(w), fit_counts(view.free, view.device_free, w, view.gpu_col))
+    assert d.place(big) is not None  # dirty now: the checkpoint is a save of this room
+    room, dev = d.free_now.copy(), d._arrays()[1].copy()
+    saved = d.checkpoint()
+    assert not isinstance(saved, PristineMark)
+    assert d.place(mid) is not None and d.place(small) is not None
+    d.restore(saved)
+    assert np.array_equal(d.free_now, room) and np.array_equal(d._arrays()[1], dev)
+    w = view.demand_vector(mid)
+    assert np.array_equal(d.tasks_fit(w), fit_counts(room, dev, w, view.gpu_col))

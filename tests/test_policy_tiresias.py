@@ -329,3 +329,29 @@ def test_gittins_index_of_a_few_services_equals_the_batch_exactly() -> None:
         assert a.size > gittins.SMALL_BATCH
         few = np.concatenate([dist.index(a[i:i + 3]) for i in range(0, a.size, 3)])
         assert np.array_equal(few, whole) and (whole > 0).any() and (whole == 0).any()
+
+
+def test_gittins_index_scanned_past_the_python_points_equals_the_batch_exactly() -> None:
+    """A service's index is scanned in Python over the first ``FEW_POINTS`` sample points above it (stopping once no
+    later term can win) and over the rest in numpy: where the supremum lies past those points (a run of equal
+    sizes just above the service: the denominator stays flat while the numerator grows) the value is still the
+    batch's to the last bit, and so is it where the scan stops early (sizes spread out)."""
+    import numpy as np
+
+    from cohabit.policies import gittins
+
+    rng = np.random.default_rng(7)
+    run = gittins.FEW_POINTS + 9
+    for spread in (False, True):
+        tail = rng.lognormal(8, 2, 150) + 20.0
+        sizes = np.concatenate([np.full(run, 10.0) + (rng.uniform(0, 1e-9, run) if spread else 0.0), tail])
+        dist = SizeDistribution(sizes)
+        a = np.concatenate([[5.0, 9.999, 0.0], rng.uniform(0, 12.0, 12)])
+        whole = dist.index(a)
+        assert np.array_equal(np.concatenate([dist.index(a[i:i + 1]) for i in range(a.size)]), whole)
+    # (the supremum past the scanned points: the numpy part decides it)
+    dist = SizeDistribution(np.concatenate([np.full(run, 10.0), rng.lognormal(8, 2, 150) + 20.0]))
+    j0 = int(np.searchsorted(dist.x, 5.0, side="right"))
+    m = dist.x.size - j0
+    terms = np.arange(1.0, m + 1.0) / np.maximum(dist.d[j0:] - dist.prefix[j0] - m * 5.0, 1e-300)
+    assert int(terms.argmax()) >= gittins.FEW_POINTS and dist.index(np.array([5.0]))[0] == terms.max()

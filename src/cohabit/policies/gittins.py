@@ -14,8 +14,9 @@ import numpy as np
 #: above it: ~5 us instead of ~25 us for a batch of one), more as one matrix
 SMALL_BATCH = 8
 
-#: a service with at most this many sample points above it is indexed in Python floats (the same operations:
-#: ~0.4 us for 4 points, ~3 us for 13, where numpy's calls cost ~9 us whatever the count)
+#: a service's index is scanned in Python floats over at most this many sample points above it (the same
+#: operations: ~0.4 us for 4 points, ~3 us for 13, where numpy's calls cost ~9 us whatever the count), most scans
+#: ending early (see ``SizeDistribution._one``); numpy takes the points left after them
 FEW_POINTS = 32
 
 
@@ -73,6 +74,13 @@ class SizeDistribution:
         out[live] = ratio.max(axis=1)
         return out
 
+    def indices(self, a: list[float], delta: float | None = None) -> list[float]:
+        """``index(np.array(a), delta).tolist()``: a few services (up to ``SMALL_BATCH``, sup over Δ) are indexed one
+        by one without the arrays around them."""
+        if delta is None and len(a) <= SMALL_BATCH:
+            return [self._one(v) for v in a]
+        return self.index(np.array(a, dtype=np.float64), delta).tolist()
+
     def _one(self, a: float) -> float:
         """:meth:`index` of one attained service ``a`` (sup over Δ): the same terms, computed only for the
         sample points above ``a`` (the others are not candidates), with the same operations in the same
@@ -81,18 +89,29 @@ class SizeDistribution:
         m = len(self._xs) - i0
         if m <= 0:
             return 0.0
-        if m <= FEW_POINTS:  # (Python floats: the same IEEE operations, element by element)
-            p, ma = self._ps[i0], m * a
-            best, k = -math.inf, 1.0
-            for dj in self._ds[i0:]:
-                den = dj - p - ma
-                r = k / (den if den > 1e-300 else 1e-300)
-                if r > best:
-                    best = r
-                k += 1.0
+        # Python floats, the same IEEE operations element by element, from the first point above ``a`` on. The
+        # denominators never decrease with j (d does not: its steps are (n - j - 1) (x_{j+1} - x_j) >= 0, and
+        # rounding is monotone) and no numerator exceeds m, so once m / den <= best no later term can beat best
+        # (correctly rounded division is monotone in both operands): the scan stops there, with the same max.
+        p, ma = self._ps[i0], m * a
+        best, k = -math.inf, 1.0
+        ds = self._ds
+        stop = i0 + (m if m <= FEW_POINTS else FEW_POINTS)
+        for j in range(i0, stop):
+            den = ds[j] - p - ma
+            if den <= 1e-300:
+                den = 1e-300
+            elif m / den <= best:
+                return best
+            r = k / den
+            if r > best:
+                best = r
+            k += 1.0
+        if stop == i0 + m:
             return best
-        den = self.d[i0:] - self.prefix[i0] - (m * a)
-        return float((np.arange(1.0, m + 1.0) / np.maximum(den, 1e-300)).max())
+        den_rest = self.d[stop:] - self.prefix[i0] - ma  # (the rest as numpy computes it: the same terms)
+        rest = float((np.arange(k, m + 1.0) / np.maximum(den_rest, 1e-300)).max())
+        return rest if rest > best else best
 
 
 def gittins_index(samples: Sequence[float], a: float, delta: float | None = None) -> float:

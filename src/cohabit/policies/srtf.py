@@ -533,7 +533,7 @@ class SRTF(BasePolicy):
                 self._wake = free_at if self._wake is None else min(self._wake, free_at)
                 break
             if saved is None:
-                saved = draft.save()
+                saved = draft.checkpoint()
             draft.give_back(r)
             chosen.append(k)
             p = draft.place(job)

@@ -102,7 +102,7 @@ from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
-from .tiresias_preempt import Rec, lower_gpus, preempt_for
+from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
 
@@ -330,24 +330,36 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             dist = self.distribution(view)
             version = self._dist_version
             memo = self._g_memo  # attained service -> index under this distribution (new and promoted jobs: 0)
-            if version != self._order_version:  # refitted: every waiting job's index changes
+            everyone = version != self._order_version
+            if everyone:  # refitted: every waiting job's index changes
                 self._order_version = version
                 memo.clear()
                 stale = list(self._order)
             else:
                 stale = [r for r in self._stale.values() if not r.running and r.g_version != version]
             self._stale.clear()
-            if stale:
+            if stale and everyone:  # (every job re-keyed within its queue: each list sorted once)
+                now = view.now
+                a = [self.service(r.job, now) for r in stale]
+                new = list(set(a))
+                memo.update(zip(new, dist.indices(new, self.gittins_delta)))
+                for r, gi in zip(stale, [memo[x] for x in a]):
+                    r.g_index, r.g_version = gi, version
+                    r.key = (r.q, -gi, r.entered, r.job.seq)
+                self._order.resort()
+            elif stale:
                 now = view.now
                 a = [self.service(r.job, now) for r in stale]
                 new = [x for x in set(a) if x not in memo]
                 if new:  # (each index depends on its own service only: computed alone or in a batch, the same)
-                    memo.update(zip(new, dist.index(np.array(new), self.gittins_delta).tolist()))
+                    memo.update(zip(new, dist.indices(new, self.gittins_delta)))
                 for r, gi in zip(stale, [memo[x] for x in a]):
-                    self._order_remove(r)
                     r.g_index, r.g_version = gi, version
-                    r.key = (r.q, -gi, r.entered, r.job.seq)
-                    self._order_add(r)
+                    key = (r.q, -gi, r.entered, r.job.seq)
+                    if key != r.key:  # (a job re-checked while it waits keeps its service, so often its key)
+                        self._order_remove(r)
+                        r.key = key
+                        self._order_add(r)
         return self._order.walkable()
 
     # ----------------------------------------------------------- placement
@@ -447,7 +459,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 else:
                     spreads = rec.shape[2] and rec.shape[1] > 1 and g is not None  # a consolidated job: see _spreads
                     if spreads and node_gpus is None:  # each node's free GPUs, most first (after the last change)
-                        node_gpus = np.sort(draft.free_now[:, g])[::-1].tolist()
+                        node_gpus = most_first(draft.free_now[:, g])
                     p = None if spreads and self._spreads(rec, view, node_gpus) else self.place(draft, job)
                     if p is None:
                         failed.add(rec.shape)

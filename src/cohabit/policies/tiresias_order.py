@@ -24,6 +24,10 @@ StreamKey = tuple[int, tuple[bytes, int, bool]]
 Key = tuple[int, float, float, int]
 
 
+def _key_of(rec: Rec) -> Key:
+    return rec.key
+
+
 class WaitingOrder:
     """The waiting jobs by key, one sorted list per (queue, shape), and the count of each GPU size."""
 
@@ -63,6 +67,14 @@ class WaitingOrder:
             self.sizes[rec.gpus] = left
         else:
             del self.sizes[rec.gpus]
+
+    def resort(self) -> None:
+        """Every job's key changed within its queue (``rec.key[0]`` is the same): each list sorted again by the new
+        keys, in place. The same lists' contents as removing each job under its old key and adding it under its new
+        one (keys are unique), in one sort per list."""
+        for sk, recs in self._recs.items():
+            recs.sort(key=_key_of)
+            self._keys[sk][:] = [r.key for r in recs]
 
     def __iter__(self) -> Iterator[Rec]:
         """Every waiting job (lists one after another: not in priority order)."""

@@ -87,7 +87,10 @@ class LasQueues:
             self._stale[rec.job.id] = rec
         if rec.running:
             if rec.q < len(self.thresholds):
-                left = self.thresholds[rec.q] - self.service(rec.job, now)
+                a = rec.job.attained_service(now)  # (:meth:`service` of the job of this record)
+                if rec.base is not None:
+                    a -= rec.base[0]
+                left = self.thresholds[rec.q] - a
                 self._push(now + max(left, 0.0) / rec.rate, rec)
         elif rec.q > 0 and self.starve_limit is not None and rec.job.first_start is not None:
             executed, waited = self._since_top(rec, now)
@@ -123,18 +126,19 @@ class LasQueues:
         if rec.running == running:
             return
         src, dst = (self._wait, self._run) if running else (self._run, self._wait)
-        del src[rec.q][rec.job.id]
-        dst[rec.q][rec.job.id] = rec
+        job_id, q = rec.job.id, rec.q
+        del src[q][job_id]
+        dst[q][job_id] = rec
         if running:
-            self._order_remove(rec)
+            self._order.remove(rec)
         else:
-            self._order_add(rec)
-        self._run_gpus[rec.q] += rec.gpus if running else -rec.gpus
+            self._order.add(rec)
+        self._run_gpus[q] += rec.gpus if running else -rec.gpus
         rec.running = running
         self._changed = True
         if running:
             rec.last_start = now
-            heapq.heappush(self._eligible, (now + self.min_run_time, rec.job.id))
+            heapq.heappush(self._eligible, (now + self.min_run_time, job_id))
         self._schedule(rec, now)
 
     def _promote(self, rec: Rec, now: float) -> None:

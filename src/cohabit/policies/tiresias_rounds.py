@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.actions import Plan
 from ..engine.view import ClusterView
-from .tiresias_preempt import Rec
+from .tiresias_preempt import Rec, most_first
 from .tiresias_queues import TIME_EPS
 
 Shape = tuple[bytes, int, bool]
@@ -74,7 +74,7 @@ class RoundShortcuts:
                 continue
             if shape[2] and shape[1] > 1 and g is not None:
                 if node_gpus is None:
-                    node_gpus = np.sort(view.free[:, g])[::-1].tolist()
+                    node_gpus = most_first(view.free[:, g])
                 if self._spreads(rec, view, node_gpus):
                     spread.append(shape)
                     continue
