@@ -165,9 +165,9 @@ class Tetris(BasePolicy):
         # the last "nothing fits" answer (_none_fit), which stays true while neither moves
         self._shape_stamp = 0
         self._none_fit: tuple[int, int] | None = None
-        # per demand row: the ledger's fit last read (a read-only array it keeps until room changes) and the
-        # tasks the nodes take together (-1: no node takes one), read again while the ledger hands out that array
-        self._room_of: dict[bytes, tuple[np.ndarray, int]] = {}
+        # the key (as _none_fit) of this round's open answer of _nothing_fits: decide's first pick keeps it as
+        # "nothing fits" if it finds no feasible job
+        self._open: tuple[int, int] | None = None
         # per demand row (its bytes): the resources it needs as (column, amount), for could_take
         self._needs: dict[bytes, list[tuple[int, float]]] = {}
         self._n_nodes = 0
@@ -218,9 +218,10 @@ class Tetris(BasePolicy):
         A true answer is kept while the ledger's room version stays (room only shrank: a shape that did not
         fit still does not) and no shape joined the waiting jobs (only jobs of shapes already waiting arrived,
         or jobs left): then the shapes are not checked again. Otherwise the free room summed over the nodes
-        answers first (:func:`could_take`: no shape's workers fit the total, the usual "nothing fits" on a
-        full cluster, with no per-node fit); only when some shape could take its workers by the total are the
-        per-node fits read (one per demand row)."""
+        answers (:func:`could_take`: no shape's workers fit the total, the usual "nothing fits" on a full
+        cluster, with no per-node fit). When some shape could take its workers by the total, the per-node fits
+        are read by :meth:`decide`'s first pick, on the same free capacity and the same shapes: if it finds no
+        feasible job, it keeps the answer "nothing fits" as this method would have."""
         if view.paused or not self._in_step(view, view.pending.keys(), len(view.pending)):
             return False
         self._checked = True  # (decide need not compare the index with the queue again this round)
@@ -232,26 +233,9 @@ class Tetris(BasePolicy):
         needs = self._needs
         for (row_key, n), (w, ids) in self._by_shape.items():
             if ids and could_take(total, slack, needs[row_key], n):
-                break
-        else:  # (no shape's workers fit in the free total: none fits the nodes)
-            self._none_fit = key
-            return True
-        room: dict[bytes, int] = {}  # per demand row: tasks the nodes take together (-1: no node takes one)
-        for (row_key, n), (w, ids) in self._by_shape.items():
-            if ids:
-                got = room.get(row_key)
-                if got is None:  # (the shapes of one row differ in workers only: its fit is computed once)
-                    fit = view.fit_now(w)
-                    kept = self._room_of.get(row_key)
-                    if kept is not None and kept[0] is fit:  # (the ledger's kept fit: the same count)
-                        got = kept[1]
-                    else:
-                        got = int(np.minimum(fit, 1 << 40).sum()) if (fit > 0).any() else -1
-                        self._room_of[row_key] = (fit, got)
-                    room[row_key] = got
-                if got >= n:
-                    return False
-        self._none_fit = key
+                self._open = key  # (decide's first pick reads the per-node fits: it keeps a "nothing fits")
+                return False
+        self._none_fit = key  # (no shape's workers fit in the free total: none fits the nodes)
         return True
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -272,7 +256,7 @@ class Tetris(BasePolicy):
         if view is not self._view:
             self._view, self._groups, self._models = view, {}, {}
             self._none_fit = None  # (another ledger: its room version is not comparable)
-            self._room_of, self._needs = {}, {}
+            self._needs = {}
             self._n_nodes = int(view.capacity.shape[0])
             self._safe = np.where(view.capacity > 0, view.capacity, np.inf)
             self._safe.flags.writeable = False
@@ -458,7 +442,7 @@ class Tetris(BasePolicy):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        self._checked = False
+        self._checked, self._open = False, None
         if self.fairness <= 0 and self._nothing_fits(view):  # (the fairness book must see every round)
             return []
         if not view.pending and not view.paused:
@@ -524,11 +508,13 @@ class Tetris(BasePolicy):
                     room[s] = got = int(np.minimum(fit, 1 << 40).sum())
                     roomy = roomy or got >= need_min
             if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
+                self._keep_nothing_fits(plan, left, len(rows))
                 break
             a = best[idx]
             feasible = alive & (room[idx] >= need) & np.isfinite(a)
             count = int(np.count_nonzero(feasible))
             if not count:
+                self._keep_nothing_fits(plan, left, len(rows))
                 break
             eps = 0.0
             if self.epsilon > 0:  # (the means as ndarray.mean makes them: the pairwise sum over the count)
@@ -552,6 +538,14 @@ class Tetris(BasePolicy):
                 w = self._shape_rows[int(idx[k])].tolist()
                 total = [t - n * v for t, v in zip(total, w)]  # (its parameter servers' room left in: a bound)
         return plan
+
+    def _keep_nothing_fits(self, plan: Plan, left: int, n_rows: int) -> None:
+        """The round's first pick found no feasible job: if :meth:`_nothing_fits` left this round open (the
+        index is the queue, nothing paused, no fairness knob: the pick read every waiting shape's per-node fit
+        on the ledger's free capacity, as the draft is still pristine), that is its answer "nothing fits",
+        kept under the same key."""
+        if self._open is not None and not plan and left == n_rows:
+            self._none_fit = self._open
 
     def _place(self, draft: Draft, job: JobView, fit_score: tuple[np.ndarray, np.ndarray], free: np.ndarray,
                n: int) -> Placement | None:
