@@ -478,15 +478,17 @@ class GandivaRound:
         can succeed: those victims' room is given back only once there are enough (the same additions
         in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any. The same for a
         job with whole-GPU workers and the devices: each worker needs a whole free device (the ledger's
-        fit and reserve count devices with a free share of 1), and a give-back frees only devices the
-        victim holds, so while the whole free devices plus the devices held by the victims so far are
-        fewer than its workers, no try can succeed either.
+        fit and reserve count devices with a free share of 1), so while the draft with the victims so far
+        given back would have fewer whole free devices than its workers (counted exactly, without giving
+        them back: :meth:`_devices_freed`), no try can succeed either, and none is made.
 
         Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room) an
         attempt for ``key`` (shape, cross-class) that failed in an earlier round, with victims ``v_1..v_k`` that
-        are a prefix of this pool, fails on every one of them again, so it resumes after them (their room given
-        back in the same order if the GPUs counted so far reach ``rec``'s, as the full attempt would have by
-        then: a failed reserve or placement leaves the draft as it was) and reaches the same outcome. Why it
+        are a prefix of this pool, fails on every one of them again, so it resumes after them and reaches the same
+        outcome: their room is given back, in the same order, before the next try, as the full attempt would
+        have by then (a failed reserve or placement leaves the draft as it was; a give-back changes nothing the
+        walk reads before a try), and a pool that is that prefix fails at once, with no room given back and no
+        copy of the draft made (the draft is as it was either way). Why it
         fails again: the memo lives while the ledger's room version stays (``ClusterView.room_version``: no
         release since, only allocations), so the free room ``F'`` now is at most the room ``F`` then on every
         node and device, and no victim lost or changed its allocation (that would be a release). The draft at
@@ -503,45 +505,46 @@ class GandivaRound:
         free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
             return None  # (the draft untouched: no copy to restore)
-        saved = draft.save()
-        # whole-GPU workers (one whole free device each): whole free devices now, plus the devices each victim
-        # holds (a bound on those its give-back can free); while fewer than the workers, no try can succeed
-        need_dev = rec.n if rec.whole else 0
-        spare = -1  # (counted once the GPUs suffice: most walks stop short of that)
         memo = self._turns_failed if not self.plan else None
-        chosen: list[JobRec] = []
-        given = 0  # victims of ``chosen`` whose room is given back
-        counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
-        start = 0
         version = self.view.allocation_version
         prior = memo.get(key) if memo is not None else None
-        if prior is not None and (prior[1] == version or not rec.job.spec.num_ps):
-            ids = prior[0]
-            k = len(ids)
-            if k <= len(victims) and all(v.id == i for v, i in zip(victims, ids)):
-                chosen = victims[:k]
-                for v in chosen:  # (the same additions in the same order as the loop below)
-                    free_gpu += v.cls
-                if free_gpu >= rec.cls - 1e-6:
-                    if need_dev:
-                        spare = int((saved[1] >= 1.0 - EPS).sum()) + sum([self._devices_held(v) for v in chosen])
-                        counted = k
-                    if not need_dev or spare >= need_dev:  # (the full attempt gave each back by then)
-                        for u in chosen:
-                            draft.give_back(u.job)
-                        given = k
-                start = k
+        carried = prior is not None and (prior[1] == version or not rec.job.spec.num_ps) \
+            and len(prior[0]) <= len(victims) and all(v.id == i for v, i in zip(victims, prior[0]))
+        if carried and len(prior[0]) == len(victims):  # type: ignore[index]
+            # (the failed attempt covered the whole pool: it fails on every victim again, see below, and the
+            # walk would end where it began, the draft restored: no room is given back and no copy made)
+            memo[key] = (prior[0], version)  # type: ignore[index]
+            return None
+        # whole-GPU workers (one whole free device each): the whole free devices the draft would have with the
+        # victims so far given back (counted without giving them back); while fewer than the workers, no try
+        # can succeed
+        need_dev = rec.n if rec.whole else 0
+        spare = -1  # (counted once the GPUs suffice: most walks stop short of that)
+        shares: dict[tuple[int, int], float] = {}  # device -> its free share with the victims so far given back
+        saved: tuple[np.ndarray, np.ndarray] | None = None  # the draft before this walk (copied before a try)
+        chosen: list[JobRec] = []
+        given = 0  # victims of ``chosen`` whose room is given back (each is, in order, before the next try)
+        counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
+        start = 0
+        if carried:  # (the victims tried then are a prefix of this pool: the walk resumes after them)
+            assert prior is not None
+            chosen = victims[:len(prior[0])]
+            for v in chosen:  # (the same additions in the same order as the loop below)
+                free_gpu += v.cls
+            start = len(chosen)
         width = rec.n + rec.job.spec.num_ps
         for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
             if free_gpu < rec.cls - 1e-6:
                 continue
+            if saved is None:
+                saved = draft.save()
             if need_dev:  # (devices counted only once the GPUs suffice: most walks stop short of that)
                 if spare < 0:
                     spare = int((saved[1] >= 1.0 - EPS).sum())  # whole free devices in the draft as saved
                 for u in chosen[counted:]:
-                    spare += self._devices_held(u)
+                    spare += self._devices_freed(u, saved[1], shares)
                 counted = len(chosen)
                 if spare < need_dev:
                     continue
@@ -556,10 +559,28 @@ class GandivaRound:
                 return chosen, q
         if memo is not None:
             memo[key] = (tuple(v.id for v in victims), version)
-        draft.restore(saved)
+        if saved is not None:
+            draft.restore(saved)
         return None
 
-    def _devices_held(self, rec: JobRec) -> int:
-        """GPU devices a running job holds, counted per task (at least the distinct ones)."""
+    def _devices_freed(self, rec: JobRec, dev: np.ndarray, shares: dict[tuple[int, int], float]) -> int:
+        """How many more whole free devices the draft has once running ``rec``'s room is given back too: its
+        devices' shares added, in slot order, to their free shares (``shares``, updated; a device not in it has
+        its share in ``dev``, the draft's device table before any give-back), as ``Draft.give_back`` adds them
+        (the same Python float additions in the same order), counting the devices that become whole (a free
+        share of 1: what a whole-GPU worker takes, ``fit_counts`` and ``take_many``)."""
         alloc = self.view.allocation_of(rec.id)
-        return 0 if alloc is None else sum([len(s.devices) for s in alloc.slots])
+        if alloc is None:
+            return 0
+        gained = 0
+        lo = 1.0 - EPS
+        for slot in alloc.slots:
+            node = slot.node
+            for i, share in slot.devices:
+                key = (node, i)
+                before = shares.get(key)
+                if before is None:
+                    before = float(dev[node, i])
+                after = shares[key] = before + share
+                gained += (after >= lo) - (before >= lo)
+        return gained
