@@ -235,11 +235,13 @@ class GandivaRound:
     def place_free(self, rec: JobRec) -> bool:
         if rec.shape in self.failed:
             return False
-        saved = self.draft.save()
+        may_defrag = self.p.migration and rec.whole and rec.n > 1 \
+            and self.migrations < self.p.max_migrations and self.defrag_attempts < MAX_DEFRAG_ATTEMPTS
+        saved = self.draft.save() if may_defrag else None  # (only a defragmentation puts the draft back)
         p = self.place(rec)
         spread = p is not None and len(set(p[: rec.n])) > self.min_nodes(rec)
-        if (p is None or spread) and self.p.migration and rec.whole and rec.n > 1 \
-                and self.migrations < self.p.max_migrations and self.defrag_attempts < MAX_DEFRAG_ATTEMPTS:
+        if (p is None or spread) and may_defrag:
+            assert saved is not None
             self.defrag_attempts += 1
             if p is not None:
                 self.draft.restore(saved)
