@@ -110,8 +110,8 @@ class GandivaRound:
         self._gpu_cap = cap[1]
 
     def _see_hosts(self) -> None:
-        """Before the round's first packing-host check (a round that checks no host skips it): the kept host
-        answers brought up to this ledger, and the device orders they read."""
+        """Before the round's first packing attempt that has hosts to check (a round with none skips it): the
+        kept host answers brought up to this ledger, and the device orders they read."""
         self._hosts_seen = True
         policy, view = self.p, self.view
         # per host: would the ledger time-share its devices (_ledger_picks)? The answer reads only the host's
@@ -320,15 +320,17 @@ class GandivaRound:
             return False
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
         moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
+        if not self._hosts_seen:
+            self._see_hosts()  # (the kept answers brought up to this ledger before any is read)
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
+            ok = host_ok.get(hid)
+            if ok is False:  # (the usual answer: the ledger would not time-share exactly its devices)
+                continue
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
-            if not self._hosts_seen:
-                self._see_hosts()
-            ok = host_ok.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
                 ok = host_ok[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
