@@ -152,6 +152,7 @@ class Tetris(BasePolicy):
         self._shape_ids: dict[bytes, int] = {}
         self._shape_rows: list[np.ndarray] = []
         self._shape_keys: list[bytes] = []  # per shape id: its demand row's bytes
+        self._w_safe: list[np.ndarray] = []  # per shape id: its demand row / the capacity (alignment's factor)
         self._safe = np.zeros((0, 0))  # the capacity with inf for 0 (alignment's divisor), per view
         self._models: dict[str, int] = {}
         self._oracle: Oracle | None = None
@@ -263,7 +264,7 @@ class Tetris(BasePolicy):
             self._hist = ((-1, -1), np.zeros(0))  # (and another history)
             self._slot, self._ids, self._end, self._ordered = {}, [], 0, True
             self._table, self._live = np.empty((0, len(_COLS))), np.zeros(0, dtype=bool)
-            self._shape_ids, self._shape_rows, self._shape_keys = {}, [], []
+            self._shape_ids, self._shape_rows, self._shape_keys, self._w_safe = {}, [], [], []
             total = view.capacity.sum(axis=0)
             self._inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
         spec = job.spec
@@ -285,6 +286,7 @@ class Tetris(BasePolicy):
             sid = self._shape_ids[key] = len(self._shape_rows)
             self._shape_rows.append(w)
             self._shape_keys.append(key)
+            self._w_safe.append(w / self._safe)
         spec = job.spec
         total = dur = math.nan
         if self._oracle is not None:
@@ -497,15 +499,18 @@ class Tetris(BasePolicy):
             room = np.zeros(len(self._shape_rows), dtype=np.int64)
             fits: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per shape: its fit and alignment per node
             roomy = False  # some shape has a node for one task and room for need_min of them
+            scaled = free / safe  # (alignment's free / capacity, once per pick)
             for s, w in shapes:
                 fit = draft.tasks_fit(w)
                 ok = fit > 0
                 if ok.any():
-                    score = alignment(free, cap, w, safe)  # (row by row: the same values on the nodes of ok)
-                    score[~ok] = -np.inf
+                    # alignment(free, cap, w, safe), row by row: the same values on the nodes of ok
+                    score = np.where(ok, (self._w_safe[s] * scaled).sum(axis=1), -np.inf)
                     best[s] = score.max()
                     fits[s] = (fit, score)
-                    room[s] = got = int(np.minimum(fit, 1 << 40).sum())
+                    # (a demand that needs some resource takes a bounded count per node; else the fit is huge)
+                    room[s] = got = int(_add(fit) if self._needs[self._shape_keys[s]] else
+                                        np.minimum(fit, 1 << 40).sum())
                     roomy = roomy or got >= need_min
             if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
                 self._keep_nothing_fits(plan, left, len(rows))
