@@ -107,7 +107,7 @@ def aligned_tasks(score: np.ndarray, fit: np.ndarray, free: np.ndarray, safe: np
                   n: int) -> list[int]:
     """:func:`aligned_chooser`'s nodes for ``n`` tasks, given the alignment per node now (``score``, -inf where
     ``fit`` takes no task; overwritten) and enough room (``fit.sum() >= n``)."""
-    node = int(np.argmax(score))
+    node = int(score.argmax())
     out: list[int] = [node]
     if n > 1:  # (the copies below only serve the later tasks)
         left = fit.astype(np.int64)
@@ -117,7 +117,7 @@ def aligned_tasks(score: np.ndarray, fit: np.ndarray, free: np.ndarray, safe: np
             f[node] -= demand
             score[node] = -np.inf if left[node] <= 0 else \
                 float(((demand / safe[node]) * (f[node] / safe[node])).sum())
-            node = int(np.argmax(score))
+            node = int(score.argmax())
             out.append(node)
     return out
 
@@ -322,7 +322,7 @@ class Tetris(BasePolicy):
     def _compact(self) -> None:
         """Drop the dead rows (their jobs left), keeping the live ones in their order."""
         end = self._end
-        keep = np.flatnonzero(self._live[:end])
+        keep = self._live[:end].nonzero()[0]
         if len(keep) == end:
             return
         n = len(keep)
@@ -361,7 +361,7 @@ class Tetris(BasePolicy):
             self._compact()
             end = self._end
             live = self._live[:end]
-        pos = np.flatnonzero(live)
+        pos = live.nonzero()[0]  # (np.flatnonzero without its Python wrapper)
         return pos if len(pos) == len(view.pending) else None
 
     def _rows_of(self, view: ClusterView, jobs: list[JobView], ids: Iterable[str]) -> np.ndarray:
@@ -380,7 +380,7 @@ class Tetris(BasePolicy):
                     self._row(view, jobs[k])
                     slot = self._slot
             at = [self._slot[j] for j in ids]
-        return self._table[np.fromiter(at, dtype=np.int64, count=len(ids))]
+        return self._table.take(np.fromiter(at, dtype=np.int64, count=len(ids)), axis=0)  # (take: a faster gather)
 
     def _remaining(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray | None = None,
                    declared: bool | None = None) -> np.ndarray:
@@ -466,7 +466,7 @@ class Tetris(BasePolicy):
             if not self._ordered and not view.paused and self.fairness <= 0 and len(self._slot) == len(waiting):
                 self._reorder(waiting)  # (rows made out of arrival order: the table in queue order again)
         else:  # every waiting job is a candidate (no fairness knob), its row read in queue order by the mask
-            rows = self._table[pos]
+            rows = self._table.take(pos, axis=0)  # (take: the gather of self._table[pos], ~10x faster)
             jobs = waiting
         ids_at, pending = self._ids, view.pending
 
@@ -527,7 +527,7 @@ class Tetris(BasePolicy):
                 if p_mean > 0:
                     eps = self.epsilon * (_add(a[feasible]) / count) / p_mean
             score = np.where(feasible, a + eps * p, -np.inf)
-            k = int(np.argmax(score))  # ties: earliest arrival (argmax takes the first)
+            k = int(score.argmax())  # ties: earliest arrival (argmax takes the first)
             alive[k] = False
             left -= 1
             job = job_at(k)
