@@ -128,7 +128,7 @@ class GandivaRound:
             policy._dev_seen = (view, view.allocation_version, dev.copy())
         elif seen[1] != view.allocation_version:
             table = seen[2]
-            changed = np.flatnonzero((dev != table).any(axis=1))
+            changed = (dev != table).any(axis=1).nonzero()[0]  # (np.flatnonzero without its wrapper)
             if changed.size:
                 policy._forget_host_answers(changed.tolist())
                 table[changed] = dev[changed]
@@ -212,7 +212,7 @@ class GandivaRound:
         view, draft, job = self.view, self.draft, rec.job
         n = rec.n
         fit = draft.tasks_fit(view.demand_vector(job))
-        whole = np.flatnonzero(fit >= n)
+        whole = (fit >= n).nonzero()[0]  # (np.flatnonzero without its wrapper)
         if whole.size and job.spec.num_ps == 0:
             assert self.p._aff is not None
             same = self.p._aff[whole, rec.ci] > 0
