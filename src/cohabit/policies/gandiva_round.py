@@ -213,14 +213,16 @@ class GandivaRound:
         n = rec.n
         fit = draft.tasks_fit(view.demand_vector(job))
         whole = (fit >= n).nonzero()[0]  # (np.flatnonzero without its wrapper)
-        if whole.size and job.spec.num_ps == 0:
+        if whole.size == 1 and job.spec.num_ps == 0:  # (one node takes them all: the ranking picks it)
+            p: Placement | None = (int(whole[0]),) * n
+        elif whole.size and job.spec.num_ps == 0:
             assert self.p._aff is not None
             same = self.p._aff[whole, rec.ci] > 0
             empty = (draft.free_now[whole, self.g] >= view.capacity[whole, self.g] - EPS) if self.g is not None \
                 else np.zeros(whole.size, bool)
             rank = np.where(same, 0, np.where(empty, 1, 2))
             node = int(whole[np.lexsort((fit[whole], rank))[0]])
-            p: Placement | None = (node,) * n
+            p = (node,) * n
         else:
             p = consolidated_first(draft, job, n)
         if p is None or not draft.reserve(job, p):
