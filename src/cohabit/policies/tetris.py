@@ -390,13 +390,13 @@ class Tetris(BasePolicy):
         ``declared``: :meth:`_declared` of the rows, if the caller has it."""
         if rows is None:
             rows = self._rows_of(view, jobs, [j.id for j in jobs])
-        done, own_it, iters, model, executed, total, dur = rows[:, 3:].T
         if self._oracle is None and not (self._declared(rows) if declared is None else declared):
             # (no declared lengths: every estimate is the fallback below, which np.where would pick anyway)
             mean = view.history.mean_run_time()
             if mean is None:
                 return np.full(len(rows), math.inf)
-            return np.asarray(np.maximum(mean - executed, 0.0), dtype=float)
+            return np.maximum(mean - rows[:, 7], 0.0)  # (column 7: "executed", a float array)
+        done, own_it, iters, model, executed, total, dur = rows[:, 3:].T
         models = self._models
         key = (len(view.history), len(models))  # (the history only grows: the same length, the same means)
         if self._hist[0] != key:
