@@ -6,10 +6,14 @@ from __future__ import annotations
 import zlib
 from collections.abc import Set as AbstractSet
 
+import numpy as np
+import pytest
+
 from cohabit.engine.apply import ActionError
 from cohabit.engine.loop import Scheduler
 from cohabit.engine.record import EventKind
 from cohabit.engine.view import ClusterView
+from cohabit.policies import tetris
 from cohabit.policies.tetris import Tetris
 from cohabit.report.fingerprint import fingerprint
 from cohabit.report.metrics import compute_metrics
@@ -65,31 +69,107 @@ def test_a_refused_start_puts_the_job_back_in_the_index() -> None:
 
 
 class _CheckedNothingFits(Tetris):
-    """Checks every "nothing fits" answer, the kept ones included, against the shapes checked afresh."""
+    """Checks every "nothing fits" answer (from the summed free room, kept from an earlier round, or kept by
+    decide's first pick) against the per-node fits of every waiting shape, read afresh from the ledger."""
 
     kept = 0
+    claimed = 0
 
     def _nothing_fits(self, view: ClusterView) -> bool:
         kept = self._none_fit is not None and self._none_fit == (view.room_version, self._shape_stamp)
         claimed = super()._nothing_fits(view)
         if claimed:
-            self._none_fit = None
-            assert super()._nothing_fits(view), (view.now, kept)
+            for (_, n), (w, ids) in self._by_shape.items():
+                if ids:
+                    fit = view.tasks_fit(w)
+                    assert not (fit > 0).any() or int(np.minimum(fit, 1 << 40).sum()) < n, (view.now, kept, n)
             _CheckedNothingFits.kept += kept
+            _CheckedNothingFits.claimed += 1
         return claimed
 
 
-def test_a_kept_nothing_fits_answer_is_the_fresh_one() -> None:
-    """The answer "no waiting shape fits" is kept while room only shrinks and no new shape waits (a finish, or
-    an arrival of a shape not waiting before, makes it check again); the schedule is that of checking afresh."""
+def test_a_nothing_fits_answer_is_that_of_the_per_node_fits() -> None:
+    """The answer "no waiting shape fits" (from the free room summed over the nodes, or kept while room only
+    shrinks and no new shape waits, or kept from a first pick that found no feasible job) is that of the
+    per-node fits; the schedule is the same as without the summed-room answers (fails if the bound is too
+    strict, or if a first pick keeps "nothing fits" after it planned)."""
     from cohabit.sim.runner import simulate
     from cohabit.sim.traces import load_trace
 
     jobs = load_trace("philly_82k", "philly", limit=600).jobs
     checked = simulate(jobs, _cluster(), _CheckedNothingFits())
     real = simulate(jobs, _cluster(), Tetris())
-    assert _CheckedNothingFits.kept > 100
+    assert _CheckedNothingFits.kept > 100 and _CheckedNothingFits.claimed > 300
     assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
+
+
+class _Unbounded(Tetris):
+    """Tetris without the summed-room answers: every round reads the per-node fits (the definition)."""
+
+    def decide(self, view):  # type: ignore[no-untyped-def,override]
+        with _no_bound():
+            return super().decide(view)
+
+
+class _no_bound:
+    """Within it, :func:`~cohabit.policies.tetris.could_take` never rules a shape out; counts the rulings."""
+
+    ruled_out = 0
+
+    def __enter__(self) -> None:
+        self.saved = tetris.could_take
+        tetris.could_take = self._never
+
+    def __exit__(self, *exc: object) -> None:
+        tetris.could_take = self.saved
+
+    def _never(self, total, slack, demand, n):  # type: ignore[no-untyped-def]
+        if not self.saved(total, slack, demand, n):
+            _no_bound.ruled_out += 1
+        return True
+
+
+@pytest.mark.parametrize("cluster", ["muri-n8g8", "cpu-bound"])
+def test_the_summed_room_changes_no_schedule(cluster: str) -> None:
+    """With the summed free room ruling out shapes (the "nothing fits" answer, and the end of a round once a
+    start left no room for the smallest waiting job) the schedule is the one every round's per-node fits give
+    (fails if the bound rules out a shape that fits, e.g. without the fit's tolerance or with a larger need)."""
+    from cohabit.sim.runner import simulate
+    from cohabit.sim.traces import load_trace
+    from cohabit.spec import ClusterSpec, Resources, cluster_from_arg
+
+    jobs = load_trace("philly_82k", "philly", limit=700).jobs
+    spec = (cluster_from_arg(cluster) if cluster != "cpu-bound"  # (5 tasks of 4 CPUs per node: CPU binds first)
+            else ClusterSpec.homogeneous("cpu-bound", 6, Resources(gpu=8, cpu=20, mem_gb=512)))
+    _no_bound.ruled_out = 0
+    plain = simulate(jobs, spec, _Unbounded())
+    assert _no_bound.ruled_out > 100  # (rounds the bound would have answered)
+    real = simulate(jobs, spec, Tetris())
+    assert fingerprint(plain.result.record, plain.metrics) == fingerprint(real.result.record, real.metrics)
+
+
+def test_could_take_bounds_the_per_node_fits_from_above() -> None:
+    """:func:`could_take` says no only where the nodes' fits (``fit_counts``, with its tolerance) add up to
+    fewer tasks: nodes each a hair (within the tolerance) under one task's demand take one task each."""
+    from cohabit.engine.alloc import fit_counts
+
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        nodes = int(rng.integers(1, 70))
+        demand = np.round(rng.uniform(0, 2, 3), int(rng.integers(0, 3))) * (rng.uniform(size=3) < 0.8)
+        unit = np.where(demand > 0, demand, 1.0)
+        free = unit * rng.integers(0, 4, (nodes, 3)) - rng.choice([0.0, 0.9e-9, 2e-9], (nodes, 3))
+        free = np.maximum(free, -1e-9)
+        fit = int(np.minimum(fit_counts(free, np.zeros((nodes, 0)), demand, None), 1 << 40).sum())
+        total = free.sum(axis=0).tolist()
+        need = [(c, v) for c, v in enumerate(demand.tolist()) if v > 1e-9]
+        for n in (1, fit, fit + 1):
+            if not tetris.could_take(total, tetris.room_slack(total, nodes), need, n):
+                assert fit < n, (free, demand, n)
+    free = np.full((64, 1), 0.1 - 0.9e-9)  # (each takes one task of 0.1: within the fit's tolerance)
+    total = free.sum(axis=0).tolist()
+    assert int(fit_counts(free, np.zeros((64, 0)), np.array([0.1]), None).sum()) == 64
+    assert tetris.could_take(total, tetris.room_slack(total, 64), [(0, 0.1)], 64)
 
 
 class _OrderChecked(Tetris):
@@ -112,3 +192,28 @@ def test_rows_read_by_the_mask_are_the_queue_in_order_after_refused_starts() -> 
     table is read out of order)."""
     got, refused = _run(_OrderChecked())
     assert refused and _OrderChecked.read > 50
+
+
+class _ViaPlaceWith(Tetris):
+    """Places every pick with ``place_with(draft, job, aligned_chooser)`` (the definition), not from the pick's
+    own fit and alignment."""
+
+    def _place(self, draft, job, fit_score, free, n):  # type: ignore[no-untyped-def,override]
+        from cohabit.policies.spread import place_with
+
+        return place_with(draft, job, tetris.aligned_chooser, n_workers=n)
+
+
+def test_a_pick_is_placed_as_place_with_places_it() -> None:
+    """The nodes a pick takes come from the fit and alignment its pick computed on the same draft, as
+    ``place_with`` with :func:`~cohabit.policies.tetris.aligned_chooser` would choose them (fails if the pick's
+    arrays are stale, e.g. kept from an earlier pick of the round)."""
+    from cohabit.sim.runner import simulate
+    from cohabit.sim.traces import load_trace
+    from cohabit.spec import ClusterSpec, Resources
+
+    jobs = load_trace("philly_82k", "philly", limit=700).jobs
+    spec = ClusterSpec.homogeneous("cpu-bound", 6, Resources(gpu=8, cpu=20, mem_gb=512))
+    want = simulate(jobs, spec, _ViaPlaceWith())
+    got = simulate(jobs, spec, Tetris())
+    assert fingerprint(got.result.record, got.metrics) == fingerprint(want.result.record, want.metrics)

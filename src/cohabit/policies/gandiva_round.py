@@ -110,8 +110,8 @@ class GandivaRound:
         self._gpu_cap = cap[1]
 
     def _see_hosts(self) -> None:
-        """Before the round's first packing-host check (a round that checks no host skips it): the kept host
-        answers brought up to this ledger, and the device orders they read."""
+        """Before the round's first packing attempt that has hosts to check (a round with none skips it): the
+        kept host answers brought up to this ledger, and the device orders they read."""
         self._hosts_seen = True
         policy, view = self.p, self.view
         # per host: would the ledger time-share its devices (_ledger_picks)? The answer reads only the host's
@@ -128,7 +128,7 @@ class GandivaRound:
             policy._dev_seen = (view, view.allocation_version, dev.copy())
         elif seen[1] != view.allocation_version:
             table = seen[2]
-            changed = np.flatnonzero((dev != table).any(axis=1))
+            changed = (dev != table).any(axis=1).nonzero()[0]  # (np.flatnonzero without its wrapper)
             if changed.size:
                 policy._forget_host_answers(changed.tolist())
                 table[changed] = dev[changed]
@@ -212,15 +212,17 @@ class GandivaRound:
         view, draft, job = self.view, self.draft, rec.job
         n = rec.n
         fit = draft.tasks_fit(view.demand_vector(job))
-        whole = np.flatnonzero(fit >= n)
-        if whole.size and job.spec.num_ps == 0:
+        whole = (fit >= n).nonzero()[0]  # (np.flatnonzero without its wrapper)
+        if whole.size == 1 and job.spec.num_ps == 0:  # (one node takes them all: the ranking picks it)
+            p: Placement | None = (int(whole[0]),) * n
+        elif whole.size and job.spec.num_ps == 0:
             assert self.p._aff is not None
             same = self.p._aff[whole, rec.ci] > 0
             empty = (draft.free_now[whole, self.g] >= view.capacity[whole, self.g] - EPS) if self.g is not None \
                 else np.zeros(whole.size, bool)
             rank = np.where(same, 0, np.where(empty, 1, 2))
             node = int(whole[np.lexsort((fit[whole], rank))[0]])
-            p: Placement | None = (node,) * n
+            p = (node,) * n
         else:
             p = consolidated_first(draft, job, n)
         if p is None or not draft.reserve(job, p):
@@ -235,11 +237,13 @@ class GandivaRound:
     def place_free(self, rec: JobRec) -> bool:
         if rec.shape in self.failed:
             return False
-        saved = self.draft.save()
+        may_defrag = self.p.migration and rec.whole and rec.n > 1 \
+            and self.migrations < self.p.max_migrations and self.defrag_attempts < MAX_DEFRAG_ATTEMPTS
+        saved = self.draft.save() if may_defrag else None  # (only a defragmentation puts the draft back)
         p = self.place(rec)
         spread = p is not None and len(set(p[: rec.n])) > self.min_nodes(rec)
-        if (p is None or spread) and self.p.migration and rec.whole and rec.n > 1 \
-                and self.migrations < self.p.max_migrations and self.defrag_attempts < MAX_DEFRAG_ATTEMPTS:
+        if (p is None or spread) and may_defrag:
+            assert saved is not None
             self.defrag_attempts += 1
             if p is not None:
                 self.draft.restore(saved)
@@ -318,15 +322,17 @@ class GandivaRound:
             return False
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
         moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
+        if not self._hosts_seen:
+            self._see_hosts()  # (the kept answers brought up to this ledger before any is read)
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
+            ok = host_ok.get(hid)
+            if ok is False:  # (the usual answer: the ledger would not time-share exactly its devices)
+                continue
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
                 continue
-            if not self._hosts_seen:
-                self._see_hosts()
-            ok = host_ok.get(hid)
             if ok is None:
                 alloc = view.allocation_of(hid)
                 ok = host_ok[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
@@ -478,15 +484,17 @@ class GandivaRound:
         can succeed: those victims' room is given back only once there are enough (the same additions
         in the same order), and a pool whose GPUs cannot cover ``rec`` fails without any. The same for a
         job with whole-GPU workers and the devices: each worker needs a whole free device (the ledger's
-        fit and reserve count devices with a free share of 1), and a give-back frees only devices the
-        victim holds, so while the whole free devices plus the devices held by the victims so far are
-        fewer than its workers, no try can succeed either.
+        fit and reserve count devices with a free share of 1), so while the draft with the victims so far
+        given back would have fewer whole free devices than its workers (counted exactly, without giving
+        them back: :meth:`_devices_freed`), no try can succeed either, and none is made.
 
         Failed turns are carried across rounds: on an empty plan (the draft is the ledger's free room) an
         attempt for ``key`` (shape, cross-class) that failed in an earlier round, with victims ``v_1..v_k`` that
-        are a prefix of this pool, fails on every one of them again, so it resumes after them (their room given
-        back in the same order if the GPUs counted so far reach ``rec``'s, as the full attempt would have by
-        then: a failed reserve or placement leaves the draft as it was) and reaches the same outcome. Why it
+        are a prefix of this pool, fails on every one of them again, so it resumes after them and reaches the same
+        outcome: their room is given back, in the same order, before the next try, as the full attempt would
+        have by then (a failed reserve or placement leaves the draft as it was; a give-back changes nothing the
+        walk reads before a try), and a pool that is that prefix fails at once, with no room given back and no
+        copy of the draft made (the draft is as it was either way). Why it
         fails again: the memo lives while the ledger's room version stays (``ClusterView.room_version``: no
         release since, only allocations), so the free room ``F'`` now is at most the room ``F`` then on every
         node and device, and no victim lost or changed its allocation (that would be a release). The draft at
@@ -503,45 +511,46 @@ class GandivaRound:
         free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
             return None  # (the draft untouched: no copy to restore)
-        saved = draft.save()
-        # whole-GPU workers (one whole free device each): whole free devices now, plus the devices each victim
-        # holds (a bound on those its give-back can free); while fewer than the workers, no try can succeed
-        need_dev = rec.n if rec.whole else 0
-        spare = -1  # (counted once the GPUs suffice: most walks stop short of that)
         memo = self._turns_failed if not self.plan else None
-        chosen: list[JobRec] = []
-        given = 0  # victims of ``chosen`` whose room is given back
-        counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
-        start = 0
         version = self.view.allocation_version
         prior = memo.get(key) if memo is not None else None
-        if prior is not None and (prior[1] == version or not rec.job.spec.num_ps):
-            ids = prior[0]
-            k = len(ids)
-            if k <= len(victims) and all(v.id == i for v, i in zip(victims, ids)):
-                chosen = victims[:k]
-                for v in chosen:  # (the same additions in the same order as the loop below)
-                    free_gpu += v.cls
-                if free_gpu >= rec.cls - 1e-6:
-                    if need_dev:
-                        spare = int((saved[1] >= 1.0 - EPS).sum()) + sum([self._devices_held(v) for v in chosen])
-                        counted = k
-                    if not need_dev or spare >= need_dev:  # (the full attempt gave each back by then)
-                        for u in chosen:
-                            draft.give_back(u.job)
-                        given = k
-                start = k
+        carried = prior is not None and (prior[1] == version or not rec.job.spec.num_ps) \
+            and len(prior[0]) <= len(victims) and all(v.id == i for v, i in zip(victims, prior[0]))
+        if carried and len(prior[0]) == len(victims):  # type: ignore[index]
+            # (the failed attempt covered the whole pool: it fails on every victim again, see below, and the
+            # walk would end where it began, the draft restored: no room is given back and no copy made)
+            memo[key] = (prior[0], version)  # type: ignore[index]
+            return None
+        # whole-GPU workers (one whole free device each): the whole free devices the draft would have with the
+        # victims so far given back (counted without giving them back); while fewer than the workers, no try
+        # can succeed
+        need_dev = rec.n if rec.whole else 0
+        spare = -1  # (counted once the GPUs suffice: most walks stop short of that)
+        shares: dict[tuple[int, int], float] = {}  # device -> its free share with the victims so far given back
+        saved: tuple[np.ndarray, np.ndarray] | None = None  # the draft before this walk (copied before a try)
+        chosen: list[JobRec] = []
+        given = 0  # victims of ``chosen`` whose room is given back (each is, in order, before the next try)
+        counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
+        start = 0
+        if carried:  # (the victims tried then are a prefix of this pool: the walk resumes after them)
+            assert prior is not None
+            chosen = victims[:len(prior[0])]
+            for v in chosen:  # (the same additions in the same order as the loop below)
+                free_gpu += v.cls
+            start = len(chosen)
         width = rec.n + rec.job.spec.num_ps
         for v in victims[start:]:
             chosen.append(v)
             free_gpu += v.cls
             if free_gpu < rec.cls - 1e-6:
                 continue
+            if saved is None:
+                saved = draft.save()
             if need_dev:  # (devices counted only once the GPUs suffice: most walks stop short of that)
                 if spare < 0:
                     spare = int((saved[1] >= 1.0 - EPS).sum())  # whole free devices in the draft as saved
                 for u in chosen[counted:]:
-                    spare += self._devices_held(u)
+                    spare += self._devices_freed(u, saved[1], shares)
                 counted = len(chosen)
                 if spare < need_dev:
                     continue
@@ -556,10 +565,28 @@ class GandivaRound:
                 return chosen, q
         if memo is not None:
             memo[key] = (tuple(v.id for v in victims), version)
-        draft.restore(saved)
+        if saved is not None:
+            draft.restore(saved)
         return None
 
-    def _devices_held(self, rec: JobRec) -> int:
-        """GPU devices a running job holds, counted per task (at least the distinct ones)."""
+    def _devices_freed(self, rec: JobRec, dev: np.ndarray, shares: dict[tuple[int, int], float]) -> int:
+        """How many more whole free devices the draft has once running ``rec``'s room is given back too: its
+        devices' shares added, in slot order, to their free shares (``shares``, updated; a device not in it has
+        its share in ``dev``, the draft's device table before any give-back), as ``Draft.give_back`` adds them
+        (the same Python float additions in the same order), counting the devices that become whole (a free
+        share of 1: what a whole-GPU worker takes, ``fit_counts`` and ``take_many``)."""
         alloc = self.view.allocation_of(rec.id)
-        return 0 if alloc is None else sum([len(s.devices) for s in alloc.slots])
+        if alloc is None:
+            return 0
+        gained = 0
+        lo = 1.0 - EPS
+        for slot in alloc.slots:
+            node = slot.node
+            for i, share in slot.devices:
+                key = (node, i)
+                before = shares.get(key)
+                if before is None:
+                    before = float(dev[node, i])
+                after = shares[key] = before + share
+                gained += (after >= lo) - (before >= lo)
+        return gained
