@@ -121,8 +121,14 @@ class SLAQ(ObservingPolicy):
         valid = w <= snap.n_max[:, None]
         gains = self.predicted_gains(snap, np.where(valid, w, 0))
         first = snap.bundle(snap.n_min)
-        marginal = np.diff(gains, axis=1, prepend=0.0)
-        cost = np.concatenate([snap.share(first)[:, None], np.repeat(snap.share(snap.worker)[:, None], width - 1, 1)], 1)
+        # marginal gain of each unit over the one before (unit 0: over nothing), per dominant share of it
+        # (np.diff(gains, prepend=0.0) and the column of shares built in place: the same subtractions)
+        marginal = gains.copy()
+        np.subtract(gains[:, 1:], gains[:, :-1], out=marginal[:, 1:])
+        cost = np.empty_like(marginal)
+        cost[:, 0] = snap.share(first)
+        if width > 1:
+            cost[:, 1:] = snap.share(snap.worker)[:, None]
         values = np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
         counts, free = greedy_by_value(values, first, snap.worker, free)
         # work conservation: jobs left out take leftover room, in arrival order
