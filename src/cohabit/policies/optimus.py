@@ -48,6 +48,14 @@ Rounds. The full re-allocation (which may shrink and grow running jobs) runs eve
 ``interval`` seconds (``tick_interval``); between rounds, arrivals and departures only
 start waiting jobs in free room (no running job is touched).
 
+Quiet rounds (issue 18, ninth session). A full round with no job waiting and only rigid running jobs
+(``n_min == n_max``) keeps every size: each running job's base is what it holds and has no room to
+grow, and there is nobody to admit. It is skipped (:meth:`JobModels.rigid_hold` reads the running jobs'
+constants from the per-job table in one numpy pass); the loss points that arrived meanwhile are folded
+in when a later round reads the job, with the fits and rates they would have given
+(:meth:`~cohabit.models.loss_curve.LossFits.follow`). ``skip_quiet = False`` runs every round
+(``tests/test_policy_quiet_rounds.py`` compares both).
+
 Reports come every ``report_interval`` seconds, by default as often as the re-allocation
 (300 s): the loss fit refits only once its points grew by 10% and thins them to 64, the speed
 model gets the same point at an unchanged size, and decisions read both once per round, so
@@ -131,6 +139,7 @@ class JobModels:
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
         self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
+        self._rows_integral = True  # every row in _rows holds non-negative integers below 2**40
         self._row_of: dict[int, tuple[np.ndarray, int]] = {}  # id of a view's demand array -> (it, its row)
         self._zero_row: int | None = None
         self._table = StaticTable()  # the per-job constants again, as columns (pending jobs' rows in numpy)
@@ -280,9 +289,45 @@ class JobModels:
         i = self._row_index.get(key)
         if i is None:
             i = self._row_index[key] = len(self._row_list)
-            self._row_list.append(np.array(v, dtype=np.float64))
+            row = np.array(v, dtype=np.float64)
+            self._row_list.append(row)
             self._rows = np.array(self._row_list)
+            # every demand row a small non-negative integer: sums of bundles are exact in any order
+            self._rows_integral = self._rows_integral and bool(((row >= 0) & (row == np.floor(row)) & (row < 2.0 ** 40)).all())
         return i
+
+    def rigid_hold(self, view: ClusterView) -> np.ndarray | None:
+        """What the running jobs hold, summed over them, if every running job is rigid (``n_min == n_max``,
+        so it holds its minimum: the engine keeps a job's workers in ``[n_min, n_max]``) and has a slot in the
+        per-job table: their bundles (:meth:`Snapshot.bundle` of ``n_min``) from the table's constants in one
+        numpy pass, without a row per job. None otherwise (an elastic job, or one not seen by a round)."""
+        running = view.running
+        if not running or self._rows is None:
+            return None
+        t = self._table
+        sl = list(map(t.slots.get, running))
+        if None in sl:
+            return None
+        idx = np.array(sl, dtype=np.int64)
+        lo = t.lo[idx]
+        if not (lo == t.hi[idx]).all():
+            return None
+        rows = self._rows
+        return (rows[t.w_row[idx]] * lo[:, None] + rows[t.p_row[idx]]).sum(axis=0)
+
+    def rigid_and_fitting(self, view: ClusterView) -> bool:
+        """Whether every running job is rigid (:meth:`rigid_hold`) and, in exact arithmetic, all of them fit
+        the cluster's capacity at once: every demand row and the capacity's sum are integers (so every sum
+        and difference of them that a round computes is exact, whatever its order, and ``EPS`` changes no
+        comparison), and the summed minimums are within the capacity. Then a round that hands every job its
+        minimum in any order admits all of them (each prefix of the order fits: costs are non-negative)."""
+        if not self._rows_integral:
+            return False
+        held = self.rigid_hold(view)
+        if held is None:
+            return False
+        total = view.capacity.sum(axis=0)
+        return bool(((total == np.floor(total)) & (total < 2.0 ** 50) & (held <= total)).all())
 
     def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
         """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
@@ -514,10 +559,12 @@ def speed_mode(job: JobView) -> Mode:
 class ObservingPolicy(BasePolicy):
     """Hooks shared by the learning-curve policies (Optimus, SLAQ, Themis): refit a job's
     models on each report, forget them when it ends, and mark arrivals/finishes as events
-    that trigger a re-plan. Subclasses set ``self.models`` and ``self._event``."""
+    that trigger a re-plan. Subclasses set ``self.models`` and ``self._event``. ``skip_quiet``:
+    skip the rounds whose plan is provably empty (each policy's docstring says which; False runs them)."""
 
     models: JobModels
     _event: bool
+    skip_quiet = True
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._event = True
@@ -564,6 +611,8 @@ class Optimus(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
+            if not waiting and self.skip_quiet and self.models.rigid_hold(view) is not None:
+                return []  # nothing waits and every running job is rigid: the round keeps every size (see below)
             return self._round(view, full=True)
         if self._event and waiting:
             self._event = False

@@ -32,6 +32,13 @@ changed allocation costs a checkpoint-restore, so the prediction for a job whose
 would change (or that resumes) counts only ``epoch - restart_cost`` seconds of progress,
 and the default epoch is 5 minutes. Between epochs, arrivals and departures only start
 waiting jobs in free room, by the same ranking.
+
+Quiet epochs (issue 18, ninth session): when no job waits, every running job is rigid and, in exact
+arithmetic, all of them fit the cluster at once (:meth:`JobModels.rigid_and_fitting`: integer demands
+and capacity, their sum within it), the epoch's greedy and its work-conserving pass hand every job its
+one unit whatever the predicted gains (each prefix of any order fits), so every job keeps what it
+holds: the epoch is skipped without computing them. ``skip_quiet = False`` runs it
+(``tests/test_policy_quiet_rounds.py`` compares both).
 """
 
 from __future__ import annotations
@@ -92,6 +99,8 @@ class SLAQ(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
+            if not waiting and self.skip_quiet and self.models.rigid_and_fitting(view):
+                return []  # a quiet epoch: every running job keeps its unit (see the module docstring)
             waiting_list = waiting_jobs(view)
             return self._round(view, list(chain(view.running.values(), waiting_list)), full=True,
                                waiting_tail=len(waiting_list))
