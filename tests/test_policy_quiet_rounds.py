@@ -1,8 +1,9 @@
 """Quiet rounds of the learning-curve policies (issue 18, ninth session): a full round with nobody waiting
 and only rigid running jobs keeps every size, so Optimus and SLAQ skip it (``skip_quiet``; SLAQ also needs
-its jobs' demands and the capacity to be integers that fit, :meth:`JobModels.rigid_and_fitting`). These
-tests run the skipped rounds anyway and compare: each plan is empty, and whole runs with and without the
-shortcut give the same results."""
+its jobs' demands and the capacity to be integers that fit, :meth:`JobModels.rigid_and_fitting`), and Themis
+renews expired leases without a round when nobody waits (``Themis._renews_all``). These tests run the
+skipped rounds anyway and compare: each plan is empty (Themis: every expired job gets what it holds), and
+whole runs with and without the shortcut give the same results."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from cohabit.policies.optimus import JobModels, Optimus
 from cohabit.policies.slaq import SLAQ
+from cohabit.policies.targets import apply_targets, consolidated_placer
+from cohabit.policies.themis import Themis
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import JobTruth, TraceJob
@@ -46,33 +49,61 @@ def _workload(seed: int, kind: str) -> list[TraceJob]:
 POLICIES = {
     "slaq": (lambda: SLAQ(epoch=120.0, report_interval=30.0), "rigid_and_fitting"),
     "optimus": (lambda: Optimus(interval=120.0, report_interval=60.0), "rigid_hold"),
+    "themis": (lambda: Themis(lease=120.0, report_interval=30.0, tick=30.0), "_renews_all"),
 }
 
 
-def _run(policy: str, kind: str, seed: int, *, skip: bool, check: bool = False) -> tuple[dict, int]:
+def _full_round_of(policy: str, pol, view, expired=None) -> list:  # type: ignore[no-untyped-def]
+    """The plan of the round the shortcut skipped, computed in full on the same view (Themis: also every
+    expired job's target must be what it holds, its lease renewed as it is)."""
+    if policy == "slaq":
+        return pol._round(view, list(view.running.values()), full=True)
+    if policy == "optimus":
+        return pol._round(view, full=True)
+    targets, served = pol.targets(view, expired)
+    assert targets == {job.id: job.n_workers for job in expired}, view.now
+    return apply_targets(view, targets, [view.jobs[j] for j in served], consolidated_placer, reason="check")
+
+
+def _run(policy: str, kind: str, seed: int, *, skip: bool, check: bool = False, stalled: str | None = None
+         ) -> tuple[dict, int, set[str]]:
     """One run; with ``check``, every skipped round is run in full on the same view and must plan nothing.
-    Returns the run's fingerprint and how many rounds were skipped."""
+    ``stalled``: this job's speed model says 0 s per iteration (its rho is NaN: a round passes it over).
+    Returns the run's fingerprint, how many rounds were skipped, and the jobs whose quiet expiry was asked
+    about (Themis)."""
     make, test_name = POLICIES[policy]
     pol = make()
     pol.skip_quiet = skip
     skipped = [0]
-    real = getattr(pol.models, test_name)
+    asked: set[str] = set()
+    owner = pol if policy == "themis" else pol.models
+    real = getattr(owner, test_name)
 
-    def counted(view):  # type: ignore[no-untyped-def]
-        out = real(view)
+    def counted(view, *more):  # type: ignore[no-untyped-def]
+        out = real(view, *more)
+        asked.update(job.id for job in (more[0] if more else ()))
         quiet = out if isinstance(out, bool) else out is not None
         if quiet and not (view.paused or view.pending):
             skipped[0] += 1
             if check:
-                full = (pol._round(view, list(view.running.values()), full=True) if policy == "slaq"
-                        else pol._round(view, full=True))
+                full = _full_round_of(policy, pol, view, *more)
                 assert full == [], (view.now, full)
         return out
 
-    setattr(pol.models, test_name, counted)
+    setattr(owner, test_name, counted)
+    if stalled is not None:
+        coefficients = pol.models.coefficients
+        pol.models.coefficients = lambda job: (0.0, 0.0, 0.0) if job.id == stalled else coefficients(job)
+        real_snapshot = pol.models.snapshot
+
+        def snapshot(view, jobs, **kw):  # type: ignore[no-untyped-def]
+            pol.models._abc.pop(stalled, None)  # (read through coefficients)
+            pol.models._speed.pop(stalled, None)
+            return real_snapshot(view, jobs, **kw)
+        pol.models.snapshot = snapshot
     res = simulate(_workload(seed, kind), small_cluster(2, 4), pol)
-    assert not res.result.unfinished
-    return fingerprint(res.result.record, res.metrics), skipped[0]
+    assert stalled is not None or not res.result.unfinished  # (a stalled job is passed over: it may never end)
+    return fingerprint(res.result.record, res.metrics), skipped[0], asked
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
@@ -91,10 +122,18 @@ def test_a_skipped_round_would_have_planned_nothing(policy: str, kind: str) -> N
 def test_runs_with_and_without_skipping_quiet_rounds_are_the_same(policy: str, kind: str) -> None:
     """The loss points of skipped rounds are folded in when a later round reads them, with the same fits."""
     for seed in range(2):
-        with_skip, n = _run(policy, kind, seed, skip=True)
-        without, m = _run(policy, kind, seed, skip=False)
+        with_skip, n, _ = _run(policy, kind, seed, skip=True)
+        without, m, _ = _run(policy, kind, seed, skip=False)
         assert with_skip == without, (policy, kind, seed)
         assert m == 0 and (n > 0 or kind != "rigid")
+
+
+def test_themis_does_not_renew_a_lease_whose_rho_is_not_a_number() -> None:
+    """A job whose speed model gives no positive time per iteration has a NaN rho, which Themis' greedy passes
+    over (the job loses its lease): the quiet check must say no then (fails if the speed check is dropped:
+    the skipped round would have paused it)."""
+    _, n, asked = _run("themis", "rigid", 2, skip=True, check=True, stalled="j3")
+    assert n > 0 and "j3" in asked  # its lease expired while nobody waited
 
 
 def test_slaq_does_not_skip_with_demands_that_are_not_integers() -> None:

@@ -296,17 +296,25 @@ class JobModels:
             self._rows_integral = self._rows_integral and bool(((row >= 0) & (row == np.floor(row)) & (row < 2.0 ** 40)).all())
         return i
 
-    def rigid_hold(self, view: ClusterView) -> np.ndarray | None:
-        """What the running jobs hold, summed over them, if every running job is rigid (``n_min == n_max``,
-        so it holds its minimum: the engine keeps a job's workers in ``[n_min, n_max]``) and has a slot in the
-        per-job table: their bundles (:meth:`Snapshot.bundle` of ``n_min``) from the table's constants in one
-        numpy pass, without a row per job. None otherwise (an elastic job, or one not seen by a round)."""
-        running = view.running
-        if not running or self._rows is None:
+    @property
+    def rows_integral(self) -> bool:
+        """Whether every demand row seen holds non-negative integers (below 2**40): sums and differences of
+        bundles of them, and of a capacity of integers, are then exact in any order."""
+        return self._rows_integral
+
+    def rigid_hold(self, view: ClusterView, ids: Iterable[str] | None = None) -> np.ndarray | None:
+        """What the running jobs (or the running jobs ``ids``) hold, summed over them, if every one is rigid
+        (``n_min == n_max``, so it holds its minimum: the engine keeps a job's workers in ``[n_min, n_max]``)
+        and has a slot in the per-job table: their bundles (:meth:`Snapshot.bundle` of ``n_min``) from the
+        table's constants in one numpy pass, without a row per job. None otherwise (an elastic job, one not
+        seen by a round, or none)."""
+        if ids is None:
+            ids = view.running
+        if self._rows is None:
             return None
         t = self._table
-        sl = list(map(t.slots.get, running))
-        if None in sl:
+        sl = list(map(t.slots.get, ids))
+        if not sl or None in sl:
             return None
         idx = np.array(sl, dtype=np.int64)
         lo = t.lo[idx]

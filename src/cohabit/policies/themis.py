@@ -58,6 +58,12 @@ What we implement (observable inputs only):
   slower than one with free room (after the round's changes) moves there when the time it saves,
   ``R / f_now - R / f_there``, exceeds ``restart_cost`` (worst rho first). On a cluster of one GPU
   type nothing of this applies: the policy is type-blind as before.
+
+Quiet expiries (issue 18, ninth session). When leases expire and nobody waits, on one GPU type, the
+round re-offers the expired jobs' own resources (plus free room) to them alone; if they are rigid, hold
+integer demands, and their rho is a number (:meth:`Themis._renews_all`), each gets back exactly what
+it holds whatever the order, so the round is skipped and their leases are renewed without computing
+any rho. ``skip_quiet = False`` runs it (``tests/test_policy_quiet_rounds.py`` compares both).
 """
 
 from __future__ import annotations
@@ -205,6 +211,11 @@ class Themis(ObservingPolicy):
         if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
             return []
         self._soonest = None  # the round sets lease ends
+        if expired and not typed and self.skip_quiet and not any_waiting(view) and self._renews_all(view, expired):
+            until = now + self.lease  # a quiet expiry (see the module docstring): every lease renewed as it is
+            for job in expired:
+                self._expiry[job.id] = until
+            return []
         waiting = waiting_jobs(view)
         targets, served = self.targets(view, expired + waiting, waiting_tail=len(waiting))
         for jid, n in targets.items():
@@ -222,6 +233,25 @@ class Themis(ObservingPolicy):
             if job.id not in started:
                 self._expiry.pop(job.id, None)
         return plan
+
+    def _renews_all(self, view: ClusterView, expired: Sequence[JobView]) -> bool:
+        """Whether a round over ``expired`` alone (nobody waits) provably gives each of them what it holds:
+        they are rigid (one unit: their minimum, which they hold), every demand row and the free room are
+        integers (the greedy's sums and comparisons exact in any order), so all of them fit the free room
+        plus what they hold in any order, and each one's rho is a number (not NaN, which the greedy would
+        pass over): its speed model gives a positive time per iteration at any worker count
+        (``a, b, c >= 0``, finite, ``a + b + c > 0``), so its ideal speed ``f_id`` is positive and finite."""
+        models = self.models
+        if not models.rows_integral or models.rigid_hold(view, [job.id for job in expired]) is None:
+            return False
+        free = view.free.sum(axis=0)
+        if not ((free >= 0) & (free == np.floor(free)) & (free < 2.0 ** 50)).all():
+            return False
+        for job in expired:
+            a, b, c = models.coefficients(job)
+            if not (0 <= a < math.inf and 0 <= b < math.inf and 0 <= c < math.inf and a + b + c > 0):
+                return False
+        return True
 
     def _expired(self, view: ClusterView, horizon: float) -> list[JobView]:
         """The running jobs whose lease ends by ``horizon`` (or that hold none), in running order."""
