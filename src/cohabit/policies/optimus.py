@@ -86,8 +86,8 @@ from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .params import build
 from .job_table import Snapshot, StaticTable
-from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
-                      room_for_none)
+from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, changed_rows,
+                      greedy_by_value, room_for_none)
 
 
 
@@ -641,6 +641,13 @@ class Optimus(ObservingPolicy):
         at. ``waiting``: the queue in order (None: the view's, paused then pending, read by job id
         without a Python step per job). The targets are in order: running jobs, then the waiting ones in
         queue order."""
+        snap, n = self._allocate(view, waiting, full=full)
+        return dict(zip(snap.ids, n.tolist()))
+
+    def _allocate(self, view: ClusterView, waiting: Sequence[JobView] | None, *, full: bool
+                  ) -> tuple[Snapshot, np.ndarray]:
+        """:meth:`targets` as the round's snapshot (its rows: the running jobs, then the waiting ones in
+        queue order) and each row's target."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -667,8 +674,7 @@ class Optimus(ObservingPolicy):
         with np.errstate(invalid="ignore"):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
         stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
-        n = np.where(stay, snap.cur, n)
-        return dict(zip(snap.ids, n.tolist()))
+        return snap, np.where(stay, snap.cur, n)
 
     def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Workers added beyond ``base`` by the marginal-gain greedy.
@@ -688,12 +694,14 @@ class Optimus(ObservingPolicy):
         return counts
 
     def _round(self, view: ClusterView, *, full: bool) -> Plan:
-        targets = self.targets(view, full=full)
-        running = view.running
-        jobs = view.jobs
-        # (the waiting jobs with a target, in queue order: the targets' own order past the running jobs)
-        order = list(chain(running.values(), (jobs[jid] for jid, n in targets.items() if n and jid not in running)))
-        return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
+        snap, n = self._allocate(view, None, full=full)
+        ids, jobs = snap.ids, view.jobs
+        # the running jobs set lower, then those set higher and the waiting ones with a target (rows: running
+        # jobs in running order, then the queue in order), the only ones the plan acts on
+        shrink, grow = changed_rows(snap.state, snap.cur, n)
+        return apply_targets(view, dict(zip(ids, n.tolist())), [jobs[ids[i]] for i in grow.tolist()],
+                             balanced_placement, reason="optimus: re-allocation",
+                             shrink=[jobs[ids[i]] for i in shrink.tolist()])
 
 
 def make(oracle: bool = False, **params: object) -> Optimus:

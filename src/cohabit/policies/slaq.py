@@ -54,8 +54,8 @@ from ..engine.view import ClusterView
 from .job_table import Snapshot
 from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
-from .targets import (admit_in_order, any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none,
-                      waiting_jobs)
+from .targets import (admit_in_order, any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value,
+                      room_for_none, waiting_jobs)
 
 
 class SLAQ(ObservingPolicy):
@@ -114,12 +114,13 @@ class SLAQ(ObservingPolicy):
         return []
 
     def targets(self, view: ClusterView, jobs: Sequence[JobView], *, full: bool,
-                waiting_tail: int = 0) -> tuple[dict[str, int], list[str]]:
+                waiting_tail: int = 0) -> tuple[dict[str, int], list[str], list[str]]:
         """SLAQ's greedy: units to the largest predicted normalised loss reduction per dominant share.
 
         Unit 0 of a job is its minimum (``n_min`` workers and its parameter servers), unit ``i``
-        one more worker. Returns the worker counts and the jobs by the value of their first unit
-        (the order in which they are placed). ``waiting_tail``: see :meth:`JobModels.snapshot`."""
+        one more worker. Returns the worker counts, the jobs set higher than they hold by the value of
+        their first unit (the order in which they are placed), and the running jobs set lower (in
+        running order): the plan acts on these two only. ``waiting_tail``: see :meth:`JobModels.snapshot`."""
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         free = snap.total.copy() if full else view.free.sum(axis=0)
         width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
@@ -149,12 +150,15 @@ class SLAQ(ObservingPolicy):
         n = np.where(counts > 0, snap.n_min + counts - 1, 0)
         ranked = np.argsort(-values[:, 0], kind="stable")
         targets = dict(zip(snap.ids, n.tolist()))
-        return targets, [snap.ids[i] for i in ranked[n[ranked] > 0]]
+        shrink, _ = changed_rows(snap.state, snap.cur, n)
+        ids = snap.ids
+        return targets, [ids[i] for i in ranked[n[ranked] > snap.cur[ranked]]], [ids[i] for i in shrink.tolist()]
 
     def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool, waiting_tail: int = 0) -> Plan:
-        targets, ranked = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
-        order = [view.jobs[jid] for jid in ranked]
-        return apply_targets(view, targets, order, consolidated_placer, reason="slaq: larger loss reductions elsewhere")
+        targets, ranked, shrink = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
+        jobs_by_id = view.jobs
+        return apply_targets(view, targets, [jobs_by_id[jid] for jid in ranked], consolidated_placer,
+                             reason="slaq: larger loss reductions elsewhere", shrink=[jobs_by_id[jid] for jid in shrink])
 
 
 def make(oracle: bool = False, **params: object) -> SLAQ:

@@ -232,8 +232,15 @@ def shrink_placement(job: JobView, n: int) -> Placement:
     return tuple(kept) + tuple(ps)
 
 
+def changed_rows(state: np.ndarray, cur: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of a round's rows (job state 0 pending, 1 running, 2 paused; ``cur`` workers held; ``n`` the target):
+    the running ones set lower (shrunk or paused) and those set higher (grown, started, resumed), as row
+    indices in row order: the only jobs :func:`apply_targets` acts on."""
+    return np.flatnonzero((state == 1) & (n < cur)), np.flatnonzero(n > cur)
+
+
 def apply_targets(view: ClusterView, targets: Mapping[str, int], order: Iterable[JobView], place: Placer,
-                  *, reason: str) -> Plan:
+                  *, reason: str, shrink: Iterable[JobView] | None = None) -> Plan:
     """Turn target worker counts into a plan the scheduler will accept.
 
     ``targets``: job id -> workers wanted, 0 = not running; jobs absent keep what they have.
@@ -242,11 +249,13 @@ def apply_targets(view: ClusterView, targets: Mapping[str, int], order: Iterable
     jobs started or resumed. A job that cannot be placed at its target takes the largest
     size (at least ``n_min``, or more than it has when growing) that can, else keeps what it
     has. Every step is reserved in a :class:`Draft`, in plan order, so the plan never
-    over-allocates.
+    over-allocates. ``shrink``: the running jobs set lower, in ``view.running``'s order, if the
+    caller knows them (:func:`changed_rows`; None: found by a pass over every running job); ``order``
+    may likewise hold only the jobs set higher: the others are passed over anyway.
     """
     draft = Draft(view)
     plan: Plan = []
-    for job in view.running.values():
+    for job in (view.running.values() if shrink is None else shrink):
         t = targets.get(job.id)
         if t is None or t >= job.n_workers:
             continue

@@ -80,7 +80,8 @@ from .placement import Draft, consolidated_first
 from .job_table import Snapshot
 from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
-from .targets import any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none, waiting_jobs
+from .targets import (any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value, room_for_none,
+                      waiting_jobs)
 from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
@@ -217,15 +218,16 @@ class Themis(ObservingPolicy):
                 self._expiry[job.id] = until
             return []
         waiting = waiting_jobs(view)
-        targets, served = self.targets(view, expired + waiting, waiting_tail=len(waiting))
+        targets, served, shrink = self.targets(view, expired + waiting, waiting_tail=len(waiting))
         for jid, n in targets.items():
             if n > 0:
                 self._expiry[jid] = now + self.lease
             else:
                 self._expiry.pop(jid, None)
-        order = [view.jobs[jid] for jid in served]
-        plan = apply_targets(view, targets, order, self.type_speeds.place if typed else consolidated_placer,
-                             reason="themis: lease expired")
+        jobs_by_id = view.jobs
+        plan = apply_targets(view, targets, [jobs_by_id[jid] for jid in served],
+                             self.type_speeds.place if typed else consolidated_placer, reason="themis: lease expired",
+                             shrink=[jobs_by_id[jid] for jid in shrink])
         if typed:
             plan += self.faster_types(view, plan, [j for j in expired if targets.get(j.id, 0) > 0])
         started = {a.job for a in plan if isinstance(a, (Start, Resume))}
@@ -308,13 +310,14 @@ class Themis(ObservingPolicy):
         return moves
 
     def targets(self, view: ClusterView, jobs: Sequence[JobView], *,
-                waiting_tail: int = 0) -> tuple[dict[str, int], list[str]]:
+                waiting_tail: int = 0) -> tuple[dict[str, int], list[str], list[str]]:
         """Greedy worst-rho-first allocation of the free room plus what ``jobs`` hold now.
 
         Unit 0 of a job is its minimum, unit ``i`` one more worker; the value of a unit is the
         job's rho before it (the worst rho is served first), and a unit that would not lower
         the job's rho is not offered. Jobs holding nothing come first (their rho is unbounded).
-        Returns worker counts and the jobs in serving order. ``waiting_tail``: see
+        Returns worker counts, the jobs set higher than they hold in serving order, and the running jobs
+        set lower (in running order): the plan acts on these two only. ``waiting_tail``: see
         :meth:`JobModels.snapshot`."""
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         if not len(snap):
@@ -350,7 +353,9 @@ class Themis(ObservingPolicy):
         n = np.where(counts > 0, snap.n_min + counts - 1, 0)
         served = np.argsort(-values[:, 0], kind="stable")
         targets = dict(zip(snap.ids, n.tolist()))
-        return targets, [snap.ids[i] for i in served[n[served] > 0]]
+        shrink, _ = changed_rows(snap.state, snap.cur, n)
+        ids = snap.ids
+        return targets, [ids[i] for i in served[n[served] > snap.cur[served]]], [ids[i] for i in shrink.tolist()]
 
 
 def make(oracle: bool = False, **params: object) -> Themis:
