@@ -513,6 +513,12 @@ class JobModels:
         (the same running sum) does not fit, plus the ``scan`` it back-fills from; later jobs are never
         admitted, so a round need not look at them. Read in chunks, so a long queue behind a full cluster
         costs one chunk per round."""
+        return len(self._window(view, waiting, free, scan)[0])
+
+    def _window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
+                scan: int) -> tuple[list[str], list[np.ndarray]]:
+        """:meth:`admission_window`'s jobs (ids, in queue order) and their minimums (:meth:`_first_cost`), in
+        chunks: the chunks' rows, from the first, cover the window (and may run past it)."""
         if waiting is None:
             n = len(view.paused) + len(view.pending)
             ids: Iterator[str] = chain(view.paused, view.pending)
@@ -521,15 +527,39 @@ class JobModels:
             ids = (job.id for job in waiting)
         carry = np.zeros_like(free)
         start = 0
+        seen: list[str] = []
+        costs: list[np.ndarray] = []
         while start < n:
             chunk = list(islice(ids, scan))
-            cum = np.cumsum(np.vstack([carry[None, :], self._first_cost(view, chunk)]), axis=0)[1:]
+            cost = self._first_cost(view, chunk)
+            seen += chunk
+            costs.append(cost)
+            cum = np.cumsum(np.vstack([carry[None, :], cost]), axis=0)[1:]
             bad = ~(cum <= free + EPS).all(axis=1)
             if bad.any():
-                return min(n, start + int(np.argmax(bad)) + scan)
+                end = min(n, start + int(np.argmax(bad)) + scan)
+                if end > len(seen):  # the back-filling scan reaches into the next chunk
+                    more = list(islice(ids, end - len(seen)))
+                    seen += more
+                    costs.append(self._first_cost(view, more))
+                return seen[:end], costs
             carry = cum[-1]
             start += len(chunk)
-        return n
+        return seen, costs
+
+    def admit_waiting(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
+                      scan: int = ADMIT_SCAN) -> tuple[list[JobView], np.ndarray]:
+        """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
+        :func:`admit_in_order` admits at their minimum into ``free``, in queue order, and the capacity left:
+        their minimums read from the per-job table (:meth:`_first_cost`), so a round makes snapshot rows for
+        the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again)."""
+        ids, costs = self._window(view, waiting, free, scan)
+        if not ids:
+            return [], free
+        cost = costs[0] if len(costs) == 1 else np.concatenate(costs)
+        ok, rem = admit_in_order(cost[:len(ids)], free, scan)
+        jobs = view.jobs
+        return [jobs[ids[i]] for i in np.flatnonzero(ok).tolist()], rem
 
     def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
@@ -636,9 +666,9 @@ class Optimus(ObservingPolicy):
         Full round: running jobs keep their minimum (rigid ones their size), waiting jobs are
         admitted at theirs in arrival order, then every elastic job grows by marginal gain.
         Event round: running jobs are left alone; waiting jobs are admitted into free room
-        and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
-        :func:`admit_in_order` never reaches) are left out (0: not started) without being looked
-        at. ``waiting``: the queue in order (None: the view's, paused then pending, read by job id
+        and sized by the same greedy. Waiting jobs not admitted (:meth:`JobModels.admit_waiting`:
+        :func:`admit_in_order` over their minimums from the per-job table) are left out (not started)
+        without a snapshot row; those past :func:`admission_window` are not looked at. ``waiting``: the queue in order (None: the view's, paused then pending, read by job id
         without a Python step per job). The targets are in order: running jobs, then the waiting ones in
         queue order."""
         snap, n = self._allocate(view, waiting, full=full)
@@ -655,19 +685,12 @@ class Optimus(ObservingPolicy):
         base_run = np.where(rigid, run.cur, run.n_min)
         free = run.total.copy() if full else view.free.sum(axis=0)
         free -= run.bundle(base_run).sum(axis=0)
-        k = self.models.admission_window(view, waiting, free)
-        if waiting is None:  # the queue's first k jobs, their rows found by job id
-            considered: Sequence[JobView] = list(islice(chain(view.paused.values(), view.pending.values()), k))
-            tail = k
-        else:
-            considered, tail = waiting[:k], 0
-        snap = run.extend(self.models.snapshot(view, considered, waiting_tail=tail)) if considered else run
+        # the waiting jobs admitted at their minimum, in queue order (rows only for them: the others get 0)
+        admitted_jobs, free = self.models.admit_waiting(view, waiting, free)
+        snap = run.extend(self.models.snapshot(view, admitted_jobs)) if admitted_jobs else run
         base = snap.n_min.copy()
         base[:n_run] = base_run
         admitted = np.ones(len(snap), dtype=bool)
-        if len(snap) > n_run:
-            ok, free = admit_in_order(snap.bundle(base)[n_run:], free)
-            admitted[n_run:] = ok
         counts = self.growth(snap, base, admitted, free)
         n = np.where(admitted, base + counts, 0)
         # a running job grows only if that saves more than the restart it costs
