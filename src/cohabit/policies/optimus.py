@@ -365,6 +365,17 @@ class JobModels:
         fresh_slot: list[int] = []
         n_head = len(jobs) - waiting_tail if cached and view is not None else len(jobs)
         items: Iterable[tuple[int, JobView]] = enumerate(jobs[:n_head] if n_head < len(jobs) else jobs)
+        live: tuple[list[int], list[JobView]] | None = None
+        if cached and view is not None and n_head:  # the running jobs' rows by columns (_running_columns)
+            head = jobs[:n_head]
+            states = [job.state for job in head]
+            pos_run = [i for i, st in enumerate(states) if st is running]
+            if pos_run:
+                live = (pos_run, [head[i] for i in pos_run])
+                if len(pos_run) < n_head:
+                    items = ((i, head[i]) for i, st in enumerate(states) if st is not running)
+                else:
+                    items = iter(())
         tail_ids: list[str] = []
         if n_head < len(jobs):  # the queue's rows by id: kept paused rows and pending rows from the table
             assert view is not None
@@ -417,10 +428,23 @@ class JobModels:
                 table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
                 frozen[jid] = slot
         n = len(jobs)
+        if live is not None:  # (their ids go in at their positions: the Python rows' ids are the others')
+            assert view is not None
+            run_cols = self._running_columns(view, now, live[1], fresh_pos, fresh_slot, live[0])
+            k = len(live[0])
+            run_ids = dict(zip(live[0], run_cols[0]))
+            others = iter(ids[:n_head - k])  # (the Python rows: the head's other jobs first, in order)
+            ids = [run_ids[i] if i in run_ids else next(others) for i in range(n_head)] + ids[n_head - k:]
         if n_head < n:
             ids = ids[:n_head] + tail_ids
         if fresh_pos:
             iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
+            if live is not None:
+                pos = live[0]
+                iv[1, pos], iv[4, pos] = run_cols[1], 1
+                fv[0, pos] = run_cols[2]
+                fv[3:6, pos] = np.array(run_cols[3], dtype=np.float64).reshape(len(pos), 3).T
+                fv[6:11, pos] = np.array(run_cols[4], dtype=np.float64).reshape(len(pos), 5).T
         else:
             iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
             fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
@@ -436,6 +460,34 @@ class JobModels:
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def _running_columns(self, view: ClusterView, now: float, jobs: list[JobView], fresh_pos: list[int],
+                         fresh_slot: list[int], pos: list[int]) -> tuple[list[str], list[int], list[float],
+                                                                         list[float], list[float]]:
+        """The rows of running ``jobs`` (at positions ``pos`` of a snapshot) by columns: their constants (seq,
+        ``n_min``, ``n_max``, demand rows, submit time, declared length, the finished jobs' mean length) go
+        to ``fresh_pos`` / ``fresh_slot`` to be read from the per-job table with the queue's rows
+        (:meth:`_with_fresh`); returned, for the caller to write over the table's: their ids, workers held,
+        iterations done, speed coefficients (flat, 3 per job) and loss-fit numbers (flat, 5 per job,
+        :meth:`_fit_of`): the numbers the Python row of each would hold, made by one pass per column."""
+        ids = [job.id for job in jobs]
+        table, static = self._table, self._static
+        sl = list(map(table.slots.get, ids))
+        if None in sl:  # (not seen by a round while it waited: its constants go into the table)
+            for i, (jid, slot) in enumerate(zip(ids, sl)):
+                if slot is None:
+                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[i])))
+        fresh_pos.extend(pos)
+        fresh_slot.extend(sl)  # type: ignore[arg-type]
+        cur = [job.n_workers for job in jobs]
+        done = [job.iterations_done(now) for job in jobs]
+        abcs, coefficients = self._abc, self.coefficients
+        abc = list(chain.from_iterable(abcs.get(jid) or coefficients(job) for jid, job in zip(ids, jobs)))
+        tracks, fit_of = self.loss.tracks, self._fit_of
+        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
+        declared = table.declared[np.array(sl, dtype=np.int64)].tolist()
+        fit = list(chain.from_iterable(fit_of(jid, d) if jid in tracks else nan5 for jid, d in zip(ids, declared)))
+        return ids, cur, done, abc, fit
 
     def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
                     fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:
@@ -484,8 +536,9 @@ class JobModels:
             fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
         t = self._table
         sl = np.array(fresh_slot, dtype=np.int64)
-        iv[0, fresh], iv[1, fresh], iv[4, fresh] = t.seq[sl], 0, t.code[sl]
-        iv[2, fresh], iv[3, fresh], iv[5, fresh], iv[6, fresh] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
+        fp = np.array(fresh_pos, dtype=np.int64)  # (positions paired with slots: in any order)
+        iv[0, fp], iv[1, fp], iv[4, fp] = t.seq[sl], 0, t.code[sl]
+        iv[2, fp], iv[3, fp], iv[5, fp], iv[6, fp] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
         models = t.model[sl]
         used = np.unique(models)
         prior_a = np.empty(len(t.models))
@@ -497,13 +550,13 @@ class JobModels:
             hist[m] = self._history_iterations(name)
         kept = t.kept[sl].T  # done, a, b, c, total, beta0, beta1, max rate, last rate
         prior = t.prior[sl]
-        fv[0, fresh] = kept[0]
-        fv[1, fresh], fv[2, fresh] = t.submit[sl], t.declared[sl]
-        fv[3, fresh] = np.where(prior, prior_a[models], kept[1])
-        fv[4, fresh] = np.where(prior, 0.0, kept[2])
-        fv[5, fresh] = np.where(prior, 0.0, kept[3])
-        fv[6:11, fresh] = kept[4:9]
-        fv[11, fresh] = hist[models]
+        fv[0, fp] = kept[0]
+        fv[1, fp], fv[2, fp] = t.submit[sl], t.declared[sl]
+        fv[3, fp] = np.where(prior, prior_a[models], kept[1])
+        fv[4, fp] = np.where(prior, 0.0, kept[2])
+        fv[5, fp] = np.where(prior, 0.0, kept[3])
+        fv[6:11, fp] = kept[4:9]
+        fv[11, fp] = hist[models]
         return iv, fv
 
     def admission_window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
