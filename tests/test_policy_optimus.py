@@ -285,4 +285,78 @@ def test_a_round_reading_the_queue_by_id_is_the_round_over_the_queue_listed(seed
         got = by_id.targets(view, full=full)
         want = listed.targets(view, waiting_jobs(view), full=full)
         assert list(got.items()) == list(want.items())
-        assert any(jid in view.pending for jid in got)  # the round looked at queued jobs
+        assert any(jid in by_id.models._table.slots for jid in view.pending)  # the round read queued jobs
+
+
+class _MinimumOnNodeZero(Script):
+    """Starts every job that fits at its minimum on node 0 (the other nodes stay free)."""
+
+    def decide(self, view):  # type: ignore[override]
+        draft = Draft(view)
+        plan = []
+        for j in view.pending.values():
+            p = (0,) * j.spec.min_workers
+            if draft.reserve(j, p):
+                plan.append(A.Start(j.id, p))
+        return plan
+
+
+def _targets_over_the_whole_window(pol: Optimus, view, *, full: bool) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """Optimus' round as it was before issue 18's ninth session: snapshot rows for every job of the admission
+    window, admitted by admit_in_order over the rows' bundles, then the growth greedy over all rows."""
+    from itertools import chain, islice
+
+    from cohabit.policies.targets import admit_in_order
+
+    running = list(view.running.values()) if full else []
+    run = pol.models.snapshot(view, running)
+    n_run = len(running)
+    base_run = np.where(run.n_min == run.n_max, run.cur, run.n_min)
+    free = run.total.copy() if full else view.free.sum(axis=0)
+    free -= run.bundle(base_run).sum(axis=0)
+    k = pol.models.admission_window(view, None, free)
+    considered = list(islice(chain(view.paused.values(), view.pending.values()), k))
+    snap = run.extend(pol.models.snapshot(view, considered, waiting_tail=k)) if considered else run
+    base = snap.n_min.copy()
+    base[:n_run] = base_run
+    admitted = np.ones(len(snap), dtype=bool)
+    if len(snap) > n_run:
+        ok, free = admit_in_order(snap.bundle(base)[n_run:], free)
+        admitted[n_run:] = ok
+    n = np.where(admitted, base + pol.growth(snap, base, admitted, free), 0)
+    with np.errstate(invalid="ignore"):
+        saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
+    n = np.where((snap.state == 1) & (n > snap.cur) & ~(saving >= pol.restart_cost), snap.cur, n)
+    return dict(zip(snap.ids, n.tolist()))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_for_the_admitted_jobs_only_give_the_targets_of_the_whole_window(seed: int) -> None:
+    """A round makes snapshot rows only for the running jobs and the waiting jobs admitted at their minimum
+    (``JobModels.admit_waiting``, from the per-job table); its targets are those of the round over every job
+    of the admission window, less the jobs that stay out (0 there). Fails if a job admitted is left out, or
+    one left out is admitted (e.g. the back-filling scan of the window cut short)."""
+    rng = random.Random(100 + seed)
+    jobs = []
+    for i in range(rng.randint(20, 80)):
+        if rng.random() < 0.5:  # elastic from one worker
+            jobs.append(elastic(f"j{i}", rng.randint(50, 900), workers=rng.randint(1, 3), n_max=rng.randint(3, 6),
+                                submit=float(rng.randint(0, 50))))
+        else:  # rigid, 1 to 4 GPUs: a large one at the queue's head is back-filled around
+            w = rng.choice([1, 2, 3, 4])
+            spec = JobSpec(id=f"j{i}", submit_time=float(rng.randint(0, 50)), architecture="allreduce",
+                           workers=TaskGroup(count=w, demand=GPU), n_min=w, n_max=w, iterations=rng.randint(50, 900))
+            jobs.append(TraceJob(spec, JobTruth(iterations=spec.iterations, duration=float(spec.iterations),
+                                                ref_workers=w)))
+    view = Scheduler(small_cluster(rng.randint(2, 3), 4), _MinimumOnNodeZero(), SimBackend(jobs, NO_COST),
+                     horizon=float(rng.randint(60, 200)), strict=True)
+    view.run([j.spec for j in jobs])
+    view = view.view
+    assert view.pending
+    admitted = 0
+    for full in (True, False):
+        got = Optimus().targets(view, full=full)
+        want = _targets_over_the_whole_window(Optimus(), view, full=full)
+        assert got == {jid: t for jid, t in want.items() if t or jid in view.running}
+        admitted += sum(1 for jid, t in got.items() if t and jid in view.pending)
+    assert admitted > 0

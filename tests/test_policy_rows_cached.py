@@ -129,6 +129,42 @@ def test_the_backfill_scan_on_floats_is_the_numpy_scan(seed: int) -> None:
     assert np.array_equal(got[1], want[1])  # the same floats: the same subtractions in the same order
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_the_backfill_past_a_long_queue_is_the_scan_of_every_entry(seed: int) -> None:
+    """Long queues behind a nearly full cluster, multi-unit rows: the back-filling scan over only the entries
+    that fit the capacity left when it starts (``_backfill_fitting``) gives what the scan of every entry gives
+    (fails if an entry left out could still fit, or if leaving it out lets its job's later units through)."""
+    rng = random.Random(1000 + seed)
+    n, width, r = rng.randint(20, 200), rng.randint(1, 5), rng.randint(1, 3)
+    values = np.array([[rng.choice([-np.inf, rng.uniform(-1, 5), 2.0]) for _ in range(width)] for _ in range(n)])
+    first = np.array([[rng.choice([1.0, 2.0, 8.0, rng.uniform(0, 9)]) for _ in range(r)] for _ in range(n)])
+    unit = np.array([[rng.choice([0.0, 1.0, 0.5, rng.uniform(0, 3)]) for _ in range(r)] for _ in range(n)])
+    free = np.array([rng.uniform(0, 30) for _ in range(r)])
+    scan = rng.choice([5, 40, 512])
+    got = greedy_by_value(values, first, unit, free, scan=scan)
+    want = _greedy_reference(values, first, unit, free, scan=scan)
+    assert np.array_equal(got[0], want[0])
+    assert np.array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_admit_in_order_is_the_greedy_with_rows_valued_in_order(seed: int) -> None:
+    """admit_in_order without the sort is greedy_by_value of one unit per row, valued in decreasing row order
+    (its definition before issue 18's ninth session), bit for bit: the admitted rows and the capacity left."""
+    from cohabit.policies.targets import admit_in_order
+
+    rng = random.Random(2000 + seed)
+    n, r = rng.randint(0, 120), rng.randint(1, 3)
+    cost = np.array([[rng.choice([0.0, 1.0, 2.0, 8.0, rng.uniform(0, 9)]) for _ in range(r)] for _ in range(n)]).reshape(n, r)
+    free = np.array([rng.uniform(0, 40) for _ in range(r)])
+    scan = rng.choice([0, 1, 7, 512])
+    ok, rem = admit_in_order(cost, free, scan=scan)
+    values = (n - np.arange(n, dtype=np.float64))[:, None]
+    counts, want_rem = _greedy_reference(values, cost, cost, free, scan=scan)
+    assert np.array_equal(ok, counts > 0)
+    assert np.array_equal(rem, want_rem)
+
+
 def test_a_finished_jobs_table_slot_goes_to_the_next_job_with_a_fresh_row() -> None:
     """The per-job table holds the jobs alive, not every job seen: a dropped job's slot is reused, and the
     job given it reads its own constants and a pending job's row, nothing of the one before."""

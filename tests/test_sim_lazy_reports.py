@@ -207,7 +207,7 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
             deciding[0] = False
     pol.decide = decide
     runner.simulate(jobs, cluster, pol)
-    assert len(reads) > 100  # the rounds did read running jobs
+    assert len(reads) > 20  # the rounds did read running jobs (optimus and themis skip quiet rounds: 91 and 45 reads)
     stale = [jid for jid, waited in reads if waited]
     assert stale == []
 

@@ -48,6 +48,14 @@ Rounds. The full re-allocation (which may shrink and grow running jobs) runs eve
 ``interval`` seconds (``tick_interval``); between rounds, arrivals and departures only
 start waiting jobs in free room (no running job is touched).
 
+Quiet rounds (issue 18, ninth session). A full round with no job waiting and only rigid running jobs
+(``n_min == n_max``) keeps every size: each running job's base is what it holds and has no room to
+grow, and there is nobody to admit. It is skipped (:meth:`JobModels.rigid_hold` reads the running jobs'
+constants from the per-job table in one numpy pass); the loss points that arrived meanwhile are folded
+in when a later round reads the job, with the fits and rates they would have given
+(:meth:`~cohabit.models.loss_curve.LossFits.follow`). ``skip_quiet = False`` runs every round
+(``tests/test_policy_quiet_rounds.py`` compares both).
+
 Reports come every ``report_interval`` seconds, by default as often as the re-allocation
 (300 s): the loss fit refits only once its points grew by 10% and thins them to 64, the speed
 model gets the same point at an unchanged size, and decisions read both once per round, so
@@ -78,8 +86,8 @@ from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
 from .params import build
 from .job_table import Snapshot, StaticTable
-from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, greedy_by_value,
-                      room_for_none)
+from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, changed_rows,
+                      greedy_by_value, room_for_none)
 
 
 
@@ -131,6 +139,7 @@ class JobModels:
         self._row_index: dict[bytes, int] = {}
         self._row_list: list[np.ndarray] = []
         self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
+        self._rows_integral = True  # every row in _rows holds non-negative integers below 2**40
         self._row_of: dict[int, tuple[np.ndarray, int]] = {}  # id of a view's demand array -> (it, its row)
         self._zero_row: int | None = None
         self._table = StaticTable()  # the per-job constants again, as columns (pending jobs' rows in numpy)
@@ -280,9 +289,53 @@ class JobModels:
         i = self._row_index.get(key)
         if i is None:
             i = self._row_index[key] = len(self._row_list)
-            self._row_list.append(np.array(v, dtype=np.float64))
+            row = np.array(v, dtype=np.float64)
+            self._row_list.append(row)
             self._rows = np.array(self._row_list)
+            # every demand row a small non-negative integer: sums of bundles are exact in any order
+            self._rows_integral = self._rows_integral and bool(((row >= 0) & (row == np.floor(row)) & (row < 2.0 ** 40)).all())
         return i
+
+    @property
+    def rows_integral(self) -> bool:
+        """Whether every demand row seen holds non-negative integers (below 2**40): sums and differences of
+        bundles of them, and of a capacity of integers, are then exact in any order."""
+        return self._rows_integral
+
+    def rigid_hold(self, view: ClusterView, ids: Iterable[str] | None = None) -> np.ndarray | None:
+        """What the running jobs (or the running jobs ``ids``) hold, summed over them, if every one is rigid
+        (``n_min == n_max``, so it holds its minimum: the engine keeps a job's workers in ``[n_min, n_max]``)
+        and has a slot in the per-job table: their bundles (:meth:`Snapshot.bundle` of ``n_min``) from the
+        table's constants in one numpy pass, without a row per job. None otherwise (an elastic job, one not
+        seen by a round, or none)."""
+        if ids is None:
+            ids = view.running
+        if self._rows is None:
+            return None
+        t = self._table
+        sl = list(map(t.slots.get, ids))
+        if not sl or None in sl:
+            return None
+        idx = np.array(sl, dtype=np.int64)
+        lo = t.lo[idx]
+        if not (lo == t.hi[idx]).all():
+            return None
+        rows = self._rows
+        return (rows[t.w_row[idx]] * lo[:, None] + rows[t.p_row[idx]]).sum(axis=0)
+
+    def rigid_and_fitting(self, view: ClusterView) -> bool:
+        """Whether every running job is rigid (:meth:`rigid_hold`) and, in exact arithmetic, all of them fit
+        the cluster's capacity at once: every demand row and the capacity's sum are integers (so every sum
+        and difference of them that a round computes is exact, whatever its order, and ``EPS`` changes no
+        comparison), and the summed minimums are within the capacity. Then a round that hands every job its
+        minimum in any order admits all of them (each prefix of the order fits: costs are non-negative)."""
+        if not self._rows_integral:
+            return False
+        held = self.rigid_hold(view)
+        if held is None:
+            return False
+        total = view.capacity.sum(axis=0)
+        return bool(((total == np.floor(total)) & (total < 2.0 ** 50) & (held <= total)).all())
 
     def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
         """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
@@ -312,6 +365,17 @@ class JobModels:
         fresh_slot: list[int] = []
         n_head = len(jobs) - waiting_tail if cached and view is not None else len(jobs)
         items: Iterable[tuple[int, JobView]] = enumerate(jobs[:n_head] if n_head < len(jobs) else jobs)
+        live: tuple[list[int], list[JobView]] | None = None
+        if cached and view is not None and n_head:  # the running jobs' rows by columns (_running_columns)
+            head = jobs[:n_head]
+            states = [job.state for job in head]
+            pos_run = [i for i, st in enumerate(states) if st is running]
+            if pos_run:
+                live = (pos_run, [head[i] for i in pos_run])
+                if len(pos_run) < n_head:
+                    items = ((i, head[i]) for i, st in enumerate(states) if st is not running)
+                else:
+                    items = iter(())
         tail_ids: list[str] = []
         if n_head < len(jobs):  # the queue's rows by id: kept paused rows and pending rows from the table
             assert view is not None
@@ -364,10 +428,23 @@ class JobModels:
                 table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
                 frozen[jid] = slot
         n = len(jobs)
+        if live is not None:  # (their ids go in at their positions: the Python rows' ids are the others')
+            assert view is not None
+            run_cols = self._running_columns(view, now, live[1], fresh_pos, fresh_slot, live[0])
+            k = len(live[0])
+            run_ids = dict(zip(live[0], run_cols[0]))
+            others = iter(ids[:n_head - k])  # (the Python rows: the head's other jobs first, in order)
+            ids = [run_ids[i] if i in run_ids else next(others) for i in range(n_head)] + ids[n_head - k:]
         if n_head < n:
             ids = ids[:n_head] + tail_ids
         if fresh_pos:
             iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
+            if live is not None:
+                pos = live[0]
+                iv[1, pos], iv[4, pos] = run_cols[1], 1
+                fv[0, pos] = run_cols[2]
+                fv[3:6, pos] = np.array(run_cols[3], dtype=np.float64).reshape(len(pos), 3).T
+                fv[6:11, pos] = np.array(run_cols[4], dtype=np.float64).reshape(len(pos), 5).T
         else:
             iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
             fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
@@ -383,6 +460,34 @@ class JobModels:
             cap = np.zeros(0)
         return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def _running_columns(self, view: ClusterView, now: float, jobs: list[JobView], fresh_pos: list[int],
+                         fresh_slot: list[int], pos: list[int]) -> tuple[list[str], list[int], list[float],
+                                                                         list[float], list[float]]:
+        """The rows of running ``jobs`` (at positions ``pos`` of a snapshot) by columns: their constants (seq,
+        ``n_min``, ``n_max``, demand rows, submit time, declared length, the finished jobs' mean length) go
+        to ``fresh_pos`` / ``fresh_slot`` to be read from the per-job table with the queue's rows
+        (:meth:`_with_fresh`); returned, for the caller to write over the table's: their ids, workers held,
+        iterations done, speed coefficients (flat, 3 per job) and loss-fit numbers (flat, 5 per job,
+        :meth:`_fit_of`): the numbers the Python row of each would hold, made by one pass per column."""
+        ids = [job.id for job in jobs]
+        table, static = self._table, self._static
+        sl = list(map(table.slots.get, ids))
+        if None in sl:  # (not seen by a round while it waited: its constants go into the table)
+            for i, (jid, slot) in enumerate(zip(ids, sl)):
+                if slot is None:
+                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[i])))
+        fresh_pos.extend(pos)
+        fresh_slot.extend(sl)  # type: ignore[arg-type]
+        cur = [job.n_workers for job in jobs]
+        done = [job.iterations_done(now) for job in jobs]
+        abcs, coefficients = self._abc, self.coefficients
+        abc = list(chain.from_iterable(abcs.get(jid) or coefficients(job) for jid, job in zip(ids, jobs)))
+        tracks, fit_of = self.loss.tracks, self._fit_of
+        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
+        declared = table.declared[np.array(sl, dtype=np.int64)].tolist()
+        fit = list(chain.from_iterable(fit_of(jid, d) if jid in tracks else nan5 for jid, d in zip(ids, declared)))
+        return ids, cur, done, abc, fit
 
     def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
                     fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:
@@ -431,8 +536,9 @@ class JobModels:
             fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
         t = self._table
         sl = np.array(fresh_slot, dtype=np.int64)
-        iv[0, fresh], iv[1, fresh], iv[4, fresh] = t.seq[sl], 0, t.code[sl]
-        iv[2, fresh], iv[3, fresh], iv[5, fresh], iv[6, fresh] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
+        fp = np.array(fresh_pos, dtype=np.int64)  # (positions paired with slots: in any order)
+        iv[0, fp], iv[1, fp], iv[4, fp] = t.seq[sl], 0, t.code[sl]
+        iv[2, fp], iv[3, fp], iv[5, fp], iv[6, fp] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
         models = t.model[sl]
         used = np.unique(models)
         prior_a = np.empty(len(t.models))
@@ -444,13 +550,13 @@ class JobModels:
             hist[m] = self._history_iterations(name)
         kept = t.kept[sl].T  # done, a, b, c, total, beta0, beta1, max rate, last rate
         prior = t.prior[sl]
-        fv[0, fresh] = kept[0]
-        fv[1, fresh], fv[2, fresh] = t.submit[sl], t.declared[sl]
-        fv[3, fresh] = np.where(prior, prior_a[models], kept[1])
-        fv[4, fresh] = np.where(prior, 0.0, kept[2])
-        fv[5, fresh] = np.where(prior, 0.0, kept[3])
-        fv[6:11, fresh] = kept[4:9]
-        fv[11, fresh] = hist[models]
+        fv[0, fp] = kept[0]
+        fv[1, fp], fv[2, fp] = t.submit[sl], t.declared[sl]
+        fv[3, fp] = np.where(prior, prior_a[models], kept[1])
+        fv[4, fp] = np.where(prior, 0.0, kept[2])
+        fv[5, fp] = np.where(prior, 0.0, kept[3])
+        fv[6:11, fp] = kept[4:9]
+        fv[11, fp] = hist[models]
         return iv, fv
 
     def admission_window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
@@ -460,6 +566,12 @@ class JobModels:
         (the same running sum) does not fit, plus the ``scan`` it back-fills from; later jobs are never
         admitted, so a round need not look at them. Read in chunks, so a long queue behind a full cluster
         costs one chunk per round."""
+        return len(self._window(view, waiting, free, scan)[0])
+
+    def _window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
+                scan: int) -> tuple[list[str], list[np.ndarray]]:
+        """:meth:`admission_window`'s jobs (ids, in queue order) and their minimums (:meth:`_first_cost`), in
+        chunks: the chunks' rows, from the first, cover the window (and may run past it)."""
         if waiting is None:
             n = len(view.paused) + len(view.pending)
             ids: Iterator[str] = chain(view.paused, view.pending)
@@ -468,15 +580,39 @@ class JobModels:
             ids = (job.id for job in waiting)
         carry = np.zeros_like(free)
         start = 0
+        seen: list[str] = []
+        costs: list[np.ndarray] = []
         while start < n:
             chunk = list(islice(ids, scan))
-            cum = np.cumsum(np.vstack([carry[None, :], self._first_cost(view, chunk)]), axis=0)[1:]
+            cost = self._first_cost(view, chunk)
+            seen += chunk
+            costs.append(cost)
+            cum = np.cumsum(np.vstack([carry[None, :], cost]), axis=0)[1:]
             bad = ~(cum <= free + EPS).all(axis=1)
             if bad.any():
-                return min(n, start + int(np.argmax(bad)) + scan)
+                end = min(n, start + int(np.argmax(bad)) + scan)
+                if end > len(seen):  # the back-filling scan reaches into the next chunk
+                    more = list(islice(ids, end - len(seen)))
+                    seen += more
+                    costs.append(self._first_cost(view, more))
+                return seen[:end], costs
             carry = cum[-1]
             start += len(chunk)
-        return n
+        return seen, costs
+
+    def admit_waiting(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
+                      scan: int = ADMIT_SCAN) -> tuple[list[JobView], np.ndarray]:
+        """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
+        :func:`admit_in_order` admits at their minimum into ``free``, in queue order, and the capacity left:
+        their minimums read from the per-job table (:meth:`_first_cost`), so a round makes snapshot rows for
+        the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again)."""
+        ids, costs = self._window(view, waiting, free, scan)
+        if not ids:
+            return [], free
+        cost = costs[0] if len(costs) == 1 else np.concatenate(costs)
+        ok, rem = admit_in_order(cost[:len(ids)], free, scan)
+        jobs = view.jobs
+        return [jobs[ids[i]] for i in np.flatnonzero(ok).tolist()], rem
 
     def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
@@ -514,10 +650,12 @@ def speed_mode(job: JobView) -> Mode:
 class ObservingPolicy(BasePolicy):
     """Hooks shared by the learning-curve policies (Optimus, SLAQ, Themis): refit a job's
     models on each report, forget them when it ends, and mark arrivals/finishes as events
-    that trigger a re-plan. Subclasses set ``self.models`` and ``self._event``."""
+    that trigger a re-plan. Subclasses set ``self.models`` and ``self._event``. ``skip_quiet``:
+    skip the rounds whose plan is provably empty (each policy's docstring says which; False runs them)."""
 
     models: JobModels
     _event: bool
+    skip_quiet = True
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._event = True
@@ -564,6 +702,8 @@ class Optimus(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
+            if not waiting and self.skip_quiet and self.models.rigid_hold(view) is not None:
+                return []  # nothing waits and every running job is rigid: the round keeps every size (see below)
             return self._round(view, full=True)
         if self._event and waiting:
             self._event = False
@@ -579,11 +719,18 @@ class Optimus(ObservingPolicy):
         Full round: running jobs keep their minimum (rigid ones their size), waiting jobs are
         admitted at theirs in arrival order, then every elastic job grows by marginal gain.
         Event round: running jobs are left alone; waiting jobs are admitted into free room
-        and sized by the same greedy. Waiting jobs past :func:`admission_window` (which
-        :func:`admit_in_order` never reaches) are left out (0: not started) without being looked
-        at. ``waiting``: the queue in order (None: the view's, paused then pending, read by job id
+        and sized by the same greedy. Waiting jobs not admitted (:meth:`JobModels.admit_waiting`:
+        :func:`admit_in_order` over their minimums from the per-job table) are left out (not started)
+        without a snapshot row; those past :func:`admission_window` are not looked at. ``waiting``: the queue in order (None: the view's, paused then pending, read by job id
         without a Python step per job). The targets are in order: running jobs, then the waiting ones in
         queue order."""
+        snap, n = self._allocate(view, waiting, full=full)
+        return dict(zip(snap.ids, n.tolist()))
+
+    def _allocate(self, view: ClusterView, waiting: Sequence[JobView] | None, *, full: bool
+                  ) -> tuple[Snapshot, np.ndarray]:
+        """:meth:`targets` as the round's snapshot (its rows: the running jobs, then the waiting ones in
+        queue order) and each row's target."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -591,27 +738,19 @@ class Optimus(ObservingPolicy):
         base_run = np.where(rigid, run.cur, run.n_min)
         free = run.total.copy() if full else view.free.sum(axis=0)
         free -= run.bundle(base_run).sum(axis=0)
-        k = self.models.admission_window(view, waiting, free)
-        if waiting is None:  # the queue's first k jobs, their rows found by job id
-            considered: Sequence[JobView] = list(islice(chain(view.paused.values(), view.pending.values()), k))
-            tail = k
-        else:
-            considered, tail = waiting[:k], 0
-        snap = run.extend(self.models.snapshot(view, considered, waiting_tail=tail)) if considered else run
+        # the waiting jobs admitted at their minimum, in queue order (rows only for them: the others get 0)
+        admitted_jobs, free = self.models.admit_waiting(view, waiting, free)
+        snap = run.extend(self.models.snapshot(view, admitted_jobs)) if admitted_jobs else run
         base = snap.n_min.copy()
         base[:n_run] = base_run
         admitted = np.ones(len(snap), dtype=bool)
-        if len(snap) > n_run:
-            ok, free = admit_in_order(snap.bundle(base)[n_run:], free)
-            admitted[n_run:] = ok
         counts = self.growth(snap, base, admitted, free)
         n = np.where(admitted, base + counts, 0)
         # a running job grows only if that saves more than the restart it costs
         with np.errstate(invalid="ignore"):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
         stay = (snap.state == 1) & (n > snap.cur) & ~(saving >= self.restart_cost)
-        n = np.where(stay, snap.cur, n)
-        return dict(zip(snap.ids, n.tolist()))
+        return snap, np.where(stay, snap.cur, n)
 
     def growth(self, snap: Snapshot, base: np.ndarray, admitted: np.ndarray, free: np.ndarray) -> np.ndarray:
         """Workers added beyond ``base`` by the marginal-gain greedy.
@@ -631,12 +770,14 @@ class Optimus(ObservingPolicy):
         return counts
 
     def _round(self, view: ClusterView, *, full: bool) -> Plan:
-        targets = self.targets(view, full=full)
-        running = view.running
-        jobs = view.jobs
-        # (the waiting jobs with a target, in queue order: the targets' own order past the running jobs)
-        order = list(chain(running.values(), (jobs[jid] for jid, n in targets.items() if n and jid not in running)))
-        return apply_targets(view, targets, order, balanced_placement, reason="optimus: re-allocation")
+        snap, n = self._allocate(view, None, full=full)
+        ids, jobs = snap.ids, view.jobs
+        # the running jobs set lower, then those set higher and the waiting ones with a target (rows: running
+        # jobs in running order, then the queue in order), the only ones the plan acts on
+        shrink, grow = changed_rows(snap.state, snap.cur, n)
+        return apply_targets(view, dict(zip(ids, n.tolist())), [jobs[ids[i]] for i in grow.tolist()],
+                             balanced_placement, reason="optimus: re-allocation",
+                             shrink=[jobs[ids[i]] for i in shrink.tolist()])
 
 
 def make(oracle: bool = False, **params: object) -> Optimus:

@@ -32,6 +32,13 @@ changed allocation costs a checkpoint-restore, so the prediction for a job whose
 would change (or that resumes) counts only ``epoch - restart_cost`` seconds of progress,
 and the default epoch is 5 minutes. Between epochs, arrivals and departures only start
 waiting jobs in free room, by the same ranking.
+
+Quiet epochs (issue 18, ninth session): when no job waits, every running job is rigid and, in exact
+arithmetic, all of them fit the cluster at once (:meth:`JobModels.rigid_and_fitting`: integer demands
+and capacity, their sum within it), the epoch's greedy and its work-conserving pass hand every job its
+one unit whatever the predicted gains (each prefix of any order fits), so every job keeps what it
+holds: the epoch is skipped without computing them. ``skip_quiet = False`` runs it
+(``tests/test_policy_quiet_rounds.py`` compares both).
 """
 
 from __future__ import annotations
@@ -47,8 +54,8 @@ from ..engine.view import ClusterView
 from .job_table import Snapshot
 from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
-from .targets import (admit_in_order, any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none,
-                      waiting_jobs)
+from .targets import (admit_in_order, any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value,
+                      room_for_none, waiting_jobs)
 
 
 class SLAQ(ObservingPolicy):
@@ -92,6 +99,8 @@ class SLAQ(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
+            if not waiting and self.skip_quiet and self.models.rigid_and_fitting(view):
+                return []  # a quiet epoch: every running job keeps its unit (see the module docstring)
             waiting_list = waiting_jobs(view)
             return self._round(view, list(chain(view.running.values(), waiting_list)), full=True,
                                waiting_tail=len(waiting_list))
@@ -105,12 +114,13 @@ class SLAQ(ObservingPolicy):
         return []
 
     def targets(self, view: ClusterView, jobs: Sequence[JobView], *, full: bool,
-                waiting_tail: int = 0) -> tuple[dict[str, int], list[str]]:
+                waiting_tail: int = 0) -> tuple[dict[str, int], list[str], list[str]]:
         """SLAQ's greedy: units to the largest predicted normalised loss reduction per dominant share.
 
         Unit 0 of a job is its minimum (``n_min`` workers and its parameter servers), unit ``i``
-        one more worker. Returns the worker counts and the jobs by the value of their first unit
-        (the order in which they are placed). ``waiting_tail``: see :meth:`JobModels.snapshot`."""
+        one more worker. Returns the worker counts, the jobs set higher than they hold by the value of
+        their first unit (the order in which they are placed), and the running jobs set lower (in
+        running order): the plan acts on these two only. ``waiting_tail``: see :meth:`JobModels.snapshot`."""
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         free = snap.total.copy() if full else view.free.sum(axis=0)
         width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
@@ -121,8 +131,14 @@ class SLAQ(ObservingPolicy):
         valid = w <= snap.n_max[:, None]
         gains = self.predicted_gains(snap, np.where(valid, w, 0))
         first = snap.bundle(snap.n_min)
-        marginal = np.diff(gains, axis=1, prepend=0.0)
-        cost = np.concatenate([snap.share(first)[:, None], np.repeat(snap.share(snap.worker)[:, None], width - 1, 1)], 1)
+        # marginal gain of each unit over the one before (unit 0: over nothing), per dominant share of it
+        # (np.diff(gains, prepend=0.0) and the column of shares built in place: the same subtractions)
+        marginal = gains.copy()
+        np.subtract(gains[:, 1:], gains[:, :-1], out=marginal[:, 1:])
+        cost = np.empty_like(marginal)
+        cost[:, 0] = snap.share(first)
+        if width > 1:
+            cost[:, 1:] = snap.share(snap.worker)[:, None]
         values = np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
         counts, free = greedy_by_value(values, first, snap.worker, free)
         # work conservation: jobs left out take leftover room, in arrival order
@@ -134,12 +150,15 @@ class SLAQ(ObservingPolicy):
         n = np.where(counts > 0, snap.n_min + counts - 1, 0)
         ranked = np.argsort(-values[:, 0], kind="stable")
         targets = dict(zip(snap.ids, n.tolist()))
-        return targets, [snap.ids[i] for i in ranked[n[ranked] > 0]]
+        shrink, _ = changed_rows(snap.state, snap.cur, n)
+        ids = snap.ids
+        return targets, [ids[i] for i in ranked[n[ranked] > snap.cur[ranked]]], [ids[i] for i in shrink.tolist()]
 
     def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool, waiting_tail: int = 0) -> Plan:
-        targets, ranked = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
-        order = [view.jobs[jid] for jid in ranked]
-        return apply_targets(view, targets, order, consolidated_placer, reason="slaq: larger loss reductions elsewhere")
+        targets, ranked, shrink = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
+        jobs_by_id = view.jobs
+        return apply_targets(view, targets, [jobs_by_id[jid] for jid in ranked], consolidated_placer,
+                             reason="slaq: larger loss reductions elsewhere", shrink=[jobs_by_id[jid] for jid in shrink])
 
 
 def make(oracle: bool = False, **params: object) -> SLAQ:

@@ -60,9 +60,24 @@ def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.nd
         rem -= cum[cut - 1]
     end = min(jj.size, cut + scan)
     if cut < end:
-        rem = _backfill(jj[cut:end].tolist(), ii[cut:end].tolist(), cost[cut:end].tolist(), counts, rem,
-                        np.minimum(first_cost.min(axis=0), unit_cost.min(axis=0)).tolist())
+        rem = _backfill_fitting(jj[cut:end], ii[cut:end], cost[cut:end], counts, rem, first_cost, unit_cost)
     return counts, rem
+
+
+def _backfill_fitting(jj: np.ndarray, ii: np.ndarray, cost: np.ndarray, counts: np.ndarray, rem: np.ndarray,
+                      first_cost: np.ndarray, unit_cost: np.ndarray) -> np.ndarray:
+    """:func:`_backfill` of the entries whose ``cost`` fits the capacity left now (``rem``), found in one
+    numpy pass: the capacity only shrinks during the scan (each step subtracts a cost >= 0), so an entry
+    that does not fit now never fits, and leaving it out changes nothing: its job gets no unit from it,
+    and the job's later units (higher ``ii``, later in the scan) then fail the scan's order check as they
+    would have after it (``tests/test_policy_rows_cached.py`` compares with the scan of every entry).
+    A long queue behind a full cluster then costs one numpy pass, not a Python step per entry."""
+    fit = (cost <= rem + EPS).all(axis=1)
+    if not fit.any():
+        return rem
+    keep = np.flatnonzero(fit)
+    return _backfill(jj[keep].tolist(), ii[keep].tolist(), cost[keep].tolist(), counts, rem,
+                     np.minimum(first_cost.min(axis=0), unit_cost.min(axis=0)).tolist())
 
 
 def _fits(cost: list[float], rem: list[float]) -> bool:
@@ -105,11 +120,29 @@ def _backfill(jj: list[int], ii: list[int], cost: list[list[float]], counts: np.
 
 
 def admit_in_order(cost: np.ndarray, free: np.ndarray, scan: int = ADMIT_SCAN) -> tuple[np.ndarray, np.ndarray]:
-    """Admit jobs in row order while their ``cost`` fits ``free`` (skipping those that do not)."""
+    """Admit jobs in row order while their ``cost`` fits ``free`` (skipping those that do not, among the
+    ``scan`` rows past the first that does not fit). This is :func:`greedy_by_value` of one unit per row
+    valued in decreasing row order, whose sort is the identity: the longest prefix whose cumulative cost
+    fits, then the back-filling scan, without the sort (``tests/test_policy_rows_cached.py`` compares
+    the two)."""
     n = cost.shape[0]
-    values = (n - np.arange(n, dtype=np.float64))[:, None]
-    counts, rem = greedy_by_value(values, cost, cost, free, scan=scan)
-    return counts > 0, rem
+    ok = np.zeros(n, dtype=bool)
+    rem = free.astype(np.float64).copy()
+    if n == 0:
+        return ok, rem
+    cum = np.cumsum(cost, axis=0)
+    fit = (cum <= rem + EPS).all(axis=1)
+    cut = n if fit.all() else int(np.argmin(fit))
+    if cut:
+        ok[:cut] = True
+        rem -= cum[cut - 1]
+    end = min(n, cut + scan)
+    if cut < end:
+        counts = np.zeros(n, dtype=np.int64)
+        rows = np.arange(cut, end)
+        rem = _backfill_fitting(rows, np.zeros(end - cut, dtype=np.int64), cost[cut:end], counts, rem, cost, cost)
+        ok |= counts > 0
+    return ok, rem
 
 
 def is_rigid(job: JobView) -> bool:
@@ -199,8 +232,15 @@ def shrink_placement(job: JobView, n: int) -> Placement:
     return tuple(kept) + tuple(ps)
 
 
+def changed_rows(state: np.ndarray, cur: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of a round's rows (job state 0 pending, 1 running, 2 paused; ``cur`` workers held; ``n`` the target):
+    the running ones set lower (shrunk or paused) and those set higher (grown, started, resumed), as row
+    indices in row order: the only jobs :func:`apply_targets` acts on."""
+    return np.flatnonzero((state == 1) & (n < cur)), np.flatnonzero(n > cur)
+
+
 def apply_targets(view: ClusterView, targets: Mapping[str, int], order: Iterable[JobView], place: Placer,
-                  *, reason: str) -> Plan:
+                  *, reason: str, shrink: Iterable[JobView] | None = None) -> Plan:
     """Turn target worker counts into a plan the scheduler will accept.
 
     ``targets``: job id -> workers wanted, 0 = not running; jobs absent keep what they have.
@@ -209,11 +249,13 @@ def apply_targets(view: ClusterView, targets: Mapping[str, int], order: Iterable
     jobs started or resumed. A job that cannot be placed at its target takes the largest
     size (at least ``n_min``, or more than it has when growing) that can, else keeps what it
     has. Every step is reserved in a :class:`Draft`, in plan order, so the plan never
-    over-allocates.
+    over-allocates. ``shrink``: the running jobs set lower, in ``view.running``'s order, if the
+    caller knows them (:func:`changed_rows`; None: found by a pass over every running job); ``order``
+    may likewise hold only the jobs set higher: the others are passed over anyway.
     """
     draft = Draft(view)
     plan: Plan = []
-    for job in view.running.values():
+    for job in (view.running.values() if shrink is None else shrink):
         t = targets.get(job.id)
         if t is None or t >= job.n_workers:
             continue

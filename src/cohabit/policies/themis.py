@@ -58,6 +58,12 @@ What we implement (observable inputs only):
   slower than one with free room (after the round's changes) moves there when the time it saves,
   ``R / f_now - R / f_there``, exceeds ``restart_cost`` (worst rho first). On a cluster of one GPU
   type nothing of this applies: the policy is type-blind as before.
+
+Quiet expiries (issue 18, ninth session). When leases expire and nobody waits, on one GPU type, the
+round re-offers the expired jobs' own resources (plus free room) to them alone; if they are rigid, hold
+integer demands, and their rho is a number (:meth:`Themis._renews_all`), each gets back exactly what
+it holds whatever the order, so the round is skipped and their leases are renewed without computing
+any rho. ``skip_quiet = False`` runs it (``tests/test_policy_quiet_rounds.py`` compares both).
 """
 
 from __future__ import annotations
@@ -74,7 +80,8 @@ from .placement import Draft, consolidated_first
 from .job_table import Snapshot
 from .optimus import JobModels, ObservingPolicy, check_positive
 from .params import build
-from .targets import any_waiting, apply_targets, consolidated_placer, greedy_by_value, room_for_none, waiting_jobs
+from .targets import (any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value, room_for_none,
+                      waiting_jobs)
 from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
@@ -205,16 +212,22 @@ class Themis(ObservingPolicy):
         if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
             return []
         self._soonest = None  # the round sets lease ends
+        if expired and not typed and self.skip_quiet and not any_waiting(view) and self._renews_all(view, expired):
+            until = now + self.lease  # a quiet expiry (see the module docstring): every lease renewed as it is
+            for job in expired:
+                self._expiry[job.id] = until
+            return []
         waiting = waiting_jobs(view)
-        targets, served = self.targets(view, expired + waiting, waiting_tail=len(waiting))
+        targets, served, shrink = self.targets(view, expired + waiting, waiting_tail=len(waiting))
         for jid, n in targets.items():
             if n > 0:
                 self._expiry[jid] = now + self.lease
             else:
                 self._expiry.pop(jid, None)
-        order = [view.jobs[jid] for jid in served]
-        plan = apply_targets(view, targets, order, self.type_speeds.place if typed else consolidated_placer,
-                             reason="themis: lease expired")
+        jobs_by_id = view.jobs
+        plan = apply_targets(view, targets, [jobs_by_id[jid] for jid in served],
+                             self.type_speeds.place if typed else consolidated_placer, reason="themis: lease expired",
+                             shrink=[jobs_by_id[jid] for jid in shrink])
         if typed:
             plan += self.faster_types(view, plan, [j for j in expired if targets.get(j.id, 0) > 0])
         started = {a.job for a in plan if isinstance(a, (Start, Resume))}
@@ -222,6 +235,25 @@ class Themis(ObservingPolicy):
             if job.id not in started:
                 self._expiry.pop(job.id, None)
         return plan
+
+    def _renews_all(self, view: ClusterView, expired: Sequence[JobView]) -> bool:
+        """Whether a round over ``expired`` alone (nobody waits) provably gives each of them what it holds:
+        they are rigid (one unit: their minimum, which they hold), every demand row and the free room are
+        integers (the greedy's sums and comparisons exact in any order), so all of them fit the free room
+        plus what they hold in any order, and each one's rho is a number (not NaN, which the greedy would
+        pass over): its speed model gives a positive time per iteration at any worker count
+        (``a, b, c >= 0``, finite, ``a + b + c > 0``), so its ideal speed ``f_id`` is positive and finite."""
+        models = self.models
+        if not models.rows_integral or models.rigid_hold(view, [job.id for job in expired]) is None:
+            return False
+        free = view.free.sum(axis=0)
+        if not ((free >= 0) & (free == np.floor(free)) & (free < 2.0 ** 50)).all():
+            return False
+        for job in expired:
+            a, b, c = models.coefficients(job)
+            if not (0 <= a < math.inf and 0 <= b < math.inf and 0 <= c < math.inf and a + b + c > 0):
+                return False
+        return True
 
     def _expired(self, view: ClusterView, horizon: float) -> list[JobView]:
         """The running jobs whose lease ends by ``horizon`` (or that hold none), in running order."""
@@ -278,13 +310,14 @@ class Themis(ObservingPolicy):
         return moves
 
     def targets(self, view: ClusterView, jobs: Sequence[JobView], *,
-                waiting_tail: int = 0) -> tuple[dict[str, int], list[str]]:
+                waiting_tail: int = 0) -> tuple[dict[str, int], list[str], list[str]]:
         """Greedy worst-rho-first allocation of the free room plus what ``jobs`` hold now.
 
         Unit 0 of a job is its minimum, unit ``i`` one more worker; the value of a unit is the
         job's rho before it (the worst rho is served first), and a unit that would not lower
         the job's rho is not offered. Jobs holding nothing come first (their rho is unbounded).
-        Returns worker counts and the jobs in serving order. ``waiting_tail``: see
+        Returns worker counts, the jobs set higher than they hold in serving order, and the running jobs
+        set lower (in running order): the plan acts on these two only. ``waiting_tail``: see
         :meth:`JobModels.snapshot`."""
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         if not len(snap):
@@ -320,7 +353,9 @@ class Themis(ObservingPolicy):
         n = np.where(counts > 0, snap.n_min + counts - 1, 0)
         served = np.argsort(-values[:, 0], kind="stable")
         targets = dict(zip(snap.ids, n.tolist()))
-        return targets, [snap.ids[i] for i in served[n[served] > 0]]
+        shrink, _ = changed_rows(snap.state, snap.cur, n)
+        ids = snap.ids
+        return targets, [ids[i] for i in served[n[served] > snap.cur[served]]], [ids[i] for i in shrink.tolist()]
 
 
 def make(oracle: bool = False, **params: object) -> Themis:
