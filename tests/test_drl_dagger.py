@@ -257,3 +257,74 @@ def test_dagger_episodes_decide_with_the_isolation_rule_drl_uses(isolate):
         assert not any(shared[:3])  # the first jobs on an empty cluster always fit apart
     else:
         assert any(shared)
+
+
+def test_selectable_refuses_a_round_that_buys_one_pattern_with_another():
+    """``--select poisson``: a round may be kept only if every other pattern's validation mean
+    stays within ``1 + guard`` of the initial actor's; ``mean`` selection has no such guard."""
+    from cohabit.learn.drl_dagger import selectable
+
+    init = {"mean uniform": 2.0, "mean poisson": 1.5, "mean bursty": 3.0}
+    ok = {"mean uniform": 2.03, "mean poisson": 1.2, "mean bursty": 2.9}
+    worse = {"mean uniform": 2.1, "mean poisson": 1.2, "mean bursty": 2.9}
+    assert selectable(ok, init, "poisson", 0.02)
+    assert not selectable(worse, init, "poisson", 0.02)  # uniform 5% worse
+    assert selectable(worse, init, "poisson", 0.06)
+    assert selectable(worse, init, "mean", 0.0)
+    assert selectable(worse, None, "poisson", 0.0)  # no initial actor to compare with
+
+
+def test_dagger_trains_on_the_given_arrivals_and_selects_by_pattern_within_the_guard(monkeypatch, tmp_path):
+    """Training episodes cycle ``arrivals`` (validation still scores every pattern); with
+    ``select='poisson'`` the kept weights are the best Poisson round whose other patterns stay
+    within the guard, not the best Poisson round overall; every round's weights are saved."""
+    import torch
+
+    from cohabit.learn import drl_dagger, drl_rl
+    from cohabit.policies.drl.nets import PolicyNet
+
+    torch.manual_seed(0)
+    init = tmp_path / "init.pt"
+    torch.save(PolicyNet(6).state_dict(), init)
+    fits = {"n": 0}
+    trained: list[str] = []
+    # validation means per fit count: round 1 best on Poisson but uniform 10% worse; round 2 within the guard
+    table = {0: {"uniform": 2.0, "poisson": 1.5, "bursty": 3.0}, 1: {"uniform": 2.2, "poisson": 1.0, "bursty": 3.0},
+             2: {"uniform": 2.0, "poisson": 1.3, "bursty": 3.0}, 3: {"uniform": 2.0, "poisson": 1.4, "bursty": 2.0}}
+
+    def episode(args):
+        sd, _, cfg = args
+        if cfg.get("record", True):
+            trained.append(cfg["arrival"])
+            return [], 1.0
+        return [], table[fits["n"]][cfg["arrival"]]
+
+    def imitate(actor, data, **kw):
+        fits["n"] += 1
+        with torch.no_grad():
+            next(actor.parameters()).fill_(float(fits["n"]))  # a marker of the round
+        return {"heldout_agreement": 1.0}
+
+    monkeypatch.setattr(drl_dagger, "episode", episode)
+    monkeypatch.setattr(drl_rl, "imitate", imitate)
+    kw = dict(m=6, rounds=3, episodes=3, intervals=2, epochs=1, teacher="lif-quad", init=init, first_round=1,
+              workers=1, seed=0, log=lambda s: None, expert_validation=False, arrivals=("poisson",))
+    actor, report = drl_dagger.dagger(select="poisson", guard=0.02, save_rounds=tmp_path / "r", **kw)
+    assert trained == ["poisson"] * 9
+    assert float(next(actor.parameters()).detach().flatten()[0]) == 2.0  # round 2, not round 1
+    assert report["best_validation_mean"] == 1.3
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["round-1.pt", "round-2.pt", "round-3.pt"]
+    fits["n"] = 0
+    actor, _ = drl_dagger.dagger(select="mean", **kw)  # least mean over all: round 3
+    assert float(next(actor.parameters()).detach().flatten()[0]) == 3.0
+
+
+def test_train_drl_dagger_refuses_bad_arrivals_and_select(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+
+    for opt, val in (("--arrivals", "poisson,steady"), ("--select", "median"), ("--guard", "-0.1")):
+        r = CliRunner().invoke(app, ["train", "drl-dagger", opt, val, "--init", str(tmp_path / "i.pt"),
+                                     "--out", str(tmp_path / "x.pt")])
+        assert r.exit_code != 0 and opt in r.output and "Traceback" not in r.output, (opt, r.output)

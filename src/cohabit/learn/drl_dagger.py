@@ -211,7 +211,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            log: Any = print, expert_validation: bool = True,
            margin: float = 0.0, order: str = "arrival", cost_weight: float = 0.0, isolate: str = "never",
            validation_seeds: tuple[int, ...] = VALIDATION_SEEDS, rate_scale: float = 1.0,
-           teacher_isolate: str = "never") -> tuple[Any, dict[str, Any]]:
+           teacher_isolate: str = "never", arrivals: tuple[str, ...] = ARRIVALS, select: str = "mean",
+           guard: float = 0.02, save_rounds: Path | None = None) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -224,7 +225,14 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     ``validation_seeds``: the seeds of each arrival pattern the best weights are chosen on;
     ``rate_scale``: every workload's arrival rates times this (``drl_workload.LOAD_MATCHED_30``:
     the load-matched rack); ``teacher_isolate``: the expert chooses within that rule's mask
-    (:class:`IsolatedTeacher`) while the actor plays with the loop's (``isolate``)."""
+    (:class:`IsolatedTeacher`) while the actor plays with the loop's (``isolate``).
+    ``arrivals``: the arrival patterns of the training episodes, in turn (validation always scores
+    every pattern); ``select``: ``mean`` keeps the round of least validation mean over every
+    workload, an arrival pattern (session drl13: ``poisson``) the round of least mean on that
+    pattern among the rounds whose mean on each other pattern is at most ``1 + guard`` times the
+    initial actor's (:func:`selectable`), so that a gain on one pattern is never bought with
+    another; ``save_rounds``: a folder where every round's weights are written
+    (``round-K.pt``)."""
     import multiprocessing as mp
 
     import torch
@@ -261,6 +269,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         keys = [f"{a}-{s}" for a in ARRIVALS for s in validation_seeds]
         out = {k: jct for k, (_, jct) in zip(keys, got)}
         out["mean"] = float(np.mean([jct for _, jct in got]))
+        for a in ARRIVALS:
+            out[f"mean {a}"] = float(np.mean([out[f"{a}-{s}"] for s in validation_seeds]))
         return out
 
     data: list[Sample] = []
@@ -273,16 +283,20 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         rollout = teacher == "rollout"
         report["expert_validation"] = (validate(best_sd if rollout else None, expert=True) if expert_validation
                                        else {"mean": float("nan")})
-        best = validate(best_sd)["mean"] if init is not None else float("inf")
-        report["init_validation_mean"] = best
+        init_val = validate(best_sd) if init is not None else None
+        best = init_val[_key(select)] if init_val is not None else float("inf")
+        report["init_validation_mean"] = init_val["mean"] if init_val is not None else float("inf")
+        report["init_validation"] = init_val
+        report["select"] = select
         log(f"validation (avg JCT, intervals, mean of {3 * len(validation_seeds)} workloads): expert "
-            f"{report['expert_validation']['mean']:.3f}, initial actor {best:.3f}")
+            f"{report['expert_validation']['mean']:.3f}, initial actor {report['init_validation_mean']:.3f} "
+            + ("" if init_val is None else "(" + " / ".join(f"{a} {init_val['mean ' + a]:.3f}" for a in ARRIVALS) + ")"))
         for k in range(first_round, rounds + 1):
             beta = 0.5 ** k
             sd = None if k == 0 and not rollout else {n: v.detach().clone() for n, v in actor.state_dict().items()}
             args = []
             for i in range(episodes):
-                args.append((sd, reward_sd, cfg(arrival=ARRIVALS[i % len(ARRIVALS)], seed=next_seed, beta=beta)))
+                args.append((sd, reward_sd, cfg(arrival=arrivals[i % len(arrivals)], seed=next_seed, beta=beta)))
                 next_seed += 1
             got = run(args)
             fresh = [s for samples, _ in got for s in samples]
@@ -290,8 +304,11 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
             pick = rng.permutation(len(data))[:max_fit] if len(data) > max_fit else np.arange(len(data))
             fit = imitate(actor, [data[i] for i in pick], epochs=epochs, seed=seed + k, lr=lr, log=log)
             val = validate({n: v.detach().clone() for n, v in actor.state_dict().items()})
-            if val["mean"] < best:
-                best = val["mean"]
+            if save_rounds is not None:
+                save_rounds.mkdir(parents=True, exist_ok=True)
+                torch.save(actor.state_dict(), save_rounds / f"round-{k}.pt")
+            if val[_key(select)] < best and selectable(val, init_val, select, guard):
+                best = val[_key(select)]
                 best_sd = {n: v.detach().clone() for n, v in actor.state_dict().items()}
             row = {"round": k, "beta": beta, "episodes": episodes, "new_samples": len(fresh), "samples": len(data),
                    "episode_avg_jct": float(np.mean([j for _, j in got])), "heldout_agreement":
@@ -299,7 +316,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
                    "wall_s": time.time() - w0}
             report["rounds"].append(row)
             log(f"round {k} (beta {beta:.3f}): {len(fresh)} new samples ({len(data)} in all), agreement "
-                f"{fit['heldout_agreement']:.3f}, validation avg JCT {val['mean']:.3f} (best {best:.3f}), "
+                f"{fit['heldout_agreement']:.3f}, validation avg JCT {val['mean']:.3f} ("
+                + " / ".join(f"{a} {val['mean ' + a]:.3f}" for a in ARRIVALS) + f"; best {select} {best:.3f}), "
                 f"{time.time() - w0:.0f} s wall")
             if time_budget_s is not None and time.time() - w0 > time_budget_s:
                 log(f"stopping after round {k}: wall-time budget {time_budget_s:g} s spent")
@@ -309,8 +327,21 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
             pool.close()
             pool.join()
     actor.load_state_dict(best_sd)
-    report.update({"best_validation_mean": best, "wall_s": time.time() - w0, "cpu_s_main": time.process_time() - t0})
+    report.update({"best_validation_mean": best, "best_validation_on": select, "wall_s": time.time() - w0, "cpu_s_main": time.process_time() - t0})
     return actor, report
+
+
+def _key(select: str) -> str:
+    return "mean" if select == "mean" else f"mean {select}"
+
+
+def selectable(val: dict[str, float], init: dict[str, float] | None, select: str, guard: float) -> bool:
+    """Whether a round's validation ``val`` may be kept when selecting on ``select``: always for
+    ``mean``; for an arrival pattern, only if the mean of every other pattern is at most
+    ``1 + guard`` times the initial actor's (``init``; no initial actor: always)."""
+    if select == "mean" or init is None:
+        return True
+    return all(val[f"mean {a}"] <= (1.0 + guard) * init[f"mean {a}"] for a in ARRIVALS if a != select)
 
 
 def train_drl_dagger(
@@ -350,6 +381,14 @@ def train_drl_dagger(
                                    "30-server rack at the 6-server testbed's offered load per GPU"),
     teacher_isolate: str = typer.Option("never", help="the expert chooses within this isolation rule's mask "
                                         "(never, idle, compact) while the actor plays with --isolate's"),
+    arrivals: str = typer.Option(",".join(ARRIVALS), help="arrival patterns of the training episodes, in turn "
+                                 "(comma-separated; e.g. poisson,poisson,uniform,bursty for Poisson-heavy)"),
+    select: str = typer.Option("mean", help="keep the round of least validation mean over all workloads (mean), or "
+                               "of least mean on one arrival pattern whose other patterns stay within --guard of "
+                               "the initial actor's"),
+    guard: float = typer.Option(0.02, help="with --select PATTERN: largest relative rise allowed on the other "
+                                "patterns' validation means"),
+    save_rounds: Path = typer.Option(None, help="folder where every round's weights are written (round-K.pt)"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -388,6 +427,15 @@ def train_drl_dagger(
         raise typer.BadParameter(f"--cost-weight must be >= 0, got {cost_weight}")
     if first_round < 0 or first_round > rounds or (first_round > 0 and init is None):
         raise typer.BadParameter(f"--first-round must be in [0, --rounds] and needs --init when > 0, got {first_round}")
+    train_arrivals = tuple(a.strip() for a in arrivals.split(",") if a.strip())
+    if not train_arrivals or any(a not in ARRIVALS for a in train_arrivals):
+        raise typer.BadParameter(f"--arrivals must be a comma-separated list of {', '.join(ARRIVALS)}, got {arrivals!r}")
+    if select != "mean" and select not in ARRIVALS:
+        raise typer.BadParameter(f"--select must be mean or one of {', '.join(ARRIVALS)}, got {select!r}")
+    if select != "mean" and init is None:
+        raise typer.BadParameter("--select PATTERN compares with the initial actor: give --init weights")
+    if not guard >= 0:
+        raise typer.BadParameter(f"--guard must be >= 0, got {guard}")
     if reward is None:
         reward = reward_for(servers)
     if teacher == "lookahead":
@@ -404,15 +452,16 @@ def train_drl_dagger(
                            first_round=first_round, log=lambda s: typer.echo(s, err=True),
                            expert_validation=not skip_expert_validation, margin=margin, order=order,
                            cost_weight=cost_weight, isolate=isolate,
-                           validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate)
+                           validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate,
+                           arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
             "cost_weight": cost_weight, "isolate": isolate, "teacher_isolate": teacher_isolate,
-            "order": order, "rate_scale": scale,
+            "order": order, "rate_scale": scale, "arrivals": list(train_arrivals), "guard": guard,
             "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
-                        f"uniform/poisson/bursty in turn, "
+                        f"{'/'.join(train_arrivals)} in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
             "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
