@@ -605,7 +605,11 @@ class JobModels:
         """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
         :func:`admit_in_order` admits at their minimum into ``free``, in queue order, and the capacity left:
         their minimums read from the per-job table (:meth:`_first_cost`), so a round makes snapshot rows for
-        the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again)."""
+        the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again). When
+        ``free`` is below :attr:`ClusterView.task_floor` in some resource (with ``EPS``, as
+        :func:`~.targets.room_for_none`), no waiting job's minimum fits and the queue is not read."""
+        if (free + EPS < view.task_floor).any():
+            return [], free
         ids, costs = self._window(view, waiting, free, scan)
         if not ids:
             return [], free
