@@ -48,9 +48,9 @@ Rounds. The full re-allocation (which may shrink and grow running jobs) runs eve
 ``interval`` seconds (``tick_interval``); between rounds, arrivals and departures only
 start waiting jobs in free room (no running job is touched).
 
-Quiet rounds (issue 18, ninth session). A full round with no job waiting and only rigid running jobs
-(``n_min == n_max``) keeps every size: each running job's base is what it holds and has no room to
-grow, and there is nobody to admit. It is skipped (:meth:`JobModels.rigid_hold` reads the running jobs'
+Quiet rounds (issue 18, ninth session). A full round with only rigid running jobs (``n_min == n_max``)
+and nobody to admit (no job waiting, or the room left below every job's first worker) keeps every size:
+each running job's base is what it holds and has no room to grow. It is skipped (:meth:`Optimus._quiet`) (:meth:`JobModels.rigid_hold` reads the running jobs'
 constants from the per-job table in one numpy pass); the loss points that arrived meanwhile are folded
 in when a later round reads the job, with the fits and rates they would have given
 (:meth:`~cohabit.models.loss_curve.LossFits.follow`). ``skip_quiet = False`` runs every round
@@ -706,8 +706,8 @@ class Optimus(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            if not waiting and self.skip_quiet and self.models.rigid_hold(view) is not None:
-                return []  # nothing waits and every running job is rigid: the round keeps every size (see below)
+            if self.skip_quiet and self._quiet(view, waiting):
+                return []  # every running job rigid and nobody to admit: the round keeps every size (see below)
             return self._round(view, full=True)
         if self._event and waiting:
             self._event = False
@@ -716,6 +716,21 @@ class Optimus(ObservingPolicy):
             return self._round(view, full=False)
         self._event = False
         return []
+
+    def _quiet(self, view: ClusterView, waiting: bool) -> bool:
+        """Whether a full round provably keeps every size: every running job is rigid (its base is what it
+        holds and it has no room to grow) and nobody can be admitted, because nobody waits or because the
+        room left after the running jobs' minimums, computed as the round computes it (the same sum in the
+        same order: :meth:`JobModels.rigid_hold`), is below every admitted job's first worker
+        (:meth:`JobModels.admit_waiting`'s test)."""
+        held = self.models.rigid_hold(view)
+        if held is None:
+            return False
+        if not waiting:
+            return True
+        free = view.capacity.sum(axis=0)
+        free -= held
+        return bool((free + EPS < view.task_floor).any())
 
     def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
