@@ -115,6 +115,8 @@ def _time_phases() -> tuple[collections.Counter[str], collections.Counter[str]]:
     for cls in (optimus.Optimus, slaq.SLAQ, themis.Themis):
         wrap(cls, "decide", "decide")
         wrap(cls, "targets", "targets")
+        if hasattr(cls, "_allocate"):
+            wrap(cls, "_allocate", "targets")
     for mod in (optimus, slaq, themis):
         wrap(mod, "apply_targets", "apply_targets")
     wrap(optimus.JobModels, "snapshot_of", "snapshot")

@@ -278,14 +278,16 @@ def test_a_round_reading_the_queue_by_id_is_the_round_over_the_queue_listed(seed
     rng = random.Random(seed)
     jobs = [elastic(f"j{i}", rng.randint(50, 900), workers=rng.randint(1, 3), n_max=rng.randint(3, 6),
                     submit=float(rng.randint(0, 50))) for i in range(60)]
-    view = state_at(jobs, small_cluster(2, 4), 100.0)
+    sched = Scheduler(small_cluster(2, 4), _MinimumOnNodeZero(), SimBackend(jobs, NO_COST), horizon=100.0, strict=True)
+    sched.run([j.spec for j in jobs])  # (node 1 stays free: the rounds admit queued jobs)
+    view = sched.view
     assert view.pending and view.running
     for full in (True, False):
         by_id, listed = Optimus(), Optimus()
         got = by_id.targets(view, full=full)
         want = listed.targets(view, waiting_jobs(view), full=full)
         assert list(got.items()) == list(want.items())
-        assert any(jid in by_id.models._table.slots for jid in view.pending)  # the round read queued jobs
+        assert any(t > 0 for jid, t in got.items() if jid in view.pending)  # the round admitted queued jobs
 
 
 class _MinimumOnNodeZero(Script):
@@ -360,3 +362,21 @@ def test_rows_for_the_admitted_jobs_only_give_the_targets_of_the_whole_window(se
         assert got == {jid: t for jid, t in want.items() if t or jid in view.running}
         admitted += sum(1 for jid, t in got.items() if t and jid in view.pending)
     assert admitted > 0
+
+
+def test_no_queue_is_read_when_the_room_left_is_below_every_jobs_first_worker() -> None:
+    """A full cluster (every GPU held): ``admit_waiting`` admits nobody without reading the queue's minimums
+    (no pending job gets a table slot), as admit_in_order over the whole window would (fails if the floor
+    test lets the window be read, or admits where nothing fits)."""
+    from cohabit.policies.targets import admit_in_order
+
+    jobs = [elastic(f"j{i}", 500, submit=float(i)) for i in range(12)]
+    view = state_at(jobs, small_cluster(1, 4), 100.0)
+    assert len(view.running) == 4 and len(view.pending) == 8
+    pol = Optimus()
+    free = view.free.sum(axis=0)
+    admitted, rem = pol.models.admit_waiting(view, None, free)
+    assert admitted == [] and np.array_equal(rem, free)
+    assert not any(jid in pol.models._table.slots for jid in view.pending)
+    ok, _ = admit_in_order(pol.models._first_cost(view, list(view.pending)), free)
+    assert not ok.any()

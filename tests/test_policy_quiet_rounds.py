@@ -1,5 +1,6 @@
 """Quiet rounds of the learning-curve policies (issue 18, ninth session): a full round with nobody waiting
-and only rigid running jobs keeps every size, so Optimus and SLAQ skip it (``skip_quiet``; SLAQ also needs
+and only rigid running jobs keeps every size, so Optimus (also with a queue when the room left is below
+every job's first worker) and SLAQ skip it (``skip_quiet``; SLAQ also needs
 its jobs' demands and the capacity to be integers that fit, :meth:`JobModels.rigid_and_fitting`), and Themis
 renews expired leases without a round when nobody waits (``Themis._renews_all``). These tests run the
 skipped rounds anyway and compare: each plan is empty (Themis: every expired job gets what it holds), and
@@ -48,7 +49,7 @@ def _workload(seed: int, kind: str) -> list[TraceJob]:
 
 POLICIES = {
     "slaq": (lambda: SLAQ(epoch=120.0, report_interval=30.0), "rigid_and_fitting"),
-    "optimus": (lambda: Optimus(interval=120.0, report_interval=60.0), "rigid_hold"),
+    "optimus": (lambda: Optimus(interval=120.0, report_interval=60.0), "_quiet"),
     "themis": (lambda: Themis(lease=120.0, report_interval=30.0, tick=30.0), "_renews_all"),
 }
 
@@ -77,17 +78,17 @@ def _run(policy: str, kind: str, seed: int, *, skip: bool, check: bool = False, 
     pol.skip_quiet = skip
     skipped = [0]
     asked: set[str] = set()
-    owner = pol if policy == "themis" else pol.models
+    owner = pol if policy in ("themis", "optimus") else pol.models
     real = getattr(owner, test_name)
 
     def counted(view, *more):  # type: ignore[no-untyped-def]
         out = real(view, *more)
-        asked.update(job.id for job in (more[0] if more else ()))
-        quiet = out if isinstance(out, bool) else out is not None
-        if quiet and not (view.paused or view.pending):
+        if policy == "themis":
+            asked.update(job.id for job in more[0])
+        if out and (policy == "optimus" or not (view.paused or view.pending)):
             skipped[0] += 1
             if check:
-                full = _full_round_of(policy, pol, view, *more)
+                full = _full_round_of(policy, pol, view, *(more if policy == "themis" else ()))
                 assert full == [], (view.now, full)
         return out
 
@@ -211,3 +212,33 @@ def test_a_plan_from_the_changed_rows_is_the_plan_from_every_row(policy: str, mo
     for seed in range(2):
         simulate(_workload(seed, "mixed"), small_cluster(2, 4), POLICIES[policy][0]())
     assert seen["plans"] > 10 and seen["shrinks"] > 0
+
+
+@pytest.mark.parametrize("gpus,quiet", [(4, True), (5, False)])
+def test_optimus_skips_a_round_with_a_queue_only_when_nobody_fits(gpus: int, quiet: bool) -> None:
+    """Four rigid one-GPU jobs run on one node, eight wait. On 4 GPUs the room left is below every job's
+    first worker: the full round admits nobody and is skipped. On 5 GPUs one waiting job fits: the round
+    runs and starts it (fails if the room test is off by a worker)."""
+    from test_policy_optimus import NO_COST, Script
+
+    from cohabit.engine.actions import Start
+    from cohabit.engine.loop import Scheduler
+    from cohabit.sim.backend import SimBackend
+
+    class FourOnNodeZero(Script):
+        def decide(self, view):  # type: ignore[no-untyped-def,override]
+            room = 4 - len(view.running)
+            return [Start(j.id, (0,)) for j in list(view.pending.values())[:max(room, 0)]]
+
+    jobs = [TraceJob(simple_job(f"j{i}", 1, submit_time=float(i), iterations=500),
+                     JobTruth(iterations=500, duration=500.0, ref_workers=1)) for i in range(12)]
+    sched = Scheduler(small_cluster(1, gpus), FourOnNodeZero(), SimBackend(jobs, NO_COST), horizon=100.0,
+                      strict=True)
+    sched.run([j.spec for j in jobs])
+    view = sched.view
+    assert len(view.running) == 4 and view.pending
+    pol = Optimus(interval=120.0, report_interval=60.0)
+    pol.targets(view, full=True)  # (a round has seen the running jobs: their constants are in the table)
+    assert pol._quiet(view, True) is quiet
+    plan = pol._round(view, full=True)
+    assert (plan == []) is quiet

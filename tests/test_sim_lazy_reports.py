@@ -197,6 +197,8 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
 
     jobs, cluster = _WORKLOADS[workload]()
     pol = make_policy(policy)
+    if hasattr(pol, "skip_quiet"):  # (a skipped quiet round reads nothing: run them all, to read more)
+        pol.skip_quiet = False
     inner_decide = pol.decide
 
     def decide(view):
@@ -207,7 +209,7 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
             deciding[0] = False
     pol.decide = decide
     runner.simulate(jobs, cluster, pol)
-    assert len(reads) > 20  # the rounds did read running jobs (optimus and themis skip quiet rounds: 91 and 45 reads)
+    assert len(reads) > 100  # the rounds did read running jobs
     stale = [jid for jid, waited in reads if waited]
     assert stale == []
 

@@ -48,9 +48,9 @@ Rounds. The full re-allocation (which may shrink and grow running jobs) runs eve
 ``interval`` seconds (``tick_interval``); between rounds, arrivals and departures only
 start waiting jobs in free room (no running job is touched).
 
-Quiet rounds (issue 18, ninth session). A full round with no job waiting and only rigid running jobs
-(``n_min == n_max``) keeps every size: each running job's base is what it holds and has no room to
-grow, and there is nobody to admit. It is skipped (:meth:`JobModels.rigid_hold` reads the running jobs'
+Quiet rounds (issue 18, ninth session). A full round with only rigid running jobs (``n_min == n_max``)
+and nobody to admit (no job waiting, or the room left below every job's first worker) keeps every size:
+each running job's base is what it holds and has no room to grow. It is skipped (:meth:`Optimus._quiet`) (:meth:`JobModels.rigid_hold` reads the running jobs'
 constants from the per-job table in one numpy pass); the loss points that arrived meanwhile are folded
 in when a later round reads the job, with the fits and rates they would have given
 (:meth:`~cohabit.models.loss_curve.LossFits.follow`). ``skip_quiet = False`` runs every round
@@ -72,22 +72,18 @@ counts to a plan live in :mod:`.targets` (:func:`~.targets.greedy_by_value`,
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from itertools import chain, islice
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
 from ..engine.actions import Plan
 from ..engine.job import JobView
-from ..engine.state import JobState
 from ..engine.view import ClusterView
-from ..models.loss_curve import LossCurve, LossFits
-from ..models.speed import Mode, SpeedModel
 from .base import BasePolicy
+from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
+from .job_table import Snapshot
 from .params import build
-from .job_table import Snapshot, StaticTable
-from .targets import (ADMIT_SCAN, EPS, admit_in_order, any_waiting, apply_targets, balanced_placement, changed_rows,
-                      greedy_by_value, room_for_none)
+from .targets import EPS, any_waiting, apply_targets, balanced_placement, changed_rows, greedy_by_value, room_for_none
 
 
 
@@ -98,552 +94,6 @@ def check_positive(name: str, value: float, *, allow_zero: bool = False) -> floa
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
     return float(value)
-
-
-# ----------------------------------------------------------------------------- job models
-class JobModels:
-    """Loss fits, speed models and length priors learned from reports, per job.
-
-    ``observe`` is called from a policy's ``on_progress`` hook, so fitting happens when a
-    report arrives, never inside a decision; ``forget`` from ``on_finish``. What a decision
-    needs per job is cached as plain numbers, so :meth:`snapshot` is one cheap pass.
-    ``trust_declared``: take a declared iteration count as the job's length (Themis's jobs
-    report their remaining work) instead of capping the loss-curve estimate with it. ``rates``: follow
-    each job's loss drops per iteration (the snapshot's ``max_rate`` and ``last_rate``, SLAQ's normaliser;
-    0 without).
-    """
-
-    def __init__(self, tolerance: float = 0.05, recency: float | None = None, trust_declared: bool = False,
-                 rates: bool = False) -> None:
-        if not isinstance(tolerance, (int, float)) or not 0 < tolerance < 1:
-            raise ValueError(f"tolerance must be in (0, 1), got {tolerance!r}")
-        self.tolerance = float(tolerance)
-        self.trust_declared = trust_declared
-        # refit when the history grew by 10% since the last fit, from the first fit on (not at every read below
-        # 16 points: issue 18's eighth session; the fits read once per round anyway)
-        self.loss = LossFits(recency=recency, dense=0, rates=rates)
-        self._speed: dict[str, SpeedModel] = {}
-        self._abc: dict[str, tuple[float, float, float]] = {}
-        # per job: (the loss curve it was computed from, loss-curve estimate of total iterations, beta0,
-        # beta1): computed when a snapshot first sees a new curve, not on every report
-        self._fit: dict[str, tuple[LossCurve | None, float, float, float]] = {}
-        # per job: the (placement, iteration time) of its last speed observation (a repeat changes nothing)
-        self._last_speed: dict[str, tuple[tuple[int, ...], float]] = {}
-        self._losses: dict[str, list[tuple[float, float]]] = {}  # per job: its reported loss history
-        # paused job -> its slot in _table, whose row (StaticTable.freeze) was made at its first round in this
-        # pause and holds while no report comes: a paused job's iterations, loss history and speed model move
-        # only with reports (a resume without one changes none of them), and every report passes observe_many,
-        # which drops the job from here; the prior and the finished jobs' mean length are read every round
-        self._frozen: dict[str, int] = {}
-        self._static: dict[str, tuple[int, int, int, float, float, str, int, int]] = {}
-        self._row_index: dict[bytes, int] = {}
-        self._row_list: list[np.ndarray] = []
-        self._rows: np.ndarray | None = None  # distinct demand rows, indexed from _static
-        self._rows_integral = True  # every row in _rows holds non-negative integers below 2**40
-        self._row_of: dict[int, tuple[np.ndarray, int]] = {}  # id of a view's demand array -> (it, its row)
-        self._zero_row: int | None = None
-        self._table = StaticTable()  # the per-job constants again, as columns (pending jobs' rows in numpy)
-        self._iters_by_model: dict[str, tuple[float, int]] = {}
-        self._iters_all = (0.0, 0)
-        self._iter_time_by_model: dict[str, tuple[float, int]] = {}
-
-    # -- observations
-    def observe(self, job: JobView) -> None:
-        """Fold one report in: the measured speed into the job's speed model; its loss history is
-        followed (:meth:`LossFits.follow`: the points appended are folded in when a round reads the
-        fit). Called on every report, so it does only that: the estimates a decision reads are
-        derived from the fit when a snapshot needs them."""
-        self.observe_many((job,))
-
-    def observe_many(self, jobs: Iterable[JobView]) -> None:
-        """:meth:`observe` of each of ``jobs`` (one call for a batch of reports)."""
-        losses, last_speed, frozen = self._losses, self._last_speed, self._frozen
-        for job in jobs:
-            jid = job.id
-            if frozen:
-                frozen.pop(jid, None)  # a report: the job's row is made afresh at its next paused round
-            if jid not in losses:  # the job's loss history: one list the engine appends to
-                pts = job.metrics.get("loss")
-                if pts:
-                    losses[jid] = pts
-                    self.loss.follow(jid, pts)  # folded in and fitted when a round reads the curve
-            it = job.iter_time
-            if not it:
-                continue
-            placement = job.placement
-            last = last_speed.get(jid)
-            # the same placement and iteration time as the last observation: SpeedModel.observe of the
-            # same (workers, speed) again would change nothing
-            if last is not None and last[0] is placement and last[1] == it:
-                continue
-            last_speed[jid] = (placement, it)
-            w = job.n_workers
-            if w > 0:
-                m = self._speed.get(jid)
-                if m is None:
-                    m = self._speed[jid] = SpeedModel(speed_mode(job))
-                if m.observe(job.spec.num_ps, w, 1.0 / it):
-                    self._abc.pop(jid, None)
-
-    def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
-        """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
-        rate)`` of a job whose loss was observed; the curve-derived part cached per fitted curve."""
-        track = self.loss.track(jid)
-        curve = track.curve
-        hit = self._fit.get(jid)
-        if hit is None or hit[0] is not curve:
-            total = b0 = b1 = math.nan
-            if curve is not None:
-                b0, b1 = curve.beta0, curve.beta1
-                total = curve.iterations_to_converge(self.tolerance)
-                if declared == declared:  # a declared count caps the estimate
-                    total = min(total, declared)
-            hit = self._fit[jid] = (curve, total, b0, b1)
-        return hit[1], hit[2], hit[3], track.max_rate, track.last_rate
-
-    def forget(self, job: JobView) -> None:
-        if job.state is JobState.FINISHED and job.reported_iterations > 0:
-            s, n = self._iters_by_model.get(job.spec.model, (0.0, 0))
-            self._iters_by_model[job.spec.model] = (s + job.reported_iterations, n + 1)
-            s, n = self._iters_all
-            self._iters_all = (s + job.reported_iterations, n + 1)
-            m = self._speed.get(job.id)
-            abc = None if m is None else m.coefficients(job.spec.num_ps)
-            if abc is not None and sum(abc) > 0:  # seconds per iteration on one worker, for unseen jobs
-                s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
-                self._iter_time_by_model[job.spec.model] = (s + sum(abc), n + 1)
-        self.loss.drop(job.id)
-        self._table.drop(job.id)
-        for cache in (self._speed, self._abc, self._fit, self._static, self._last_speed, self._losses, self._frozen):
-            cache.pop(job.id, None)  # type: ignore[attr-defined]
-
-    # -- estimates
-    def curve(self, job: JobView) -> LossCurve | None:
-        return self.loss.get(job.id)
-
-    def coefficients(self, job: JobView) -> tuple[float, float, float]:
-        """``(A, B, C)`` of ``1/f(w) = A/w + B + C w`` (s/iteration): the fitted speed model, or
-        before any measurement the perfect-scaling prior from finished jobs of the same model
-        (1 s per iteration on one worker if none finished)."""
-        hit = self._abc.get(job.id)
-        if hit is not None:
-            return hit
-        m = self._speed.get(job.id)
-        abc = None if m is None else m.coefficients(job.spec.num_ps)
-        if abc is None:
-            s, n = self._iter_time_by_model.get(job.spec.model, (0.0, 0))
-            return (s / n if n else 1.0, 0.0, 0.0)  # prior: not cached, history may grow
-        self._abc[job.id] = abc
-        return abc
-
-    def speed(self, job: JobView, w: float) -> float:
-        """Predicted iterations/s of ``job`` on ``w`` workers (0 if none)."""
-        if w <= 0:
-            return 0.0
-        a, b, c = self.coefficients(job)
-        t = a / w + b + c * w
-        return 1.0 / t if t > 0 else 0.0
-
-    def remaining_iterations(self, job: JobView, now: float) -> float:
-        """Estimated iterations left (>= 1), per the rule in the module docstring."""
-        snap = self.snapshot_of([job], now, None)
-        return float(snap.remaining[0])
-
-    def _history_iterations(self, model: str) -> float:
-        s, n = self._iters_by_model.get(model, (0.0, 0))
-        if not n:
-            s, n = self._iters_all
-        return s / n if n else math.nan
-
-    def _static_of(self, view: ClusterView | None, job: JobView) -> tuple[int, int, int, float, float, str, int, int]:
-        """Per-job constants: seq, n_min, n_max, submit time, declared iterations (nan: none),
-        model, and the rows of its worker and parameter-server demand in :attr:`_rows`."""
-        hit = self._static.get(job.id)
-        if hit is None:
-            spec = job.spec
-            declared = float(spec.iterations) if spec.iterations is not None else math.nan
-            w_row = p_row = 0
-            if view is not None:
-                w = view.demand_vector(job)  # one array per spec (ClusterView.shape): its row is looked up once
-                known = self._row_of.get(id(w))
-                if known is not None and known[0] is w:
-                    w_row = known[1]
-                else:
-                    w_row = self._row(w)
-                    self._row_of[id(w)] = (w, w_row)
-                num_ps = spec.num_ps
-                p = view.ps_demand_vector(job) if num_ps else None
-                if p is not None:
-                    p_row = self._row(p * num_ps)
-                else:  # no parameter servers: the zero row
-                    if self._zero_row is None:
-                        self._zero_row = self._row(np.zeros_like(w))
-                    p_row = self._zero_row
-            hit = (job.seq, spec.min_workers, spec.max_workers, spec.submit_time, declared, spec.model, w_row, p_row)
-            if view is not None:
-                self._static[job.id] = hit
-        return hit
-
-    def _row(self, v: np.ndarray) -> int:
-        key = v.tobytes()
-        i = self._row_index.get(key)
-        if i is None:
-            i = self._row_index[key] = len(self._row_list)
-            row = np.array(v, dtype=np.float64)
-            self._row_list.append(row)
-            self._rows = np.array(self._row_list)
-            # every demand row a small non-negative integer: sums of bundles are exact in any order
-            self._rows_integral = self._rows_integral and bool(((row >= 0) & (row == np.floor(row)) & (row < 2.0 ** 40)).all())
-        return i
-
-    @property
-    def rows_integral(self) -> bool:
-        """Whether every demand row seen holds non-negative integers (below 2**40): sums and differences of
-        bundles of them, and of a capacity of integers, are then exact in any order."""
-        return self._rows_integral
-
-    def rigid_hold(self, view: ClusterView, ids: Iterable[str] | None = None) -> np.ndarray | None:
-        """What the running jobs (or the running jobs ``ids``) hold, summed over them, if every one is rigid
-        (``n_min == n_max``, so it holds its minimum: the engine keeps a job's workers in ``[n_min, n_max]``)
-        and has a slot in the per-job table: their bundles (:meth:`Snapshot.bundle` of ``n_min``) from the
-        table's constants in one numpy pass, without a row per job. None otherwise (an elastic job, one not
-        seen by a round, or none)."""
-        if ids is None:
-            ids = view.running
-        if self._rows is None:
-            return None
-        t = self._table
-        sl = list(map(t.slots.get, ids))
-        if not sl or None in sl:
-            return None
-        idx = np.array(sl, dtype=np.int64)
-        lo = t.lo[idx]
-        if not (lo == t.hi[idx]).all():
-            return None
-        rows = self._rows
-        return (rows[t.w_row[idx]] * lo[:, None] + rows[t.p_row[idx]]).sum(axis=0)
-
-    def rigid_and_fitting(self, view: ClusterView) -> bool:
-        """Whether every running job is rigid (:meth:`rigid_hold`) and, in exact arithmetic, all of them fit
-        the cluster's capacity at once: every demand row and the capacity's sum are integers (so every sum
-        and difference of them that a round computes is exact, whatever its order, and ``EPS`` changes no
-        comparison), and the summed minimums are within the capacity. Then a round that hands every job its
-        minimum in any order admits all of them (each prefix of the order fits: costs are non-negative)."""
-        if not self._rows_integral:
-            return False
-        held = self.rigid_hold(view)
-        if held is None:
-            return False
-        total = view.capacity.sum(axis=0)
-        return bool(((total == np.floor(total)) & (total < 2.0 ** 50) & (held <= total)).all())
-
-    def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
-        """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
-        ``waiting_tail`` of ``jobs`` are the queue, ``view.paused`` then ``view.pending`` in their order
-        (``waiting_jobs(view)``), or its first ``waiting_tail`` jobs: their rows are then found by job id
-        without a Python step per job."""
-        return self.snapshot_of(jobs, view.now, view, waiting_tail=waiting_tail)
-
-    def snapshot_of(self, jobs: Sequence[JobView], now: float, view: ClusterView | None, *,
-                    cached: bool = True, waiting_tail: int = 0) -> Snapshot:
-        """:meth:`snapshot` at ``now``. A paused job's row is kept from its first round in that pause
-        (only the prior and the finished jobs' mean length, which finishes move, are read again) and
-        pending jobs' rows come from :class:`StaticTable` in one numpy pass; ``cached=False`` makes
-        every row in Python, the reference ``tests/test_policy_optimus.py`` compares them with."""
-        ints: list[int] = []
-        flts: list[float] = []
-        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
-        running, paused = JobState.RUNNING, JobState.PAUSED
-        static, abcs, tracks = self._static, self._abc, self.loss.tracks
-        hist: dict[str, float] = {}
-        prior: dict[str, tuple[float, float, float]] = {}
-        ids: list[str] = []
-        frozen = self._frozen if view is not None and cached else {}
-        pending, speed, table = JobState.PENDING, self._speed, self._table
-        slots = table.slots
-        fresh_pos: list[int] = []  # rows of pending jobs (never ran: no report, no speed model, no loss fit)
-        fresh_slot: list[int] = []
-        n_head = len(jobs) - waiting_tail if cached and view is not None else len(jobs)
-        items: Iterable[tuple[int, JobView]] = enumerate(jobs[:n_head] if n_head < len(jobs) else jobs)
-        live: tuple[list[int], list[JobView]] | None = None
-        if cached and view is not None and n_head:  # the running jobs' rows by columns (_running_columns)
-            head = jobs[:n_head]
-            states = [job.state for job in head]
-            pos_run = [i for i, st in enumerate(states) if st is running]
-            if pos_run:
-                live = (pos_run, [head[i] for i in pos_run])
-                if len(pos_run) < n_head:
-                    items = ((i, head[i]) for i, st in enumerate(states) if st is not running)
-                else:
-                    items = iter(())
-        tail_ids: list[str] = []
-        if n_head < len(jobs):  # the queue's rows by id: kept paused rows and pending rows from the table
-            assert view is not None
-            items, tail_ids = self._queue_rows(view, n_head, len(jobs), items, fresh_pos, fresh_slot)
-        for pos, job in items:
-            jid = job.id
-            ids.append(jid)
-            st = job.state
-            if st is pending and cached and view is not None and jid not in tracks and jid not in abcs and jid not in speed:
-                slot = slots.get(jid)
-                if slot is None:
-                    slot = table.add(jid, *(static.get(jid) or self._static_of(view, job)))
-                fresh_pos.append(pos)
-                fresh_slot.append(slot)
-                continue
-            if st is paused:  # a paused job's row: the one made at its first round in this pause
-                slot = frozen.get(jid)
-                if slot is not None:
-                    fresh_pos.append(pos)
-                    fresh_slot.append(slot)
-                    continue
-            seq, lo, hi, submit, declared, model, w_row, p_row = static.get(jid) or self._static_of(view, job)
-            if st is running:
-                code, cur = 1, job.n_workers
-            else:
-                code, cur = (2 if st is paused else 0), 0
-            abc = abcs.get(jid)
-            if abc is None:
-                if jid in self._speed:
-                    abc = self.coefficients(job)
-                else:  # the prior depends only on the model
-                    abc = prior.get(model)
-                    if abc is None:
-                        abc = prior[model] = self.coefficients(job)
-            h = hist.get(model)
-            if h is None:
-                h = hist[model] = self._history_iterations(model)
-            ints_row = (seq, cur, lo, hi, code, w_row, p_row)
-            head = (job.iterations_done(now), submit, declared)
-            fit = self._fit_of(jid, declared) if jid in tracks else nan5
-            ints.extend(ints_row)
-            flts.extend(head)
-            flts.extend(abc)
-            flts.extend(fit)
-            flts.append(h)
-            if st is paused and view is not None and cached:
-                slot = slots.get(jid)
-                if slot is None:
-                    slot = table.add(jid, seq, lo, hi, submit, declared, model, w_row, p_row)
-                table.freeze(slot, head[0], abc, fit, prior=jid not in abcs)
-                frozen[jid] = slot
-        n = len(jobs)
-        if live is not None:  # (their ids go in at their positions: the Python rows' ids are the others')
-            assert view is not None
-            run_cols = self._running_columns(view, now, live[1], fresh_pos, fresh_slot, live[0])
-            k = len(live[0])
-            run_ids = dict(zip(live[0], run_cols[0]))
-            others = iter(ids[:n_head - k])  # (the Python rows: the head's other jobs first, in order)
-            ids = [run_ids[i] if i in run_ids else next(others) for i in range(n_head)] + ids[n_head - k:]
-        if n_head < n:
-            ids = ids[:n_head] + tail_ids
-        if fresh_pos:
-            iv, fv = self._with_fresh(n, ints, flts, fresh_pos, fresh_slot)
-            if live is not None:
-                pos = live[0]
-                iv[1, pos], iv[4, pos] = run_cols[1], 1
-                fv[0, pos] = run_cols[2]
-                fv[3:6, pos] = np.array(run_cols[3], dtype=np.float64).reshape(len(pos), 3).T
-                fv[6:11, pos] = np.array(run_cols[4], dtype=np.float64).reshape(len(pos), 5).T
-        else:
-            iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
-            fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
-        done, submit, declared, a, b, c, total, b0, b1, max_rate, last_rate, hist_iters = fv
-        remaining = self._remaining(done, declared, total, hist_iters)
-        if view is not None and self._rows is not None:
-            worker, ps, cap = self._rows[iv[5]], self._rows[iv[6]], view.capacity.sum(axis=0)
-        elif view is not None:  # no job seen yet (an empty snapshot)
-            cap = view.capacity.sum(axis=0)
-            worker = ps = np.zeros((n, cap.shape[0]))
-        else:
-            worker = ps = np.zeros((n, 0))
-            cap = np.zeros(0)
-        return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
-                        declared, b0, b1, max_rate, last_rate, worker, ps, cap)
-
-    def _running_columns(self, view: ClusterView, now: float, jobs: list[JobView], fresh_pos: list[int],
-                         fresh_slot: list[int], pos: list[int]) -> tuple[list[str], list[int], list[float],
-                                                                         list[float], list[float]]:
-        """The rows of running ``jobs`` (at positions ``pos`` of a snapshot) by columns: their constants (seq,
-        ``n_min``, ``n_max``, demand rows, submit time, declared length, the finished jobs' mean length) go
-        to ``fresh_pos`` / ``fresh_slot`` to be read from the per-job table with the queue's rows
-        (:meth:`_with_fresh`); returned, for the caller to write over the table's: their ids, workers held,
-        iterations done, speed coefficients (flat, 3 per job) and loss-fit numbers (flat, 5 per job,
-        :meth:`_fit_of`): the numbers the Python row of each would hold, made by one pass per column."""
-        ids = [job.id for job in jobs]
-        table, static = self._table, self._static
-        sl = list(map(table.slots.get, ids))
-        if None in sl:  # (not seen by a round while it waited: its constants go into the table)
-            for i, (jid, slot) in enumerate(zip(ids, sl)):
-                if slot is None:
-                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[i])))
-        fresh_pos.extend(pos)
-        fresh_slot.extend(sl)  # type: ignore[arg-type]
-        cur = [job.n_workers for job in jobs]
-        done = [job.iterations_done(now) for job in jobs]
-        abcs, coefficients = self._abc, self.coefficients
-        abc = list(chain.from_iterable(abcs.get(jid) or coefficients(job) for jid, job in zip(ids, jobs)))
-        tracks, fit_of = self.loss.tracks, self._fit_of
-        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
-        declared = table.declared[np.array(sl, dtype=np.int64)].tolist()
-        fit = list(chain.from_iterable(fit_of(jid, d) if jid in tracks else nan5 for jid, d in zip(ids, declared)))
-        return ids, cur, done, abc, fit
-
-    def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
-                    fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:
-        """For a snapshot whose rows ``h:n`` are the queue (paused, then pending, in the view's order), or its
-        first ``n - h`` jobs:
-        the table slots of the paused jobs with a kept row and of the pending jobs go to ``fresh_pos`` /
-        ``fresh_slot``; returns the rows still to make in Python (``head``, then the paused jobs without
-        a kept row, in position order) and the queue's job ids."""
-        paused, pending = view.paused, view.pending
-        if n - h > len(paused) + len(pending):
-            raise ValueError(f"waiting_tail={n - h} but the queue holds {len(paused) + len(pending)} jobs")
-        p_ids = list(islice(paused, n - h))
-        q_ids = list(islice(pending, n - h - len(p_ids)))
-        p_slots = list(map(self._frozen.get, p_ids))
-        miss = [(h + i, paused[jid]) for i, (jid, slot) in enumerate(zip(p_ids, p_slots)) if slot is None]
-        fresh_pos.extend(h + i for i, slot in enumerate(p_slots) if slot is not None)
-        fresh_slot.extend(slot for slot in p_slots if slot is not None)
-        table, static = self._table, self._static
-        q_slots = list(map(table.slots.get, q_ids))
-        if None in q_slots:  # jobs not seen yet: their constants go into the table
-            for i, (jid, slot) in enumerate(zip(q_ids, q_slots)):
-                if slot is None:
-                    q_slots[i] = table.add(jid, *(static.get(jid) or self._static_of(view, pending[jid])))
-        start = h + len(p_ids)
-        fresh_pos.extend(range(start, start + len(q_ids)))
-        fresh_slot.extend(q_slots)  # type: ignore[arg-type]
-        return chain(head, miss), p_ids + q_ids
-
-    def _with_fresh(self, n: int, ints: list[int], flts: list[float], fresh_pos: list[int],
-                    fresh_slot: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """The snapshot's int and float columns, ``(7, n)`` and ``(12, n)``: the rows made in Python
-        (``ints``, ``flts``, in order) and, at ``fresh_pos``, rows from the per-job table
-        (:class:`StaticTable`) in one numpy pass: pending jobs (nothing done, no speed model, no loss
-        fit) and paused jobs whose row was kept (:meth:`StaticTable.freeze`). A row without a fitted
-        speed model takes the prior of its job's model, ``(mean iteration time of finished jobs of that
-        model, else 1 s, 0, 0)``, and every row the finished jobs' mean length, read now: the same
-        numbers the Python row would hold."""
-        iv = np.empty((7, n), dtype=np.int64)
-        fv = np.empty((12, n), dtype=np.float64)
-        fresh = np.zeros(n, dtype=bool)
-        fresh[fresh_pos] = True
-        rest = ~fresh
-        k = n - len(fresh_pos)
-        if k:
-            iv[:, rest] = np.array(ints, dtype=np.int64).reshape(k, 7).T
-            fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
-        t = self._table
-        sl = np.array(fresh_slot, dtype=np.int64)
-        fp = np.array(fresh_pos, dtype=np.int64)  # (positions paired with slots: in any order)
-        iv[0, fp], iv[1, fp], iv[4, fp] = t.seq[sl], 0, t.code[sl]
-        iv[2, fp], iv[3, fp], iv[5, fp], iv[6, fp] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
-        models = t.model[sl]
-        used = np.unique(models)
-        prior_a = np.empty(len(t.models))
-        hist = np.empty(len(t.models))
-        for m in used.tolist():
-            name = t.models[m]
-            s, c = self._iter_time_by_model.get(name, (0.0, 0))
-            prior_a[m] = s / c if c else 1.0
-            hist[m] = self._history_iterations(name)
-        kept = t.kept[sl].T  # done, a, b, c, total, beta0, beta1, max rate, last rate
-        prior = t.prior[sl]
-        fv[0, fp] = kept[0]
-        fv[1, fp], fv[2, fp] = t.submit[sl], t.declared[sl]
-        fv[3, fp] = np.where(prior, prior_a[models], kept[1])
-        fv[4, fp] = np.where(prior, 0.0, kept[2])
-        fv[5, fp] = np.where(prior, 0.0, kept[3])
-        fv[6:11, fp] = kept[4:9]
-        fv[11, fp] = hist[models]
-        return iv, fv
-
-    def admission_window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
-                         scan: int = ADMIT_SCAN) -> int:
-        """How many of ``waiting`` (in order; None: the view's queue, paused then pending, read by job id)
-        :func:`admit_in_order` can admit into ``free``: up to the first whose minimum's cumulative demand
-        (the same running sum) does not fit, plus the ``scan`` it back-fills from; later jobs are never
-        admitted, so a round need not look at them. Read in chunks, so a long queue behind a full cluster
-        costs one chunk per round."""
-        return len(self._window(view, waiting, free, scan)[0])
-
-    def _window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
-                scan: int) -> tuple[list[str], list[np.ndarray]]:
-        """:meth:`admission_window`'s jobs (ids, in queue order) and their minimums (:meth:`_first_cost`), in
-        chunks: the chunks' rows, from the first, cover the window (and may run past it)."""
-        if waiting is None:
-            n = len(view.paused) + len(view.pending)
-            ids: Iterator[str] = chain(view.paused, view.pending)
-        else:
-            n = len(waiting)
-            ids = (job.id for job in waiting)
-        carry = np.zeros_like(free)
-        start = 0
-        seen: list[str] = []
-        costs: list[np.ndarray] = []
-        while start < n:
-            chunk = list(islice(ids, scan))
-            cost = self._first_cost(view, chunk)
-            seen += chunk
-            costs.append(cost)
-            cum = np.cumsum(np.vstack([carry[None, :], cost]), axis=0)[1:]
-            bad = ~(cum <= free + EPS).all(axis=1)
-            if bad.any():
-                end = min(n, start + int(np.argmax(bad)) + scan)
-                if end > len(seen):  # the back-filling scan reaches into the next chunk
-                    more = list(islice(ids, end - len(seen)))
-                    seen += more
-                    costs.append(self._first_cost(view, more))
-                return seen[:end], costs
-            carry = cum[-1]
-            start += len(chunk)
-        return seen, costs
-
-    def admit_waiting(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
-                      scan: int = ADMIT_SCAN) -> tuple[list[JobView], np.ndarray]:
-        """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
-        :func:`admit_in_order` admits at their minimum into ``free``, in queue order, and the capacity left:
-        their minimums read from the per-job table (:meth:`_first_cost`), so a round makes snapshot rows for
-        the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again)."""
-        ids, costs = self._window(view, waiting, free, scan)
-        if not ids:
-            return [], free
-        cost = costs[0] if len(costs) == 1 else np.concatenate(costs)
-        ok, rem = admit_in_order(cost[:len(ids)], free, scan)
-        jobs = view.jobs
-        return [jobs[ids[i]] for i in np.flatnonzero(ok).tolist()], rem
-
-    def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
-        """Each job's minimum, ``n_min`` workers plus its parameter servers, as
-        :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
-        table = self._table
-        sl = list(map(table.slots.get, ids))
-        if None in sl:  # jobs not seen yet: their constants go into the table
-            static, jobs = self._static, view.jobs
-            for i, (jid, slot) in enumerate(zip(ids, sl)):
-                if slot is None:
-                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[jid])))
-        rows = self._rows
-        assert rows is not None  # set by _static_of
-        idx = np.array(sl, dtype=np.int64)
-        return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
-
-    def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
-        """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),
-        the declared count, the mean of finished jobs, or as many as done — in that order
-        (declared first with ``trust_declared``)."""
-        has_decl, has_fit = ~np.isnan(declared), ~np.isnan(total)
-        fitted = np.maximum(np.maximum(total - done, 0.05 * done), 1.0)
-        decl = np.maximum(declared - done, 1.0)
-        fallback = np.where(hist > done, hist - done, np.maximum(done, 1.0))
-        if self.trust_declared:
-            return np.where(has_decl, decl, np.where(has_fit, fitted, fallback))
-        return np.where(has_fit, fitted, np.where(has_decl, decl, fallback))
-
-
-def speed_mode(job: JobView) -> Mode:
-    return "sync" if job.spec.architecture == "ps" and job.spec.num_ps > 0 else "allreduce"
 
 
 # ----------------------------------------------------------------------------- the policy
@@ -702,8 +152,8 @@ class Optimus(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            if not waiting and self.skip_quiet and self.models.rigid_hold(view) is not None:
-                return []  # nothing waits and every running job is rigid: the round keeps every size (see below)
+            if self.skip_quiet and self._quiet(view, waiting):
+                return []  # every running job rigid and nobody to admit: the round keeps every size (see below)
             return self._round(view, full=True)
         if self._event and waiting:
             self._event = False
@@ -712,6 +162,21 @@ class Optimus(ObservingPolicy):
             return self._round(view, full=False)
         self._event = False
         return []
+
+    def _quiet(self, view: ClusterView, waiting: bool) -> bool:
+        """Whether a full round provably keeps every size: every running job is rigid (its base is what it
+        holds and it has no room to grow) and nobody can be admitted, because nobody waits or because the
+        room left after the running jobs' minimums, computed as the round computes it (the same sum in the
+        same order: :meth:`JobModels.rigid_hold`), is below every admitted job's first worker
+        (:meth:`JobModels.admit_waiting`'s test)."""
+        held = self.models.rigid_hold(view)
+        if held is None:
+            return False
+        if not waiting:
+            return True
+        free = view.capacity.sum(axis=0)
+        free -= held
+        return bool((free + EPS < view.task_floor).any())
 
     def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).

@@ -52,7 +52,8 @@ from ..engine.actions import Plan
 from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .job_table import Snapshot
-from .optimus import JobModels, ObservingPolicy, check_positive
+from .job_models import JobModels
+from .optimus import ObservingPolicy, check_positive
 from .params import build
 from .targets import (admit_in_order, any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value,
                       room_for_none, waiting_jobs)

@@ -78,7 +78,8 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
 from .job_table import Snapshot
-from .optimus import JobModels, ObservingPolicy, check_positive
+from .job_models import JobModels
+from .optimus import ObservingPolicy, check_positive
 from .params import build
 from .targets import (any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value, room_for_none,
                       waiting_jobs)
