@@ -240,7 +240,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         # when first needed): the same while the version stays (see ClusterView.allocation_version)
         self._room_version = -1
         self._room_gpus = 0.0
-        self._room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray]] | None = None
+        self._room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray] | None] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision

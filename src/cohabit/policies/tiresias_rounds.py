@@ -38,7 +38,7 @@ class RoundShortcuts:
     _quiet: tuple[int, int, bytes, bytes, int] | None
     _room_version: int
     _room_gpus: float
-    _room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray]] | None
+    _room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray] | None] | None
 
     _spreads: Callable[[Rec, ClusterView, list[float] | None], bool]  # (Tiresias's: a consolidated job would spread)
 
@@ -94,11 +94,15 @@ class RoundShortcuts:
         self._free_gpus(view)
         room = self._room_copy
         if room is None:  # one copy of that room (as bytes) serves both memos, and later rounds at this version
-            free, dev = view.free, view.device_free
-            fb, db = free.tobytes(), dev.tobytes()
-            room = self._room_copy = (fb, db, (np.frombuffer(fb, free.dtype).reshape(free.shape),
-                                               np.frombuffer(db, dev.dtype).reshape(dev.shape)))
-        self._nofit_room = room[2] if failed else None
+            room = self._room_copy = (view.free.tobytes(), view.device_free.tobytes(), None)
+        if failed:
+            if room[2] is None:  # (arrays viewing the bytes, made when a failure is first carried at this version)
+                free, dev = view.free, view.device_free
+                room = self._room_copy = (room[0], room[1], (np.frombuffer(room[0], free.dtype).reshape(free.shape),
+                                                             np.frombuffer(room[1], dev.dtype).reshape(dev.shape)))
+            self._nofit_room = room[2]
+        else:
+            self._nofit_room = None
         self._nofit_version = version
         self._quiet = (len(view.jobs), len(view.history), room[0], room[1], version)
         return []
