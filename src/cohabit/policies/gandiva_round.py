@@ -476,6 +476,8 @@ class GandivaRound:
                             heappush(heap, (r.key, pg.order, pg, r))
             else:
                 failed_turn.add(tkey)
+                if cross:  # (its next job would find the same turn failed: a class once without victims stays so)
+                    continue
             nxt = grp.after(key, moved)
             if nxt is not None:
                 heappush(heap, (nxt.key, order, grp, nxt))
