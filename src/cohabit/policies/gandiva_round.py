@@ -172,9 +172,13 @@ class GandivaRound:
                 lim = (float(self.draft.free_now[:, g].sum()) if g is not None else math.inf) + EPS
             elif packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey):
                 self.pack(rec)  # (a migration may have taken a host away: checked again)
-            nxt = grp.after(key, moved)
-            if nxt is not None:
-                heappush(heap, (nxt.key, order, grp, nxt))
+            # (its next job is pushed only if the group may still try something: the test at its pop, made
+            # now, holds then too, as the free GPUs only fall and the failures and hosts only go in this loop)
+            if (lim >= grp.cls and grp.shape not in failed) \
+                    or (packing and grp.whole and grp.pack_key not in failed_pack and idle.get(grp.ikey)):
+                nxt = grp.after(key, moved)
+                if nxt is not None:
+                    heappush(heap, (nxt.key, order, grp, nxt))
         self.time_slice(queue)
 
     def failures(self) -> tuple[set[tuple[bytes, int]], set[tuple[int, float, str]],
@@ -472,6 +476,8 @@ class GandivaRound:
                             heappush(heap, (r.key, pg.order, pg, r))
             else:
                 failed_turn.add(tkey)
+                if cross:  # (its next job would find the same turn failed: a class once without victims stays so)
+                    continue
             nxt = grp.after(key, moved)
             if nxt is not None:
                 heappush(heap, (nxt.key, order, grp, nxt))

@@ -557,10 +557,12 @@ class Tetris(BasePolicy):
         """``place_with(draft, job, aligned_chooser, n_workers=n)`` for the job just picked, whose shape's fit
         and alignment per node (``fit_score``) the pick computed on this draft: a job without parameter servers
         takes the nodes :func:`aligned_tasks` gives from them (its shape has room for ``n`` tasks: the pick
-        checked it) and reserves them; a refused reservation leaves the draft as it was. (``place_with`` would
-        also note the refusal in the draft's memo of failed shapes, which only ``place_with`` reads: no other
-        pick of this shape and size can then succeed, here it is tried and refused again.) Jobs with parameter
-        servers go through ``place_with``."""
+        checked it) and reserves them; a refused reservation leaves the draft as it was. Unlike ``place_with``,
+        a refusal is not noted in the draft's memo of failed shapes (kept in the ledger while the draft is
+        pristine), and that memo is not read: after the pick found ``n`` tasks' room, the reservation of tasks
+        within each node's fit is refused only if a float remainder lands within rounding of the ledger's
+        tolerance (none in the pinned runs; ``tests/test_tetris_index.py`` compares with ``place_with``). Jobs
+        with parameter servers go through ``place_with``."""
         view = draft.view
         if job.spec.num_ps > 0 and view.ps_demand_vector(job) is not None:
             return place_with(draft, job, aligned_chooser, n_workers=n)
