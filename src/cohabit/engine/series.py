@@ -216,14 +216,18 @@ class MetricSeries(Sequence[tuple[float, float]]):
             j += 1
         return out
 
-    def xs(self, lo: int = 0, hi: int | None = None) -> np.ndarray:
-        """Iterations of points ``lo`` to ``hi`` (0 <= lo <= hi <= len) as a float array."""
+    def xs(self, lo: int = 0, hi: int | None = None, out: np.ndarray | None = None) -> np.ndarray:
+        """Iterations of points ``lo`` to ``hi`` (0 <= lo <= hi <= len) as a float array (written into
+        ``out``, of ``hi - lo`` floats, when given)."""
         hi = self._n if hi is None else hi
         x = self._arrays()[0]
         runs = self._runs
+        if out is None:
+            out = np.empty(hi - lo, dtype=np.float64)
         if not runs:
-            return np.frombuffer(x, dtype=np.float64, count=hi - lo, offset=8 * lo).copy() if hi > lo else np.empty(0)
-        out = np.empty(hi - lo, dtype=np.float64)
+            if hi > lo:
+                out[:] = np.frombuffer(x, dtype=np.float64, count=hi - lo, offset=8 * lo)
+            return out
         xe = np.frombuffer(x, dtype=np.float64) if len(x) else np.empty(0)
         pos, before = lo, 0  # next index to fill; run points before ``pos``
         for r in runs:
@@ -237,9 +241,15 @@ class MetricSeries(Sequence[tuple[float, float]]):
                 out[pos - lo:start - lo] = xe[pos - before:start - before]
                 pos = start
             a, b = pos - start, min(hi, start + n) - start
-            t = np.arange(r[_K0] + a, r[_K0] + b, dtype=np.int64) * r[_EVERY]
-            done0, t0 = r[_DONE0], r[_T0]
-            out[pos - lo:pos - lo + b - a] = np.where(t > t0, done0 + (t - t0) * r[_RATE], done0)
+            k_a, every, done0, t0 = r[_K0] + a, r[_EVERY], r[_DONE0], r[_T0]
+            seg = out[pos - lo:pos - lo + b - a]
+            np.multiply(np.arange(k_a, k_a + b - a, dtype=np.float64), every, out=seg)  # t = k * every
+            if k_a * every > t0:  # (then every later t is too) done0 + (t - t0) * rate, in place
+                np.subtract(seg, t0, out=seg)
+                np.multiply(seg, r[_RATE], out=seg)
+                np.add(seg, done0, out=seg)
+            else:
+                seg[:] = np.where(seg > t0, done0 + (seg - t0) * r[_RATE], done0)
             pos = start + b
             before = r[_BEFORE] + n
         if pos < hi:
@@ -256,8 +266,9 @@ class MetricSeries(Sequence[tuple[float, float]]):
     def head(self, n: int) -> np.ndarray:
         """The first ``n`` points as an ``(n, 2)`` float array (iterations, value), without tuples."""
         out = np.empty((n, 2), dtype=np.float64)
-        out[:, 0] = self.xs(0, n)
-        out[:, 1] = self.ys(0, n)
+        self.xs(0, n, out[:, 0])
+        if n:
+            out[:, 1] = np.frombuffer(self._arrays()[1], dtype=np.float64, count=n)
         return out
 
     def __len__(self) -> int:
