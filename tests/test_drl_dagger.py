@@ -324,7 +324,44 @@ def test_train_drl_dagger_refuses_bad_arrivals_and_select(tmp_path):
 
     from cohabit.cli import app
 
-    for opt, val in (("--arrivals", "poisson,steady"), ("--select", "median"), ("--guard", "-0.1")):
+    for opt, val in (("--arrivals", "poisson,steady"), ("--select", "median"), ("--guard", "-0.1"),
+                     ("--anchor", "steady")):
         r = CliRunner().invoke(app, ["train", "drl-dagger", opt, val, "--init", str(tmp_path / "i.pt"),
                                      "--out", str(tmp_path / "x.pt")])
         assert r.exit_code != 0 and opt in r.output and "Traceback" not in r.output, (opt, r.output)
+
+
+def test_anchor_episodes_are_labelled_by_the_initial_actor_not_the_teacher(monkeypatch):
+    """``--anchor uniform``: a uniform training episode records the anchor network's own argmax as
+    every label and never consults the teacher; a Poisson episode still asks the teacher."""
+    import torch
+
+    from cohabit.learn import drl_dagger
+    from cohabit.policies.drl.nets import PolicyNet
+
+    torch.manual_seed(0)
+    actor_sd, anchor_sd = PolicyNet(6).state_dict(), PolicyNet(6).state_dict()
+    asked = {"teacher": 0}
+
+    def teacher(state, job, mask):
+        asked["teacher"] += 1
+        return int(np.flatnonzero(mask)[-1])
+
+    monkeypatch.setattr(drl_dagger, "make_expert", lambda *a, **k: teacher)
+    given: list[int] = []  # the anchor's choices in the states that are recorded (more than one valid action)
+    inner = drl_dagger.ActorChooser.__call__
+
+    def call(self, state, job, mask):
+        a = inner(self, state, job, mask)
+        if mask.sum() > 1:
+            given.append(a)
+        return a
+
+    monkeypatch.setattr(drl_dagger.ActorChooser, "__call__", call)
+    cfg = {"m": 6, "teacher": "rollout", "horizon": 0, "intervals": 3, "order": "short", "arrival": "uniform",
+           "seed": 3, "beta": 0.5, "anchor": ("uniform",), "anchor_sd": anchor_sd}
+    samples, _ = drl_dagger.episode((actor_sd, None, cfg))
+    assert samples and asked["teacher"] == 0
+    assert [s.action for s in samples] == given
+    drl_dagger.episode((actor_sd, None, {**cfg, "arrival": "poisson"}))
+    assert asked["teacher"] > 0

@@ -146,6 +146,21 @@ def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon:
     return lif_teacher(teacher.split("-")[1])
 
 
+class ActorChooser:
+    """The argmax of a fixed policy network (the initial actor): the labels of anchor episodes
+    (``--anchor``, session drl13), so that a fine-tune toward one pattern's teacher keeps the
+    initial actor's choices on the other patterns instead of drifting there (a distillation term
+    in the data)."""
+
+    def __init__(self, net: Any) -> None:
+        self.net = net
+
+    def __call__(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        from .drl_env import net_probabilities
+
+        return int(np.argmax(np.where(mask, net_probabilities(self.net, state, job, mask), -1.0)))
+
+
 class IsolatedTeacher:
     """An expert that chooses within the ``isolate`` rule's narrowed mask (:mod:`cohabit.policies.drl.isolate`)
     while the actor decides with the loop's own mask (``--teacher-isolate``, session drl12): the
@@ -191,8 +206,14 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         actor = PolicyNet(m)
         actor.load_state_dict(actor_sd)
         actor.eval()
-    expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
-                         cfg.get("tie", 0.0))
+    if cfg["arrival"] in cfg.get("anchor", ()) and cfg.get("anchor_sd") is not None:
+        ref = PolicyNet(m)
+        ref.load_state_dict(cfg["anchor_sd"])
+        ref.eval()
+        expert: Chooser = ActorChooser(ref)
+    else:
+        expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
+                             cfg.get("tie", 0.0))
     if cfg.get("teacher_isolate", "never") != "never":
         expert = IsolatedTeacher(expert, cfg["teacher_isolate"])
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
@@ -212,7 +233,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            margin: float = 0.0, order: str = "arrival", cost_weight: float = 0.0, isolate: str = "never",
            validation_seeds: tuple[int, ...] = VALIDATION_SEEDS, rate_scale: float = 1.0,
            teacher_isolate: str = "never", arrivals: tuple[str, ...] = ARRIVALS, select: str = "mean",
-           guard: float = 0.02, save_rounds: Path | None = None) -> tuple[Any, dict[str, Any]]:
+           guard: float = 0.02, save_rounds: Path | None = None,
+           anchor: tuple[str, ...] = ()) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -232,7 +254,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     pattern among the rounds whose mean on each other pattern is at most ``1 + guard`` times the
     initial actor's (:func:`selectable`), so that a gain on one pattern is never bought with
     another; ``save_rounds``: a folder where every round's weights are written
-    (``round-K.pt``)."""
+    (``round-K.pt``); ``anchor``: training episodes of these patterns are labelled with the
+    initial actor's own choices (:class:`ActorChooser`), not the teacher's."""
     import multiprocessing as mp
 
     import torch
@@ -242,6 +265,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
 
     if first_round > 0 and init is None:
         raise ValueError("first_round > 0 needs init weights (the actor plays from the first round)")
+    if anchor and init is None:
+        raise ValueError("anchor episodes are labelled by the initial actor: give init weights")
     torch.manual_seed(seed)
     actor = PolicyNet(m)
     if init is not None:
@@ -261,7 +286,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     def cfg(**kw: Any) -> dict[str, Any]:
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
                 "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate,
-                "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, **kw}
+                "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, "anchor": anchor,
+                "anchor_sd": anchor_sd, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -273,6 +299,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
             out[f"mean {a}"] = float(np.mean([out[f"{a}-{s}"] for s in validation_seeds]))
         return out
 
+    anchor_sd = {k: v.detach().clone() for k, v in actor.state_dict().items()} if anchor else None
     data: list[Sample] = []
     rng = np.random.default_rng(seed)
     report: dict[str, Any] = {"rounds": []}
@@ -389,6 +416,8 @@ def train_drl_dagger(
     guard: float = typer.Option(0.02, help="with --select PATTERN: largest relative rise allowed on the other "
                                 "patterns' validation means"),
     save_rounds: Path = typer.Option(None, help="folder where every round's weights are written (round-K.pt)"),
+    anchor: str = typer.Option("", help="comma-separated arrival patterns whose training episodes are labelled with "
+                               "the --init actor's own choices instead of the teacher's (keeps them there)"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -434,6 +463,10 @@ def train_drl_dagger(
         raise typer.BadParameter(f"--select must be mean or one of {', '.join(ARRIVALS)}, got {select!r}")
     if select != "mean" and init is None:
         raise typer.BadParameter("--select PATTERN compares with the initial actor: give --init weights")
+    anchors = tuple(a.strip() for a in anchor.split(",") if a.strip())
+    if any(a not in ARRIVALS for a in anchors) or (anchors and init is None):
+        raise typer.BadParameter(f"--anchor must be a comma-separated list of {', '.join(ARRIVALS)} and needs --init, "
+                                 f"got {anchor!r}")
     if not guard >= 0:
         raise typer.BadParameter(f"--guard must be >= 0, got {guard}")
     if reward is None:
@@ -453,13 +486,15 @@ def train_drl_dagger(
                            expert_validation=not skip_expert_validation, margin=margin, order=order,
                            cost_weight=cost_weight, isolate=isolate,
                            validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate,
-                           arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds)
+                           arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds,
+                           anchor=anchors)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
             "cost_weight": cost_weight, "isolate": isolate, "teacher_isolate": teacher_isolate,
             "order": order, "rate_scale": scale, "arrivals": list(train_arrivals), "guard": guard,
+            "anchor": list(anchors), "margin": margin,
             "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
                         f"{'/'.join(train_arrivals)} in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
