@@ -25,3 +25,24 @@ def scale_record(n_jobs: int) -> Record:
         r.append(t + 8, K.PROGRESS, j, iterations=100, iter_time=0.05)
         r.append(t + 9, K.FINISHED, j)
     return r
+
+
+def flattened(rec: Record) -> Record:
+    """The same events appended one by one: no rows of reports, no segments."""
+    flat = Record()
+    for e in rec:
+        flat.append(e.time, e.kind, e.job, **e.data)
+    return flat
+
+
+def assert_same_metrics_at_horizons(rec: Record, flat: Record, capacity: object, last: float) -> None:
+    """``compute_metrics`` reads ``rec`` and its flattened copy alike, with no horizon and around ``last``."""
+    import json
+
+    from cohabit.report.metrics import compute_metrics
+
+    for horizon in (None, last, last - 1.0, last + 1.0):
+        a = compute_metrics(rec, capacity, horizon=horizon).to_json()  # type: ignore[arg-type]
+        b = compute_metrics(flat, capacity, horizon=horizon).to_json()  # type: ignore[arg-type]
+        a.pop("decision_time", None), b.pop("decision_time", None)
+        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon

@@ -20,6 +20,7 @@ from cohabit.sim.traces import load_trace
 from cohabit.spec import preset
 
 from conftest import small_cluster
+from metrics_helpers import assert_same_metrics_at_horizons, flattened
 
 
 class _OneByOne:
@@ -106,19 +107,11 @@ def test_metrics_read_segments_as_the_events_they_stand_for(monkeypatch):
     the same events appended one by one."""
     out = _run("slaq", "lazy", monkeypatch)
     rec = out.result.record
-    flat = Record()
-    for e in rec:
-        flat.append(e.time, e.kind, e.job, **e.data)
+    flat = flattened(rec)
     assert len(flat) == len(rec) and flat._segments is None
     assert flat.kind_counts() == rec.kind_counts()
     assert flat.report_rows() == [] and rec.report_rows()
-    last = rec.report_rows()[-1][0]
-    cluster = preset("tiresias")
-    for horizon in (None, last, last - 1.0, last + 1.0):
-        a = compute_metrics(rec, cluster.capacity, horizon=horizon).to_json()
-        b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
-        a.pop("decision_time", None), b.pop("decision_time", None)
-        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+    assert_same_metrics_at_horizons(rec, flat, preset("tiresias").capacity, rec.report_rows()[-1][0])
 
 
 def test_a_segment_reads_back_as_its_reports():

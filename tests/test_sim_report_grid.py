@@ -14,7 +14,6 @@ from cohabit.engine.backend import BackendEvent, BackendEventKind
 from cohabit.engine.record import EventKind as K
 from cohabit.engine.record import Record
 from cohabit.policies import FIFO, make_policy
-from cohabit.report.fingerprint import fingerprint
 from cohabit.report.metrics import compute_metrics
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.report_grid import report_grid_after
@@ -23,6 +22,7 @@ from cohabit.sim.traces import load_trace
 from cohabit.spec import preset
 
 from conftest import small_cluster, trace_job
+from metrics_helpers import assert_same_metrics_at_horizons, flattened
 
 
 def test_the_next_grid_time_is_the_next_global_multiple():
@@ -136,16 +136,9 @@ def test_metrics_read_rows_of_reports_as_the_events_they_stand_for():
     out = simulate(jobs, cluster, make_policy("slaq"))
     rec = out.result.record
     assert rec.report_rows()
-    flat = Record()
-    for e in rec:
-        flat.append(e.time, e.kind, e.job, **e.data)
+    flat = flattened(rec)
     assert len(flat) == len(rec) and not flat.report_rows()
-    last_row = rec.report_rows()[-1][0]
-    for horizon in (None, last_row, last_row - 1.0, last_row + 1.0):
-        a = compute_metrics(rec, cluster.capacity, horizon=horizon).to_json()
-        b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
-        a.pop("decision_time", None), b.pop("decision_time", None)
-        assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+    assert_same_metrics_at_horizons(rec, flat, cluster.capacity, rec.report_rows()[-1][0])
 
 
 def test_a_horizon_that_only_rows_of_reports_pass_ends_the_metrics_there():
