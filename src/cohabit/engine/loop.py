@@ -98,6 +98,12 @@ class Scheduler(ActionHandlers, LiveControl):
         self._backend_job_ended = getattr(backend, "job_ended", None)  # optional: told when a job ended
         # the backend hands out one never-changed ``used`` dict per level (SimBackend): the record keeps it as is
         self._used_kept = getattr(backend, "shares_used_levels", False) is True
+        # a backend that hands its use samples out raw after each advance (SimBackend.open_usage_channel: refused
+        # by a subclass that overrides advance, e.g. to filter them); looked up on the class, not through a
+        # wrapper's __getattr__ (a wrapper's own advance would be bypassed)
+        opener = getattr(type(backend), "open_usage_channel", None)
+        self._take_used: Callable[[], list[tuple[float, str, dict[str, float], float, float]]] | None = (
+            backend.take_used if opener is not None and opener(backend) else None)  # type: ignore[attr-defined]
         self.strict = strict
         self.horizon = horizon
         if decision_period is not None and not 0 < decision_period < math.inf:
@@ -192,6 +198,7 @@ class Scheduler(ActionHandlers, LiveControl):
         criteria_next = self.criteria.next_time
         running, pending, paused, view = self.running, self.pending, self.paused, self.view
         on_event, arrive, apply = self._on_backend_event, self._arrive, self._apply
+        take_used, used_kept = self._take_used, self._used_kept
         perf_counter, inf = time.perf_counter, math.inf
         try:
             while True:
@@ -212,6 +219,10 @@ class Scheduler(ActionHandlers, LiveControl):
                     break
                 reached, events = advance(t)
                 now = self.now = view._clock_now = max(self.now, reached)
+                if take_used is not None:  # (the samples advance would have put first among its events)
+                    used = take_used()
+                    if used:
+                        rec.append_used_rows(now, used, used_kept)
                 if events:
                     for ev in events:
                         if ev.kind is _USED:

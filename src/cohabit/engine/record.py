@@ -316,6 +316,36 @@ class Record:
         cols[2].append(until)
         self._data.append(_IN_COLUMNS)
 
+    def append_used_rows(self, time: float, rows: list[tuple[Any, str | None, dict[str, Any], float, float]],
+                         kept: bool = False) -> None:
+        """``append_used(time, job, used, since, until, kept)`` for each ``(_, job, used, since, until)`` of ``rows``,
+        in order, in one call (a simulator's raw use samples: ``SimBackend.take_used``; the first field, the
+        sample's own time, is not recorded: the record's row is at ``time``, as for a ``USED`` event)."""
+        if not rows:
+            return
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: used at {time} after {times[-1]}")
+        kinds, jobs, data, held, share = self._kind, self._job, self._data, self._held, self._share
+        c_used, c_since, c_until = self._cols[_USED_CODE]
+        copy = not kept
+        n = 0
+        for _, job, used, since, until in rows:
+            if type(since) is not float or type(until) is not float:
+                self._n += n
+                n = 0
+                self.append(time, EventKind.USED, job, used=dict(used), since=since, until=until)
+                continue
+            times.append(time)
+            kinds.append(_USED_CODE)
+            jobs.append(job)
+            c_used.append(used if held.get(id(used)) is used else share(used, copy=copy))
+            c_since.append(since)
+            c_until.append(until)
+            data.append(_IN_COLUMNS)
+            n += 1
+        self._n += n
+
     def append_alloc(self, time: float, kind: EventKind, job: str, alloc: dict[str, Any], nodes: list[Any]) -> None:
         """``append(time, kind, job, alloc=alloc, nodes=nodes)`` of a ``started`` or ``resumed`` event."""
         code = _CODE[kind]

@@ -133,7 +133,10 @@ class SimBackend:
         #: "cpu_busy" = iterations x measured COMP seconds x machines (with GC, deserialisation;
         #: for naive co-location it counts stretched, overlapping phases)
         self.ps_work: dict[str, float] = {"cpu": 0.0, "net": 0.0, "cpu_busy": 0.0}
-        self._used: list[BackendEvent] = []  # USED events not yet returned by advance
+        #: use samples not yet handed out, ``(time, job, used, since, until)``: as ``USED`` events of ``advance``,
+        #: or raw through :meth:`take_used` once a scheduler opened that channel (:meth:`open_usage_channel`)
+        self._used: list[tuple[float, str, dict[str, float], float, float]] = []
+        self._raw_used = False
         #: jobs reporting on the shared grid (after their first-iteration report at their current speed),
         #: and the grid time of the one heap entry standing for them (None: none)
         self._grid: ReportGrid | None = None  # made at the first join (``cfg`` may be replaced until then)
@@ -484,10 +487,10 @@ class SimBackend:
             if rest is None:
                 rest = self._shared_level(restoring(run.level))
                 run.shared = (shared[0], shared[1], rest)
-            self._used.append(BackendEvent(now, _USED, jid, {"used": rest, "since": since, "until": end}))
+            self._used.append((now, jid, rest, since, end))
             since = end
         if now > since:
-            self._used.append(BackendEvent(now, _USED, jid, {"used": shared[1], "since": since, "until": now}))
+            self._used.append((now, jid, shared[1], since, now))
         run.use_since = now
 
     def _shared_level(self, level: dict[str, float]) -> dict[str, float]:
@@ -509,8 +512,7 @@ class SimBackend:
         """``USED`` events for every running job up to ``now`` and those not yet returned."""
         for run in self._runs.values():
             self._report_use(run, now)
-        out, self._used = self._used, []
-        return out
+        return self._used_events()
 
     def _interference_rate(self, run: _Run) -> float:
         """Samples/s of an interference-world job next to every job on its servers (``drl_physics``)."""
@@ -671,8 +673,7 @@ class SimBackend:
             if until == math.inf:
                 raise RuntimeError("simulation has running jobs but no future events")
             self.now = max(self.now, until)
-            out, self._used = self._used, []
-            return self.now, out
+            return self.now, ([] if self._raw_used or not self._used else self._used_events())
         t = max(nxt, self.now)
         self.now = t
         events: list[BackendEvent] = []
@@ -716,10 +717,33 @@ class SimBackend:
                 events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, self._report_data(run, done, total)))
                 if self.cfg.report_interval_s is not None:  # then periodically, on the shared grid
                     self._join_grid(run, t)
-        if self._used:
-            events = self._used + events
-            self._used = []
+        if self._used and not self._raw_used:
+            events = self._used_events() + events
         return t, events
+
+    def _used_events(self) -> list[BackendEvent]:
+        """The use samples not yet handed out, as ``USED`` events (in the order they were made)."""
+        out = [BackendEvent(t, _USED, job, {"used": used, "since": since, "until": until})
+               for t, job, used, since, until in self._used]
+        self._used = []
+        return out
+
+    def open_usage_channel(self) -> bool:
+        """From now on ``advance`` leaves the use samples out of its events: the caller takes them right after each
+        ``advance`` with :meth:`take_used`, as ``(time, job, used, since, until)`` tuples in the order the
+        ``USED`` events would have come (first in ``advance``'s list), without an event object per sample.
+        Refused (False, nothing changes) for a subclass that overrides ``advance`` or ``drain_usage`` (it may
+        filter or change what it hands out: it keeps the event path). ``drain_usage`` still returns events."""
+        cls = type(self)
+        if cls.advance is SimBackend.advance and cls.drain_usage is SimBackend.drain_usage:
+            self._raw_used = True
+        return self._raw_used
+
+    def take_used(self) -> list[tuple[float, str, dict[str, float], float, float]]:
+        """The use samples made since the last take (:meth:`open_usage_channel`); the ``used`` dicts are shared,
+        never changed (:attr:`shares_used_levels`)."""
+        out, self._used = self._used, []
+        return out
 
     def close(self) -> None:
         pass
