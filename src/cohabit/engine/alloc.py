@@ -194,12 +194,25 @@ class Allocation:
 
     @property
     def devices(self) -> frozenset[tuple[int, int]]:
-        return frozenset([(s.node, d) for s in self.slots for d, _ in s.devices])
+        """The ``(node, device)`` pairs its slots hold; kept per slot tuple (the ledger shares one per node and
+        devices taken: a resumed job often gets the same)."""
+        slots = self.slots
+        hit = _DEVICES.get(id(slots))
+        if hit is not None and hit[0] is slots:
+            return hit[1]
+        devs = frozenset([(s.node, d) for s in slots for d, _ in s.devices])
+        if len(_DEVICES) > 4096:
+            _DEVICES.clear()
+        _DEVICES[id(slots)] = (slots, devs)  # (keeps the tuple alive: its id stays its own)
+        return devs
 
 
 class AllocationError(ValueError):
     pass
 
+
+#: id(a tuple of task slots) -> (the tuple, Allocation.devices of it)
+_DEVICES: dict[int, tuple[tuple[TaskSlot, ...], frozenset[tuple[int, int]]]] = {}
 
 #: (node, devices) -> the one TaskSlot of that value (see :func:`task_slot`)
 _SLOTS: dict[tuple[int, tuple[tuple[int, float], ...]], TaskSlot] = {}

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from .loop import Scheduler
 
 
+_PENDING, _RUNNING, _PAUSED = JobState.PENDING, JobState.RUNNING, JobState.PAUSED
+
+
 class ActionError(ValueError):
     """A plan action that cannot be carried out (wrong state, wrong size, unknown job)."""
 
@@ -70,15 +73,21 @@ class ActionHandlers:
     def _place(self: Scheduler, job: JobView, placement: A.Placement, kind: EventKind, *, from_checkpoint: bool,
                share_gpus: bool = False, group: tuple[str, tuple[int, ...]] | None = None,
                only_devices: frozenset[tuple[int, int]] | None = None, **extra: object) -> None:
-        jid, now = job.id, self.now
-        n = self._n_workers(job, placement)
-        vectors = self._task_vectors(jid, n)
+        spec = job._spec
+        jid, now = spec.id, self.now
+        num_ps = spec.num_ps
+        n = len(placement) - num_ps
+        if not spec.min_workers <= n <= spec.max_workers:
+            self._n_workers(job, placement)  # (refuses, naming the bounds)
+        vectors = self._task_vectors(jid, n, num_ps)
         if group is not None:
             alloc = self.ledger.allocate_group(jid, placement, vectors, mode=group[0], nodes=group[1])
-        else:
+        elif share_gpus or only_devices is not None:
             alloc = self.ledger.allocate(jid, placement, vectors, share_gpus=share_gpus, only_devices=only_devices)
+        else:
+            alloc = self.ledger.allocate(jid, placement, vectors)
         self._occupy(job, alloc, placement, vectors)
-        self.backend.launch(job.spec, alloc, now, from_checkpoint=from_checkpoint)
+        self.backend.launch(spec, alloc, now, from_checkpoint=from_checkpoint)
         if extra:
             self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
         else:
@@ -99,15 +108,20 @@ class ActionHandlers:
                 vectors: list[np.ndarray] | None = None) -> None:
         """Mark ``job`` running on ``alloc`` (before the backend launches it); ``vectors``: its task rows on
         ``placement`` (``_task_vectors``) if the caller has them."""
-        jid, now = job.id, self.now
+        jid, now = job._spec.id, self.now
         job._settle(now)
-        check_transition(jid, job._state, JobState.RUNNING)
-        job._state = JobState.RUNNING
-        job._placement = tuple(placement)
+        state = job._state
+        if state is not _PENDING and state is not _PAUSED:  # (pending or paused -> running: always allowed)
+            check_transition(jid, state, _RUNNING)
+        job._state = _RUNNING
+        job._placement = placement if type(placement) is tuple else tuple(placement)
         job._alloc = alloc.total
-        col = self.ledger.gpu_col
-        job._gpus = (_gpus_of(vectors, col) if vectors is not None and col is not None
-                     else self._demand_gpus(jid, len(placement)))
+        col = self.ledger._gpu_col
+        if vectors is not None and col is not None:
+            hit = _GPUS_OF_LIST.get(id(vectors))  # (_gpus_of's memo of the shared lists, looked up here first)
+            job._gpus = hit[2] if hit is not None and hit[0] is vectors and hit[1] == col else _gpus_of(vectors, col)
+        else:
+            job._gpus = self._demand_gpus(jid, len(placement))
         job._iter_time = None  # a new placement must be measured anew
         job._report_time = now
         if job._first_start is None:
@@ -142,14 +156,20 @@ class ActionHandlers:
         self.record.append(self.now, EventKind.REALLOCATED, job_id, alloc=g._alloc.as_dict(), reason=reason)
 
     def _start(self: Scheduler, a: A.Start) -> None:
-        job = self._job(a.job, JobState.PENDING)
+        jid = a.job
+        job = self.jobs.get(jid)
+        if job is None or job._state is not _PENDING:
+            job = self._job(jid, JobState.PENDING)  # (refuses, naming the state)
         self._place(job, a.placement, EventKind.STARTED, from_checkpoint=False)
-        del self.pending[job.id]
+        del self.pending[jid]
 
     def _resume(self: Scheduler, a: A.Resume) -> None:
-        job = self._job(a.job, JobState.PAUSED)
+        jid = a.job
+        job = self.jobs.get(jid)
+        if job is None or job._state is not _PAUSED:
+            job = self._job(jid, JobState.PAUSED)
         self._place(job, a.placement, EventKind.RESUMED, from_checkpoint=True)
-        del self.paused[job.id]
+        del self.paused[jid]
 
     def _colocate(self: Scheduler, a: A.Colocate) -> None:
         """Mode ``share``: start or resume ``a.jobs[0]`` on ``a.nodes``, time-sharing GPUs already in
@@ -293,14 +313,29 @@ class ActionHandlers:
         del self.running[jid]
 
     def _pause(self: Scheduler, a: A.Pause) -> None:
-        job = self._job(a.job, JobState.RUNNING)
-        self._unplace(job)
+        """Release, halt (checkpoint) and record ``a.job`` as paused (:meth:`_unplace`, :meth:`_paused`, in one)."""
+        jid = a.job
+        job = self.jobs.get(jid)
+        if job is None or job._state is not _RUNNING:
+            job = self._job(jid, JobState.RUNNING)
+        now = self.now
+        job._settle(now)
+        ledger = self.ledger
+        held = ledger.allocations.get(jid)
+        if held is not None and held.pack is None:  # (_release without a pack to leave)
+            for guest in ledger.release(jid):
+                self._reallocated(guest, f"inherited GPU from {jid}")
+        else:
+            self._release(jid)
+        self.backend.halt(jid, now, checkpoint=True)
+        del self.running[jid]
         self._paused(job, a.reason)
 
     def _paused(self: Scheduler, job: JobView, reason: str) -> None:
         """Record ``job`` (already halted and released) as paused, for the policy to place again."""
-        jid = job.id
-        check_transition(jid, job._state, JobState.PAUSED)
+        jid = job._spec.id
+        if job._state is not _RUNNING:  # (running -> paused: always allowed)
+            check_transition(jid, job._state, JobState.PAUSED)
         job._state = JobState.PAUSED
         job._placement = ()
         job._alloc = NO_ALLOCATION

@@ -384,11 +384,13 @@ class Scheduler(ActionHandlers, LiveControl):
             reason = self._ever_fits[key] = self.ledger.ever_fits(self._task_vectors(spec.id, spec.min_workers))
         return reason  # type: ignore[return-value]
 
-    def _task_vectors(self, job: str, n_workers: int) -> list[np.ndarray]:
+    def _task_vectors(self, job: str, n_workers: int, num_ps: int | None = None) -> list[np.ndarray]:
         """The job's task rows on ``n_workers`` workers (workers, then parameter servers): the ledger's read-only
-        rows, in a list shared by every job of the same demand and size (read it, never change it)."""
+        rows, in a list shared by every job of the same demand and size (read it, never change it). ``num_ps``:
+        the job's parameter-server count, if the caller has it."""
         pair = self._demands[job]
-        num_ps = self.jobs[job].spec.num_ps
+        if num_ps is None:
+            num_ps = self.jobs[job].spec.num_ps
         key = (id(pair), n_workers, num_ps)  # (pairs are kept alive in _demand_pairs: their ids stay theirs)
         if job not in self._graph_vectors:
             hit = self._vector_lists.get(key)

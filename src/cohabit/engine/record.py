@@ -296,7 +296,13 @@ class Record:
         if type(ms) is not float:
             self.append(time, EventKind.DECISION, None, ms=ms)
             return
-        self._row(time, _DECISION_CODE, None)
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: decision at {time} after {times[-1]}")
+        times.append(time)  # (_row, inline: one call per row)
+        self._kind.append(_DECISION_CODE)
+        self._job.append(None)
+        self._n += 1
         self._cols[_DECISION_CODE][0].append(ms)
         self._data.append(_IN_COLUMNS)
 
@@ -353,15 +359,27 @@ class Record:
         if cols is None or len(cols) != 2:
             self.append(time, kind, job, alloc=alloc, nodes=nodes)
             return
-        self._row(time, code, job)
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: {_KINDS[code]} at {time} after {times[-1]}")
+        times.append(time)  # (_row, inline: one call per row)
+        self._kind.append(code)
+        self._job.append(job)
+        self._n += 1
         share = self._share
-        cols[0].append(share(alloc))
+        cols[0].append(alloc if self._held.get(id(alloc)) is alloc else share(alloc))
         cols[1].append(share(nodes))
         self._data.append(_IN_COLUMNS)
 
     def append_paused(self, time: float, job: str, reason: str) -> None:
         """``append(time, PAUSED, job, reason=reason)``."""
-        self._row(time, _PAUSED_CODE, job)
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: paused at {time} after {times[-1]}")
+        times.append(time)  # (_row, inline: one call per row)
+        self._kind.append(_PAUSED_CODE)
+        self._job.append(job)
+        self._n += 1
         self._cols[_PAUSED_CODE][0].append(reason)
         self._data.append(_IN_COLUMNS)
 

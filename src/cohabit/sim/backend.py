@@ -147,6 +147,8 @@ class SimBackend:
         self._rates: dict[str, tuple[int, int, float, float, SimConfig]] = {}
         #: one dict per distinct usage level (content and value types): the ``used`` of USED events (see _shared_level)
         self._levels_seen: dict[tuple, dict[str, float]] = {}
+        #: (GPUs, busy, unit, holds devices, id(used), id(total)) -> (used, total, level, restoring level): _plain_level
+        self._plain_levels: dict[tuple, tuple[Any, Any, dict[str, float], dict[str, float]]] = {}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -418,6 +420,14 @@ class SimBackend:
     def _levels(self, jobs: set[str]) -> None:
         """New usage levels of ``jobs`` after their speeds changed (``sim.usage``)."""
         by_id = self._runs
+        if len(jobs) == 1:  # (most changes: one job launched or rescheduled)
+            for j in jobs:
+                r = by_id.get(j)
+                if r is None:
+                    return
+                if r.speed is None and r.pack is None and r.host is None and self._alone(r):
+                    self._plain_level(r)
+                    return
         runs = [by_id[j] for j in (sorted(jobs) if len(jobs) > 1 else jobs) if j in by_id]
         groups = ({r.group for r in runs if r.speed is not None}
                   if len(runs) > 1 or (runs and runs[0].speed is not None) else ())
@@ -446,6 +456,40 @@ class SimBackend:
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is None and r.devices and r.level.get("gpu"):
                 r.level["gpu"] *= self._device_cap(r)
+
+    def _alone(self, r: _Run) -> bool:
+        """Whether ``r`` holds each of its devices alone (nobody time-shares them)."""
+        on_device = self._device_jobs
+        for d in r.devices:
+            if len(on_device[d]) != 1:
+                return False
+        return True
+
+    def _plain_level(self, r: _Run) -> None:
+        """:meth:`_levels` of one run that is no PS group member, no pack member, not host-shared, alone on its
+        devices: the level is a pure function of its GPUs, busy share, one device's share, the truth's ``used``
+        fractions, the allocation's total and whether it holds devices, so it is kept per those (the shared dict
+        :meth:`_report_use` hands out, never changed, and that of its restoring level), made by the same steps
+        as :meth:`_levels` the first time."""
+        if r.consolidation is None:
+            r.consolidation = consolidation_factor(r.spec, r.truth, r.alloc, self.cfg)
+        r.busy = busy = r.consolidation * r.rate / r.solo
+        gpus = r.gpus
+        if gpus is None:
+            gpus = r.gpus = _job_gpus(r.spec, r.alloc)
+        used, total = r.truth.used, r.alloc.total
+        key = (gpus, busy, r.unit, bool(r.devices), id(used), id(total))
+        hit = self._plain_levels.get(key)
+        if hit is None or hit[0] is not used or hit[1] is not total:
+            level = trace_level(r.spec, r.truth, r.alloc, busy, gpus=gpus)
+            if r.devices and level.get("gpu"):
+                level["gpu"] *= device_factor([r.unit * busy])  # (_device_cap of devices held alone)
+            shared = self._shared_level(level)
+            if len(self._plain_levels) > 4096:
+                self._plain_levels.clear()
+            hit = self._plain_levels[key] = (used, total, shared, self._shared_level(restoring(shared)))
+        r.level = hit[2]  # (the shared dict itself: a new level replaces it, nothing edits it)
+        r.shared = (hit[2], hit[2], hit[3])
 
     def _device_cap(self, r: _Run) -> float:
         """The smallest ``device_factor`` over the run's devices (each over the jobs on that device). A device
