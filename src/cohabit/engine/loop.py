@@ -43,6 +43,7 @@ __all__ = ["IDLE_TICKS", "ActionError", "RunResult", "Scheduler"]
 _USED = BackendEventKind.USED
 _UNKNOWN = object()
 _REPORTS = BackendEventKind.REPORTS
+_PROGRESS = BackendEventKind.PROGRESS
 
 
 #: Idle policy ticks in a row (nothing waits, empty plans) before the next ones are spaced out.
@@ -195,7 +196,7 @@ class Scheduler(ActionHandlers, LiveControl):
         # bound once: these objects are the scheduler's for its whole life (the policy and its hooks are
         # not: set_policy may switch them, so they are looked up each turn)
         next_event_time, advance = self.backend.next_event_time, self.backend.advance
-        criteria_next = self.criteria.next_time
+        timers = self.criteria._timers  # (its heap of budget timers, never replaced: criteria_next() inline)
         running, pending, paused, view = self.running, self.pending, self.paused, self.view
         on_event, arrive, apply = self._on_backend_event, self._arrive, self._apply
         take_used, used_kept = self._take_used, self._used_kept
@@ -208,7 +209,7 @@ class Scheduler(ActionHandlers, LiveControl):
                 active = bool(running or pending or paused)
                 if not active:
                     next_tick = inf
-                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else inf, criteria_next())
+                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else inf, timers[0][0] if timers else inf)
                 if self._hook_wake is not None and active:
                     wake = self._hook_wake()
                     if wake is not None and self.now < wake < t:  # (one already past is not a reason to turn)
@@ -235,7 +236,7 @@ class Scheduler(ActionHandlers, LiveControl):
                     i += 1
                 if source is not None and not source.poll(self):
                     break
-                ended = self._criteria_due() if criteria_next() <= self.now + 1e-9 else False
+                ended = self._criteria_due() if timers and timers[0][0] <= self.now + 1e-9 else False
                 if not (pending or paused or running or events or ended):
                     continue
                 period = self._period
@@ -266,8 +267,9 @@ class Scheduler(ActionHandlers, LiveControl):
                     # nothing waits and the policy changed nothing: past IDLE_TICKS such ticks in a row, each
                     # further one comes twice as late (a job running for years is not ticked through every
                     # minute); any change, arrival or waiting job resets it
-                    idle_ticks = idle_ticks + 1 if (not plan and not self.pending and not self.paused) else 0
-                    next_tick = self.now + self._tick * 2.0 ** min(max(idle_ticks - IDLE_TICKS, 0), 60)
+                    idle_ticks = idle_ticks + 1 if (not plan and not pending and not paused) else 0
+                    next_tick = (self.now + self._tick if idle_ticks <= IDLE_TICKS  # (x 2.0 ** 0: the same float)
+                                 else self.now + self._tick * 2.0 ** min(idle_ticks - IDLE_TICKS, 60))
                 if running or i < total or next_event_time() is not None:
                     idle_turns = 0
                 else:
@@ -526,22 +528,29 @@ class Scheduler(ActionHandlers, LiveControl):
         job = self.running.get(ev.job)
         if job is None:
             return  # stale: the job was paused or stopped after the backend scheduled this
-        if ev.kind is BackendEventKind.PROGRESS:
-            job._settle(self.now)
-            job._iters = float(ev.data["iterations"])
-            job._report_time = self.now
-            job._iter_time = float(ev.data["iter_time"])
-            split = {k: float(ev.data[k]) for k in ("compute_s", "comm_s") if ev.data.get(k) is not None}
+        if ev.kind is _PROGRESS:
+            now, data = self.now, ev.data
+            job._settle(now)
+            job._iters = float(data["iterations"])
+            job._report_time = now
+            job._iter_time = float(data["iter_time"])
+            split = ({k: float(data[k]) for k in ("compute_s", "comm_s") if data.get(k) is not None}
+                     if "compute_s" in data or "comm_s" in data else None)
             if split:  # the iteration split into computation and communication (subtask times)
                 job._comp_time = split.get("compute_s", job._comp_time)
                 job._comm_time = split.get("comm_s", job._comm_time)
-            for name, value in ev.data.get("metrics", {}).items():
-                m = job._metrics.get(name)
-                if m is None:
-                    m = job._metrics[name] = MetricSeries()
-                m.add(job._iters, float(value))
-            self.record.append(self.now, EventKind.PROGRESS, job.id, iterations=job._iters, iter_time=job._iter_time,
-                               **split)
+            metrics = data.get("metrics")
+            if metrics:
+                for name, value in metrics.items():
+                    m = job._metrics.get(name)
+                    if m is None:
+                        m = job._metrics[name] = MetricSeries()
+                    m.add(job._iters, float(value))
+            if split:
+                self.record.append(now, EventKind.PROGRESS, ev.job, iterations=job._iters, iter_time=job._iter_time,
+                                   **split)
+            else:
+                self.record.append_progress(now, ev.job, job._iters, job._iter_time)
             if job._criterion is not None:
                 self.criteria.observe(job.id, ev.data)
                 if self._check_criterion(job):

@@ -115,6 +115,7 @@ _USED_CODE = _CODE[EventKind.USED]
 _USED_KEYS = _LAYOUTS[_USED_CODE][0]
 _ALLOC_KEYS = _LAYOUTS[_CODE[EventKind.STARTED]][0]
 _PAUSED_CODE = _CODE[EventKind.PAUSED]
+_PROGRESS_KEYS = ("iterations", "iter_time")
 
 
 class _InColumns:
@@ -370,6 +371,24 @@ class Record:
         cols[0].append(alloc if self._held.get(id(alloc)) is alloc else share(alloc))
         cols[1].append(share(nodes))
         self._data.append(_IN_COLUMNS)
+
+    def append_progress(self, time: float, job: str, iterations: float, iter_time: float) -> None:
+        """``append(time, PROGRESS, job, iterations=iterations, iter_time=iter_time)`` of two floats, without the
+        keyword dict (the same stored row: the values, then the kind's shared key tuple)."""
+        if type(iterations) is not float or type(iter_time) is not float:
+            self.append(time, EventKind.PROGRESS, job, iterations=iterations, iter_time=iter_time)
+            return
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: progress at {time} after {times[-1]}")
+        times.append(time)  # (_row, inline: one call per row)
+        self._kind.append(_PROGRESS_CODE)
+        self._job.append(job)
+        self._n += 1
+        keys = self._keys.get(_PROGRESS_KEYS)
+        if keys is None:
+            keys = self._keys[_PROGRESS_KEYS] = _PROGRESS_KEYS
+        self._data.append((iterations, iter_time, keys))
 
     def append_paused(self, time: float, job: str, reason: str) -> None:
         """``append(time, PAUSED, job, reason=reason)``."""

@@ -289,7 +289,8 @@ class SimBackend:
             _leave(self._host_jobs, set(run.alloc.nodes), job, touched)
         if run.placed is not None:
             _leave(self._node_jobs, set(run.alloc.nodes), job, touched)
-        self._reschedule(touched, now)
+        if touched:  # (a job that ran alone left nobody behind)
+            self._reschedule(touched, now)
 
     def set_share(self, job: str, alloc: Allocation, now: float) -> None:
         """``job`` continues on ``alloc`` (its new CPU share, ``SetShare``) at the speed that share gives
