@@ -180,17 +180,28 @@ class Running(dict[str, JobView]):
         log = self._log
         log.append(key)
         if len(log) > 2 * self.KEEP:
-            drop = len(log) - self.KEEP
-            del log[:drop]
-            self._base += drop
+            self._note_drop()
+
+    def _note_drop(self) -> None:
+        """Drop the journal's entries older than the last :attr:`KEEP`."""
+        log = self._log
+        drop = len(log) - self.KEEP
+        del log[:drop]
+        self._base += drop
 
     def __setitem__(self, key: str, job: JobView) -> None:
         super().__setitem__(key, job)
-        self._note(key)
+        log = self._log
+        log.append(key)
+        if len(log) > 2 * self.KEEP:  # (_note, inline: one per start, resume, pause and end)
+            self._note_drop()
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
-        self._note(key)
+        log = self._log
+        log.append(key)
+        if len(log) > 2 * self.KEEP:
+            self._note_drop()
 
     def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
         if key not in self:

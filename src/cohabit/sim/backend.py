@@ -182,13 +182,14 @@ class SimBackend:
             self._runs[spec.id] = run
             self._reschedule(touched, now)
             return
-        delay = restart_delay(spec, self.cfg, from_checkpoint=from_checkpoint, truth=truth)
-        if self.cfg.blocking_halts and self._halting_until > now:
+        cfg = self.cfg
+        delay = restart_delay(spec, cfg, from_checkpoint=from_checkpoint, truth=truth)
+        if cfg.blocking_halts and self._halting_until > now:
             delay += self._halting_until - now
-        if uses_goodput(truth, self.cfg):
+        if cfg.pollux_goodput and uses_goodput(truth, cfg):
             run = _Run(spec, truth, alloc, 0.0, done, now + delay)
             self._goodput(run)
-        elif self.cfg.host_sharing and truth.host is not None:
+        elif cfg.host_sharing and truth.host is not None:
             run = _Run(spec, truth, alloc, 1.0 / truth.host.iter_s, done, now + delay)
             run.host = host_physics.placed(spec, alloc, truth.host)
             for node in set(alloc.nodes):
@@ -200,12 +201,17 @@ class SimBackend:
             run = _Run(spec, truth, alloc, solo, done, now + delay)
             run.consolidation = c
         run.use_since = now
-        self._runs[spec.id] = run
+        jid = spec.id
+        self._runs[jid] = run
+        on_device = self._device_jobs
         for dev in run.devices:
-            occ = self._device_jobs.setdefault(dev, set())
-            touched |= occ
-            occ.add(spec.id)
-        if self.cfg.interference is not None and drl_physics.is_profiled(truth.app):
+            occ = on_device.get(dev)
+            if occ is None:
+                on_device[dev] = {jid}
+            else:
+                touched |= occ
+                occ.add(jid)
+        if cfg.interference is not None and drl_physics.is_profiled(truth.app):
             run.placed = _placed(spec, truth.app or "", alloc)
             for node in set(alloc.nodes):
                 occ = self._node_jobs.setdefault(node, set())
