@@ -372,8 +372,10 @@ class SimBackend:
         for jid in order:
             run = self._runs.get(jid)
             if run is not None:
-                self._report_use(run, now)  # use up to now at the old level
-                self._fold(run, now)  # progress up to now at the old rate
+                if now > run.use_since:  # (a run launched now has nothing to report or fold yet)
+                    self._report_use(run, now)  # use up to now at the old level
+                if now > run.t0:
+                    self._fold(run, now)  # progress up to now at the old rate
         if self._ps_groups:  # (a run has a group only while it is in _ps_groups)
             self._ps_speeds(jobs)
         for jid in order:
@@ -630,12 +632,6 @@ class SimBackend:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, job, version))
 
-    def _valid(self, entry: tuple[float, int, int, str, int]) -> bool:
-        run = self._runs.get(entry[3])
-        if run is None:
-            return entry[3] == _GRID_KEY and bool(self._grid)  # (the grid entry: while it has members)
-        return run.version == entry[4]
-
     def _join_grid(self, run: _Run, t: float) -> None:
         """``run`` reports next on the grid, at its first time after ``t`` (if before it finishes)."""
         every = self.cfg.report_interval_s
@@ -706,8 +702,15 @@ class SimBackend:
 
     # ------------------------------------------------------------- time
     def next_event_time(self) -> float | None:
-        heap = self._heap
-        while heap and not self._valid(heap[0]):
+        heap, runs = self._heap, self._runs
+        while heap:
+            entry = heap[0]
+            run = runs.get(entry[3])  # (_valid, inline)
+            if run is not None:
+                if run.version == entry[4]:
+                    break
+            elif entry[3] == _GRID_KEY and self._grid:
+                break
             if heapq.heappop(heap)[3] == _GRID_KEY:
                 self._grid_next = None  # the grid emptied: the next member to join schedules it again
         if heap:
@@ -728,18 +731,19 @@ class SimBackend:
         t = max(nxt, self.now)
         self.now = t
         events: list[BackendEvent] = []
-        heap = self._heap
+        heap, runs = self._heap, self._runs
         while heap and heap[0][0] <= t + _EPS:
-            entry = heapq.heappop(heap)
-            if not self._valid(entry):
-                if entry[3] == _GRID_KEY:
-                    self._grid_next = None
+            _, kind, _, jid, version = heapq.heappop(heap)
+            run = runs.get(jid)  # (_valid, inline)
+            if run is None:
+                if jid == _GRID_KEY:
+                    if self._grid:  # (the grid entry: valid while it has members)
+                        self._grid_reports(t, events)
+                    else:
+                        self._grid_next = None
                 continue
-            _, kind, _, jid, _ = entry
-            if jid == _GRID_KEY:
-                self._grid_reports(t, events)
+            if run.version != version:
                 continue
-            run = self._runs[jid]
             if kind == _RATE:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
                 run = self._runs[jid]
                 self._report_use(run, t)
