@@ -225,10 +225,11 @@ class Scheduler(ActionHandlers, LiveControl):
                     if used:
                         rec.append_used_rows(now, used, used_kept)
                 if events:
-                    for ev in events:
-                        if ev.kind is _USED:
-                            events = self._record_used(events)  # metrics only: not a reason to decide
-                            break
+                    if take_used is None:  # (with the raw channel no USED event comes)
+                        for ev in events:
+                            if ev.kind is _USED:
+                                events = self._record_used(events)  # metrics only: not a reason to decide
+                                break
                     for ev in events:
                         on_event(ev)
                 while i < total and arrivals[i].submit_time <= now:
