@@ -16,8 +16,8 @@ child on an empty function and printed beside), so the detail's total is larger 
     python bench/engine_split.py [--trace bench/reference/inputs/muri_trace1.csv --format muri --cluster muri-n8g8]
         [--sizes all] [--policies tiresias,gandiva] [--before SRC] [--detail] [--repeat 1] [--label L]
 
-``--before SRC`` runs every case on another tree's code first (``SRC`` = its ``src``), one after the other at the same
-load, and prints the engine's speed-up beside the whole run's; rows go to ``bench/results/engine_split.json``.
+``--before SRC`` runs every case on another tree's code too (``SRC`` = its ``src``), the two alternating run by run (with
+``--repeat``) at the same load, and prints the engine's speed-up beside the whole run's; rows go to ``bench/results/engine_split.json``.
 """
 
 from __future__ import annotations
@@ -177,12 +177,13 @@ def main() -> None:
     for policy in args.policies.split(","):
         for size in args.sizes.split(","):
             pair: dict[str, dict[str, object]] = {}
-            for code, src in (("before", args.before), ("after", None)):
-                if code == "before" and src is None:
-                    continue
-                runs = []
-                for _ in range(args.repeat):
-                    runs.append(_child(args, size, policy, src))
+            codes = [(c, s) for c, s in (("before", args.before), ("after", None)) if c == "after" or s is not None]
+            taken: dict[str, list[dict[str, object]]] = {c: [] for c, _ in codes}
+            for _ in range(args.repeat):  # (before and after alternate: a load that drifts weighs on both alike)
+                for code, src in codes:
+                    taken[code].append(_child(args, size, policy, src))
+            for code, _src in codes:
+                runs = taken[code]
                 row = _median_row(runs)
                 row["code"] = code
                 row["engine_runs_s"] = [r["engine_s"] for r in runs]
