@@ -194,22 +194,28 @@ class Allocation:
 
     @property
     def devices(self) -> frozenset[tuple[int, int]]:
-        """The ``(node, device)`` pairs its slots hold; kept per slot tuple (the ledger shares one per node and
-        devices taken: a resumed job often gets the same)."""
+        """The ``(node, device)`` pairs its slots hold; kept per slot tuple of at most ``DEVICES_SLOTS`` tasks (the
+        ledger shares one tuple per node and devices taken: a resumed job often gets the same; at most
+        ``DEVICES_MAX`` kept, as larger or more tuples held memory for few hits)."""
         slots = self.slots
         hit = _DEVICES.get(id(slots))
         if hit is not None and hit[0] is slots:
             return hit[1]
         devs = frozenset([(s.node, d) for s in slots for d, _ in s.devices])
-        if len(_DEVICES) > 4096:
-            _DEVICES.clear()
-        _DEVICES[id(slots)] = (slots, devs)  # (keeps the tuple alive: its id stays its own)
+        if len(slots) <= DEVICES_SLOTS:
+            if len(_DEVICES) >= DEVICES_MAX:
+                _DEVICES.clear()
+            _DEVICES[id(slots)] = (slots, devs)  # (keeps the tuple alive: its id stays its own)
         return devs
 
 
 class AllocationError(ValueError):
     pass
 
+
+#: Allocation.devices is kept for slot tuples of at most this many tasks, and for at most DEVICES_MAX tuples
+DEVICES_SLOTS = 8
+DEVICES_MAX = 1024
 
 #: id(a tuple of task slots) -> (the tuple, Allocation.devices of it)
 _DEVICES: dict[int, tuple[tuple[TaskSlot, ...], frozenset[tuple[int, int]]]] = {}
