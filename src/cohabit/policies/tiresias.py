@@ -442,7 +442,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
         if self._nothing_starts(view, lists, failed, free_gpus, min_need, lower):
             return self._planned_nothing(view, failed)
-        draft = Draft(view)
+        draft = Draft(view, sums=False)  # (this round reads no column sums: see place)
         plan: Plan = []
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
         victims: list[Rec] | None = None
