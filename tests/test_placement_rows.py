@@ -120,3 +120,62 @@ def test_small_rankings_equal_numpys(m):
     free = np.array([1e16] + [1.0] * (m - 1) + [0.0] * 3)
     need = float(np.sort(free)[::-1][:m].sum())
     assert _best_nodes(free, [], m, need) == _numpy_best(free, [], m, need)
+
+
+DEVICE = st.sampled_from([0.0, 1.0, 0.25, 0.5, 1.0 - 1e-10, 0.999, 1.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(vals=st.lists(DEVICE, min_size=1, max_size=8),
+       share=st.sampled_from([0.0, 1e-10, 0.25, 0.5, 1.0 - 1e-9, 1.0, 2.0, 3.0, 4.0]), k=st.integers(1, 5))
+def test_take_whole_takes_the_devices_take_many_takes(vals, share, k):
+    """A draft's same-share device take answers as ``take_many`` and leaves the same device row (whole GPUs: the
+    lowest-index free devices; fractions: best fit task by task). Fails if whole shares take other devices than the
+    first free ones, count a device below ``1 - EPS`` as free, or ignore the GPUs per task."""
+    from cohabit.engine.alloc import take_many
+    from cohabit.policies.placement import take_whole
+
+    mine, theirs = list(vals), list(vals)
+    got = take_whole(mine, share, k)
+    want = take_many(theirs, [share] * k)
+    assert got == (want is not None)
+    if got:
+        assert mine == theirs
+
+
+def test_a_draft_without_sums_plans_as_one_with_them_and_refuses_to_be_asked_them():
+    """``Draft(view, sums=False)`` (tiresias' rounds) reserves, gives back and restores as a draft that keeps its column
+    sums, and raises if a caller asks it the sums (``could_fit``) instead of answering a number it does not keep."""
+    from cohabit.engine.loop import Scheduler
+    from cohabit.sim.backend import SimBackend
+    from cohabit.sim.physics import SimConfig
+    from cohabit.spec import ClusterSpec, Resources
+    from conftest import trace_job
+
+    cluster = ClusterSpec.homogeneous("rows", 3, Resources(gpu=8, cpu=32.3, mem_gb=100.1))
+    jobs = [trace_job("a", 3, 10), trace_job("b", 4, 10)]
+
+    class _Hold:
+        name = "hold"
+
+        def decide(self, view):  # noqa: ANN001, ANN201
+            return []
+
+    sched = Scheduler(cluster, _Hold(), SimBackend(jobs, SimConfig()))
+    for j in jobs:
+        sched._arrive(j.spec)
+    view = sched.view
+    a, b = view.pending["a"], view.pending["b"]
+    plain, bare = Draft(view), Draft(view, sums=False)
+    for d in (plain, bare):
+        assert d.reserve(a, (0, 0, 1))
+        mark = d.save()
+        assert d.reserve(b, (2,) * 4)
+        assert not d.reserve(b, (2,) * 5)
+        d.restore(mark)
+        assert d.reserve(b, (1, 1, 2, 2))
+    assert np.array_equal(plain.free_now, bare.free_now)
+    assert np.array_equal(plain._arrays()[1], bare._arrays()[1])
+    with pytest.raises(RuntimeError, match="sums=False"):
+        bare.could_fit(a, 3)
+    assert plain.could_fit(a, 1)

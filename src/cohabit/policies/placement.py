@@ -25,7 +25,7 @@ import numpy as np
 
 from ..engine.actions import Placement
 from ..engine.job import JobView
-from ..engine.alloc import refit, take_many
+from ..engine.alloc import EPS, refit, take_many
 from ..engine.ledger import fit_counts
 from ..engine.view import ClusterView
 from .placement_rows import less_times, multiple_sum, plus_times, row_of, task_sum
@@ -37,6 +37,24 @@ if TYPE_CHECKING:
 
 #: the most nodes a kept fit is refitted on (``alloc.refit``, ~1 us per node) before it is computed afresh
 REFIT_NODES = 16
+
+
+def take_whole(vals: list[float], share: float, k: int) -> bool:
+    """:func:`~cohabit.engine.alloc.take_many` of ``k`` tasks with the same GPU ``share`` on one node's device row
+    ``vals`` (mutated), answering only whether they fit (a draft keeps no device tuples). Whole-GPU tasks take the
+    lowest-index free devices in turn, so ``k`` of them take the first ``k * round(share)`` free ones, as
+    ``take_many`` does; a fractional share (best fit, task by task) is left to ``take_many``."""
+    if share >= 1.0 - EPS:
+        need = k * int(round(share))
+        free = [i for i, x in enumerate(vals) if x >= 1.0 - EPS]
+        if need > len(free):
+            return False
+        for i in free[:need]:
+            vals[i] = 0.0
+        return True
+    if share <= EPS:
+        return True
+    return take_many(vals, [share] * k) is not None
 
 
 class PristineMark:
@@ -55,10 +73,14 @@ class Draft:
     their device memory, groups); both share this draft's free-capacity arrays."""
 
     __slots__ = ("view", "_free", "_dev", "_total", "_no_room", "_dirty", "_ledger", "_fits", "_touched", "_log",
-                 "_saves")
+                 "_saves", "_sums")
 
-    def __init__(self, view: ClusterView) -> None:
+    def __init__(self, view: ClusterView, *, sums: bool = True) -> None:
         self.view = view
+        # keep the column sums of the free capacity (:meth:`could_fit`, :meth:`exhausted`, :meth:`place` read
+        # them); a caller that reads none of those passes False and the draft neither copies nor updates them
+        # (a column sum costs a numpy reduction after every give-back: tiresias' preemption plans)
+        self._sums = sums
         self._free: np.ndarray | None = None
         self._dev: np.ndarray | None = None
         self._total: np.ndarray | None = None  # column sums of _free, kept in step with it (None: to sum afresh)
@@ -82,10 +104,12 @@ class Draft:
         if self._free is None:
             self._free = self.view.free.copy()
             self._dev = self.view.device_free.copy()
-            self._total = self.view.free_total.copy()  # (the ledger's column sums of the same values, kept per version)
+            if self._sums:  # (the ledger's column sums of the same values, kept per version)
+                self._total = self.view.free_total.copy()
             self._touched = (self.view.allocation_version, set())
         elif self._ledger is not None:  # the scratch ledger may have taken room: total afresh
-            self._total = self._free.sum(axis=0)
+            if self._sums:
+                self._total = self._free.sum(axis=0)
             self._ledger.room_changed()  # and this draft may have (given back too): its memos go stale
         assert self._dev is not None
         return self._free, self._dev
@@ -108,7 +132,7 @@ class Draft:
     def _hand_out(self) -> None:
         """The arrays are about to be handed out writable: a column sum left to be made (:meth:`_total_stale`)
         is made now, before any write of the caller's (which the total never follows)."""
-        if self._free is not None and self._total is None:
+        if self._free is not None and self._total is None and self._sums:
             self._total = self._free.sum(axis=0)
 
     def _forget_fits(self) -> None:
@@ -238,29 +262,29 @@ class Draft:
         self._dirty = True
         free, dev = self._arrays()
         g = self.view.gpu_col
-        if job.spec.num_ps == 0 and placement:  # (every task has the worker row: see _take_grouped)
+        same = job.spec.num_ps == 0 and placement  # (every task has the worker row: see _take_grouped)
+        if same:
             w = self.view.demand_vector(job)
             rows = self._take_grouped(free, placement, w, g)
-            taken = multiple_sum(w, len(placement))
         else:
             vecs = self.task_vectors(job, len(placement) - job.spec.num_ps)
             rows = self._take_each(free, placement, vecs, g)
-            taken = task_sum(vecs)
         if rows is None:
             return False
         devs: list[tuple[int, list[float]]] = []
         for node, (_, shares) in rows.items():
             if shares:
                 drow = dev[node].tolist()
-                if take_many(drow, shares) is None:
+                if not (take_whole(drow, shares[0], len(shares)) if same else take_many(drow, shares) is not None):
                     return False
                 devs.append((node, drow))
-        total = self._total_now()  # (the sum of the room before this reservation, less its tasks)
+        if self._sums:
+            total = self._total_now()  # (the sum of the room before this reservation, less its tasks)
+            total -= multiple_sum(w, len(placement)) if same else task_sum(vecs)
         for node, (row, _) in rows.items():
             free[node] = row
         for node, drow in devs:
             dev[node] = drow
-        total -= taken
         self._logged(rows)
         return True
 
@@ -413,11 +437,13 @@ class Draft:
         (a plan often gives several jobs back before it places one), or now if the arrays were handed out
         writable (:attr:`free`, :meth:`ledger`: a caller's own later writes do not reach the total)."""
         assert self._free is not None
-        self._total = None if self._fits is not None else self._free.sum(axis=0)
+        self._total = None if self._fits is not None or not self._sums else self._free.sum(axis=0)
 
     def _total_now(self) -> np.ndarray:
         """Column sums of the draft's free capacity (the ledger's own, kept per version, until the draft
-        copies the free capacity on its first write)."""
+        copies the free capacity on its first write). Not on a draft made without ``sums``."""
+        if not self._sums:
+            raise RuntimeError("the free capacity's column sums were asked of a Draft made with sums=False")
         if self._free is None:
             return self.view.free_total
         free, _ = self._arrays()

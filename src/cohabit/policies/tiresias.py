@@ -442,7 +442,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
         if self._nothing_starts(view, lists, failed, free_gpus, min_need, lower):
             return self._planned_nothing(view, failed)
-        draft = Draft(view)
+        draft = Draft(view, sums=False)  # (this round reads no column sums: see place)
         plan: Plan = []
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
         victims: list[Rec] | None = None
@@ -478,8 +478,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         self._set_running(v, now, False)
                         order.hide(v)  # it waits from now on, but not in this round
                         self._last_plan.append((False, v.job.id))
-                    gone = {id(v) for v in paused}
-                    victims = [v for v in victims if id(v) not in gone]
+                    for v in paused:  # (by identity, at C speed: a victim is in the list once)
+                        victims.remove(v)
                     lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
                     free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     node_gpus = None
