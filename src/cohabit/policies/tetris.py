@@ -46,7 +46,9 @@ from ..engine.oracle import Oracle
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .drf import TenantBook, job_usage
+from ..engine.alloc import take_many
 from .placement import Draft
+from .placement_rows import less_times, row_of
 from .spread import place_with, start_or_resume, waiting_in_order
 from .params import build
 
@@ -145,6 +147,30 @@ def aligned_tasks(score: np.ndarray, fit: np.ndarray, free: np.ndarray, safe: np
             node = int(score.argmax())
             out.append(node)
     return out
+
+
+def reserve_fits(view: ClusterView, w: np.ndarray, placement: Placement) -> bool:
+    """Whether ``Draft(view).reserve(job, placement)`` succeeds for a job without parameter servers whose workers
+    have the demand row ``w``, without making the draft: :meth:`Draft.reserve <.placement.Draft.reserve>`'s test on
+    the ledger's rows, the same float operations (a node's ``k`` tasks taken from its free row by
+    :func:`~.placement_rows.less_times`, their GPU shares from its device row by
+    :func:`~cohabit.engine.alloc.take_many`) with nothing written back (``tests/test_tetris_index.py`` compares the
+    two answers)."""
+    counts: dict[int, int] = {}
+    for node in placement:
+        counts[node] = counts.get(node, 0) + 1
+    as_list, exact = row_of(w)
+    g = view.gpu_col
+    free, dev = view.free, view.device_free
+    for node, k in counts.items():
+        if less_times(free[node].tolist(), as_list, k, exact) is None:
+            return False
+    if g is not None:
+        share = as_list[g]
+        for node, k in counts.items():
+            if take_many(dev[node].tolist(), [share] * k) is None:
+                return False
+    return True
 
 
 class Tetris(BasePolicy):
@@ -559,13 +585,9 @@ class Tetris(BasePolicy):
         alive: np.ndarray | None = None  # jobs not picked yet (None: all of them)
         left = n_rows  # jobs still alive
         plan: Plan = []
-        total: list[float] | None = None  # the draft's free room summed over nodes, once a job took some
-        slack: list[float] = []
+        room_sum: tuple[list[float], list[float]] | None = None  # the draft's free room summed over nodes, slack
+        needs = self._needs
         while left:
-            if total is not None:  # (a job took room: by the summed room alone, may a shape still take need_min?)
-                needs = self._needs
-                if not any(could_take(total, slack, needs[self._shape_keys[s]], need_min) for s, _ in shapes):
-                    break  # (no shape is roomy, as the per-node fits below would find: no job is feasible)
             free = draft.free_now  # (read only: `Draft.free` would make the draft drop its fit memo)
             fits = self._shape_fits(draft, shapes, free, need_min)
             if not fits:  # no job is feasible (the test below would find none): no pass over the jobs
@@ -585,15 +607,22 @@ class Tetris(BasePolicy):
             job = job_at(k)
             n = int(rows.at(1, k))
             sid = sids[0] if single else int(rows.at(0, k))
-            placement = self._place(draft, job, fits[sid], free, n)
+            if room_sum is None:
+                room_sum = self._free_sum or self._summed_room(view)
+            total, slack = room_sum
+            w = self._shape_rows[sid].tolist()
+            after = [t - n * v for t, v in zip(total, w)]  # (its parameter servers' room left in: a bound)
+            # once it started, may a shape still take need_min by the summed room alone? If not, the per-node
+            # fits of a next pick would find no feasible job: the round ends with this start
+            more = any(could_take(after, slack, needs[self._shape_keys[s]], need_min) for s, _ in shapes)
+            placement = self._place(draft, job, fits[sid], free, n, more)
             if placement is not None:
                 plan.append(start_or_resume(job, placement))
                 self._unindex(job.id)
                 self._drop_row(job.id)  # it runs: its numbers change (read afresh if it waits again)
-                if total is None:
-                    total, slack = self._free_sum or self._summed_room(view)
-                w = self._shape_rows[sid].tolist()
-                total = [t - n * v for t, v in zip(total, w)]  # (its parameter servers' room left in: a bound)
+                if not more:
+                    break
+                room_sum = (after, slack)
         return plan
 
     def _summed_room(self, view: ClusterView) -> tuple[list[float], list[float]]:
@@ -689,7 +718,7 @@ class Tetris(BasePolicy):
             self._none_fit = self._open
 
     def _place(self, draft: Draft, job: JobView, fit_score: tuple[np.ndarray, np.ndarray, float, int],
-               free: np.ndarray, n: int) -> Placement | None:
+               free: np.ndarray, n: int, more: bool = True) -> Placement | None:
         """``place_with(draft, job, aligned_chooser, n_workers=n)`` for the job just picked, whose shape's fit
         and alignment per node (``fit_score``) the pick computed on this draft: a job without parameter servers
         takes the nodes :func:`aligned_tasks` gives from them (its shape has room for ``n`` tasks: the pick
@@ -698,7 +727,8 @@ class Tetris(BasePolicy):
         pristine), and that memo is not read: after the pick found ``n`` tasks' room, the reservation of tasks
         within each node's fit is refused only if a float remainder lands within rounding of the ledger's
         tolerance (none in the pinned runs; ``tests/test_tetris_index.py`` compares with ``place_with``). Jobs
-        with parameter servers go through ``place_with``."""
+        with parameter servers go through ``place_with``. The round's last start (``more`` False: no pick follows)
+        on a pristine draft is only checked (:func:`reserve_fits`), not written into a draft nobody reads."""
         view = draft.view
         if job.spec.num_ps > 0 and view.ps_demand_vector(job) is not None:
             return place_with(draft, job, aligned_chooser, n_workers=n)
@@ -706,6 +736,8 @@ class Tetris(BasePolicy):
         w = view.demand_vector(job)
         pristine = draft.pristine
         placement: Placement = tuple(aligned_tasks(score, fit, free, self._safe, w, n))
+        if not more and draft.pristine:
+            return placement if reserve_fits(view, w, placement) else None
         if not draft.reserve(job, placement):
             draft.undo_failed_reserve(pristine)
             return None
