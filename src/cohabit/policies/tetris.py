@@ -202,6 +202,10 @@ class Tetris(BasePolicy):
         self._table = np.empty((len(_COLS), 0))
         self._declared_rows = 0  # live rows whose job declares its iterations (column "iters" finite)
         self._ran_rows = 0  # live rows whose job has run (column "executed" not 0)
+        self._n_live = 0  # live rows
+        # the live rows by (workers, size) (columns "need", "size"): [how many, the rows in table order (dead ones
+        # too, until the table is rewritten), the first one that may be live]; see _pick_grouped
+        self._groups_live: dict[tuple[float, float], list] = {}
         self._ordered = True  # every live row was made at its job's arrival (so the rows are in queue order)
         self._shape_ids: dict[bytes, int] = {}
         self._shape_rows: list[np.ndarray] = []
@@ -334,7 +338,8 @@ class Tetris(BasePolicy):
             self._hist = ((-1, -1), np.zeros(0))  # (and another history)
             self._slot, self._ids, self._end, self._ordered = {}, [], 0, True
             self._table, self._live = np.empty((len(_COLS), 0)), np.zeros(0, dtype=bool)
-            self._declared_rows = self._ran_rows = 0
+            self._declared_rows = self._ran_rows = self._n_live = 0
+            self._groups_live = {}
             self._shape_ids, self._shape_rows, self._shape_keys, self._w_safe = {}, [], [], []
             total = view.capacity.sum(axis=0)
             self._inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
@@ -383,6 +388,11 @@ class Tetris(BasePolicy):
         self._table[:, i] = row
         self._live[i] = True
         self._count_row(row[5], row[7], 1)
+        grp = self._groups_live.get((row[1], row[2]))
+        if grp is None:
+            grp = self._groups_live[(row[1], row[2])] = [0, [], 0]
+        grp[0] += 1
+        grp[1].append(i)
         return i
 
     def _drop_row(self, job_id: str) -> None:
@@ -391,13 +401,27 @@ class Tetris(BasePolicy):
             self._ids[i] = None
             self._live[i] = False
             self._count_row(self._table[5, i], self._table[7, i], -1)
+            self._groups_live[(self._table[1, i], self._table[2, i])][0] -= 1
 
     def _count_row(self, iters: float, executed: float, sign: int) -> None:
         """Count a live row made (``sign`` 1) or dropped (-1) in :attr:`_declared_rows` and :attr:`_ran_rows`."""
+        self._n_live += sign
         if math.isfinite(iters):
             self._declared_rows += sign
         if executed != 0:
             self._ran_rows += sign
+
+    def _regroup(self) -> None:
+        """:attr:`_groups_live` made afresh from the live rows ``0 .. _end`` (after the table was rewritten)."""
+        groups: dict[tuple[float, float], list] = {}
+        live = self._live[:self._end].nonzero()[0].tolist()
+        for i, need, size in zip(live, self._table[1].take(live).tolist(), self._table[2].take(live).tolist()):
+            grp = groups.get((need, size))
+            if grp is None:
+                grp = groups[(need, size)] = [0, [], 0]
+            grp[0] += 1
+            grp[1].append(i)
+        self._groups_live = groups
 
     def _compact(self) -> None:
         """Drop the dead rows (their jobs left), keeping the live ones in their order."""
@@ -412,6 +436,7 @@ class Tetris(BasePolicy):
         self._ids = [i for i in self._ids if i is not None]
         self._slot = dict(zip(self._ids, range(n)))
         self._end = n
+        self._regroup()
 
     def _reorder(self, waiting: list[JobView]) -> None:
         """Rewrite the table with the rows of ``waiting`` (every one made) in that order."""
@@ -424,6 +449,8 @@ class Tetris(BasePolicy):
         self._slot = dict(zip(self._ids, range(n)))
         self._end = n
         self._ordered = True
+        self._n_live = n
+        self._regroup()
 
     def _queue_rows(self, view: ClusterView) -> np.ndarray | None:
         """The rows of the waiting jobs in queue order, as row numbers of the table, read from the table's
@@ -538,6 +565,10 @@ class Tetris(BasePolicy):
             return []
         if not view.pending and not view.paused:
             return []
+        if self._checked and self._grouped_ok(view):
+            plan = self._decide_grouped(view)
+            if plan is not None:
+                return plan
         pos = None  # the waiting jobs' rows in queue order, when the table's live mask is the queue
         if self.fairness <= 0 and not view.paused and \
                 (self._checked or self._in_step(view, view.pending.keys(), len(view.pending))):
@@ -624,6 +655,100 @@ class Tetris(BasePolicy):
                     break
                 room_sum = (after, slack)
         return plan
+
+    def _grouped_ok(self, view: ClusterView) -> bool:
+        """Whether the round's first pick may be made by groups (:meth:`_pick_grouped`): no fairness knob,
+        nothing paused, the index in step with the queue (checked this round) and the live rows the queue in
+        order (as :meth:`_queue_rows` requires), one worker shape, no oracle, no declared iterations and no job
+        that ran (every ``p`` then follows from the job's workers and size alone)."""
+        return self.fairness <= 0 and not view.paused and self._ordered and view is self._view \
+            and self._n_live == len(view.pending) and self._oracle is None and not self._declared_rows \
+            and not self._ran_rows and len(self._waiting_shapes()) == 1
+
+    def _decide_grouped(self, view: ClusterView) -> Plan | None:
+        """The usual round, one start or none, decided without a pass over the queue: the first pick by groups
+        (:meth:`_pick_grouped`); when it starts a job after which, by the summed room, no shape may take another
+        (the round's last start, checked by :func:`reserve_fits`), or when no job is feasible, that is the
+        round's plan. None when the round is not that simple (the pick is undecided by groups, a next pick may
+        follow, or the start is refused): :meth:`decide` then plans it in full (nothing was changed)."""
+        ((row_key, (need_min, _)),) = self._waiting_shapes().items()
+        sid = self._shape_ids[row_key]
+        draft = Draft(view)
+        free = draft.free_now
+        fits = self._shape_fits(draft, [(sid, self._shape_rows[sid])], free, need_min)
+        if not fits:
+            self._keep_nothing_fits([], 0, 0)
+            return []
+        r = self._pick_grouped(view, fits[sid])
+        if r is None:
+            return None
+        if r < 0:
+            self._keep_nothing_fits([], 0, 0)
+            return []
+        job = view.pending[self._ids[r]]  # type: ignore[index]
+        n = int(self._table[1, r])
+        total, slack = self._free_sum or self._summed_room(view)
+        after = [t - n * v for t, v in zip(total, self._shape_rows[sid].tolist())]
+        if could_take(after, slack, self._needs[row_key], need_min):
+            return None  # (a next pick may find room: the full round)
+        placement = self._place(draft, job, fits[sid], free, n, False)
+        if placement is None:
+            return None
+        self._unindex(job.id)
+        self._drop_row(job.id)
+        return [start_or_resume(job, placement)]
+
+    def _pick_grouped(self, view: ClusterView, fit: tuple[np.ndarray, np.ndarray, float, int]) -> int | None:
+        """:meth:`_pick_one`'s first pick from the groups of the live rows (:attr:`_groups_live`): the table row of
+        the job it picks, -1 if none is feasible, None if the groups cannot tell.
+
+        Every job of a group has the same ``p`` (:meth:`_srtf_term`: ``1 - mean * size / top``, with ``top`` the
+        largest ``mean * size``; the same float operations on the same floats), so a group's score is one float:
+        with ``eps == 0`` (no ``epsilon``, no history, every feasible ``p`` 0, or alignment 0) the pick is the
+        first feasible row; otherwise the scores ``a + eps * p`` are monotone in ``p`` and the pick is the first
+        row of the groups with the largest feasible ``p``, provided no job of a smaller ``p`` can round to the
+        same score: ``eps`` is known up to the rounding of the means (within ``delta``, far above the error of
+        a sum of ``count`` terms), and the gap ``eps * (p1 - p2)`` to the next ``p`` must exceed ``1e-12`` of the
+        score (each score is rounded twice, ~4.4e-16 of it). Otherwise None (the rows decide)."""
+        _, _, a, room = fit
+        mean = view.history.mean_run_time()
+        if mean is not None and mean < 0:
+            return None
+        live = self._live
+        feas: list[tuple[float, int, int]] = []  # per feasible group: its mean * size, count, first row
+        top = -math.inf
+        for (need, size), grp in self._groups_live.items():
+            c = grp[0]
+            if not c:
+                continue
+            work = 0.0 if mean is None else mean * size
+            if work > top:
+                top = work
+            if need <= room:
+                rows, h = grp[1], grp[2]
+                while not live[rows[h]]:
+                    h += 1
+                grp[2] = h
+                feas.append((work, c, rows[h]))
+        if not feas:
+            return -1
+        if self.epsilon <= 0 or mean is None or not a > 0:
+            return min(r for _, _, r in feas)  # (eps == 0)
+        ps = [(1.0 - w / top if top > 0 else 1.0, c, r) for w, c, r in feas]
+        p1 = max(p for p, _, _ in ps)
+        if not p1 > 0:
+            return min(r for _, _, r in ps)  # (every feasible p 0: eps == 0)
+        lower = [p for p, _, _ in ps if p < p1]
+        if lower:
+            if a < 1e-250:
+                return None
+            p2 = max(lower)
+            count = sum(c for _, c, _ in ps)
+            eps = self.epsilon * a * count / sum(c * p for p, c, _ in ps)
+            delta = (8 * count + 8 * len(ps) + 128) * 2.0 ** -53
+            if not eps * (1 - delta) * (p1 - p2) > 1e-12 * (a + eps * (1 + delta) * p1):
+                return None
+        return min(r for p, _, r in ps if p == p1)
 
     def _summed_room(self, view: ClusterView) -> tuple[list[float], list[float]]:
         """The ledger's free room summed over the nodes, and its :func:`room_slack`."""
