@@ -133,6 +133,7 @@ class Gandiva(BasePolicy):
         self._wait: dict[str, JobRec] = {}
         self._queue = WaitGroups()  # the same jobs by group, each in round-robin order (gandiva_queue)
         self._run: dict[str, JobRec] = {}  # in the order their current turn started
+        self._run_order = TurnOrder()  # the same jobs as a list (read by bisection in _quiet_until, no copy)
         # the running jobs that time-slicing may suspend (not packed), in the same order, overall and per class
         self._victims = TurnOrder()
         self._victims_cls: dict[float, TurnOrder] = defaultdict(TurnOrder)
@@ -305,14 +306,17 @@ class Gandiva(BasePolicy):
     def _run_last(self, rec: JobRec) -> None:
         """Put ``rec`` last in the turn order (its turn starts now), and among the victims unless packed."""
         self._not_victim(rec)
-        self._run.pop(rec.id, None)
+        if self._run.pop(rec.id, None) is not None:
+            self._run_order.remove(rec)
         self._run[rec.id] = rec
         rec.turn_no = self._turns
+        self._run_order.add(rec)
         self._turns += 1
         self._victim(rec)
 
     def _run_drop(self, rec: JobRec) -> None:
-        self._run.pop(rec.id, None)
+        if self._run.pop(rec.id, None) is not None:
+            self._run_order.remove(rec)
         self._not_victim(rec)
 
     def _victim(self, rec: JobRec) -> None:
@@ -422,7 +426,7 @@ class Gandiva(BasePolicy):
         turn order) without a full slice (time-slicing and defragmentation take only jobs with one), and
         the latest wait start among the waiting jobs that may not yet take another class's turn."""
         now = view.now
-        runs = list(self._run.values())
+        runs = self._run_order.recs  # (self._run's jobs in its order)
         i = full_slices(runs, now, slice_)
         run_ts = runs[i].turn_start if i < len(runs) else None
         wait_ws = self._queue.earliest_under(now, self.cross_class_after * slice_ - EPS)

@@ -11,7 +11,7 @@ act, not the length of the queue (issue 18).
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from typing import TYPE_CHECKING, Container
 
 if TYPE_CHECKING:
@@ -44,14 +44,6 @@ class Group:
             i += 1
         return None
 
-    def first_under(self, now: float, bar: float) -> JobRec | None:
-        """The first job that has waited less than ``bar`` at ``now`` (wait starts grow along the keys)."""
-        recs = self.recs
-        if not recs or not now - recs[-1].wait_since < bar:
-            return None  # (its latest job is past the bar: all are)
-        i = bisect_left(recs, True, key=lambda r: now - r.wait_since < bar)
-        return recs[i]
-
 
 class WaitGroups:
     """Every waiting job, in its group; groups in the order they were first seen."""
@@ -60,6 +52,8 @@ class WaitGroups:
         self.groups: dict[tuple[object, ...], Group] = {}
         self._made = 0
         self._whole: dict[tuple[int, float], int] = {}  # per (workers, class): groups of whole-GPU workers
+        # every waiting job's key, sorted: (its wait start, its number), for earliest_under
+        self._keys: list[tuple[float, int]] = []
 
     def add(self, rec: JobRec) -> None:
         grp = self.groups.get(rec.gkey)
@@ -69,6 +63,11 @@ class WaitGroups:
             if grp.whole:
                 self._whole[grp.ikey] = self._whole.get(grp.ikey, 0) + 1
         key = rec.key
+        keys = self._keys
+        if not keys or keys[-1] < key:
+            keys.append(key)
+        else:
+            insort(keys, key)
         if not grp.keys or grp.keys[-1] < key:
             grp.keys.append(key)
             grp.recs.append(rec)
@@ -84,6 +83,8 @@ class WaitGroups:
             raise KeyError(f"gandiva: {rec.id} is not in its waiting group")
         del grp.keys[i]
         del grp.recs[i]
+        keys = self._keys
+        del keys[bisect_left(keys, rec.key)]
         if not grp.recs:
             del self.groups[rec.gkey]
             if grp.whole:
@@ -101,9 +102,13 @@ class WaitGroups:
         return sum(len(g.recs) for g in self.groups.values())
 
     def earliest_under(self, now: float, bar: float) -> float | None:
-        """The earliest wait start among the jobs that have waited less than ``bar`` at ``now``."""
-        ws = [r.wait_since for g in self.groups.values() if (r := g.first_under(now, bar)) is not None]
-        return min(ws) if ws else None
+        """The earliest wait start among the jobs that have waited less than ``bar`` at ``now``: the first of the
+        waiting jobs' keys (wait start first: ``JobRec.key``) past the bar, as ``now - start < bar`` only turns
+        true along them (one bisection over every waiting job, not one per group)."""
+        keys = self._keys
+        if not keys or not now - keys[-1][0] < bar:
+            return None  # (the latest wait start is past the bar: all are)
+        return keys[bisect_left(keys, True, key=lambda k: now - k[0] < bar)][0]
 
 
 

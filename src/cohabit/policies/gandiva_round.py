@@ -18,7 +18,7 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .gandiva_queue import Group, WaitGroups
-from .placement import Draft, consolidated_first, fill
+from .placement import Draft, PristineMark, consolidated_first, fill
 
 if TYPE_CHECKING:
     from .gandiva import Gandiva
@@ -533,7 +533,9 @@ class GandivaRound:
         need_dev = rec.n if rec.whole else 0
         spare = -1  # (counted once the GPUs suffice: most walks stop short of that)
         shares: dict[tuple[int, int], float] = {}  # device -> its free share with the victims so far given back
-        saved: tuple[np.ndarray, np.ndarray] | None = None  # the draft before this walk (copied before a try)
+        # the draft before this walk (taken before a try: no copy while the draft is pristine), and its device table
+        saved: tuple[np.ndarray, np.ndarray] | PristineMark | None = None
+        dev0 = self.view.device_free
         chosen: list[JobRec] = []
         given = 0  # victims of ``chosen`` whose room is given back (each is, in order, before the next try)
         counted = 0  # victims of ``chosen`` whose devices ``spare`` counts
@@ -551,12 +553,14 @@ class GandivaRound:
             if free_gpu < rec.cls - 1e-6:
                 continue
             if saved is None:
-                saved = draft.save()
+                saved = draft.checkpoint()
+                if not isinstance(saved, PristineMark):
+                    dev0 = saved[1]
             if need_dev:  # (devices counted only once the GPUs suffice: most walks stop short of that)
                 if spare < 0:
-                    spare = int((saved[1] >= 1.0 - EPS).sum())  # whole free devices in the draft as saved
+                    spare = int((dev0 >= 1.0 - EPS).sum())  # whole free devices in the draft as saved
                 for u in chosen[counted:]:
-                    spare += self._devices_freed(u, saved[1], shares)
+                    spare += self._devices_freed(u, dev0, shares)
                 counted = len(chosen)
                 if spare < need_dev:
                     continue

@@ -49,80 +49,17 @@ from .drf import TenantBook, job_usage
 from .placement import Draft
 from .spread import place_with, start_or_resume, waiting_in_order
 from .params import build
+from .tetris_room import _EPS, aligned_chooser, aligned_tasks, alignment, could_take, reserve_fits, room_slack
+from .tetris_rows import _COLS, RowPicks, WaitingRows, _Cols, _add
 
+__all__ = ["Tetris", "make", "aligned_chooser", "aligned_tasks", "alignment", "could_take", "reserve_fits",
+           "room_slack"]
 
-_add = np.add.reduce  # (ndarray.sum / mean's reduction without the method wrapper)
 
 _GroupInfo = tuple[bytes, np.ndarray, int, float]  # shape key, worker demand, start size, normalised size
-#: a waiting job's row: its worker shape's id, start size (workers), normalised size, then what its remaining
-#: time is estimated from (reported iterations, own seconds per iteration, declared iterations, model id,
-#: seconds run, and under the oracle the true iterations and duration)
-_COLS = ("shape", "need", "size", "done", "own_it", "iters", "model", "executed", "total", "dur")
 
 
-#: the ledger's tolerance in a fit (``engine.alloc.fit_counts``: ``floor((free + EPS) / demand)`` per node)
-_EPS = 1e-9
-
-
-def room_slack(total: list[float], n_nodes: int) -> list[float]:
-    """Per resource: what :func:`could_take` adds to a free total so that it bounds the tasks the nodes take
-    from above: the fit's tolerance on every node (``n_nodes * EPS``) and far more than the rounding of a
-    sum of floats (``1e-9`` of the total)."""
-    return [n_nodes * _EPS + 1e-9 * (1.0 + abs(t)) for t in total]
-
-
-def could_take(total: list[float], slack: list[float], demand: list[tuple[int, float]], n: int) -> bool:
-    """False only when the nodes cannot take ``n`` tasks of ``demand`` together (its needed resources as
-    ``(column, amount)``), judged from the free room summed over the nodes (``total``, with ``slack`` from
-    :func:`room_slack`): a node takes at most ``floor((free + EPS) / amount)`` tasks in each needed resource
-    (``fit_counts``), so the nodes together at most ``(total + n_nodes * EPS) / amount``. True is no promise:
-    the room may be split across nodes."""
-    for c, v in demand:
-        if total[c] + slack[c] < n * v:
-            return False
-    return True
-
-
-def alignment(free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
-              safe: np.ndarray | None = None) -> np.ndarray:
-    """Per node: dot product of the capacity-normalised demand and free vectors (``safe``: the capacity with
-    inf for 0, if the caller has it)."""
-    if safe is None:
-        safe = np.where(capacity > 0, capacity, np.inf)
-    return ((demand / safe) * (free / safe)).sum(axis=1)
-
-
-def aligned_chooser(fit: np.ndarray, free: np.ndarray, capacity: np.ndarray, demand: np.ndarray,
-                    n: int) -> list[int] | None:
-    """Tasks one at a time, each on the feasible node with the best alignment now."""
-    if fit.sum() < n:
-        return None
-    safe = np.where(capacity > 0, capacity, np.inf)
-    score = alignment(free, capacity, demand, safe)
-    score[fit <= 0] = -np.inf
-    return aligned_tasks(score, fit, free, safe, demand, n)
-
-
-def aligned_tasks(score: np.ndarray, fit: np.ndarray, free: np.ndarray, safe: np.ndarray, demand: np.ndarray,
-                  n: int) -> list[int]:
-    """:func:`aligned_chooser`'s nodes for ``n`` tasks, given the alignment per node now (``score``, -inf where
-    ``fit`` takes no task; overwritten) and enough room (``fit.sum() >= n``)."""
-    node = int(score.argmax())
-    out: list[int] = [node]
-    if n > 1:  # (the copies below only serve the later tasks)
-        left = fit.astype(np.int64)
-        f = free.copy()
-        for _ in range(n - 1):
-            left[node] -= 1
-            f[node] -= demand
-            score[node] = -np.inf if left[node] <= 0 else \
-                float(((demand / safe[node]) * (f[node] / safe[node])).sum())
-            node = int(score.argmax())
-            out.append(node)
-    return out
-
-
-class Tetris(BasePolicy):
+class Tetris(WaitingRows, RowPicks, BasePolicy):
     """Alignment packing with the SRTF blend and the fairness knob (see module doc)."""
 
     def __init__(self, epsilon: float = 1.0, fairness: float = 0.0, use_oracle: bool = False) -> None:
@@ -139,16 +76,7 @@ class Tetris(BasePolicy):
         self._book = TenantBook()
         self._view: ClusterView | None = None
         self._groups: dict[tuple[int, int, int | None], tuple[object, object, _GroupInfo]] = {}
-        # one row per waiting job (the columns of _COLS), kept until the job starts or ends: what a round reads
-        # of a waiting job does not change while it waits. Rows are appended in arrival order (the queue's own
-        # order) and marked dead when their job leaves, so while every row was made at arrival the live rows
-        # are the queue in order and a round reads them with one mask, no look-up per job (see _queue_rows)
-        self._slot: dict[str, int] = {}  # job id -> its row
-        self._ids: list[str | None] = []  # per row: its job (None: dead)
-        self._live = np.zeros(0, dtype=bool)
-        self._end = 0  # rows used
-        self._table = np.empty((0, len(_COLS)))
-        self._ordered = True  # every live row was made at its job's arrival (so the rows are in queue order)
+        self._new_table()  # the waiting jobs' rows (tetris_rows.WaitingRows)
         self._shape_ids: dict[bytes, int] = {}
         self._shape_rows: list[np.ndarray] = []
         self._shape_keys: list[bytes] = []  # per shape id: its demand row's bytes
@@ -161,6 +89,7 @@ class Tetris(BasePolicy):
         # fits anywhere plans nothing, and is answered from these without a pass over the queue
         self._by_shape: dict[tuple[bytes, int], tuple[np.ndarray, set[str]]] = {}
         self._indexed: dict[str, tuple[bytes, int]] = {}  # job id -> its key in _by_shape
+        self._summary: dict[bytes, tuple[int, int]] | None = None  # see _waiting_shapes
         self._checked = False  # this round found the index in step with the queue already
         # a shape of the index became non-empty (bumped by _index): with the ledger's room version, the key of
         # the last "nothing fits" answer (_none_fit), which stays true while neither moves
@@ -169,6 +98,8 @@ class Tetris(BasePolicy):
         # the key (as _none_fit) of this round's open answer of _nothing_fits: decide's first pick keeps it as
         # "nothing fits" if it finds no feasible job
         self._open: tuple[int, int] | None = None
+        # the ledger's free room summed over the nodes and its slack, if this round's _nothing_fits made them
+        self._free_sum: tuple[list[float], list[float]] | None = None
         # per demand row (its bytes): the resources it needs as (column, amount), for could_take
         self._needs: dict[bytes, list[tuple[int, float]]] = {}
         self._n_nodes = 0
@@ -193,11 +124,25 @@ class Tetris(BasePolicy):
             self._shape_stamp += 1  # a shape not in the queue before: it may fit
         hit[1].add(job.id)
         self._indexed[job.id] = (key, n)
+        self._summary = None
 
     def _unindex(self, job_id: str) -> None:
         shape = self._indexed.pop(job_id, None)
         if shape is not None:
             self._by_shape[shape][1].discard(job_id)
+            self._summary = None
+
+    def _waiting_shapes(self) -> dict[bytes, tuple[int, int]]:
+        """Per demand row with jobs in the index: the fewest and the most workers any of them needs (kept until
+        the index changes)."""
+        out = self._summary
+        if out is None:
+            out = self._summary = {}
+            for (row_key, n), (_, ids) in self._by_shape.items():
+                if ids:
+                    hit = out.get(row_key)
+                    out[row_key] = (n, n) if hit is None else (min(hit[0], n), max(hit[1], n))
+        return out
 
     def _in_step(self, view: ClusterView, waiting_ids: AbstractSet[str], count: int) -> bool:
         """The index holds exactly the ``count`` waiting jobs ``waiting_ids`` (a set-like view).
@@ -229,11 +174,10 @@ class Tetris(BasePolicy):
         key = (view.room_version, self._shape_stamp)
         if key == self._none_fit:
             return True
-        total = view.free_total.tolist()
-        slack = room_slack(total, self._n_nodes)
+        total, slack = self._free_sum = self._summed_room(view)  # (kept for decide: the same ledger this round)
         needs = self._needs
-        for (row_key, n), (w, ids) in self._by_shape.items():
-            if ids and could_take(total, slack, needs[row_key], n):
+        for row_key, (n, _) in self._waiting_shapes().items():  # (a shape's fewest workers: could_take is
+            if could_take(total, slack, needs[row_key], n):  # monotone in the count)
                 self._open = key  # (decide's first pick reads the per-node fits: it keeps a "nothing fits")
                 return False
         self._none_fit = key  # (no shape's workers fit in the free total: none fits the nodes)
@@ -262,8 +206,7 @@ class Tetris(BasePolicy):
             self._safe = np.where(view.capacity > 0, view.capacity, np.inf)
             self._safe.flags.writeable = False
             self._hist = ((-1, -1), np.zeros(0))  # (and another history)
-            self._slot, self._ids, self._end, self._ordered = {}, [], 0, True
-            self._table, self._live = np.empty((0, len(_COLS))), np.zeros(0, dtype=bool)
+            self._new_table()
             self._shape_ids, self._shape_rows, self._shape_keys, self._w_safe = {}, [], [], []
             total = view.capacity.sum(axis=0)
             self._inv = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
@@ -297,78 +240,14 @@ class Tetris(BasePolicy):
         row = (sid, n, size, job.reported_iterations, job.iter_time or math.nan,
                math.nan if spec.iterations is None else float(spec.iterations), m, job.executed_time(view.now),
                total, dur)
-        if self._end == len(self._table):
-            self._compact()
-            if self._end >= len(self._table) // 2:  # (still at least half full: room doubled)
-                old = len(self._table)
-                grown = np.empty((max(2 * old, 64), len(_COLS)))
-                grown[:old] = self._table
-                live = np.zeros(len(grown), dtype=bool)
-                live[:old] = self._live
-                self._table, self._live = grown, live
-        i = self._slot[job.id] = self._end
-        self._end += 1
-        self._ids.append(job.id)
-        self._table[i] = row
-        self._live[i] = True
-        return i
-
-    def _drop_row(self, job_id: str) -> None:
-        i = self._slot.pop(job_id, None)
-        if i is not None:
-            self._ids[i] = None
-            self._live[i] = False
-
-    def _compact(self) -> None:
-        """Drop the dead rows (their jobs left), keeping the live ones in their order."""
-        end = self._end
-        keep = self._live[:end].nonzero()[0]
-        if len(keep) == end:
-            return
-        n = len(keep)
-        self._table[:n] = self._table[keep]
-        self._live[:n] = True
-        self._live[n:end] = False
-        self._ids = [i for i in self._ids if i is not None]
-        self._slot = dict(zip(self._ids, range(n)))
-        self._end = n
-
-    def _reorder(self, waiting: list[JobView]) -> None:
-        """Rewrite the table with the rows of ``waiting`` (every one made) in that order."""
-        at = [self._slot[j.id] for j in waiting]
-        n = len(at)
-        self._table[:n] = self._table[at]
-        self._live[:n] = True
-        self._live[n:self._end] = False
-        self._ids = [j.id for j in waiting]
-        self._slot = dict(zip(self._ids, range(n)))
-        self._end = n
-        self._ordered = True
-
-    def _queue_rows(self, view: ClusterView) -> np.ndarray | None:
-        """The rows of the waiting jobs in queue order, as row numbers of the table, read from the table's
-        live mask alone, or None when that mask may not be the queue: only while every live row was made at
-        its job's arrival (rows are appended as jobs arrive, as the queue appends them) and the live rows
-        are as many as the pending jobs, with none paused. Rows only leave with their jobs (a start the
-        policy planned, an end), and a pending job leaves the queue only by such a start or an end, so the
-        live rows are a subset of the queue and equal counts mean equal sets (the argument of
-        :meth:`_in_step`)."""
-        if view.paused or not self._ordered or view is not self._view:
-            return None
-        end = self._end
-        live = self._live[:end]
-        if end > 64 and 2 * len(view.pending) < end:  # (more dead rows than live ones: dropped first)
-            self._compact()
-            end = self._end
-            live = self._live[:end]
-        pos = live.nonzero()[0]  # (np.flatnonzero without its Python wrapper)
-        return pos if len(pos) == len(view.pending) else None
+        return self._add_row(job.id, row)
 
     def _rows_of(self, view: ClusterView, jobs: list[JobView], ids: Iterable[str]) -> np.ndarray:
-        """The table rows of waiting ``jobs`` (whose ids, in the same order, are ``ids``), made where missing."""
+        """The table rows of waiting ``jobs`` (whose ids, in the same order, are ``ids``), made where missing, as
+        columns (``_COLS`` x jobs)."""
         ids = ids if isinstance(ids, list) else list(ids)
         if not ids:
-            return self._table[np.zeros(0, dtype=np.int64)]
+            return np.empty((len(_COLS), 0))
         try:  # (every row made already, the usual case: one C-level look-up of all of them)
             at = itemgetter(*ids)(self._slot)
             at = [at] if len(ids) == 1 else at
@@ -380,23 +259,24 @@ class Tetris(BasePolicy):
                     self._row(view, jobs[k])
                     slot = self._slot
             at = [self._slot[j] for j in ids]
-        return self._table.take(np.fromiter(at, dtype=np.int64, count=len(ids)), axis=0)  # (take: a faster gather)
+        return self._table.take(np.fromiter(at, dtype=np.int64, count=len(ids)), axis=1)  # (take: a faster gather)
 
-    def _remaining(self, view: ClusterView, jobs: list[JobView], rows: np.ndarray | None = None,
+    def _remaining(self, view: ClusterView, jobs: list[JobView], rows: _Cols | None = None,
                    declared: bool | None = None) -> np.ndarray:
         """Remaining seconds of waiting ``jobs``: :meth:`SRTF.remaining <.srtf.SRTF.remaining>`
         vectorised. A waiting job's own numbers are read once and kept while it waits (its row); what
         comes from history (mean seconds per iteration per model, mean run time) is looked up per round.
-        ``declared``: :meth:`_declared` of the rows, if the caller has it."""
+        ``rows``: their table rows as columns (``_COLS`` x jobs), if the caller has them; ``declared``:
+        :meth:`_declared` of the rows, if the caller has it."""
         if rows is None:
-            rows = self._rows_of(view, jobs, [j.id for j in jobs])
+            rows = _Cols(self._rows_of(view, jobs, [j.id for j in jobs]), None)
         if self._oracle is None and not (self._declared(rows) if declared is None else declared):
             # (no declared lengths: every estimate is the fallback below, which np.where would pick anyway)
             mean = view.history.mean_run_time()
             if mean is None:
-                return np.full(len(rows), math.inf)
-            return np.maximum(mean - rows[:, 7], 0.0)  # (column 7: "executed", a float array)
-        done, own_it, iters, model, executed, total, dur = rows[:, 3:].T
+                return np.full(rows.n, math.inf)
+            return np.maximum(mean - rows[7], 0.0)  # (column 7: "executed", a float array)
+        done, own_it, iters, model, executed, total, dur = (rows[c] for c in range(3, 10))
         models = self._models
         key = (len(view.history), len(models))  # (the history only grows: the same length, the same means)
         if self._hist[0] != key:
@@ -415,28 +295,35 @@ class Tetris(BasePolicy):
                 rem = np.where(np.isfinite(iters) & np.isfinite(it), np.maximum(iters - done, 0.0) * it, fallback)
         return np.asarray(rem, dtype=float)
 
-    def _srtf_term(self, view: ClusterView, rows: np.ndarray) -> np.ndarray:
-        """``p`` per job (a row each): 1 for no remaining work, 0 for the most (or unknown)."""
-        if self.epsilon == 0 or not len(rows):
-            return np.zeros(len(rows))
-        fallback = self._oracle is None and not self._declared(rows)  # (every estimate the mean-run-time one)
-        work = self._remaining(view, [], rows, not fallback) * rows[:, 2]
-        if fallback:  # (every estimate known, or none is)
-            if view.history.mean_run_time() is None:  # (every estimate unknown)
-                return np.zeros(len(rows))
+    def _srtf_term(self, view: ClusterView, rows: _Cols, declared: bool, ran: bool = True) -> np.ndarray:
+        """``p`` per job (a row of ``rows`` each): 1 for no remaining work, 0 for the most (or unknown).
+        ``declared``: :meth:`_declared` of the rows; ``ran``: False when no job of them has run (column
+        "executed" all 0)."""
+        n_jobs = rows.n
+        if self.epsilon == 0 or not n_jobs:
+            return np.zeros(n_jobs)
+        if self._oracle is None and not declared:  # every estimate the mean-run-time one: known, or none is
+            mean = view.history.mean_run_time()
+            if mean is None:  # (every estimate unknown)
+                return np.zeros(n_jobs)
+            # work: _remaining's max(mean - executed, 0) times the size; with nothing executed that is mean
+            # (a mean of run times is >= 0), so mean * size gives the same floats
+            work = mean * rows[2] if not ran and mean >= 0 else self._remaining(view, [], rows, False) * rows[2]
             top = work.max()  # (every work finite: the fallback's max(mean - run, 0) times a finite size)
-            return 1.0 - work / top if top > 0 else np.ones(len(rows))
+            return 1.0 - work / top if top > 0 else np.ones(n_jobs)
+        work = self._remaining(view, [], rows, True) * rows[2]
         known = np.isfinite(work)
-        p = np.zeros(len(rows))
+        p = np.zeros(n_jobs)
         if known.any():
             top = work[known].max()
             p[known] = 1.0 - work[known] / top if top > 0 else 1.0
         return p
 
     @staticmethod
-    def _declared(rows: np.ndarray) -> bool:
-        """Some job of ``rows`` declares its iterations (else every estimate is the mean-run-time fallback)."""
-        return bool(np.isfinite(rows[:, 5]).any())
+    def _declared(rows: _Cols) -> bool:
+        """Some job of ``rows`` (columns) declares its iterations (else every estimate is the mean-run-time
+        fallback)."""
+        return bool(np.isfinite(rows[5]).any())
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._drop_row(job.id)
@@ -444,11 +331,15 @@ class Tetris(BasePolicy):
 
     # ---------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        self._checked, self._open = False, None
+        self._checked, self._open, self._free_sum = False, None, None
         if self.fairness <= 0 and self._nothing_fits(view):  # (the fairness book must see every round)
             return []
         if not view.pending and not view.paused:
             return []
+        if self._checked and self._grouped_ok(view):
+            plan = self._decide_grouped(view)
+            if plan is not None:
+                return plan
         pos = None  # the waiting jobs' rows in queue order, when the table's live mask is the queue
         if self.fairness <= 0 and not view.paused and \
                 (self._checked or self._in_step(view, view.pending.keys(), len(view.pending))):
@@ -458,91 +349,149 @@ class Tetris(BasePolicy):
             waiting = list(waiting_in_order(view))
             ids = view.pending.keys() if not view.paused else {j.id for j in waiting}
             if not self._checked and not self._in_step(view, ids, len(waiting)):
-                self._by_shape, self._indexed = {}, {}  # out of step (e.g. a refused start): rebuilt
+                self._by_shape, self._indexed, self._summary = {}, {}, None  # out of step (a refused start): rebuilt
                 for job in waiting:
                     self._index(view, job)
             jobs = self._candidates(view, waiting)
-            rows = self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else [j.id for j in jobs])
+            rows = _Cols(self._rows_of(view, jobs, ids if jobs is waiting and not view.paused else
+                                       [j.id for j in jobs]), None)
             if not self._ordered and not view.paused and self.fairness <= 0 and len(self._slot) == len(waiting):
                 self._reorder(waiting)  # (rows made out of arrival order: the table in queue order again)
+            declared, ran = self._declared(rows), True
         else:  # every waiting job is a candidate (no fairness knob), its row read in queue order by the mask
-            rows = self._table.take(pos, axis=0)  # (take: the gather of self._table[pos], ~10x faster)
+            rows = _Cols(self._table, pos)  # (a column gathered when read: take, ~10x faster than [:, pos])
             jobs = waiting
+            declared, ran = self._declared_rows > 0, self._ran_rows > 0  # (the live rows are the waiting jobs')
         ids_at, pending = self._ids, view.pending
 
         def job_at(k: int) -> JobView:
             return jobs[k] if pos is None else pending[ids_at[pos[k]]]  # type: ignore[index]
         draft = Draft(view)
-        cap, safe = view.capacity, self._safe  # (safe: alignment's divisor, made once per view)
+        n_rows = rows.n
         # jobs by worker shape: alignment is computed once per shape and pick
-        idx = rows[:, 0].astype(np.int64)
-        need = rows[:, 1].astype(np.int64)
         if pos is not None or jobs is waiting:  # the index holds exactly these jobs (checked or rebuilt above)
-            sids = sorted({self._shape_ids[key] for (key, _), (_, held) in self._by_shape.items() if held})
+            counts = self._waiting_shapes()
+            sids = sorted(self._shape_ids[key] for key in counts)
+            need_min = min(lo for lo, _ in counts.values()) if counts else 0
+            need_max = max(hi for _, hi in counts.values()) if counts else 0
         else:
-            sids = np.unique(idx).tolist()
+            sids = np.unique(rows[0]).astype(np.int64).tolist()
+            need_min = int(rows[1].min()) if n_rows else 0
+            need_max = int(rows[1].max()) if n_rows else 0
+        # (no pick needs fewer workers than need_min, nor more than need_max)
+        # one worker shape (e.g. every Philly job: one GPU per worker): every job's alignment is that shape's, so
+        # a pick needs no gather per job (_pick_one)
+        single = len(sids) == 1
         shapes = [(s, self._shape_rows[s]) for s in sids]
-        need_min = int(need.min()) if len(need) else 0  # (no pick needs fewer workers than this)
-        p = self._srtf_term(view, rows)
-        alive = np.ones(len(rows), dtype=bool)
-        left = len(rows)  # jobs still alive
+        p = self._srtf_term(view, rows, declared, ran)
+        alive: np.ndarray | None = None  # jobs not picked yet (None: all of them)
+        left = n_rows  # jobs still alive
         plan: Plan = []
-        total: list[float] | None = None  # the draft's free room summed over nodes, once a job took some
-        slack: list[float] = []
+        room_sum: tuple[list[float], list[float]] | None = None  # the draft's free room summed over nodes, slack
+        needs = self._needs
         while left:
-            if total is not None:  # (a job took room: by the summed room alone, may a shape still take need_min?)
-                needs = self._needs
-                if not any(could_take(total, slack, needs[self._shape_keys[s]], need_min) for s, _ in shapes):
-                    break  # (no shape is roomy, as the per-node fits below would find: no job is feasible)
             free = draft.free_now  # (read only: `Draft.free` would make the draft drop its fit memo)
-            best = np.full(len(self._shape_rows), -np.inf)
-            room = np.zeros(len(self._shape_rows), dtype=np.int64)
-            fits: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per shape: its fit and alignment per node
-            roomy = False  # some shape has a node for one task and room for need_min of them
-            scaled = free / safe  # (alignment's free / capacity, once per pick)
-            for s, w in shapes:
-                fit = draft.tasks_fit(w)
-                ok = fit > 0
-                if ok.any():
-                    # alignment(free, cap, w, safe), row by row: the same values on the nodes of ok
-                    score = np.where(ok, (self._w_safe[s] * scaled).sum(axis=1), -np.inf)
-                    best[s] = score.max()
-                    fits[s] = (fit, score)
-                    # (a demand that needs some resource takes a bounded count per node; else the fit is huge)
-                    room[s] = got = int(_add(fit) if self._needs[self._shape_keys[s]] else
-                                        np.minimum(fit, 1 << 40).sum())
-                    roomy = roomy or got >= need_min
-            if not roomy:  # no job is feasible (the test below would find none): no pass over the jobs
-                self._keep_nothing_fits(plan, left, len(rows))
+            fits = self._shape_fits(draft, shapes, free, need_min)
+            if not fits:  # no job is feasible (the test below would find none): no pass over the jobs
+                self._keep_nothing_fits(plan, left, n_rows)
                 break
-            a = best[idx]
-            feasible = alive & (room[idx] >= need) & np.isfinite(a)
-            count = int(np.count_nonzero(feasible))
-            if not count:
-                self._keep_nothing_fits(plan, left, len(rows))
+            if single:
+                k = self._pick_one(fits[sids[0]], rows, need_max, p, alive)
+            else:
+                k = self._pick_any(fits, rows[0].astype(np.int64), rows[1], p, alive)
+            if k < 0:
+                self._keep_nothing_fits(plan, left, n_rows)
                 break
-            eps = 0.0
-            if self.epsilon > 0:  # (the means as ndarray.mean makes them: the pairwise sum over the count)
-                p_mean = _add(p[feasible]) / count
-                if p_mean > 0:
-                    eps = self.epsilon * (_add(a[feasible]) / count) / p_mean
-            score = np.where(feasible, a + eps * p, -np.inf)
-            k = int(score.argmax())  # ties: earliest arrival (argmax takes the first)
+            if alive is None:
+                alive = np.ones(n_rows, dtype=bool)
             alive[k] = False
             left -= 1
             job = job_at(k)
-            n = int(need[k])
-            placement = self._place(draft, job, fits[int(idx[k])], free, n)
+            n = int(rows.at(1, k))
+            sid = sids[0] if single else int(rows.at(0, k))
+            if room_sum is None:
+                room_sum = self._free_sum or self._summed_room(view)
+            total, slack = room_sum
+            w = self._shape_rows[sid].tolist()
+            after = [t - n * v for t, v in zip(total, w)]  # (its parameter servers' room left in: a bound)
+            # once it started, may a shape still take need_min by the summed room alone? If not, the per-node
+            # fits of a next pick would find no feasible job: the round ends with this start
+            more = any(could_take(after, slack, needs[self._shape_keys[s]], need_min) for s, _ in shapes)
+            placement = self._place(draft, job, fits[sid], free, n, more)
             if placement is not None:
                 plan.append(start_or_resume(job, placement))
                 self._unindex(job.id)
                 self._drop_row(job.id)  # it runs: its numbers change (read afresh if it waits again)
-                if total is None:
-                    total = view.free_total.tolist()
-                    slack = room_slack(total, self._n_nodes)
-                w = self._shape_rows[int(idx[k])].tolist()
-                total = [t - n * v for t, v in zip(total, w)]  # (its parameter servers' room left in: a bound)
+                if not more:
+                    break
+                room_sum = (after, slack)
         return plan
+
+    def _grouped_ok(self, view: ClusterView) -> bool:
+        """Whether the round's first pick may be made by groups (:meth:`_pick_grouped`): no fairness knob,
+        nothing paused, the index in step with the queue (checked this round) and the live rows the queue in
+        order (as :meth:`_queue_rows` requires), one worker shape, no oracle, no declared iterations and no job
+        that ran (every ``p`` then follows from the job's workers and size alone)."""
+        return self.fairness <= 0 and not view.paused and self._ordered and view is self._view \
+            and self._n_live == len(view.pending) and self._oracle is None and not self._declared_rows \
+            and not self._ran_rows and len(self._waiting_shapes()) == 1
+
+    def _decide_grouped(self, view: ClusterView) -> Plan | None:
+        """The usual round, one start or none, decided without a pass over the queue: the first pick by groups
+        (:meth:`_pick_grouped`); when it starts a job after which, by the summed room, no shape may take another
+        (the round's last start, checked by :func:`reserve_fits`), or when no job is feasible, that is the
+        round's plan. None when the round is not that simple (the pick is undecided by groups, a next pick may
+        follow, or the start is refused): :meth:`decide` then plans it in full (nothing was changed)."""
+        ((row_key, (need_min, _)),) = self._waiting_shapes().items()
+        sid = self._shape_ids[row_key]
+        draft = Draft(view)
+        free = draft.free_now
+        fits = self._shape_fits(draft, [(sid, self._shape_rows[sid])], free, need_min)
+        if not fits:
+            self._keep_nothing_fits([], 0, 0)
+            return []
+        r = self._pick_grouped(view, fits[sid])
+        if r is None:
+            return None
+        if r < 0:
+            self._keep_nothing_fits([], 0, 0)
+            return []
+        job = view.pending[self._ids[r]]  # type: ignore[index]
+        n = int(self._table[1, r])
+        total, slack = self._free_sum or self._summed_room(view)
+        after = [t - n * v for t, v in zip(total, self._shape_rows[sid].tolist())]
+        if could_take(after, slack, self._needs[row_key], need_min):
+            return None  # (a next pick may find room: the full round)
+        placement = self._place(draft, job, fits[sid], free, n, False)
+        if placement is None:
+            return None
+        self._unindex(job.id)
+        self._drop_row(job.id)
+        return [start_or_resume(job, placement)]
+
+    def _summed_room(self, view: ClusterView) -> tuple[list[float], list[float]]:
+        """The ledger's free room summed over the nodes, and its :func:`room_slack`."""
+        total = view.free_total.tolist()
+        return total, room_slack(total, self._n_nodes)
+
+    def _shape_fits(self, draft: Draft, shapes: list[tuple[int, np.ndarray]], free: np.ndarray,
+                    need_min: int) -> dict[int, tuple[np.ndarray, np.ndarray, float, int]]:
+        """Per shape that has a node for one task and room for ``need_min`` of them on the draft now: its fit
+        and alignment per node (-inf where the fit takes no task), its best alignment and its room (tasks).
+        A shape left out takes no waiting job (each needs at least ``need_min`` workers)."""
+        out: dict[int, tuple[np.ndarray, np.ndarray, float, int]] = {}
+        scaled: np.ndarray | None = None
+        for s, w in shapes:
+            fit = draft.tasks_fit(w)
+            # (a demand that needs some resource takes a bounded count per node; else the fit is huge)
+            got = int(_add(fit) if self._needs[self._shape_keys[s]] else np.minimum(fit, 1 << 40).sum())
+            if got > 0 and got >= need_min:
+                if scaled is None:
+                    scaled = free / self._safe  # (alignment's free / capacity, once per pick)
+                # alignment(free, cap, w, safe), row by row: the same values on the nodes the fit takes a task
+                score = np.where(fit > 0, (self._w_safe[s] * scaled).sum(axis=1), -np.inf)
+                out[s] = (fit, score, float(score.max()), got)
+        return out
 
     def _keep_nothing_fits(self, plan: Plan, left: int, n_rows: int) -> None:
         """The round's first pick found no feasible job: if :meth:`_nothing_fits` left this round open (the
@@ -552,8 +501,8 @@ class Tetris(BasePolicy):
         if self._open is not None and not plan and left == n_rows:
             self._none_fit = self._open
 
-    def _place(self, draft: Draft, job: JobView, fit_score: tuple[np.ndarray, np.ndarray], free: np.ndarray,
-               n: int) -> Placement | None:
+    def _place(self, draft: Draft, job: JobView, fit_score: tuple[np.ndarray, np.ndarray, float, int],
+               free: np.ndarray, n: int, more: bool = True) -> Placement | None:
         """``place_with(draft, job, aligned_chooser, n_workers=n)`` for the job just picked, whose shape's fit
         and alignment per node (``fit_score``) the pick computed on this draft: a job without parameter servers
         takes the nodes :func:`aligned_tasks` gives from them (its shape has room for ``n`` tasks: the pick
@@ -562,14 +511,17 @@ class Tetris(BasePolicy):
         pristine), and that memo is not read: after the pick found ``n`` tasks' room, the reservation of tasks
         within each node's fit is refused only if a float remainder lands within rounding of the ledger's
         tolerance (none in the pinned runs; ``tests/test_tetris_index.py`` compares with ``place_with``). Jobs
-        with parameter servers go through ``place_with``."""
+        with parameter servers go through ``place_with``. The round's last start (``more`` False: no pick follows)
+        on a pristine draft is only checked (:func:`reserve_fits`), not written into a draft nobody reads."""
         view = draft.view
         if job.spec.num_ps > 0 and view.ps_demand_vector(job) is not None:
             return place_with(draft, job, aligned_chooser, n_workers=n)
-        fit, score = fit_score
+        fit, score, _, _ = fit_score
         w = view.demand_vector(job)
         pristine = draft.pristine
         placement: Placement = tuple(aligned_tasks(score, fit, free, self._safe, w, n))
+        if not more and draft.pristine:
+            return placement if reserve_fits(view, w, placement) else None
         if not draft.reserve(job, placement):
             draft.undo_failed_reserve(pristine)
             return None
