@@ -115,7 +115,8 @@ class Themis(ObservingPolicy):
         self._n = 0
         self._arrived: dict[str, tuple[float, float]] = {}
         self.type_speeds = TypeSpeeds()  # per-GPU-type speeds observed (heterogeneous clusters only)
-        self._expired_at: tuple[float, int, list[JobView]] | None = None  # wants_reports' (now, version, expired)
+        # wants_reports' (now, allocation version, expired, whether every expired lease is renewed as it is)
+        self._expired_at: tuple[float, int, list[JobView], bool] | None = None
 
     # contention ---------------------------------------------------------------
     def _advance(self, view: ClusterView) -> None:
@@ -188,10 +189,19 @@ class Themis(ObservingPolicy):
     # decision -----------------------------------------------------------------
     def wants_reports(self, view: ClusterView) -> list[str]:
         """The running jobs whose reported telemetry the coming :meth:`decide` may read: a round reads the
-        jobs whose lease ends and the waiting ones (``ObservingPolicy.wants_reports``); kept for decide."""
+        jobs whose lease ends and the waiting ones (``ObservingPolicy.wants_reports``); kept for decide. None
+        when every expired lease is renewed as it is (:meth:`_quiet_expiry`, which reads no reported
+        telemetry): their reports wait for a later round or the job's end (issue 18, tenth session)."""
         expired = self._expired(view, view.now + self.tick_interval / 2)
-        self._expired_at = (view.now, view.allocation_version, expired)
-        return [j.id for j in expired]
+        renew = self._quiet_expiry(view, expired)
+        self._expired_at = (view.now, view.allocation_version, expired, renew)
+        return [] if renew else [j.id for j in expired]
+
+    def _quiet_expiry(self, view: ClusterView, expired: list[JobView]) -> bool:
+        """Whether the round due now only renews every lease of ``expired`` as it is (see the module
+        docstring): some expired, nobody waits, one GPU type, and :meth:`_renews_all`."""
+        return (bool(expired) and self.skip_quiet and not any_waiting(view)
+                and not self.type_speeds.heterogeneous(view) and self._renews_all(view, expired))
 
     def decide(self, view: ClusterView) -> Plan:
         self._advance(view)
@@ -199,8 +209,9 @@ class Themis(ObservingPolicy):
         horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
         memo = self._expired_at
         self._expired_at = None
+        renew: bool | None = None
         if memo is not None and memo[0] == now and memo[1] == view.allocation_version:
-            expired = memo[2]  # (wants_reports found them a moment ago: nothing changed since)
+            expired, renew = memo[2], memo[3]  # (wants_reports found them a moment ago: nothing changed since)
         else:
             expired = self._expired(view, horizon)
         if not expired and not (self._event and any_waiting(view)):
@@ -213,7 +224,9 @@ class Themis(ObservingPolicy):
         if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
             return []
         self._soonest = None  # the round sets lease ends
-        if expired and not typed and self.skip_quiet and not any_waiting(view) and self._renews_all(view, expired):
+        if renew is None:
+            renew = self._quiet_expiry(view, expired)
+        if renew:
             until = now + self.lease  # a quiet expiry (see the module docstring): every lease renewed as it is
             for job in expired:
                 self._expiry[job.id] = until
