@@ -137,13 +137,15 @@ def test_a_segment_reads_back_as_its_reports():
         r._keep_last()  # (a record handing its events on cannot take segments)
 
 
+@pytest.mark.parametrize("skip_quiet", [False, True])
 @pytest.mark.parametrize("workload", ["tiresias", "contended"])
 @pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
-def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monkeypatch):
+def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, skip_quiet, monkeypatch):
     """The information barrier's other side: inside ``decide`` a policy reading a running job's telemetry
     (iterations, report time, speed, attained service, its loss history, also through a history it keeps
     and reads later) sees every report made up to now: none of that job's reports waits in the simulator.
-    Fails if ``wants_reports`` leaves out a job the round reads."""
+    Fails if ``wants_reports`` leaves out a job the round reads; with ``skip_quiet``, if it calls a round quiet
+    (wanting no reports) that ``decide`` then runs."""
     import cohabit.sim.runner as runner
     from cohabit.engine.job import JobView
     from cohabit.engine.series import MetricSeries
@@ -190,8 +192,7 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
 
     jobs, cluster = _WORKLOADS[workload]()
     pol = make_policy(policy)
-    if hasattr(pol, "skip_quiet"):  # (a skipped quiet round reads nothing: run them all, to read more)
-        pol.skip_quiet = False
+    pol.skip_quiet = skip_quiet  # (without: every round runs and reads more; with: quiet rounds want nothing)
     inner_decide = pol.decide
 
     def decide(view):
@@ -202,9 +203,44 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
             deciding[0] = False
     pol.decide = decide
     runner.simulate(jobs, cluster, pol)
-    assert len(reads) > 100  # the rounds did read running jobs
+    assert len(reads) > (10 if skip_quiet else 100)  # the rounds did read running jobs (fewer run with skip_quiet)
     stale = [jid for jid, waited in reads if waited]
     assert stale == []
+
+
+@pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
+def test_a_quiet_round_leaves_the_reports_waiting(policy, monkeypatch):
+    """A full round skipped as quiet (Themis: a lease expiry that renews every lease as it is) reads no
+    reported telemetry, so it wants none: at its decide the running jobs' reports are still waiting, to be
+    folded in one batch later (fails if ``wants_reports`` asks for them at such a round)."""
+    import cohabit.sim.runner as runner
+
+    made: list[SimBackend] = []
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    jobs, cluster = _WORKLOADS["tiresias"]()
+    pol = make_policy(policy)
+    name = "_quiet_expiry" if policy == "themis" else "_skips"
+    inner_check, inner_decide = getattr(pol, name), pol.decide
+    quiet_at: list[tuple[float, list[str]]] = []  # (time, the jobs the round would have read: Themis' expired)
+    waited: list[bool] = []  # per quiet round: whether one of those jobs' reports was still waiting at decide
+
+    def check(view, *more):
+        out = inner_check(view, *more)
+        if out:
+            quiet_at.append((view.now, [j.id for j in more[0]] if policy == "themis" else list(view.running)))
+        return out
+
+    def decide(view):
+        plan = inner_decide(view)
+        if quiet_at and quiet_at[-1][0] == view.now:
+            waited.append(any(made[0].reports_pending(jid) for jid in quiet_at[-1][1]))
+        return plan
+    setattr(pol, name, check)
+    pol.decide = decide
+    out = runner.simulate(jobs, cluster, pol)
+    assert len(waited) > 10 and sum(waited) > len(waited) // 2, (len(waited), sum(waited))
+    assert out.metrics.jobs_finished > 50
 
 
 def test_the_numpy_pass_computes_the_reports_of_the_python_steps_bit_for_bit():
