@@ -82,7 +82,7 @@ def main() -> None:
                   f"{len(models.loss.tracks)}, speed models {len(models._speed)}")
     if phases is not None:
         spent, calls = phases
-        for k in ("decide", "targets", "snapshot", "running-cols", "queue-rows", "catch-up", "fits", "greedy",
+        for k in ("decide", "targets", "snapshot", "running-cols", "queue-rows", "catch-up", "fits", "fit_many", "greedy",
                   "apply_targets", "rho_table", "observe_many", "wants_reports", "take", "fold", "freeze",
                   "metrics"):
             if calls[k]:
@@ -126,6 +126,7 @@ def _time_phases() -> tuple[collections.Counter[str], collections.Counter[str]]:
     wrap(optimus.JobModels, "observe_many", "observe_many")
     wrap(loss_curve.LossFits, "_catch_up", "catch-up")
     wrap(loss_curve.LossFits, "_fit_due", "fits")
+    wrap(loss_curve.LossFits, "fit_many", "fit_many")
     wrap(themis.Themis, "rho_table", "rho_table")
     wrap(optimus.JobModels, "_running_columns", "running-cols")
     wrap(optimus.JobModels, "_queue_rows", "queue-rows")
