@@ -280,3 +280,34 @@ def test_metrics_window_ends_at_a_segment_report_after_the_last_event():
         b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
         a.pop("decision_time", None), b.pop("decision_time", None)
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+
+
+def test_a_take_of_many_jobs_is_their_takes_one_by_one():
+    """``ReportGrid.take(ids)`` (the engine folds the jobs a Themis round reads with one take) gives what a
+    take of each of them in that order gives, the jobs without waiting reports skipped, and leaves the grid
+    as those takes leave it (fails if the order or a job's own take changes)."""
+    import copy
+    import random
+
+    from cohabit.sim.report_grid import ReportGrid
+
+    rng = random.Random(3)
+    grid = ReportGrid(60.0)
+    for i in range(30):
+        t = rng.uniform(0.0, 3000.0)
+        grid.join(f"j{i}", None, t, done0=rng.uniform(0, 100), t0=t, rate=rng.uniform(0.1, 5.0),
+                  total=rng.uniform(200.0, 3e4), loss=(rng.uniform(0.5, 9.0), 1.0, 0.2), plain=True)
+    for k in range(1, 120):
+        grid.grid_pass(k)
+        if k % 17 == 0:
+            for i in rng.sample(range(30), 5):
+                grid.leave(f"j{i}")
+        if k % 7 == 0:
+            ids = [f"j{i}" for i in rng.sample(range(30), 12)] + ["nobody"]
+            other = copy.deepcopy(grid)
+            # (the engine's fold of one job: a take when its reports wait)
+            one_by_one = [seg for jid in ids if other.pending(jid) for seg in other.take(jid)]
+            many = grid.take(ids)
+            assert many == one_by_one, k
+            assert len(many) > 0 or k < 50
+            assert grid.take() == other.take(), k

@@ -242,8 +242,7 @@ class Scheduler(ActionHandlers, LiveControl):
                     if wanted is True:
                         self._fold_reports()
                     elif wanted:
-                        for jid in wanted:
-                            self._fold_reports(jid)
+                        self._fold_segments(self._take_reports(wanted))  # (each job's, in order, in one take)
                 t0 = perf_counter()
                 plan = self.policy.decide(view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append_decision(self.now, (perf_counter() - t0) * 1e3)

@@ -520,7 +520,8 @@ class LossFits:
             t = tracks.get(jid)
             if t is None:
                 continue
-            if t.points is not None:
+            points = t.points
+            if points is not None and len(points) > t.n_seen:
                 self._catch_up(t)
             if t.due is not None:
                 due.append(t)
@@ -554,7 +555,8 @@ class LossFits:
         """The job's fit (done now if one fell due) and drop rates (``KeyError`` if none of its
         losses were folded in)."""
         t = self._tracks[job_id]
-        if t.points is not None:
+        points = t.points
+        if points is not None and len(points) > t.n_seen:  # (_catch_up's own test: new points since)
             self._catch_up(t)
         if t.due is not None:
             self._fit_due(t)

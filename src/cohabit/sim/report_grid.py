@@ -18,6 +18,7 @@ reported at every pass, as before.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -138,17 +139,22 @@ class ReportGrid:
                 return True
         return False
 
-    def take(self, job: str | None = None) -> list[tuple[str, int, list[float], list[float], float, float, float, float]]:
-        """The reports of ``job`` (None: of every job) at the passes done so far, not taken before, oldest
-        first per job: ``(job, k0, iterations, losses, iter_time, done0, t0, rate)`` per segment, the
-        reports at grid times ``(k0 + i) * every``; ``iterations[i] = done0 + (t_i - t0) * rate``."""
-        if job is not None:
+    def take(self, job: str | Sequence[str] | None = None
+             ) -> list[tuple[str, int, list[float], list[float], float, float, float, float]]:
+        """The reports of ``job`` (None: of every job; a sequence of ids: of each of them with reports
+        :meth:`pending`, in that order, as one take per job would give them) at the passes done so far, not
+        taken before, oldest first per job: ``(job, k0, iterations, losses, iter_time, done0, t0, rate)`` per
+        segment, the reports at grid times ``(k0 + i) * every``; ``iterations[i] = done0 + (t_i - t0) * rate``."""
+        if job is None:
+            todo = list(self._open.items())
+        elif isinstance(job, str):
             segs = self._open.get(job)
             if segs is None:
                 return []
             todo = [(job, segs)]
         else:
-            todo = list(self._open.items())
+            opened, pending = self._open, self.pending
+            todo = [(jid, opened[jid]) for jid in job if pending(jid)]
         k_done, members = self.k_done, self._members
         due: list[tuple[str, list[Any], int, int]] = []  # (job, segment, first k, last k)
         count = 0
