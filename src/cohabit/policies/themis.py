@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -233,11 +234,6 @@ class Themis(ObservingPolicy):
             return []
         waiting = waiting_jobs(view)
         targets, served, shrink = self.targets(view, expired + waiting, waiting_tail=len(waiting))
-        for jid, n in targets.items():
-            if n > 0:
-                self._expiry[jid] = now + self.lease
-            else:
-                self._expiry.pop(jid, None)
         jobs_by_id = view.jobs
         plan = apply_targets(view, targets, [jobs_by_id[jid] for jid in served],
                              self.type_speeds.place if typed else consolidated_placer, reason="themis: lease expired",
@@ -245,9 +241,18 @@ class Themis(ObservingPolicy):
         if typed:
             plan += self.faster_types(view, plan, [j for j in expired if targets.get(j.id, 0) > 0])
         started = {a.job for a in plan if isinstance(a, (Start, Resume))}
-        for job in waiting:  # a job that could not be placed holds no lease
-            if job.id not in started:
-                self._expiry.pop(job.id, None)
+        # the leases: a job given workers holds one until now + lease, a job given none holds none, nor does a
+        # waiting job that could not be placed; only jobs holding an entry are looked at for the last two (the
+        # queue, most of the targets, holds none: no pass over it)
+        until = now + self.lease
+        expiry = self._expiry
+        for jid, n in targets.items():
+            if n > 0:
+                expiry[jid] = until
+        paused, pending = view.paused, view.pending
+        for jid in [jid for jid in expiry if targets.get(jid, 1) <= 0
+                    or (jid not in started and (jid in paused or jid in pending))]:
+            del expiry[jid]
         return plan
 
     def _renews_all(self, view: ClusterView, expired: Sequence[JobView]) -> bool:
@@ -276,7 +281,7 @@ class Themis(ObservingPolicy):
         if soonest is not None and soonest[0] == version and horizon < soonest[1]:
             return []
         expiry = self._expiry
-        ends = [expiry.get(jid, -math.inf) for jid in view.running]
+        ends = list(map(expiry.get, view.running, repeat(-math.inf, len(view.running))))
         self._soonest = (version, min(ends, default=math.inf))
         if horizon < self._soonest[1]:
             return []
