@@ -114,7 +114,9 @@ class Themis(ObservingPolicy):
         self._c = 0.0
         self._t = 0.0
         self._n = 0
-        self._arrived: dict[str, tuple[float, float]] = {}
+        # per job: its arrival time and the contention integral then (two dicts: a round reads them by columns)
+        self._arrived_t: dict[str, float] = {}
+        self._arrived_c: dict[str, float] = {}
         self.type_speeds = TypeSpeeds()  # per-GPU-type speeds observed (heterogeneous clusters only)
         # wants_reports' (now, allocation version, expired, whether every expired lease is renewed as it is)
         self._expired_at: tuple[float, int, list[JobView], bool] | None = None
@@ -128,26 +130,26 @@ class Themis(ObservingPolicy):
 
     def contention(self, job: JobView, now: float) -> float:
         """Average number of active jobs since ``job`` arrived (at least 1)."""
-        entry = self._arrived.get(job.id)
-        if entry is None or now <= entry[0]:
+        t0 = self._arrived_t.get(job.id)
+        if t0 is None or now <= t0:
             return float(max(self._n, 1))
-        t0, c0 = entry
+        c0 = self._arrived_c[job.id]
         c = self._c + self._n * max(now - self._t, 0.0)
         return max((c - c0) / (now - t0), 1.0)
 
     def contention_of(self, ids: Sequence[str], now: float) -> np.ndarray:
         """:meth:`contention` of each job in ``ids`` at ``now``, as one array (the same arithmetic, each
         job's arrival looked up by id in one pass)."""
-        arrived = list(map(self._arrived.get, ids))
+        n = len(ids)
         floor = float(max(self._n, 1))
-        if None in arrived:  # (a job whose arrival this policy did not see)
-            arrived = [(now, 0.0) if a is None else a for a in arrived]
-        if not arrived:
+        if not n:
             return np.empty(0)
-        t0, c0 = np.array(arrived, dtype=np.float64).T
+        # (a job whose arrival this policy did not see: arrived now, integral 0; its contention is the floor)
+        t0 = np.fromiter(map(self._arrived_t.get, ids, repeat(now, n)), np.float64, n)
+        c0 = np.fromiter(map(self._arrived_c.get, ids, repeat(0.0, n)), np.float64, n)
         c = self._c + self._n * max(now - self._t, 0.0)
         later = now > t0
-        out = np.full(len(arrived), floor)
+        out = np.full(n, floor)
         np.divide(c - c0, now - t0, out=out, where=later)
         np.maximum(out, np.where(later, 1.0, floor), out=out)
         return out
@@ -155,12 +157,14 @@ class Themis(ObservingPolicy):
     # hooks --------------------------------------------------------------------
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
-        self._arrived[job.id] = (view.now, self._c)
+        self._arrived_t[job.id] = view.now
+        self._arrived_c[job.id] = self._c
         self._event = True
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
-        self._arrived.pop(job.id, None)
+        self._arrived_t.pop(job.id, None)
+        self._arrived_c.pop(job.id, None)
         self._expiry.pop(job.id, None)
         self._soonest = None
         self.models.forget(job)
