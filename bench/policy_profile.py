@@ -5,8 +5,9 @@
 
 Prints the CPU seconds, the snapshots and their rows by job state, the load average, and (unless
 ``--no-profile``) cProfile's cumulative and internal-time tables. ``--phases`` (instead of cProfile):
-CPU seconds in each phase of the policy (its decisions, rounds, snapshots, catch-up of followed
-losses, loss fits, plans, report folding), timed with ``process_time`` around each call, per call and
+CPU seconds in each phase of the policy (its decisions, rounds, snapshots and their running and queued
+rows, catch-up of followed losses, loss fits, greedy, plans) and of the report path it depends on (the
+simulator's take, the engine's fold, freezing finished jobs' histories, the metrics pass), timed with ``process_time`` around each call, per call and
 per job. ``--memory`` (instead of cProfile): the memory still held at the end of the run, by the
 source file that allocated it (``tracemalloc``), and the policy's per-job tables. Numbers in
 docs/speed.md ("Seventh session", "Eighth session") came from this script.
@@ -81,7 +82,9 @@ def main() -> None:
                   f"{len(models.loss.tracks)}, speed models {len(models._speed)}")
     if phases is not None:
         spent, calls = phases
-        for k in ("decide", "targets", "snapshot", "catch-up", "fits", "apply_targets", "rho_table", "observe_many"):
+        for k in ("decide", "targets", "snapshot", "running-cols", "queue-rows", "catch-up", "fits", "fit_many", "greedy",
+                  "apply_targets", "rho_table", "observe_many", "wants_reports", "take", "fold", "freeze",
+                  "metrics"):
             if calls[k]:
                 print(f"  {k:14} {spent[k]:7.2f} CPU s {spent[k] / cpu:6.1%}  calls {calls[k]:8d}  "
                       f"{spent[k] / calls[k] * 1e6:8.1f} us/call  {spent[k] / args.size * 1e6:7.1f} us/job")
@@ -123,7 +126,24 @@ def _time_phases() -> tuple[collections.Counter[str], collections.Counter[str]]:
     wrap(optimus.JobModels, "observe_many", "observe_many")
     wrap(loss_curve.LossFits, "_catch_up", "catch-up")
     wrap(loss_curve.LossFits, "_fit_due", "fits")
+    wrap(loss_curve.LossFits, "fit_many", "fit_many")
     wrap(themis.Themis, "rho_table", "rho_table")
+    wrap(optimus.JobModels, "_running_columns", "running-cols")
+    wrap(optimus.JobModels, "_queue_rows", "queue-rows")
+    for mod in (slaq, themis):
+        if hasattr(mod, "greedy_by_value"):
+            wrap(mod, "greedy_by_value", "greedy")
+    for cls in (optimus.Optimus, slaq.SLAQ, themis.Themis):  # (the engine asks before each decide)
+        if "wants_reports" in vars(cls) or any("wants_reports" in vars(b) for b in cls.__mro__[1:]):
+            wrap(cls, "wants_reports", "wants_reports")
+    # the engine's report path these policies depend on: the simulator's take, the fold into the jobs and
+    # the record, the freeze of a finished job's history, and the metrics pass
+    from cohabit.engine import loop, series
+    from cohabit.sim import backend, runner
+    wrap(backend.SimBackend, "take_reports", "take")
+    wrap(loop.Scheduler, "_fold_segments", "fold")
+    wrap(series.MetricSeries, "freeze", "freeze")
+    wrap(runner, "compute_metrics", "metrics")
     return spent, calls
 
 

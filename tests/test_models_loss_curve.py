@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from cohabit.models.loss_curve import LossCurve, LossFits, _coefficients, _grid_step, _moments, fit_loss_curve, _COEF, _IDX
+from cohabit.models.loss_curve import (LossCurve, LossFits, _coefficients, _grid_step, _moments, fit_loss_curve, fit_loss_curves,
+                                      _COEF, _IDX)
 
 
 def curve_points(b0: float, b1: float, b2: float, ks) -> list[tuple[float, float]]:
@@ -207,3 +208,97 @@ def test_without_rates_the_fits_are_the_same_and_no_rate_is_followed() -> None:
         assert lean.get("j") == plain.get("j")
     assert plain.max_rate("j") > 0 and plain.last_rate("j") > 0
     assert lean.max_rate("j") == 0.0 and lean.last_rate("j") == 0.0
+
+
+def _random_fits(seed: int, count: int) -> list[tuple[np.ndarray, np.ndarray | None]]:
+    """Point sets of every kind a fit meets: noisy and exact curves, a point at 0 iterations, repeated
+    counts, a bad point (NaN, 0), too few or flat points (no curve), with and without recency weights."""
+    rng = np.random.default_rng(seed)
+    out: list[tuple[np.ndarray, np.ndarray | None]] = []
+    for _ in range(count):
+        n = int(rng.integers(2, 80))
+        k = np.sort(rng.random(n) * 10.0 ** int(rng.integers(1, 6))).round(int(rng.integers(0, 3)))
+        if rng.random() < 0.2:
+            k[0] = 0.0
+        y = 1 / (rng.uniform(0.5, 40) * k / (k.max() + 1) + 1.0) + rng.uniform(0.0, 0.5)
+        if rng.random() < 0.5:
+            y = y + rng.normal(0, 0.01, n)
+        if rng.random() < 0.05:
+            y[int(rng.integers(n))] = np.nan if rng.random() < 0.5 else 0.0
+        if rng.random() < 0.03:
+            y[:] = 0.5  # flat: nothing to extrapolate
+        out.append((np.stack([k, y], 1), 0.95 ** np.arange(n)[::-1] if rng.random() < 0.7 else None))
+    return out
+
+
+def test_fits_in_one_pass_are_the_fits_one_by_one() -> None:
+    """``fit_loss_curves`` stacks the grid searches of many fits (SLAQ's round fits its running jobs' due
+    curves at once): every curve must be ``fit_loss_curve``'s, bit for bit, in batches of any size (fails if
+    a batched step differs from its single-fit twin, e.g. the grid's step computed once for all)."""
+    cases = _random_fits(3, 600)
+    one = [fit_loss_curve(p, w, polish=False) for p, w in cases]
+    assert sum(c is None for c in one) > 5 and sum(c is not None for c in one) > 500
+    for size in (2, 7, 600):
+        many: list[LossCurve | None] = []
+        for s in range(0, len(cases), size):
+            many += fit_loss_curves(cases[s:s + size])
+        assert many == one, size
+
+
+def test_fit_many_does_the_due_fits_a_read_would_do() -> None:
+    """``LossFits.fit_many`` does the fits that fell due among some jobs at once: afterwards each job's fit,
+    rates and fit count are those of reading it alone (fails if a due fit is missed or done on other points)."""
+    rng = np.random.default_rng(5)
+    alone, batched = LossFits(recency=0.95), LossFits(recency=0.95)
+    histories = {f"j{i}": [] for i in range(9)}
+    for jid, h in histories.items():
+        alone.follow(jid, h)
+        batched.follow(jid, h)
+    curves = {jid: (rng.uniform(1e-4, 1e-2), rng.uniform(0.5, 2), rng.uniform(0, 0.3)) for jid in histories}
+    for step in range(60):
+        for jid, h in histories.items():
+            if rng.random() < 0.7:
+                b0, b1, b2 = curves[jid]
+                k = 60.0 * len(h)
+                h.append((k, 1.0 / (b0 * k + b1) + b2))
+        ids = [jid for jid in histories if rng.random() < 0.6] + ["nobody"]
+        batched.fit_many(ids)
+        for jid in ids[:-1]:
+            assert batched.get(jid) == alone.get(jid), (step, jid)
+            assert (batched.max_rate(jid), batched.last_rate(jid)) == (alone.max_rate(jid), alone.last_rate(jid))
+    assert batched.fits == alone.fits > 50
+
+
+def test_the_rates_read_from_columns_are_the_rates_read_from_tuples() -> None:
+    """The catch-up reads a MetricSeries' newest points as two columns (``MetricSeries.columns``): the same
+    drop rates as from the tuples of a list history (runs continued, explicit points between them, a frozen
+    history thawed by an append)."""
+    from cohabit.engine.series import MetricSeries
+
+    rng = np.random.default_rng(7)
+    series, plain = MetricSeries(), []
+    lazy, ref = LossFits(recency=0.9), LossFits(recency=0.9)
+    lazy.follow("j", series)
+    ref.follow("j", plain)
+    k = 3
+    for step in range(200):
+        r = rng.random()
+        if r < 0.1:
+            x, y = float(rng.uniform(0, 1e5)), float(rng.uniform(0.1, 2))
+            series.add(x, y)
+            plain.append((x, y))
+        else:
+            n = int(rng.integers(1, 7))
+            ys = [float(v) for v in rng.uniform(0.1, 2, n)]
+            done0, t0, rate = (5.0, 100.0, 0.37) if r < 0.8 else (float(rng.uniform(0, 9)), 30.0 * k, 1.3)
+            series.add_grid(k, 60.0, done0, t0, rate, ys)
+            for i, y in enumerate(ys):
+                t = (k + i) * 60.0
+                plain.append((done0 + (t - t0) * rate if t > t0 else done0, y))
+            k += n + int(rng.integers(0, 2))
+        if rng.random() < 0.05:
+            series.freeze()
+        if rng.random() < 0.3:
+            assert (lazy.max_rate("j"), lazy.last_rate("j")) == (ref.max_rate("j"), ref.last_rate("j")), step
+    assert lazy.max_rate("j") > 0
+    assert (lazy.max_rate("j"), lazy.last_rate("j"), lazy.get("j")) == (ref.max_rate("j"), ref.last_rate("j"), ref.get("j"))

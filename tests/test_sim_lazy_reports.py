@@ -137,13 +137,15 @@ def test_a_segment_reads_back_as_its_reports():
         r._keep_last()  # (a record handing its events on cannot take segments)
 
 
+@pytest.mark.parametrize("skip_quiet", [False, True])
 @pytest.mark.parametrize("workload", ["tiresias", "contended"])
 @pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
-def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monkeypatch):
+def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, skip_quiet, monkeypatch):
     """The information barrier's other side: inside ``decide`` a policy reading a running job's telemetry
     (iterations, report time, speed, attained service, its loss history, also through a history it keeps
     and reads later) sees every report made up to now: none of that job's reports waits in the simulator.
-    Fails if ``wants_reports`` leaves out a job the round reads."""
+    Fails if ``wants_reports`` leaves out a job the round reads; with ``skip_quiet``, if it calls a round quiet
+    (wanting no reports) that ``decide`` then runs."""
     import cohabit.sim.runner as runner
     from cohabit.engine.job import JobView
     from cohabit.engine.series import MetricSeries
@@ -190,8 +192,7 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
 
     jobs, cluster = _WORKLOADS[workload]()
     pol = make_policy(policy)
-    if hasattr(pol, "skip_quiet"):  # (a skipped quiet round reads nothing: run them all, to read more)
-        pol.skip_quiet = False
+    pol.skip_quiet = skip_quiet  # (without: every round runs and reads more; with: quiet rounds want nothing)
     inner_decide = pol.decide
 
     def decide(view):
@@ -202,9 +203,44 @@ def test_a_policy_reads_no_running_job_whose_reports_wait(policy, workload, monk
             deciding[0] = False
     pol.decide = decide
     runner.simulate(jobs, cluster, pol)
-    assert len(reads) > 100  # the rounds did read running jobs
+    assert len(reads) > (10 if skip_quiet else 100)  # the rounds did read running jobs (fewer run with skip_quiet)
     stale = [jid for jid, waited in reads if waited]
     assert stale == []
+
+
+@pytest.mark.parametrize("policy", ["slaq", "themis", "optimus"])
+def test_a_quiet_round_leaves_the_reports_waiting(policy, monkeypatch):
+    """A full round skipped as quiet (Themis: a lease expiry that renews every lease as it is) reads no
+    reported telemetry, so it wants none: at its decide the running jobs' reports are still waiting, to be
+    folded in one batch later (fails if ``wants_reports`` asks for them at such a round)."""
+    import cohabit.sim.runner as runner
+
+    made: list[SimBackend] = []
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    jobs, cluster = _WORKLOADS["tiresias"]()
+    pol = make_policy(policy)
+    name = "_quiet_expiry" if policy == "themis" else "_skips"
+    inner_check, inner_decide = getattr(pol, name), pol.decide
+    quiet_at: list[tuple[float, list[str]]] = []  # (time, the jobs the round would have read: Themis' expired)
+    waited: list[bool] = []  # per quiet round: whether one of those jobs' reports was still waiting at decide
+
+    def check(view, *more):
+        out = inner_check(view, *more)
+        if out:
+            quiet_at.append((view.now, [j.id for j in more[0]] if policy == "themis" else list(view.running)))
+        return out
+
+    def decide(view):
+        plan = inner_decide(view)
+        if quiet_at and quiet_at[-1][0] == view.now:
+            waited.append(any(made[0].reports_pending(jid) for jid in quiet_at[-1][1]))
+        return plan
+    setattr(pol, name, check)
+    pol.decide = decide
+    out = runner.simulate(jobs, cluster, pol)
+    assert len(waited) > 10 and sum(waited) > len(waited) // 2, (len(waited), sum(waited))
+    assert out.metrics.jobs_finished > 50
 
 
 def test_the_numpy_pass_computes_the_reports_of_the_python_steps_bit_for_bit():
@@ -244,3 +280,61 @@ def test_metrics_window_ends_at_a_segment_report_after_the_last_event():
         b = compute_metrics(flat, cluster.capacity, horizon=horizon).to_json()
         a.pop("decision_time", None), b.pop("decision_time", None)
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
+
+
+def test_a_take_of_many_jobs_is_their_takes_one_by_one():
+    """``ReportGrid.take(ids)`` (the engine folds the jobs a Themis round reads with one take) gives what a
+    take of each of them in that order gives, the jobs without waiting reports skipped, and leaves the grid
+    as those takes leave it (fails if the order or a job's own take changes)."""
+    import copy
+    import random
+
+    from cohabit.sim.report_grid import ReportGrid
+
+    rng = random.Random(3)
+    grid = ReportGrid(60.0)
+    for i in range(30):
+        t = rng.uniform(0.0, 3000.0)
+        grid.join(f"j{i}", None, t, done0=rng.uniform(0, 100), t0=t, rate=rng.uniform(0.1, 5.0),
+                  total=rng.uniform(200.0, 3e4), loss=(rng.uniform(0.5, 9.0), 1.0, 0.2), plain=True)
+    for k in range(1, 120):
+        grid.grid_pass(k)
+        if k % 17 == 0:
+            for i in rng.sample(range(30), 5):
+                grid.leave(f"j{i}")
+        if k % 7 == 0:
+            ids = [f"j{i}" for i in rng.sample(range(30), 12)] + ["nobody"]
+            other = copy.deepcopy(grid)
+            # (the engine's fold of one job: a take when its reports wait)
+            one_by_one = [seg for jid in ids if other.pending(jid) for seg in other.take(jid)]
+            many = grid.take(ids)
+            assert many == one_by_one, k
+            assert len(many) > 0 or k < 50
+            assert grid.take() == other.take(), k
+
+
+def test_a_chunked_take_computes_the_same_reports(monkeypatch):
+    """A chunked take (the engine's fold: a chunk of reports computed at a time, as read, so a fold after a
+    long quiet spell never holds them all) gives the reports of the whole take, in order, and takes them
+    all at once (fails if a chunk is dropped or computed from the wrong segments)."""
+    import copy
+    import random
+
+    from cohabit.sim import report_grid
+    from cohabit.sim.report_grid import ReportGrid
+
+    monkeypatch.setattr(report_grid, "_CHUNK", 700)
+    rng = random.Random(5)
+    grid = ReportGrid(60.0)
+    for i in range(40):
+        t = rng.uniform(0.0, 3000.0)
+        grid.join(f"j{i}", None, t, done0=rng.uniform(0, 100), t0=t, rate=rng.uniform(0.1, 5.0),
+                  total=rng.uniform(2e3, 3e5), loss=(rng.uniform(0.5, 9.0), 1.0, 0.2), plain=True)
+    for k in range(1, 400):
+        grid.grid_pass(k)
+        if k in (150, 399):
+            other = copy.deepcopy(grid)
+            chunked = grid.take(chunked=True)
+            assert not isinstance(chunked, list)  # (over the chunk size: computed as read)
+            assert grid.take() == []  # (every report was taken at the call)
+            assert list(chunked) == other.take()

@@ -255,8 +255,7 @@ class Scheduler(ActionHandlers, LiveControl):
                     if wanted is True:
                         self._fold_reports()
                     elif wanted:
-                        for jid in wanted:
-                            self._fold_reports(jid)
+                        self._fold_segments(self._take_reports(wanted, chunked=True))  # (each job's, in order)
                 t0 = perf_counter()
                 plan = self.policy.decide(view)  # type: ignore[attr-defined]  (set_policy may switch it)
                 rec.append_decision(self.now, (perf_counter() - t0) * 1e3)
@@ -487,13 +486,12 @@ class Scheduler(ActionHandlers, LiveControl):
         pending = self._reports_pending
         if pending is not None and not pending(job_id):
             return
-        self._fold_segments(self._take_reports(job_id))  # type: ignore[misc]
+        self._fold_segments(self._take_reports(job_id, chunked=True))  # type: ignore[misc]
 
-    def _fold_segments(self, segs: list[tuple[str, int, list[float], list[float], float, float, float, float]]
+    def _fold_segments(self, segs: Iterable[tuple[str, int, list[float], list[float], float, float, float, float]]
                        ) -> None:
-        """Fold taken grid reports (``SimBackend.take_reports``) into the jobs and the record."""
-        if not segs:
-            return
+        """Fold taken grid reports (``SimBackend.take_reports``, a list or computed as read) into the jobs and
+        the record."""
         every = self.backend.report_every  # type: ignore[attr-defined]
         running, rec = self.running, self.record
         for jid, k0, iters, losses, itt, done0, t0, rate in segs:

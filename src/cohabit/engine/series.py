@@ -271,6 +271,24 @@ class MetricSeries(Sequence[tuple[float, float]]):
             out[:, 1] = np.frombuffer(self._arrays()[1], dtype=np.float64, count=n)
         return out
 
+    def columns(self, lo: int, hi: int) -> tuple[list[float], Sequence[float]]:
+        """Iterations and values of points ``lo`` to ``hi`` (``0 <= lo <= hi <= len``) as two sequences of
+        floats: ``self[lo:hi]`` without its tuples (the loss fits' catch-up over the newest points)."""
+        runs = self._runs
+        if runs and self._z is None and lo < hi:
+            r = runs[-1]
+            start = r[_START]
+            if start <= lo and hi <= start + r[_N]:  # (the common read: the newest points, in the last run)
+                k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
+                if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
+                    xs = [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
+                else:
+                    xs = [done0 + (t - t0) * rate if t > t0 else done0
+                          for t in [(k_off + j) * every for j in range(lo, hi)]]
+                return xs, self._y[lo:hi]  # type: ignore[index]
+        pts = self[lo:hi]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
     def __len__(self) -> int:
         return self._n
 

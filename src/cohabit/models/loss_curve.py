@@ -147,18 +147,25 @@ def _grid_step(q: np.ndarray, e: np.ndarray, k_zero: bool) -> tuple[np.ndarray, 
     ``sum q z^2`` less its gain, ``inf`` where the candidate is infeasible. (Where the unconstrained
     optimum has a zero coefficient it is candidate 1 or 2.)"""
     s = (e[:, None] ** _P5) @ q.T  # (G, 6): skk, sk, s1, skz, sz, szz
+    return s, _gains(s, k_zero)
+
+
+def _gains(s: np.ndarray, k_zero: bool | np.ndarray) -> np.ndarray:
+    """:func:`_grid_step`'s objectives ``(G, 3)`` from its sums ``(G, 6)``; ``k_zero`` per row or for all."""
     pr = s[:, _PA] * s[:, _PB]
     dn = pr[:, 0:6:2] - pr[:, 1:6:2]  # det, n0 = det * b0, n1 = det * b1
-    gain = np.empty((e.shape[0], 3))
+    gain = np.empty((s.shape[0], 3))
     ok = (dn > 0).all(axis=1)
     g0 = gain[:, 0]
     g0.fill(-np.inf)
     np.divide(dn[:, 1] * s[:, 3] + dn[:, 2] * s[:, 4], dn[:, 0], out=g0, where=ok)
     np.divide(pr[:, 6:8], s[:, _DIV], out=gain[:, 1:])  # (skk, s1 > 0: r, w > 0 and some k > 0)
-    if k_zero:
+    if k_zero is True:
         gain[:, 1] = -np.inf
+    elif k_zero is not False:
+        gain[k_zero, 1] = -np.inf
     np.subtract(s[:, 5:6], gain, out=gain)
-    return s, gain
+    return gain
 
 
 def _coefficients(s: np.ndarray, cand: int) -> tuple[float, float]:
@@ -201,39 +208,11 @@ def fit_loss_curve(
     distinct iteration counts, non-finite or non-positive losses, or no decrease at all.
     ``weights`` (optional, > 0) weigh the points' squared residuals (SLAQ weighs recent ones more).
     """
-    if grid < 4 or rounds < 1:
-        raise ValueError(f"grid must be >= 4 and rounds >= 1, got grid={grid!r}, rounds={rounds!r}")
-    if len(points) < 3:
+    _check_grid(grid, rounds)
+    prep = _prepare(points, weights)
+    if prep is None:
         return None
-    arr = np.asarray(points, dtype=np.float64)
-    k, loss = arr[:, 0], arr[:, 1]
-    w = None if weights is None else np.asarray(weights, dtype=np.float64)
-    if w is not None and w.shape != k.shape:
-        raise ValueError(f"weights has {w.shape[0]} entries for {k.shape[0]} points")
-    ok = (k >= 0) & (k < np.inf) & (loss > 0) & (loss < np.inf)
-    if w is not None:
-        ok &= (w > 0) & (w < np.inf)
-    if not ok.all():
-        k, loss = k[ok], loss[ok]
-        if w is not None:
-            w = w[ok]
-    if k.shape[0] < 3:
-        return None
-    if w is None:
-        w = np.ones_like(k)
-    kmin, kmax = k.min(), k.max()  # three distinct counts: min, max and one between
-    if not (kmin != kmax and ((k != kmin) & (k != kmax)).any()):
-        return None
-    first, last = loss[k.argmin()], loss[k.argmax()]
-    if not first > last * (1 + 1e-9):
-        return None  # no decrease: nothing to extrapolate
-    scale = float(loss.max())
-    y = loss / scale
-    ymin = float(y.min())
-    kmax = float(kmax)
-    q = _COEF * _moments(k / kmax, y - ymin, w).ravel()[_IDX]  # (k scaled to [0, 1]: better conditioned)
-    k_zero = bool(kmin == 0)
-    top = ymin * (1.0 - 1e-9)
+    q, k_zero, top, ymin, kmax, scale, kmin, k, y, w = prep
     lo, hi = 0.0, top
     best_c, best = 0.0, (0.0, 0.0)
     for _ in range(rounds):
@@ -247,9 +226,108 @@ def fit_loss_curve(
     beta = np.array([best[0] / kmax, best[1], best_c])
     if polish:
         beta = _polish(k, y, w / w.mean(), beta, ymin)
+    return _curve(beta, scale, kmin)
+
+
+def fit_loss_curves(fits: Sequence[tuple[Points, np.ndarray | None]], *, grid: int = GRID,
+                    rounds: int = ROUNDS) -> list[LossCurve | None]:
+    """:func:`fit_loss_curve` without polish of each ``(points, weights)``, the grid searches of all of them
+    stacked in one numpy pass per round (issue 18, tenth session): every step of the grid search is
+    elementwise or per row, and the one product, of each fit's powers of the asymptotes' distances with its
+    moments, is a stacked ``matmul`` (one BLAS product per fit, of the same shape: the same numbers), so
+    each curve is the one :func:`fit_loss_curve` gives, bit for bit
+    (``tests/test_models_loss_curve.py::test_fits_in_one_pass_are_the_fits_one_by_one``)."""
+    _check_grid(grid, rounds)
+    out: list[LossCurve | None] = [None] * len(fits)
+    preps = [(i, p) for i, p in enumerate(_prepare(pts, w) for pts, w in fits) if p is not None]
+    if not preps:
+        return out
+    n = len(preps)
+    q = np.stack([p[0] for _, p in preps])  # (n, 6, 5)
+    qt = np.swapaxes(q, 1, 2)
+    k_zero = np.array([p[1] for _, p in preps])
+    tops = [p[2] for _, p in preps]
+    ymin = np.array([p[3] for _, p in preps])
+    lo, hi = [0.0] * n, list(tops)
+    best_c, best = [0.0] * n, [(0.0, 0.0)] * n
+    ramp = np.arange(grid, dtype=np.float64)
+    for _ in range(rounds):
+        lo_a, hi_a = np.array(lo), np.array(hi)
+        step = (hi_a - lo_a) / (grid - 1)  # (_linspace per fit: the same operations)
+        cs = ramp[None, :] * step[:, None]
+        cs += lo_a[:, None]
+        cs[:, -1] = hi_a
+        e = ymin[:, None] - cs
+        s = ((e[:, :, None] ** _P5) @ qt).reshape(n * grid, 6)
+        gain = _gains(s, np.repeat(k_zero, grid))
+        best_i = gain.reshape(n, grid * 3).argmin(axis=1).tolist()
+        steps = step.tolist()
+        for j, flat in enumerate(best_i):
+            i, cand = divmod(flat, 3)
+            c = float(cs[j, i])
+            best_c[j], best[j] = c, _coefficients(s[j * grid + i], cand)
+            lo[j], hi[j] = max(c - steps[j], 0.0), min(c + steps[j], tops[j])
+    for j, (at, p) in enumerate(preps):
+        out[at] = _curve(np.array([best[j][0] / p[4], best[j][1], best_c[j]]), p[5], p[6])
+    return out
+
+
+def _check_grid(grid: int, rounds: int) -> None:
+    if grid < 4 or rounds < 1:
+        raise ValueError(f"grid must be >= 4 and rounds >= 1, got grid={grid!r}, rounds={rounds!r}")
+
+
+def _curve(beta: np.ndarray, scale: float, kmin: float) -> LossCurve:
+    """The fitted curve in the points' own units (the coefficients were fitted on normalised ones)."""
     b0, b1, b2 = (float(x) for x in beta)
     # undo the normalisation: l = s * (1/(b0 k + b1) + b2) = 1/((b0/s) k + b1/s) + s*b2
     return LossCurve(b0 / scale, b1 / scale, b2 * scale, float(kmin))
+
+
+def _prepare(points: Points, weights: Sequence[float] | np.ndarray | None):  # type: ignore[no-untyped-def]
+    """The checks and the one pass over the points of :func:`fit_loss_curve`: None when the points determine
+    no decreasing curve, else ``(q, k_zero, top, ymin, kmax, scale, kmin, k, y, w)``: the moments' terms of
+    the grid search, whether a point is at 0 iterations, the highest asymptote tried, the lowest normalised
+    loss, the largest count and the loss scale the points were normalised by, the smallest count, and the
+    usable points (iterations, normalised losses, weights)."""
+    if len(points) < 3:
+        return None
+    arr = np.asarray(points, dtype=np.float64)
+    k, loss = arr[:, 0], arr[:, 1]
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    if w is not None and w.shape != k.shape:
+        raise ValueError(f"weights has {w.shape[0]} entries for {k.shape[0]} points")
+    # every point usable (iterations in [0, inf), losses and weights in (0, inf); a NaN fails every test: the
+    # reductions propagate it): the extremes read first, the mask below only when one is not
+    kmin, kmax, lmin = k.min(), k.max(), loss.min()
+    clean = kmin >= 0 and kmax < np.inf and lmin > 0 and loss.max() < np.inf and (
+        w is None or (w.min() > 0 and w.max() < np.inf))
+    if not clean:
+        ok = (k >= 0) & (k < np.inf) & (loss > 0) & (loss < np.inf)
+        if w is not None:
+            ok &= (w > 0) & (w < np.inf)
+        if not ok.all():
+            k, loss = k[ok], loss[ok]
+            if w is not None:
+                w = w[ok]
+    if k.shape[0] < 3:
+        return None
+    if w is None:
+        w = np.ones_like(k)
+    if not clean:
+        kmin, kmax = k.min(), k.max()  # three distinct counts: min, max and one between
+    if not (kmin != kmax and ((k != kmin) & (k != kmax)).any()):
+        return None
+    first, last = loss[k.argmin()], loss[k.argmax()]
+    if not first > last * (1 + 1e-9):
+        return None  # no decrease: nothing to extrapolate
+    scale = float(loss.max())
+    y = loss / scale
+    ymin = float(y.min())
+    kmax = float(kmax)
+    q = _COEF * _moments(k / kmax, y - ymin, w).ravel()[_IDX]  # (k scaled to [0, 1]: better conditioned)
+    k_zero = bool(kmin == 0)
+    return q, k_zero, ymin * (1.0 - 1e-9), ymin, kmax, scale, kmin, k, y, w
 
 
 def _polish(k: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, ymin: float) -> np.ndarray:
@@ -288,12 +366,23 @@ class _Track:
     def take_rates(self, run: Points) -> None:
         """Fold in the loss drop per iteration between each pair of consecutive points of ``run``
         (the last point already seen, then the new ones): ``last_rate`` and ``max_rate``."""
-        for (k1, l1), (k2, l2) in zip(run, run[1:]):
+        self.take_rates_of([p[0] for p in run], [p[1] for p in run])
+
+    def take_rates_of(self, ks: Sequence[float], ls: Sequence[float]) -> None:
+        """:meth:`take_rates` of the points ``(ks[i], ls[i])`` (two columns: no tuples)."""
+        if len(ks) < 2:
+            return
+        last, top = self.last_rate, self.max_rate
+        it = zip(ks, ls)
+        k1, l1 = next(it)
+        for k2, l2 in it:
             if k2 > k1:
                 rate = (l1 - l2) / (k2 - k1)
-                self.last_rate = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
-                if self.last_rate > self.max_rate:
-                    self.max_rate = self.last_rate
+                last = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
+                if last > top:
+                    top = last
+            k1, l1 = k2, l2
+        self.last_rate, self.max_rate = last, top
 
 
 class LossFits:
@@ -332,6 +421,7 @@ class LossFits:
         self._tracks_ro = MappingProxyType(self._tracks)
         self.fits = 0  # number of fits done (for cost accounting)
         self._ages = np.empty(0)  # recency ** age for ages max_points - 1 down to 0 (grown when needed)
+        self._thin: dict[int, np.ndarray] = {}  # history length -> the indices it is thinned to (_thinned)
 
     def update(self, job_id: str, points: Points) -> LossCurve | None:
         """Fold the job's loss reports in; refit if due. Returns the current fit."""
@@ -378,7 +468,11 @@ class LossFits:
         if n <= start:
             return
         if self.rates:
-            t.take_rates(points[max(start, 1) - 1:n])  # (one slice: the followed history may be a MetricSeries)
+            columns = getattr(points, "columns", None)  # a MetricSeries: the new points without tuples
+            if columns is not None:
+                t.take_rates_of(*columns(max(start, 1) - 1, n))
+            else:
+                t.take_rates(points[max(start, 1) - 1:n])
         t.n_seen = n
         # the last count in (start, n] at which fold's due rule fires, given the fits before it
         m = max(start + 1, self.min_points)
@@ -394,24 +488,63 @@ class LossFits:
             t.due = (points, due)
 
     def _fit_due(self, t: _Track) -> None:
+        t.curve = fit_loss_curve(*self._due_points(t), polish=self.polish)
+        self.fits += 1
+
+    def _due_points(self, t: _Track) -> tuple[Points, np.ndarray | None]:
+        """The points (thinned to ``max_points``) and weights of ``t``'s due fit, which is taken off it."""
         points, n = t.due  # type: ignore[misc]
         t.due = None
         head = getattr(points, "head", None)  # a MetricSeries: its first n points as one array
         if head is not None:
             pts = head(n)
             if n > self.max_points:
-                pts = pts[np.linspace(0, n - 1, self.max_points).round().astype(np.int64)]
+                pts = pts[self._thinned(n)]
         else:
-            pts = points[:n] if n <= self.max_points else [points[int(i)] for i in
-                                                           np.linspace(0, n - 1, self.max_points).round()]
+            pts = points[:n] if n <= self.max_points else [points[int(i)] for i in self._thinned(n)]
         weights = None
         if self.recency is not None:  # recency ** age, the newest point's age 0
             ages = self._ages
             if ages.shape[0] < len(pts):
                 ages = self._ages = self.recency ** np.arange(max(len(pts), self.max_points), dtype=np.float64)[::-1]
             weights = ages[ages.shape[0] - len(pts):]
-        t.curve = fit_loss_curve(pts, weights, polish=self.polish)
-        self.fits += 1
+        return pts, weights
+
+    def fit_many(self, job_ids: Sequence[str]) -> None:
+        """Catch up with the jobs' followed points and do every fit that fell due among them, all in one
+        stacked grid search (:func:`fit_loss_curves`: the curves :meth:`track` would fit one by one, bit for
+        bit); a later :meth:`track` of these jobs finds nothing due. Jobs without a track are skipped."""
+        tracks = self._tracks
+        due: list[_Track] = []
+        for jid in job_ids:
+            t = tracks.get(jid)
+            if t is None:
+                continue
+            points = t.points
+            if points is not None and len(points) > t.n_seen:
+                self._catch_up(t)
+            if t.due is not None:
+                due.append(t)
+        if not due:
+            return
+        if self.polish or len(due) == 1:
+            for t in due:
+                self._fit_due(t)
+            return
+        for t, curve in zip(due, fit_loss_curves([self._due_points(t) for t in due])):
+            t.curve = curve
+        self.fits += len(due)
+
+    def _thinned(self, n: int) -> np.ndarray:
+        """The ``max_points`` indices, evenly spread over ``n`` points, a history longer than that is fitted
+        on (``np.linspace(0, n - 1, max_points)`` rounded), kept per ``n``: fits of many jobs fall due at
+        the same lengths."""
+        idx = self._thin.get(n)
+        if idx is None:
+            if len(self._thin) >= 4096:
+                self._thin.clear()
+            idx = self._thin[n] = np.linspace(0, n - 1, self.max_points).round().astype(np.int64)
+        return idx
 
     @property
     def tracks(self) -> Mapping[str, _Track]:
@@ -422,7 +555,8 @@ class LossFits:
         """The job's fit (done now if one fell due) and drop rates (``KeyError`` if none of its
         losses were folded in)."""
         t = self._tracks[job_id]
-        if t.points is not None:
+        points = t.points
+        if points is not None and len(points) > t.n_seen:  # (_catch_up's own test: new points since)
             self._catch_up(t)
         if t.due is not None:
             self._fit_due(t)

@@ -404,6 +404,7 @@ class JobModels:
         abcs, coefficients = self._abc, self.coefficients
         abc = list(chain.from_iterable(abcs.get(jid) or coefficients(job) for jid, job in zip(ids, jobs)))
         tracks, fit_of = self.loss.tracks, self._fit_of
+        self.loss.fit_many(ids)  # the fits due among them in one stacked pass (the same curves)
         nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
         declared = table.declared[np.array(sl, dtype=np.int64)].tolist()
         fit = list(chain.from_iterable(fit_of(jid, d) if jid in tracks else nan5 for jid, d in zip(ids, declared)))

@@ -106,6 +106,8 @@ class ObservingPolicy(BasePolicy):
     models: JobModels
     _event: bool
     skip_quiet = True
+    # (now, allocation version, waiting, answer) of the quiet check ``wants_reports`` made for the coming decide
+    _quiet_at: tuple[float, int, bool, bool] | None = None
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._event = True
@@ -124,8 +126,37 @@ class ObservingPolicy(BasePolicy):
         first-iteration report, which :meth:`on_progress` saw, so no hook is missed. A full round reads
         every running job; a round after an arrival or finish only the waiting ones. More than is read
         is only slower; fewer would read stale telemetry (``tests/test_sim_lazy_reports.py`` runs every
-        such policy folding every report as it comes too and compares everything)."""
-        return view.now >= self._next_full  # type: ignore[attr-defined]
+        such policy folding every report as it comes too and compares everything).
+
+        A due full round that is quiet (:meth:`_skips`: it provably keeps every size and reads no running
+        job's telemetry) wants none: the reports wait, and a later round or the job's end folds them in one
+        batch, the same numbers in the same order (issue 18, tenth session). The answer is kept for
+        :meth:`decide` (:meth:`_full_round_skipped`)."""
+        now = view.now
+        if now < self._next_full:  # type: ignore[attr-defined]
+            return False
+        waiting = any_waiting(view)
+        if not (waiting or view.running) or not self.skip_quiet:
+            return True
+        quiet = self._skips(view, waiting)
+        self._quiet_at = (now, view.allocation_version, waiting, quiet)
+        return not quiet
+
+    def _skips(self, view: ClusterView, waiting: bool) -> bool:
+        """Whether the full round due now is skipped as quiet (each policy's rule; it reads no running job's
+        reported telemetry, only the per-job table and the view's sets and capacities)."""
+        return False
+
+    def _full_round_skipped(self, view: ClusterView, waiting: bool) -> bool:
+        """:meth:`_skips` for the full round :meth:`decide` is running now: the answer :meth:`wants_reports`
+        found a moment ago at this time and allocation (only reports were folded since), else found now."""
+        memo = self._quiet_at
+        self._quiet_at = None
+        if not self.skip_quiet:
+            return False
+        if memo is not None and memo[0] == view.now and memo[1] == view.allocation_version and memo[2] == waiting:
+            return memo[3]
+        return self._skips(view, waiting)
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self.models.forget(job)
@@ -152,7 +183,7 @@ class Optimus(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            if self.skip_quiet and self._quiet(view, waiting):
+            if self._full_round_skipped(view, waiting):
                 return []  # every running job rigid and nobody to admit: the round keeps every size (see below)
             return self._round(view, full=True)
         if self._event and waiting:
@@ -162,6 +193,9 @@ class Optimus(ObservingPolicy):
             return self._round(view, full=False)
         self._event = False
         return []
+
+    def _skips(self, view: ClusterView, waiting: bool) -> bool:
+        return self._quiet(view, waiting)
 
     def _quiet(self, view: ClusterView, waiting: bool) -> bool:
         """Whether a full round provably keeps every size: every running job is rigid (its base is what it

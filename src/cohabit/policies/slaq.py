@@ -100,7 +100,7 @@ class SLAQ(ObservingPolicy):
         if now >= self._next_full and (waiting or view.running):
             self._next_full = now + self.tick_interval
             self._event = False
-            if not waiting and self.skip_quiet and self.models.rigid_and_fitting(view):
+            if self._full_round_skipped(view, waiting):
                 return []  # a quiet epoch: every running job keeps its unit (see the module docstring)
             waiting_list = waiting_jobs(view)
             return self._round(view, list(chain(view.running.values(), waiting_list)), full=True,
@@ -113,6 +113,10 @@ class SLAQ(ObservingPolicy):
             return self._round(view, waiting_list, full=False, waiting_tail=len(waiting_list))
         self._event = False
         return []
+
+    def _skips(self, view: ClusterView, waiting: bool) -> bool:
+        """A quiet epoch (see the module docstring): nobody waits, every running job rigid and all fit."""
+        return not waiting and self.models.rigid_and_fitting(view)
 
     def targets(self, view: ClusterView, jobs: Sequence[JobView], *, full: bool,
                 waiting_tail: int = 0) -> tuple[dict[str, int], list[str], list[str]]:

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -113,9 +114,12 @@ class Themis(ObservingPolicy):
         self._c = 0.0
         self._t = 0.0
         self._n = 0
-        self._arrived: dict[str, tuple[float, float]] = {}
+        # per job: its arrival time and the contention integral then (two dicts: a round reads them by columns)
+        self._arrived_t: dict[str, float] = {}
+        self._arrived_c: dict[str, float] = {}
         self.type_speeds = TypeSpeeds()  # per-GPU-type speeds observed (heterogeneous clusters only)
-        self._expired_at: tuple[float, int, list[JobView]] | None = None  # wants_reports' (now, version, expired)
+        # wants_reports' (now, allocation version, expired, whether every expired lease is renewed as it is)
+        self._expired_at: tuple[float, int, list[JobView], bool] | None = None
 
     # contention ---------------------------------------------------------------
     def _advance(self, view: ClusterView) -> None:
@@ -126,26 +130,26 @@ class Themis(ObservingPolicy):
 
     def contention(self, job: JobView, now: float) -> float:
         """Average number of active jobs since ``job`` arrived (at least 1)."""
-        entry = self._arrived.get(job.id)
-        if entry is None or now <= entry[0]:
+        t0 = self._arrived_t.get(job.id)
+        if t0 is None or now <= t0:
             return float(max(self._n, 1))
-        t0, c0 = entry
+        c0 = self._arrived_c[job.id]
         c = self._c + self._n * max(now - self._t, 0.0)
         return max((c - c0) / (now - t0), 1.0)
 
     def contention_of(self, ids: Sequence[str], now: float) -> np.ndarray:
         """:meth:`contention` of each job in ``ids`` at ``now``, as one array (the same arithmetic, each
         job's arrival looked up by id in one pass)."""
-        arrived = list(map(self._arrived.get, ids))
+        n = len(ids)
         floor = float(max(self._n, 1))
-        if None in arrived:  # (a job whose arrival this policy did not see)
-            arrived = [(now, 0.0) if a is None else a for a in arrived]
-        if not arrived:
+        if not n:
             return np.empty(0)
-        t0, c0 = np.array(arrived, dtype=np.float64).T
+        # (a job whose arrival this policy did not see: arrived now, integral 0; its contention is the floor)
+        t0 = np.fromiter(map(self._arrived_t.get, ids, repeat(now, n)), np.float64, n)
+        c0 = np.fromiter(map(self._arrived_c.get, ids, repeat(0.0, n)), np.float64, n)
         c = self._c + self._n * max(now - self._t, 0.0)
         later = now > t0
-        out = np.full(len(arrived), floor)
+        out = np.full(n, floor)
         np.divide(c - c0, now - t0, out=out, where=later)
         np.maximum(out, np.where(later, 1.0, floor), out=out)
         return out
@@ -153,12 +157,14 @@ class Themis(ObservingPolicy):
     # hooks --------------------------------------------------------------------
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
-        self._arrived[job.id] = (view.now, self._c)
+        self._arrived_t[job.id] = view.now
+        self._arrived_c[job.id] = self._c
         self._event = True
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
-        self._arrived.pop(job.id, None)
+        self._arrived_t.pop(job.id, None)
+        self._arrived_c.pop(job.id, None)
         self._expiry.pop(job.id, None)
         self._soonest = None
         self.models.forget(job)
@@ -188,10 +194,19 @@ class Themis(ObservingPolicy):
     # decision -----------------------------------------------------------------
     def wants_reports(self, view: ClusterView) -> list[str]:
         """The running jobs whose reported telemetry the coming :meth:`decide` may read: a round reads the
-        jobs whose lease ends and the waiting ones (``ObservingPolicy.wants_reports``); kept for decide."""
+        jobs whose lease ends and the waiting ones (``ObservingPolicy.wants_reports``); kept for decide. None
+        when every expired lease is renewed as it is (:meth:`_quiet_expiry`, which reads no reported
+        telemetry): their reports wait for a later round or the job's end (issue 18, tenth session)."""
         expired = self._expired(view, view.now + self.tick_interval / 2)
-        self._expired_at = (view.now, view.allocation_version, expired)
-        return [j.id for j in expired]
+        renew = self._quiet_expiry(view, expired)
+        self._expired_at = (view.now, view.allocation_version, expired, renew)
+        return [] if renew else [j.id for j in expired]
+
+    def _quiet_expiry(self, view: ClusterView, expired: list[JobView]) -> bool:
+        """Whether the round due now only renews every lease of ``expired`` as it is (see the module
+        docstring): some expired, nobody waits, one GPU type, and :meth:`_renews_all`."""
+        return (bool(expired) and self.skip_quiet and not any_waiting(view)
+                and not self.type_speeds.heterogeneous(view) and self._renews_all(view, expired))
 
     def decide(self, view: ClusterView) -> Plan:
         self._advance(view)
@@ -199,8 +214,9 @@ class Themis(ObservingPolicy):
         horizon = now + self.tick_interval / 2  # leases ending before the next tick go now
         memo = self._expired_at
         self._expired_at = None
+        renew: bool | None = None
         if memo is not None and memo[0] == now and memo[1] == view.allocation_version:
-            expired = memo[2]  # (wants_reports found them a moment ago: nothing changed since)
+            expired, renew = memo[2], memo[3]  # (wants_reports found them a moment ago: nothing changed since)
         else:
             expired = self._expired(view, horizon)
         if not expired and not (self._event and any_waiting(view)):
@@ -213,18 +229,15 @@ class Themis(ObservingPolicy):
         if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
             return []
         self._soonest = None  # the round sets lease ends
-        if expired and not typed and self.skip_quiet and not any_waiting(view) and self._renews_all(view, expired):
+        if renew is None:
+            renew = self._quiet_expiry(view, expired)
+        if renew:
             until = now + self.lease  # a quiet expiry (see the module docstring): every lease renewed as it is
             for job in expired:
                 self._expiry[job.id] = until
             return []
         waiting = waiting_jobs(view)
         targets, served, shrink = self.targets(view, expired + waiting, waiting_tail=len(waiting))
-        for jid, n in targets.items():
-            if n > 0:
-                self._expiry[jid] = now + self.lease
-            else:
-                self._expiry.pop(jid, None)
         jobs_by_id = view.jobs
         plan = apply_targets(view, targets, [jobs_by_id[jid] for jid in served],
                              self.type_speeds.place if typed else consolidated_placer, reason="themis: lease expired",
@@ -232,9 +245,18 @@ class Themis(ObservingPolicy):
         if typed:
             plan += self.faster_types(view, plan, [j for j in expired if targets.get(j.id, 0) > 0])
         started = {a.job for a in plan if isinstance(a, (Start, Resume))}
-        for job in waiting:  # a job that could not be placed holds no lease
-            if job.id not in started:
-                self._expiry.pop(job.id, None)
+        # the leases: a job given workers holds one until now + lease, a job given none holds none, nor does a
+        # waiting job that could not be placed; only jobs holding an entry are looked at for the last two (the
+        # queue, most of the targets, holds none: no pass over it)
+        until = now + self.lease
+        expiry = self._expiry
+        for jid, n in targets.items():
+            if n > 0:
+                expiry[jid] = until
+        paused, pending = view.paused, view.pending
+        for jid in [jid for jid in expiry if targets.get(jid, 1) <= 0
+                    or (jid not in started and (jid in paused or jid in pending))]:
+            del expiry[jid]
         return plan
 
     def _renews_all(self, view: ClusterView, expired: Sequence[JobView]) -> bool:
@@ -263,7 +285,7 @@ class Themis(ObservingPolicy):
         if soonest is not None and soonest[0] == version and horizon < soonest[1]:
             return []
         expiry = self._expiry
-        ends = [expiry.get(jid, -math.inf) for jid in view.running]
+        ends = list(map(expiry.get, view.running, repeat(-math.inf, len(view.running))))
         self._soonest = (version, min(ends, default=math.inf))
         if horizon < self._soonest[1]:
             return []

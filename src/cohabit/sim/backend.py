@@ -533,13 +533,14 @@ class SimBackend(UsageLevels):
         """Whether grid reports (of ``job``, or of anyone) happened and were not taken yet."""
         return self._grid is not None and self._grid.pending(job)
 
-    def take_reports(self, job: str | None = None) -> list[tuple[str, int, list[float], list[float], float,
-                                                                 float, float, float]]:
-        """The periodic reports of ``job`` (None: every job) that happened and were not taken yet
-        (``ReportGrid.take``: per segment ``(job, k0, iterations, losses, iter_time, done0, t0, rate)``)."""
+    def take_reports(self, job: str | Sequence[str] | None = None, *, chunked: bool = False
+                     ) -> Iterable[tuple[str, int, list[float], list[float], float, float, float, float]]:
+        """The periodic reports of ``job`` (None: every job; a sequence: each of those jobs, in order) that
+        happened and were not taken yet (``ReportGrid.take``: per segment ``(job, k0, iterations, losses,
+        iter_time, done0, t0, rate)``; ``chunked``: computed a chunk at a time as they are read)."""
         if self._grid is None:
             return []
-        return self._grid.take(job)
+        return self._grid.take(job, chunked=chunked)
 
     def _report_data(self, run: _Run, done: float, total: float) -> dict[str, Any]:
         """What a job reports at a progress report with ``done`` of its ``total`` iterations."""
