@@ -115,14 +115,17 @@ class RecordingPolicy(TaskwisePolicy):
 
 
 def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None,
-                margin: float = 0.0, tie: float = 0.0) -> Chooser:
+                margin: float = 0.0, tie: float = 0.0, futures: int = 0, future_horizon_s: float = 2400.0,
+                seed: int = 0) -> Chooser:
     """The expert chooser: ``lookahead`` (reward model), ``rollout`` (drained cluster with the
     simulator's speeds, the ``actor`` placing in the rollouts; :mod:`.drl_rollout`) or
     ``lif-quad`` / ``lif-line``. ``tie > 0``: the expert also names the actions it rates within
-    ``tie`` of its choice (``Sample.good``; for LIF, exact ties of the interference score)."""
+    ``tie`` of its choice (``Sample.good``; for LIF, exact ties of the interference score).
+    ``futures > 0`` (rollout only): each candidate scored over that many futures sampled from the
+    arrival history seen, ``future_horizon_s`` seconds of arrivals (:class:`.drl_rollout.FutureRollout`)."""
     if teacher == "rollout":
         from .drl_env import net_probabilities
-        from .drl_rollout import DrainRollout
+        from .drl_rollout import DrainRollout, FutureRollout
 
         if actor is None:
             raise ValueError("the rollout teacher needs actor weights (--init) to place in its rollouts")
@@ -130,6 +133,8 @@ def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon:
         def placer(state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
             return int(np.argmax(np.where(mask, net_probabilities(actor, state, job, mask), -1.0)))
 
+        if futures > 0:
+            return FutureRollout(placer=placer, margin=margin, futures=futures, horizon_s=future_horizon_s, seed=seed)
         return DrainRollout(placer=placer, margin=margin)
     if teacher == "lookahead":
         from ..policies.drl.nets import RewardNet
@@ -213,7 +218,8 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         expert: Chooser = ActorChooser(ref)
     else:
         expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
-                             cfg.get("tie", 0.0))
+                             cfg.get("tie", 0.0), cfg.get("futures", 0), cfg.get("future_horizon_s", 2400.0),
+                             cfg["seed"])
     if cfg.get("teacher_isolate", "never") != "never":
         expert = IsolatedTeacher(expert, cfg["teacher_isolate"])
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
