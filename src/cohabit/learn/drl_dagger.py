@@ -240,7 +240,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            validation_seeds: tuple[int, ...] = VALIDATION_SEEDS, rate_scale: float = 1.0,
            teacher_isolate: str = "never", arrivals: tuple[str, ...] = ARRIVALS, select: str = "mean",
            guard: float = 0.02, save_rounds: Path | None = None,
-           anchor: tuple[str, ...] = ()) -> tuple[Any, dict[str, Any]]:
+           anchor: tuple[str, ...] = (), futures: int = 0,
+           future_horizon_s: float = 2400.0) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -261,7 +262,9 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     initial actor's (:func:`selectable`), so that a gain on one pattern is never bought with
     another; ``save_rounds``: a folder where every round's weights are written
     (``round-K.pt``); ``anchor``: training episodes of these patterns are labelled with the
-    initial actor's own choices (:class:`ActorChooser`), not the teacher's."""
+    initial actor's own choices (:class:`ActorChooser`), not the teacher's. ``futures`` /
+    ``future_horizon_s``: the rollout teacher samples that many futures of arrivals from the
+    history seen (:class:`~cohabit.learn.drl_rollout.FutureRollout`, session drl14)."""
     import multiprocessing as mp
 
     import torch
@@ -293,7 +296,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
                 "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate,
                 "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, "anchor": anchor,
-                "anchor_sd": anchor_sd, **kw}
+                "anchor_sd": anchor_sd, "futures": futures, "future_horizon_s": future_horizon_s, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -424,6 +427,9 @@ def train_drl_dagger(
     save_rounds: Path = typer.Option(None, help="folder where every round's weights are written (round-K.pt)"),
     anchor: str = typer.Option("", help="comma-separated arrival patterns whose training episodes are labelled with "
                                "the --init actor's own choices instead of the teacher's (keeps them there)"),
+    futures: int = typer.Option(0, help="rollout teacher: > 0 scores each candidate over this many futures of "
+                                "arrivals sampled from the arrival history seen (FutureRollout)"),
+    future_horizon: float = typer.Option(2400.0, help="with --futures: seconds of sampled arrivals"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -473,6 +479,9 @@ def train_drl_dagger(
     if any(a not in ARRIVALS for a in anchors) or (anchors and init is None):
         raise typer.BadParameter(f"--anchor must be a comma-separated list of {', '.join(ARRIVALS)} and needs --init, "
                                  f"got {anchor!r}")
+    if futures < 0 or (futures > 0 and teacher != "rollout") or not future_horizon > 0:
+        raise typer.BadParameter(f"--futures must be >= 0 and only with --teacher rollout, --future-horizon > 0; got "
+                                 f"{futures}, {future_horizon}")
     if not guard >= 0:
         raise typer.BadParameter(f"--guard must be >= 0, got {guard}")
     if reward is None:
@@ -493,14 +502,14 @@ def train_drl_dagger(
                            cost_weight=cost_weight, isolate=isolate,
                            validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate,
                            arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds,
-                           anchor=anchors)
+                           anchor=anchors, futures=futures, future_horizon_s=future_horizon)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
             "cost_weight": cost_weight, "isolate": isolate, "teacher_isolate": teacher_isolate,
             "order": order, "rate_scale": scale, "arrivals": list(train_arrivals), "guard": guard,
-            "anchor": list(anchors), "margin": margin,
+            "anchor": list(anchors), "margin": margin, "futures": futures, "future_horizon_s": future_horizon,
             "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
                         f"{'/'.join(train_arrivals)} in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
