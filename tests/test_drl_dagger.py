@@ -365,3 +365,44 @@ def test_anchor_episodes_are_labelled_by_the_initial_actor_not_the_teacher(monke
     assert [s.action for s in samples] == given
     drl_dagger.episode((actor_sd, None, {**cfg, "arrival": "poisson"}))
     assert asked["teacher"] > 0
+
+
+def test_rollout_actor_places_in_the_teachers_rollouts_not_the_current_actor(monkeypatch):
+    """``--rollout-actor W``: the rollout teacher is built with W's network (a fixed teacher), while
+    the episode's own decisions stay the current actor's."""
+    import torch
+
+    from cohabit.learn import drl_dagger
+    from cohabit.policies.drl.nets import PolicyNet
+
+    torch.manual_seed(0)
+    actor_sd, placer_sd = PolicyNet(6).state_dict(), PolicyNet(6).state_dict()
+    got = []
+
+    def make_expert(teacher, m, reward_sd, horizon, actor, *a, **k):
+        got.append(actor)
+        return lambda state, job, mask: int(np.flatnonzero(mask)[0])
+
+    monkeypatch.setattr(drl_dagger, "make_expert", make_expert)
+    cfg = {"m": 6, "teacher": "rollout", "horizon": 0, "intervals": 2, "order": "short", "arrival": "uniform",
+           "seed": 3, "beta": 0.0}
+    drl_dagger.episode((actor_sd, None, {**cfg, "placer_sd": placer_sd}))
+    drl_dagger.episode((actor_sd, None, cfg))
+    with_placer, without = got
+    key = next(k for k in placer_sd if not torch.equal(placer_sd[k], actor_sd[k]))  # randomly initialised
+    assert torch.equal(with_placer.state_dict()[key], placer_sd[key])
+    assert torch.equal(without.state_dict()[key], actor_sd[key])
+
+
+def test_train_drl_dagger_refuses_futures_and_rollout_actor_without_the_rollout_teacher(tmp_path):
+    from typer.testing import CliRunner
+
+    from cohabit.cli import app
+
+    w = tmp_path / "w.pt"
+    w.write_bytes(b"x")
+    for extra in (["--futures", "4"], ["--futures", "-1", "--teacher", "rollout"], ["--rollout-actor", str(w)],
+                  ["--rollout-actor", str(tmp_path / "none.pt"), "--teacher", "rollout"]):
+        r = CliRunner().invoke(app, ["train", "drl-dagger", *extra, "--init", str(w), "--out", str(tmp_path / "x.pt")])
+        opt = extra[0]
+        assert r.exit_code != 0 and opt in r.output and "Traceback" not in r.output, (extra, r.output)

@@ -140,3 +140,97 @@ def test_train_drl_dagger_rollout_needs_init(tmp_path):
     r = CliRunner().invoke(app, ["train", "drl-dagger", "--teacher", "rollout", "--margin", "-1", "--init",
                                  str(tmp_path / "none.pt"), "--out", str(tmp_path / "x.pt")])
     assert r.exit_code != 0 and "--margin" in r.output
+
+
+def test_drain_admits_a_later_arrival_at_its_time_and_counts_it_from_there():
+    # one server, two GPUs: a running 2-worker job; a job arriving after 300 s waits for both GPUs
+    run = _job("a", "resnet-50", True, 2, 0, 1, placed=(0, 0), new=False)
+    later = _job("b", "resnet-50", True, 2, 0, 1)
+    v = _speed_alone(run, 1)
+    st = PlacementState(_free(1, [run]), [run])
+    total = drain(st, {"a": 1000 * v, "b": 500 * v}, _first, InterferenceWorld(), arrivals=[(300.0, later)])
+    assert total == pytest.approx(1000 + (1000 + 500 - 300), rel=1e-6)  # b from its arrival to its end
+    # an arrival into an idle cluster starts at its time, not at 0
+    idle = drain(PlacementState(np.ones((1, 3)), []), {"b": 500 * v}, _first, InterferenceWorld(),
+                 arrivals=[(300.0, later)])
+    assert idle == pytest.approx(500, rel=1e-6)
+    assert later.placed_w.sum() == 0  # the caller's entries are untouched
+
+
+class _View:
+    """The parts of a cluster view FutureRollout reads."""
+
+    def __init__(self, now, submitted):
+        from types import SimpleNamespace
+
+        from cohabit.spec.cluster import preset
+        from cohabit.sim.drl_workload import generate
+
+        self.now = now
+        jobs = generate(4, arrival="uniform", seed=3)
+        self._specs = [j.spec for j in jobs]
+        self.jobs = {s.id: SimpleNamespace(spec=s) for s in self._specs[:submitted]}
+        self.running, self.pending = {}, {}
+        self.cluster = preset("drl")
+
+
+def test_future_rollout_samples_only_jobs_seen_at_the_rate_seen(monkeypatch):
+    from cohabit.learn import drl_rollout
+    from cohabit.policies.drl import taskwise
+
+    made = []
+
+    def entry(view, job):
+        made.append(job.spec.id)
+        return _job(job.spec.id, job.spec.model, job.spec.num_ps == 0, 1, 1, 6)
+
+    monkeypatch.setattr(taskwise, "job_entry", entry)
+    view = _View(now=6000.0, submitted=3)
+    # a submitted job whose submit time lies after `now` is not yet seen
+    late = list(view.jobs.values())[-1]
+    monkeypatch.setattr(late, "spec", late.spec.model_copy(update={"submit_time": 7000.0}))
+    fut = drl_rollout.FutureRollout(placer=_first, futures=64, horizon_s=1200.0, seed=1)
+    fut.observe(view)
+    assert set(fut.seen) == set(made) and len(fut.seen) == 2
+    assert fut.rate == pytest.approx(2 / 6000.0)
+    counts = [len(f) for f in fut.sampled]
+    assert np.mean(counts) == pytest.approx(fut.rate * 1200.0, rel=0.35)  # Poisson(0.4) per future
+    keys = {e.model for f in fut.sampled for _, e in f}
+    assert keys <= {fut.seen[k][0].model for k in fut.seen}
+    assert all(0 <= at <= 1200.0 for f in fut.sampled for at, _ in f)
+    # the same clock draws the same futures (labels reproducible)
+    again = drl_rollout.FutureRollout(placer=_first, futures=64, horizon_s=1200.0, seed=1)
+    again.observe(view)
+    assert [[(at, e.model) for at, e in f] for f in again.sampled] == [[(at, e.model) for at, e in f] for f in fut.sampled]
+
+
+def test_future_rollout_keeps_room_for_the_jobs_it_expects():
+    """Two servers, one running 1-GPU job on server 0; a new 1-GPU job: the drain teacher isolates it
+    on server 1, while with 2-GPU jobs arriving at once it keeps server 1 whole for them."""
+    from cohabit.learn.drl_rollout import FutureRollout
+
+    m = 2
+    run = _job("r", "resnext-110", True, 1, 0, m, placed=(0,), new=False)
+    new = _job("x", "resnext-110", True, 1, 0, m)
+    big = _job("big", "resnet-50", True, 2, 0, m)
+    st = PlacementState(_free(m, [run]), [run, new])
+    mask = st.mask(new)
+    assert mask[0] and mask[2]
+    left = {"r": 1e5, "x": 1e5}
+    plain = DrainRollout(placer=_first)
+    plain.left = left
+    assert plain(st, new, mask) == 2  # alone on server 1
+    fut = FutureRollout(placer=_first, futures=1)
+    fut.left = left
+    v = _speed_alone(big, m)
+    fut.sampled = [[(1.0, replace_key(big, "f0"))]]
+    fut.sampled_left = {"f0": 3000 * v}
+    assert fut(st, new, mask) == 0  # beside the running job: server 1 stays whole for the 2-GPU job
+    fut.sampled = []
+    assert fut(st, new, mask) == 2  # no futures sampled: the drain teacher's choice
+
+
+def replace_key(e, key):
+    from dataclasses import replace
+
+    return replace(e, key=key)

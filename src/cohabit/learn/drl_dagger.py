@@ -115,14 +115,17 @@ class RecordingPolicy(TaskwisePolicy):
 
 
 def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon: int, actor: Any = None,
-                margin: float = 0.0, tie: float = 0.0) -> Chooser:
+                margin: float = 0.0, tie: float = 0.0, futures: int = 0, future_horizon_s: float = 2400.0,
+                seed: int = 0) -> Chooser:
     """The expert chooser: ``lookahead`` (reward model), ``rollout`` (drained cluster with the
     simulator's speeds, the ``actor`` placing in the rollouts; :mod:`.drl_rollout`) or
     ``lif-quad`` / ``lif-line``. ``tie > 0``: the expert also names the actions it rates within
-    ``tie`` of its choice (``Sample.good``; for LIF, exact ties of the interference score)."""
+    ``tie`` of its choice (``Sample.good``; for LIF, exact ties of the interference score).
+    ``futures > 0`` (rollout only): each candidate scored over that many futures sampled from the
+    arrival history seen, ``future_horizon_s`` seconds of arrivals (:class:`.drl_rollout.FutureRollout`)."""
     if teacher == "rollout":
         from .drl_env import net_probabilities
-        from .drl_rollout import DrainRollout
+        from .drl_rollout import DrainRollout, FutureRollout
 
         if actor is None:
             raise ValueError("the rollout teacher needs actor weights (--init) to place in its rollouts")
@@ -130,6 +133,8 @@ def make_expert(teacher: str, m: int, reward_sd: dict[str, Any] | None, horizon:
         def placer(state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
             return int(np.argmax(np.where(mask, net_probabilities(actor, state, job, mask), -1.0)))
 
+        if futures > 0:
+            return FutureRollout(placer=placer, margin=margin, futures=futures, horizon_s=future_horizon_s, seed=seed)
         return DrainRollout(placer=placer, margin=margin)
     if teacher == "lookahead":
         from ..policies.drl.nets import RewardNet
@@ -212,8 +217,14 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
         ref.eval()
         expert: Chooser = ActorChooser(ref)
     else:
-        expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], actor, cfg.get("margin", 0.0),
-                             cfg.get("tie", 0.0))
+        placer = actor
+        if cfg.get("placer_sd") is not None:  # --rollout-actor: other weights place in the rollouts
+            placer = PolicyNet(m)
+            placer.load_state_dict(cfg["placer_sd"])
+            placer.eval()
+        expert = make_expert(cfg["teacher"], m, reward_sd, cfg["horizon"], placer, cfg.get("margin", 0.0),
+                             cfg.get("tie", 0.0), cfg.get("futures", 0), cfg.get("future_horizon_s", 2400.0),
+                             cfg["seed"])
     if cfg.get("teacher_isolate", "never") != "never":
         expert = IsolatedTeacher(expert, cfg["teacher_isolate"])
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
@@ -234,7 +245,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            validation_seeds: tuple[int, ...] = VALIDATION_SEEDS, rate_scale: float = 1.0,
            teacher_isolate: str = "never", arrivals: tuple[str, ...] = ARRIVALS, select: str = "mean",
            guard: float = 0.02, save_rounds: Path | None = None,
-           anchor: tuple[str, ...] = ()) -> tuple[Any, dict[str, Any]]:
+           anchor: tuple[str, ...] = (), futures: int = 0,
+           future_horizon_s: float = 2400.0, rollout_actor: Path | None = None) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -255,7 +267,11 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     initial actor's (:func:`selectable`), so that a gain on one pattern is never bought with
     another; ``save_rounds``: a folder where every round's weights are written
     (``round-K.pt``); ``anchor``: training episodes of these patterns are labelled with the
-    initial actor's own choices (:class:`ActorChooser`), not the teacher's."""
+    initial actor's own choices (:class:`ActorChooser`), not the teacher's. ``futures`` /
+    ``future_horizon_s``: the rollout teacher samples that many futures of arrivals from the
+    history seen (:class:`~cohabit.learn.drl_rollout.FutureRollout`, session drl14);
+    ``rollout_actor``: weights that place in the rollout teacher's rollouts instead of the
+    current actor (a fixed teacher: session drl14)."""
     import multiprocessing as mp
 
     import torch
@@ -287,7 +303,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return {"m": m, "teacher": teacher, "horizon": horizon, "intervals": intervals, "tie": tie,
                 "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate,
                 "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, "anchor": anchor,
-                "anchor_sd": anchor_sd, **kw}
+                "anchor_sd": anchor_sd, "placer_sd": placer_sd, "futures": futures,
+                "future_horizon_s": future_horizon_s, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -300,6 +317,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
         return out
 
     anchor_sd = {k: v.detach().clone() for k, v in actor.state_dict().items()} if anchor else None
+    placer_sd = (torch.load(rollout_actor, map_location="cpu", weights_only=True)
+                 if rollout_actor is not None else None)
     data: list[Sample] = []
     rng = np.random.default_rng(seed)
     report: dict[str, Any] = {"rounds": []}
@@ -418,6 +437,11 @@ def train_drl_dagger(
     save_rounds: Path = typer.Option(None, help="folder where every round's weights are written (round-K.pt)"),
     anchor: str = typer.Option("", help="comma-separated arrival patterns whose training episodes are labelled with "
                                "the --init actor's own choices instead of the teacher's (keeps them there)"),
+    futures: int = typer.Option(0, help="rollout teacher: > 0 scores each candidate over this many futures of "
+                                "arrivals sampled from the arrival history seen (FutureRollout)"),
+    future_horizon: float = typer.Option(2400.0, help="with --futures: seconds of sampled arrivals"),
+    rollout_actor: Path = typer.Option(None, help="rollout teacher: these weights place in its rollouts (default: "
+                                       "the current actor)"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -467,6 +491,12 @@ def train_drl_dagger(
     if any(a not in ARRIVALS for a in anchors) or (anchors and init is None):
         raise typer.BadParameter(f"--anchor must be a comma-separated list of {', '.join(ARRIVALS)} and needs --init, "
                                  f"got {anchor!r}")
+    if futures < 0 or (futures > 0 and teacher != "rollout") or not future_horizon > 0:
+        raise typer.BadParameter(f"--futures must be >= 0 and only with --teacher rollout, --future-horizon > 0; got "
+                                 f"{futures}, {future_horizon}")
+    if rollout_actor is not None and (teacher != "rollout" or not rollout_actor.is_file()):
+        raise typer.BadParameter(f"--rollout-actor needs --teacher rollout and an existing weights file, got "
+                                 f"{rollout_actor}")
     if not guard >= 0:
         raise typer.BadParameter(f"--guard must be >= 0, got {guard}")
     if reward is None:
@@ -487,14 +517,16 @@ def train_drl_dagger(
                            cost_weight=cost_weight, isolate=isolate,
                            validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate,
                            arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds,
-                           anchor=anchors)
+                           anchor=anchors, futures=futures, future_horizon_s=future_horizon,
+                           rollout_actor=rollout_actor)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
             "heads": actor.heads, "teacher": teacher, "horizon": horizon, "tie": tie, "first_round": first_round,
             "cost_weight": cost_weight, "isolate": isolate, "teacher_isolate": teacher_isolate,
             "order": order, "rate_scale": scale, "arrivals": list(train_arrivals), "guard": guard,
-            "anchor": list(anchors), "margin": margin,
+            "anchor": list(anchors), "margin": margin, "futures": futures, "future_horizon_s": future_horizon,
+            "rollout_actor": str(rollout_actor) if rollout_actor else None,
             "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
                         f"{'/'.join(train_arrivals)} in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",

@@ -28,6 +28,7 @@ states and is never a policy (``drl`` decides with the actor alone; ``tests/test
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -71,40 +72,66 @@ def _copy(e: JobEntry, new: bool) -> JobEntry:
     return replace(e, placed_w=e.placed_w.copy(), placed_p=e.placed_p.copy(), new=new)
 
 
+def _solo_estimate(e: JobEntry, work: float) -> float:
+    """Seconds ``e`` would take alone with ``work`` samples left (the rollouts' ``order=short``)."""
+    return work / max(base_speed(e.model, e.allreduce, e.n_workers, e.n_ps), _EPS)
+
+
 def drain(state: PlacementState, left: dict[str, float], placer: Chooser, world: InterferenceWorld,
-          cores: float = 8.0, max_events: int = 200) -> float:
+          cores: float = 8.0, max_events: int = 200,
+          arrivals: Sequence[tuple[float, JobEntry]] = ()) -> float:
     """Sum of completion times (seconds from now) of every job of ``state`` (its placed jobs keep
     their placement; its new ones start in order, placed task by task by ``placer`` through
     :func:`~cohabit.policies.drl.taskwise.place_new`, whenever they fit), each with ``left[key]``
-    samples to train, no other arrivals, the speeds recomputed at every start and finish. Jobs
-    still unfinished after ``max_events`` count the time left at their solo speed. ``state`` is
-    not modified."""
+    samples to train, the speeds recomputed at every start and finish. ``arrivals``: jobs that
+    arrive later, ``(seconds from now, entry)`` in time order (their work in ``left`` too); each
+    joins the waiting jobs at its time, the waiting jobs then offered shortest (estimated solo
+    time) first as ``drl``'s ``order=short`` does, and counts its time from its arrival. Without
+    arrivals nothing else arrives (the drained cluster). Jobs still unfinished after
+    ``max_events`` count the time left at their solo speed. ``state`` is not modified."""
     st = PlacementState(state.free.copy(), [_copy(e, e.new) for e in state.jobs])
     rem = {e.key: left[e.key] for e in st.jobs}
+    born = {e.key: 0.0 for e in st.jobs}
+    later = [(float(at), _copy(e, True)) for at, e in arrivals]
     cores_of = {s: cores for s in range(st.m)}
-    t, total = 0.0, 0.0
+    t, total, nxt = 0.0, 0.0, 0
     for _ in range(max_events):
+        if nxt < len(later) and later[nxt][0] <= t + _EPS:
+            while nxt < len(later) and later[nxt][0] <= t + _EPS:
+                at, e = later[nxt]
+                rem[e.key], born[e.key] = left[e.key], at
+                st.jobs.append(e)
+                nxt += 1
+            new = sorted((e for e in st.jobs if e.new), key=lambda e: _solo_estimate(e, rem[e.key]))
+            st.jobs[:] = [e for e in st.jobs if not e.new] + new
         if any(e.new for e in st.jobs):
             _, waiting = place_new(st, placer)
             st.jobs.extend(waiting)  # place_new took them out; they wait, in order, for the next event
             st.decisions.clear()
         run = [e for e in st.jobs if not e.new]
         if not run:
-            break
+            if nxt >= len(later):
+                break
+            t = later[nxt][0]  # an idle cluster until the next arrival
+            continue
         rate = speeds([_placed(e, e.placed_w, e.placed_p) for e in run], cores_of, world)
         dt = min(rem[e.key] / max(v, _EPS) for e, v in zip(run, rate))
+        if nxt < len(later):
+            dt = min(dt, later[nxt][0] - t)
         t += dt
         for e, v in zip(run, rate):
             rem[e.key] -= v * dt
             if rem[e.key] <= 1e-6 * max(v, 1.0):
-                total += t
+                total += t - born[e.key]
                 st.free += _used(e, e.placed_w, e.placed_p)
                 st.jobs.remove(e)
-        if not st.jobs:
+        if not st.jobs and nxt >= len(later):
             break
     else:  # out of events: the rest at solo speed
         for e in st.jobs:
-            total += t + rem[e.key] / base_speed(e.model, e.allreduce, e.n_workers, e.n_ps)
+            total += t - born[e.key] + _solo_estimate(e, rem[e.key])
+        for at, e in later[nxt:]:
+            total += max(t - at, 0.0) + _solo_estimate(e, left[e.key])
     return total
 
 
@@ -157,10 +184,13 @@ class DrainRollout:
                 continue
             free -= _used(job, done[0] - pw, done[1] - pp)
             me = replace(job, placed_w=done[0], placed_p=done[1], new=False)
-            out[a] = -drain(PlacementState(free, [*keep, me, *queue]), left, self.placer, self.world, self.cores,
-                            self.max_events)
+            out[a] = -self.cost(PlacementState(free, [*keep, me, *queue]), left)
         self.calls += 1
         return out
+
+    def cost(self, state: PlacementState, left: dict[str, float]) -> float:
+        """What a candidate's state costs: its drained sum of completion times."""
+        return drain(state, left, self.placer, self.world, self.cores, self.max_events)
 
     def _complete(self, state: PlacementState, free: np.ndarray, job: JobEntry, pw: np.ndarray, pp: np.ndarray,
                   keep: list[JobEntry]) -> tuple[np.ndarray, np.ndarray] | None:
@@ -189,3 +219,69 @@ class DrainRollout:
         if not self.hopeless:
             return int(np.argmax(s))
         return int(np.flatnonzero(mask)[0])
+
+
+class FutureRollout(DrainRollout):
+    """The rollout teacher with sampled future arrivals (session drl14): each candidate's cost is
+    the mean, over ``futures`` sampled futures, of the sum of completion times of the jobs there
+    now **and** of the jobs that arrive in the next ``horizon_s`` seconds (each counted from its
+    arrival), the same futures for every candidate of a decision (common random numbers).
+
+    Why: :class:`DrainRollout` drains the cluster with nothing else arriving, so it never keeps
+    room for the next jobs; on the Poisson validation seeds its placements leave later arrivals
+    beside running jobs (``docs/drl.md``, "Session drl13": slowdown, not waiting, is Poisson's excess).
+
+    Futures are drawn from the **arrival history the scheduler has seen** (never the workload
+    generator's parameters or the trace's future): the arrival rate is the number of jobs submitted
+    so far over the time elapsed (at least ``min_window_s``), arrivals a Poisson process of that
+    rate, each job a copy of one submitted so far (model, architecture, tasks, demands, declared
+    work) drawn uniformly. :meth:`observe` records the history from the deciding view and draws the
+    decision's futures (seeded by ``seed`` and the clock, so a rerun labels alike)."""
+
+    def __init__(self, *args: Any, futures: int = 4, horizon_s: float = 2400.0, min_window_s: float = 1200.0,
+                 seed: int = 0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if futures < 1 or not horizon_s > 0 or not min_window_s > 0:
+            raise ValueError("futures must be >= 1 and horizon_s, min_window_s > 0")
+        self.futures, self.horizon_s, self.min_window_s, self.seed = futures, horizon_s, min_window_s, seed
+        self.seen: dict[str, tuple[JobEntry, float]] = {}  # job id -> (template, declared work)
+        self.rate = 0.0  # arrivals per second seen so far
+        self.sampled: list[list[tuple[float, JobEntry]]] = []
+        self.sampled_left: dict[str, float] = {}
+
+    def observe(self, view: Any) -> None:
+        """Work left per job (as :class:`DrainRollout`), the arrival history, and this decision's futures."""
+        from ..policies.drl.taskwise import job_entry
+
+        super().observe(view)
+        now = float(view.now)
+        for jid, job in view.jobs.items():
+            if jid not in self.seen and float(job.spec.submit_time) <= now and job.spec.iterations is not None:
+                self.seen[jid] = (job_entry(view, job), float(job.spec.iterations))
+        self.rate = len(self.seen) / max(now, self.min_window_s)
+        self.sample(now)
+
+    def sample(self, now: float) -> None:
+        """Draws ``futures`` arrival sequences over the next ``horizon_s`` seconds from the history."""
+        rng = np.random.default_rng([self.seed, int(now * 1000) & 0x7FFFFFFF])
+        history = list(self.seen.values())
+        self.sampled, self.sampled_left = [], {}
+        for f in range(self.futures):
+            n = int(rng.poisson(self.rate * self.horizon_s)) if history else 0
+            times = np.sort(rng.uniform(0.0, self.horizon_s, n))
+            picks = rng.integers(0, len(history), n) if n else []
+            seq = []
+            for i, (at, k) in enumerate(zip(times, picks)):
+                entry, work = history[int(k)]
+                key = f"future-{f}-{i}"
+                seq.append((float(at), replace(entry, key=key)))
+                self.sampled_left[key] = work
+            self.sampled.append(seq)
+
+    def cost(self, state: PlacementState, left: dict[str, float]) -> float:
+        """Mean over the sampled futures of the sum of completion times, the arrivals included."""
+        if not self.sampled:
+            return super().cost(state, left)
+        both = {**left, **self.sampled_left}
+        return float(np.mean([drain(state, both, self.placer, self.world, self.cores, self.max_events * 3, seq)
+                              for seq in self.sampled]))

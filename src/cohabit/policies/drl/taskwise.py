@@ -27,6 +27,12 @@ def _columns(view: ClusterView) -> list[int | None]:
     return [view.resource_index(r) for r in RESOURCES]
 
 
+def _scale(view: ClusterView) -> np.ndarray:
+    """Each of :data:`RESOURCES` over the largest capacity of any server (the state's normalisation)."""
+    cap = view.capacity
+    return np.array([max(float(cap[:, c].max()), 1e-9) if c is not None else 1.0 for c in _columns(view)])
+
+
 def _vector(row: np.ndarray | None, cols: list[int | None], scale: np.ndarray) -> np.ndarray:
     out = np.zeros(len(cols))
     if row is None:
@@ -39,9 +45,8 @@ def _vector(row: np.ndarray | None, cols: list[int | None], scale: np.ndarray) -
 
 def state_from_view(view: ClusterView) -> tuple[PlacementState, list[JobView]]:
     """The placement state of ``view`` (running jobs placed, pending jobs new) and the pending jobs."""
-    cols = _columns(view)
+    cols, scale = _columns(view), _scale(view)
     cap = view.capacity
-    scale = np.array([max(float(cap[:, c].max()), 1e-9) if c is not None else 1.0 for c in cols])
     free = np.stack([_vector(view.free[i], cols, scale) for i in range(cap.shape[0])])
     m = cap.shape[0]
     jobs: list[JobEntry] = []
@@ -51,6 +56,11 @@ def state_from_view(view: ClusterView) -> tuple[PlacementState, list[JobView]]:
     for job in pending:
         jobs.append(_entry(view, job, cols, scale, m, placed=(), new=True))
     return PlacementState(free, jobs), pending
+
+
+def job_entry(view: ClusterView, job: JobView) -> JobEntry:
+    """``job`` as a new, unplaced entry of ``view``'s placement state (its requested shape and demands)."""
+    return _entry(view, job, _columns(view), _scale(view), view.capacity.shape[0], placed=(), new=True)
 
 
 def _entry(view: ClusterView, job: JobView, cols: list[int | None], scale: np.ndarray, m: int, *,

@@ -1,0 +1,90 @@
+"""Teachers of drl-dagger run as policies (the expert decides every task, ``beta = 1``) on validation
+workloads, beside plain policies: does a teacher play better than the actor it would train?
+
+    python bench/drl_teachers.py --choosers rollout,future:4:2400,drl,lif-line --arrival poisson --seeds 900-911
+
+A chooser is ``rollout`` (:class:`cohabit.learn.drl_rollout.DrainRollout`, the actor placing in its
+rollouts), ``future:S:H`` (:class:`~cohabit.learn.drl_rollout.FutureRollout`: S futures of H seconds
+of arrivals sampled from the history seen), ``lookahead`` (the reward-model lookahead), or any policy
+name of the registry (``drl``, ``lif-line``, ...). ``--weights`` names the actor (default: the
+shipped ``data/drl/policy.pt``). Prints each chooser's mean avg JCT (intervals) and CPU seconds, the
+load average beside, and writes ``bench/results/drl_teachers_<arrival>_<seeds>.json``. Training
+seeds (1000 up) are never used here; 900-931 are validation seeds, 300-311 the primary measure's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def one(task: tuple[str, str, int, str | None]) -> tuple[str, int, float, float]:
+    """(chooser, seed, avg JCT in intervals, CPU seconds) of one workload."""
+    import torch
+
+    torch.set_num_threads(1)
+    name, arrival, seed, weights = task
+    from cohabit.learn.drl_dagger import DEFAULT_OUT, episode, reward_for
+    from cohabit.policies import make_policy
+    from cohabit.sim.drl_workload import generate
+    from cohabit.sim.runner import simulate
+    from cohabit.spec.cluster import preset
+
+    t0 = time.process_time()
+    teacher, *rest = name.split(":")
+    if teacher in ("rollout", "future", "lookahead"):
+        sd = torch.load(weights or DEFAULT_OUT / "policy.pt", map_location="cpu", weights_only=True)
+        rsd = torch.load(reward_for(6), map_location="cpu", weights_only=True) if teacher == "lookahead" else None
+        cfg = {"m": 6, "teacher": "lookahead" if teacher == "lookahead" else "rollout", "horizon": 3,
+               "intervals": 30, "order": "short", "isolate": "never", "arrival": arrival, "seed": seed,
+               "beta": 1.0, "record": True}
+        if teacher == "future":
+            cfg["futures"] = int(rest[0]) if rest else 4
+            cfg["future_horizon_s"] = float(rest[1]) if len(rest) > 1 else 2400.0
+        _, jct = episode((sd, rsd, cfg))
+    else:
+        pol = make_policy(name if weights is None or teacher != "drl" else f"{name}:weights={weights}")
+        jct = simulate(generate(30, arrival=arrival, seed=seed), preset("drl"), pol).metrics.avg_jct / 1200.0
+    return name, seed, float(jct), time.process_time() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--choosers", default="rollout,future:4:2400,drl,lif-line")
+    ap.add_argument("--arrival", default="poisson", choices=("uniform", "poisson", "bursty"))
+    ap.add_argument("--seeds", default="900-911", help="A-B, inclusive")
+    ap.add_argument("--weights", default=None, help="actor weights (default: the shipped policy.pt)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--tag", default="", help="suffix of the JSON file name")
+    args = ap.parse_args()
+    a, b = (int(x) for x in args.seeds.split("-"))
+    names = [n for n in args.choosers.split(",") if n]
+    tasks = [(n, args.arrival, s, args.weights) for n in names for s in range(a, b + 1)]
+    w0 = time.time()
+    with ProcessPoolExecutor(args.workers) as ex:
+        rows = list(ex.map(one, tasks))
+    load = os.getloadavg()
+    print(f"{args.arrival} seeds {args.seeds}, mean avg JCT (intervals); load average {load[0]:.1f} / {load[1]:.1f}"
+          f" / {load[2]:.1f}; {time.time() - w0:.0f} s wall")
+    out = {"arrival": args.arrival, "seeds": [a, b], "weights": args.weights, "load": load, "choosers": {}}
+    for n in names:
+        v = [r[2] for r in rows if r[0] == n]
+        cpu = sum(r[3] for r in rows if r[0] == n)
+        out["choosers"][n] = {"per_seed": v, "mean": float(np.mean(v)), "cpu_s": cpu}
+        print(f"| {n:24s} | {np.mean(v):.3f} | cpu {cpu:6.1f} s | " + " ".join(f"{x:.2f}" for x in v))
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"drl_teachers_{args.arrival}_{a}-{b}{args.tag}.json"
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
