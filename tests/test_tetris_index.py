@@ -74,9 +74,15 @@ class _CheckedNothingFits(Tetris):
 
     kept = 0
     claimed = 0
+    preset = 0  # kept answers a round that ended by the summed room less its starts left (_none_fit_after)
+
+    def _none_fit_after(self, view: ClusterView) -> None:
+        super()._none_fit_after(view)
+        self._preset = self._none_fit
 
     def _nothing_fits(self, view: ClusterView) -> bool:
         kept = self._none_fit is not None and self._none_fit == (view.room_version, self._shape_stamp)
+        preset = kept and self._none_fit is getattr(self, "_preset", None)
         claimed = super()._nothing_fits(view)
         if claimed:
             for (_, n), (w, ids) in self._by_shape.items():
@@ -84,15 +90,17 @@ class _CheckedNothingFits(Tetris):
                     fit = view.tasks_fit(w)
                     assert not (fit > 0).any() or int(np.minimum(fit, 1 << 40).sum()) < n, (view.now, kept, n)
             _CheckedNothingFits.kept += kept
+            _CheckedNothingFits.preset += preset
             _CheckedNothingFits.claimed += 1
         return claimed
 
 
 def test_a_nothing_fits_answer_is_that_of_the_per_node_fits() -> None:
     """The answer "no waiting shape fits" (from the free room summed over the nodes, or kept while room only
-    shrinks and no new shape waits, or kept from a first pick that found no feasible job) is that of the
-    per-node fits; the schedule is the same as without the summed-room answers (fails if the bound is too
-    strict, or if a first pick keeps "nothing fits" after it planned)."""
+    shrinks and no new shape waits, kept from a first pick that found no feasible job, or left by a round that
+    ended because the summed room less its starts takes no waiting shape) is that of the per-node fits; the
+    schedule is the same as without the summed-room answers (fails if the bound is too strict, if a first pick
+    keeps "nothing fits" after it planned, or if a round leaves "nothing fits" after a start that left room)."""
     from cohabit.sim.runner import simulate
     from cohabit.sim.traces import load_trace
 
@@ -100,6 +108,7 @@ def test_a_nothing_fits_answer_is_that_of_the_per_node_fits() -> None:
     checked = simulate(jobs, _cluster(), _CheckedNothingFits())
     real = simulate(jobs, _cluster(), Tetris())
     assert _CheckedNothingFits.kept > 100 and _CheckedNothingFits.claimed > 300
+    assert _CheckedNothingFits.preset > 50
     assert fingerprint(checked.result.record, checked.metrics) == fingerprint(real.result.record, real.metrics)
 
 

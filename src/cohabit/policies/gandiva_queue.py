@@ -113,8 +113,9 @@ class WaitGroups:
 
 
 class TurnOrder:
-    """Running jobs that may give up their turn (not packed), in the order their turns started
-    (``JobRec.turn_no``): the victims of time-slicing, without walking past packed pairs every round."""
+    """Running jobs in the order their turns started (``JobRec.turn_no``), as a list read by bisection: those
+    that may give up their turn (not packed), the victims of time-slicing, without walking past packed pairs
+    every round (``Gandiva._victims``), and every running job (``Gandiva._run_order``)."""
 
     __slots__ = ("nos", "recs")
 

@@ -423,6 +423,7 @@ class Tetris(WaitingRows, RowPicks, BasePolicy):
                 self._unindex(job.id)
                 self._drop_row(job.id)  # it runs: its numbers change (read afresh if it waits again)
                 if not more:
+                    self._none_fit_after(view)
                     break
                 room_sum = (after, slack)
         return plan
@@ -467,7 +468,18 @@ class Tetris(WaitingRows, RowPicks, BasePolicy):
             return None
         self._unindex(job.id)
         self._drop_row(job.id)
+        self._none_fit_after(view)
         return [start_or_resume(job, placement)]
+
+    def _none_fit_after(self, view: ClusterView) -> None:
+        """The round ends because, by the summed room less its starts, no waiting shape could take its fewest
+        workers: that is "nothing fits" for the ledger once the plan is applied, kept under the key the next
+        round reads (starts neither bump the room version nor the shape stamp). Kept only while the index is
+        the queue: a refused start leaves its job pending outside the index, so the next round is out of step
+        and does not read it. A next round that would have summed the ledger's room afresh finds nothing
+        feasible too (the bound is sound), and keeps the same key: the same plan and the same answer."""
+        if not view.paused and self.fairness <= 0:
+            self._none_fit = (view.room_version, self._shape_stamp)
 
     def _summed_room(self, view: ClusterView) -> tuple[list[float], list[float]]:
         """The ledger's free room summed over the nodes, and its :func:`room_slack`."""

@@ -104,7 +104,8 @@ class WaitingRows:
             self._groups_live[(self._table[1, i], self._table[2, i])][0] -= 1
 
     def _count_row(self, iters: float, executed: float, sign: int) -> None:
-        """Count a live row made (``sign`` 1) or dropped (-1) in :attr:`_declared_rows` and :attr:`_ran_rows`."""
+        """Count a live row made (``sign`` 1) or dropped (-1) in :attr:`_n_live`, :attr:`_declared_rows` and
+        :attr:`_ran_rows`."""
         self._n_live += sign
         if math.isfinite(iters):
             self._declared_rows += sign
