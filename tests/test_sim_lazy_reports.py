@@ -338,3 +338,27 @@ def test_a_chunked_take_computes_the_same_reports(monkeypatch):
             assert not isinstance(chunked, list)  # (over the chunk size: computed as read)
             assert grid.take() == []  # (every report was taken at the call)
             assert list(chunked) == other.take()
+
+
+def test_a_long_fold_settles_the_counters_as_the_step_by_step_loop():
+    """``JobView._grid_reports`` settles a long fold (64 reports and more: after a quiet spell) in one numpy
+    pass (``engine.job._grid_sums``): the same attained service, run time and clock as the loop of one step
+    per report, bit for bit (fails if the sums are taken pairwise, ``np.sum``, or a grid time is off)."""
+    import random
+
+    from cohabit.engine import job as job_module
+
+    rng = random.Random(11)
+    for _ in range(300):
+        n = rng.choice([64, 65, 100, 1000, 5000])
+        k0, every, rate = rng.randrange(0, 10 ** 6), rng.choice([60.0, 300.0, 7.3]), rng.choice([1.0, 8.0, 0.5, 3.7])
+        attained, run_time = rng.uniform(0, 1e9), rng.uniform(0, 1e8)
+        since = (k0 - 1) * every + rng.uniform(0, every)
+        a, r, s = attained, run_time, since
+        for k in range(k0, k0 + n):
+            t = k * every
+            dt = t - s
+            a += dt * rate
+            r += dt
+            s = t
+        assert job_module._grid_sums(k0, n, every, rate, attained, run_time, since) == (a, r, s)

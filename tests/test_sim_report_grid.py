@@ -49,8 +49,8 @@ class _Recording:
         self.seen.extend((t, e) for e in events)
         return t, events
 
-    def take_reports(self, job=None):
-        segs = self.inner.take_reports(job)
+    def take_reports(self, job=None, chunked=False):
+        segs = list(self.inner.take_reports(job, chunked=chunked))  # (read here and by the engine)
         every = self.inner.report_every
         for jid, k0, iters, losses, itt, *_ in segs:
             for i, (it, loss) in enumerate(zip(iters, losses)):
