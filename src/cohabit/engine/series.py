@@ -271,21 +271,27 @@ class MetricSeries(Sequence[tuple[float, float]]):
             out[:, 1] = np.frombuffer(self._arrays()[1], dtype=np.float64, count=n)
         return out
 
+    def _last_run_xs(self, lo: int, hi: int) -> list[float] | None:
+        """The iterations of points ``lo`` to ``hi`` when they all lie in the last grid run of an uncompressed
+        series (the common read: the newest points), computed from the run's grid; None otherwise."""
+        runs = self._runs
+        if not runs or self._z is not None or lo >= hi:
+            return None
+        r = runs[-1]
+        start = r[_START]
+        if not (start <= lo and hi <= start + r[_N]):
+            return None
+        k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
+        if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
+            return [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
+        return [done0 + (t - t0) * rate if t > t0 else done0 for t in [(k_off + j) * every for j in range(lo, hi)]]
+
     def columns(self, lo: int, hi: int) -> tuple[list[float], Sequence[float]]:
         """Iterations and values of points ``lo`` to ``hi`` (``0 <= lo <= hi <= len``) as two sequences of
         floats: ``self[lo:hi]`` without its tuples (the loss fits' catch-up over the newest points)."""
-        runs = self._runs
-        if runs and self._z is None and lo < hi:
-            r = runs[-1]
-            start = r[_START]
-            if start <= lo and hi <= start + r[_N]:  # (the common read: the newest points, in the last run)
-                k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
-                if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
-                    xs = [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
-                else:
-                    xs = [done0 + (t - t0) * rate if t > t0 else done0
-                          for t in [(k_off + j) * every for j in range(lo, hi)]]
-                return xs, self._y[lo:hi]  # type: ignore[index]
+        xs = self._last_run_xs(lo, hi)
+        if xs is not None:
+            return xs, self._y[lo:hi]  # type: ignore[index]
         pts = self[lo:hi]
         return [p[0] for p in pts], [p[1] for p in pts]
 
@@ -302,17 +308,9 @@ class MetricSeries(Sequence[tuple[float, float]]):
         n = self._n
         if type(i) is slice:
             lo, hi, step = i.indices(n)
-            runs = self._runs
-            if runs and step == 1 and self._z is None and lo < hi:
-                r = runs[-1]
-                start = r[_START]
-                if start <= lo and hi <= start + r[_N]:  # (the common read: the newest points, in the last run)
-                    k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
-                    if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
-                        xs = [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
-                    else:
-                        xs = [done0 + (t - t0) * rate if t > t0 else done0
-                              for t in [(k_off + j) * every for j in range(lo, hi)]]
+            if step == 1:
+                xs = self._last_run_xs(lo, hi)
+                if xs is not None:
                     return list(zip(xs, self._y[lo:hi]))  # type: ignore[index]
             if step != 1:
                 return [self[j] for j in range(lo, hi, step)]
