@@ -6,6 +6,7 @@ decisions and record, the same loss histories, the same settled counters, bit fo
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -282,6 +283,19 @@ def test_metrics_window_ends_at_a_segment_report_after_the_last_event():
         assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True), horizon
 
 
+def _random_grid(rng: Any, n: int, totals: tuple[float, float]) -> Any:
+    """A report grid of 60 s with ``n`` plain jobs joined at random times, speeds, totals drawn from
+    ``totals`` and loss curves (the take tests' common setup)."""
+    from cohabit.sim.report_grid import ReportGrid
+
+    grid = ReportGrid(60.0)
+    for i in range(n):
+        t = rng.uniform(0.0, 3000.0)
+        grid.join(f"j{i}", None, t, done0=rng.uniform(0, 100), t0=t, rate=rng.uniform(0.1, 5.0),
+                  total=rng.uniform(*totals), loss=(rng.uniform(0.5, 9.0), 1.0, 0.2), plain=True)
+    return grid
+
+
 def test_a_take_of_many_jobs_is_their_takes_one_by_one():
     """``ReportGrid.take(ids)`` (the engine folds the jobs a Themis round reads with one take) gives what a
     take of each of them in that order gives, the jobs without waiting reports skipped, and leaves the grid
@@ -289,14 +303,8 @@ def test_a_take_of_many_jobs_is_their_takes_one_by_one():
     import copy
     import random
 
-    from cohabit.sim.report_grid import ReportGrid
-
     rng = random.Random(3)
-    grid = ReportGrid(60.0)
-    for i in range(30):
-        t = rng.uniform(0.0, 3000.0)
-        grid.join(f"j{i}", None, t, done0=rng.uniform(0, 100), t0=t, rate=rng.uniform(0.1, 5.0),
-                  total=rng.uniform(200.0, 3e4), loss=(rng.uniform(0.5, 9.0), 1.0, 0.2), plain=True)
+    grid = _random_grid(rng, 30, (200.0, 3e4))
     for k in range(1, 120):
         grid.grid_pass(k)
         if k % 17 == 0:
@@ -321,15 +329,10 @@ def test_a_chunked_take_computes_the_same_reports(monkeypatch):
     import random
 
     from cohabit.sim import report_grid
-    from cohabit.sim.report_grid import ReportGrid
 
     monkeypatch.setattr(report_grid, "_CHUNK", 700)
     rng = random.Random(5)
-    grid = ReportGrid(60.0)
-    for i in range(40):
-        t = rng.uniform(0.0, 3000.0)
-        grid.join(f"j{i}", None, t, done0=rng.uniform(0, 100), t0=t, rate=rng.uniform(0.1, 5.0),
-                  total=rng.uniform(2e3, 3e5), loss=(rng.uniform(0.5, 9.0), 1.0, 0.2), plain=True)
+    grid = _random_grid(rng, 40, (2e3, 3e5))
     for k in range(1, 400):
         grid.grid_pass(k)
         if k in (150, 399):
