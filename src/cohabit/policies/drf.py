@@ -41,6 +41,7 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
+from .tetris_room import reserve_fits
 from .spread import NoFitMemo, QuietRounds, most_room_chooser, place_with, start_or_resume, waiting_by_tenant
 from .params import build
 
@@ -223,6 +224,7 @@ class DRF(BasePolicy):
         # without preemption or backfill a round only tries each tenant's head: skip it when it would
         # plan nothing again (its book still syncs, so its re-sync count, and float drift, are the same)
         self._quiet = QuietRounds() if not (preemptive or backfill) else None
+        self._heads = HeadShapes()  # each tenant's first pending job and its shape, kept across rounds
 
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._book.see(job, view)
@@ -232,7 +234,7 @@ class DRF(BasePolicy):
             return []
         quiet = self._quiet
         fitting: set[str] | None = None
-        if quiet is not None and (quiet.still(view) or not (fitting := _heads_that_fit(view))):
+        if quiet is not None and (quiet.still(view) or not (fitting := _heads_that_fit(view, self._heads))):
             self._book.sync(view)
             quiet.planned(view, [])
             return []
@@ -244,11 +246,19 @@ class DRF(BasePolicy):
     def _decide(self, view: ClusterView, fitting: set[str] | None = None) -> Plan:
         """One round. ``fitting`` (without preemption or backfill): the tenants whose head fits the free
         capacity now; the others' heads fail whenever their turn comes (room only shrinks within the
-        round, and a failed head ends its tenant's round), so they are left out of the ranking."""
+        round, and a failed head ends its tenant's round), so they are left out of the ranking: their
+        queues are not read at all (:meth:`_fitting_queues`), and a round with one such tenant starts its
+        jobs in order until one fails (:meth:`_one_tenant`)."""
+        if fitting is not None and len(fitting) == 1:
+            return self._one_tenant(view, next(iter(fitting)))
         # each tenant's queue, read from its head only as far as this round goes
-        queues = waiting_by_tenant(view)
-        head: dict[str, JobView | None] = {t: next(q)[1] for t, q in queues.items()}
-        shares = self._book.shares(view, (j for j in head.values() if j is not None))
+        if fitting is None:
+            queues = waiting_by_tenant(view)
+            head: dict[str, JobView | None] = {t: next(q)[1] for t, q in queues.items()}
+            shares = self._book.shares(view, (j for j in head.values() if j is not None))
+        else:
+            queues, head = self._fitting_queues(view, fitting)
+            shares = self._book.shares(view, self._unseen_heads(view))
         heap = [(shares.share(t), shares.order[t], t) for t in queues if fitting is None or t in fitting]
         heapq.heapify(heap)
         draft = Draft(view)
@@ -292,6 +302,71 @@ class DRF(BasePolicy):
                 heap = [(shares.share(t), o, t) for _, o, t in heap]
                 heapq.heapify(heap)
                 stale = False
+        return plan
+
+    def _fitting_queues(self, view: ClusterView, fitting: set[str]) -> tuple[
+            dict[str, Iterator[tuple[int, JobView]]], dict[str, JobView | None]]:
+        """The queues and heads of the ``fitting`` tenants only (nothing is paused): what
+        :func:`~.spread.waiting_by_tenant` gives for them (the round reads no other tenant's queue)."""
+        by_tenant = view.pending_by_tenant
+        queues: dict[str, Iterator[tuple[int, JobView]]] = {}
+        head: dict[str, JobView | None] = {}
+        for t in fitting:
+            q = queues[t] = iter(by_tenant[t].items())
+            head[t] = next(q)[1]
+        return queues, head
+
+    def _unseen_heads(self, view: ClusterView) -> Iterator[JobView]:
+        """The heads of the tenants with pending jobs that the book has not seen (read after its sync, as
+        :meth:`TenantBook.shares` reads them; every tenant is seen at its first arrival, so normally none)."""
+        book = self._book
+        for t, queue in view.pending_by_tenant.items():
+            if t not in book.order:
+                yield next(iter(queue.values()))
+
+    def _one_tenant(self, view: ClusterView, tenant: str) -> Plan:
+        """:meth:`_decide` when one tenant's head fits (no preemption, no backfill, nothing paused): the ranking
+        holds that tenant alone, so the round starts its jobs in queue order until one does not fit, the same
+        placements on the same draft. Its shares are not computed (they would only order it against nobody);
+        the book syncs and counts the starts as the round's :meth:`TenantBook.shares` and ``expect`` do.
+
+        The round's first start is not reserved in the draft when the round ends after it: when no job follows,
+        or when the next job's tasks would exceed the free total left after it (``Draft.could_fit_after``: the
+        test ``place_with``'s attempt on the reserved draft fails on, via ``Draft.could_fit``). Its placement is
+        then checked as the reservation would check it (``tetris_room.reserve_fits``: the same float operations
+        on the ledger's rows); if that says no, ``place_with`` reserves as before (and fails as before)."""
+        book = self._book
+        book.sync(view)
+        for job in self._unseen_heads(view):  # (TenantBook.shares' see, after the sync)
+            book.see(job, view)
+        draft = Draft(view)
+        plan: Plan = []
+        queue = iter(view.pending_by_tenant[tenant].values())
+        job: JobView | None = next(queue)
+        while job is not None:
+            n = view.target_workers(job)
+            # (after a start, a job whose tasks exceed the draft's free total in some resource fails to place:
+            # ``Draft.could_fit``, a few float comparisons, says so before the per-node fits)
+            if plan and not draft.could_fit(job, n):
+                break
+            nxt = next(queue, None)
+            last = False  # this start ends the round, unreserved
+            if not plan and job.spec.num_ps == 0:
+                w = view.demand_vector(job)
+                if nxt is None or not draft.could_fit_after(w, n, nxt, view.target_workers(nxt)):
+                    p = place_with(draft, job, most_room_chooser, n_workers=n, reserve=False)
+                    if p is None:
+                        break
+                    last = reserve_fits(view, w, p)  # (if not, place_with below reserves it, as before, and fails)
+            if not last:
+                p = place_with(draft, job, most_room_chooser, n_workers=n)
+                if p is None:
+                    break
+            plan.append(start_or_resume(job, p))
+            book.expect(job, job_usage(view, job, n))
+            if last:
+                break  # (the next job would not fit: the round ends here)
+            job = nxt
         return plan
 
     def _preempt_for(self, job: JobView, n: int, view: ClusterView, draft: Draft, shares: TenantShares,
@@ -341,7 +416,35 @@ class DRF(BasePolicy):
         return None
 
 
-def _heads_that_fit(view: ClusterView) -> set[str] | None:
+class HeadShapes:
+    """Each tenant's first pending job with what :func:`_heads_that_fit` reads of it (its worker row, worker
+    count, and its parameter-server row if it has servers), kept across rounds: a tenant's entry is made afresh
+    only when its first pending job changed (a job's shape is fixed by its spec), not per tenant and round."""
+
+    __slots__ = ("_view", "_heads")
+
+    def __init__(self) -> None:
+        self._view: ClusterView | None = None
+        self._heads: dict[str, tuple[str, JobView, np.ndarray, int, np.ndarray | None]] = {}
+
+    def of(self, view: ClusterView) -> Iterator[tuple[str, JobView, np.ndarray, int, np.ndarray | None]]:
+        """Per tenant with pending jobs, in the view's order: (tenant, its head, worker row, workers, ps row or
+        None when it has no parameter servers)."""
+        if view is not self._view:
+            self._view, self._heads = view, {}
+        heads = self._heads
+        for tenant, queue in view.pending_by_tenant.items():
+            jid = next(iter(queue))
+            hit = heads.get(tenant)
+            if hit is None or hit[0] != jid:
+                job = queue[jid]
+                w, n = view.shape(job)
+                p = view.ps_demand_vector(job)
+                hit = heads[tenant] = (jid, job, w, n, p if p is not None and job.spec.num_ps > 0 else None)
+            yield tenant, hit[1], hit[2], hit[3], hit[4]
+
+
+def _heads_that_fit(view: ClusterView, heads: HeadShapes | None = None) -> set[str] | None:
     """The tenants whose head fits the free capacity as it is now, None if something is paused (then
     the order is over both sets: not worked out here). A round of DRF without preemption or backfill
     tries each head on at most this much room, so when this is empty the round plans nothing,
@@ -349,18 +452,16 @@ def _heads_that_fit(view: ClusterView) -> set[str] | None:
     fit nobody). A head without parameter servers fits iff its worker count is at most the tasks of
     its demand row that fit over all nodes (``most_room_chooser`` fills any such count): one sum per
     distinct row (the ledger's fit index), one comparison per head; heads with parameter servers are
-    tried by placement (once per distinct shape)."""
+    tried by placement (once per distinct shape). ``heads``: the policy's kept head shapes (None: read
+    afresh)."""
     if view.paused:
         return None
-    room: dict[int, int] = {}  # id(worker demand row) -> tasks of it that fit over all nodes
+    room: dict[int, int] = {}  # id(demand row) -> tasks of it that fit over all nodes
     draft: Draft | None = None
     tried: dict[tuple[int, int, int, int], bool] = {}
     out: set[str] = set()
-    for tenant, queue in view.pending_by_tenant.items():
-        job = next(iter(queue.values()))
-        w, n = view.shape(job)
-        p = view.ps_demand_vector(job)
-        if p is None or job.spec.num_ps <= 0:
+    for tenant, job, w, n, p in (heads or HeadShapes()).of(view):
+        if p is None:
             r = room.get(id(w))
             if r is None:
                 r = room[id(w)] = int(np.add.reduce(view.fit_now(w)))  # (.sum() without the wrapper)

@@ -469,6 +469,20 @@ class Draft:
                 return False
         return True
 
+    def could_fit_after(self, w: np.ndarray, k: int, job: JobView, n_workers: int) -> bool:
+        """On a pristine draft: whether ``job``'s ``n_workers`` workers pass :meth:`could_fit`'s total test once
+        ``k`` tasks of the row ``w`` (a job without parameter servers) are reserved, without reserving them: the
+        free total less ``multiple_sum(w, k)``, the floats :meth:`reserve` leaves. False means that after such a
+        reservation ``job`` cannot be placed (a caller whose round would end there need not reserve)."""
+        if self._dirty:
+            raise RuntimeError("could_fit_after asks about a pristine draft")
+        v = self.view.demand_vector(job)
+        hit = _NEED.get((id(v), n_workers))
+        if hit is None or hit[0] is not v:
+            hit = _need(v, n_workers)
+        after = self.view.free_total - multiple_sum(w, k)
+        return all(have >= need for have, need in zip(after.tolist(), hit[1]))
+
     def failed_before(self, key: Hashable) -> bool:
         """True if a placement ``key`` (a shape: what the placement depends on, besides the free
         capacity) was noted as failing in this draft since room last grew, or, on a pristine draft,
