@@ -168,3 +168,74 @@ def test_a_refused_start_leaves_the_usage_even_when_no_allocation_changed() -> N
     jobs = [job("A0", "A", d, duration=100), job("B0", "B", d, submit=1.0), job("C0", "C", d, submit=2.0)]
     out = simulate(jobs, cluster, Refused(), config=NO_COST, strict=True)
     assert out.result.unfinished == {}
+
+
+class PlainRounds(DRF):
+    """DRF by the definition of its round: every tenant ranked and tried (``_decide`` without the tenants whose
+    head fits, so without the one-tenant round), the heads read afresh; only the quiet-round skip is kept. At every
+    decision it also checks the kept head shapes against fresh ones."""
+
+    def decide(self, view):  # type: ignore[override]
+        from cohabit.policies import drf as drf_module
+        if not view.pending and not view.paused:
+            return []
+        fresh = drf_module._heads_that_fit(view)
+        assert drf_module._heads_that_fit(view, self._heads) == fresh, view.now
+        if self._quiet is not None and (self._quiet.still(view) or not fresh):
+            self._book.sync(view)
+            self._quiet.planned(view, [])
+            return []
+        plan = self._decide(view, None)
+        if self._quiet is not None:
+            self._quiet.planned(view, plan)
+        return plan
+
+
+def _tenant_burst(seed: int) -> list[TraceJob]:
+    """120 jobs of three tenants on 2 x 4 GPUs: mostly one GPU with a few larger ones, bursts that fill the queue
+    and gaps that drain it (rounds with one fitting tenant that start one job or several, or none)."""
+    import random
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(120):
+        t += rng.choice([0.0, 0.0, 1.0, 5.0, 60.0])
+        d = rng.choice([Resources(gpu=1, cpu=2, mem_gb=8)] * 4 + [Resources(gpu=1, cpu=12, mem_gb=8)])
+        n = rng.choice([1, 1, 1, 1, 2, 3])
+        out.append(job(f"j{i}", rng.choice("abc"), d, duration=rng.uniform(5, 200), submit=t,
+                       weight=rng.choice([1.0, 1.0, 2.0]), workers=n))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_tenant_rounds_and_kept_heads_give_the_rounds_by_definition(seed: int) -> None:
+    """The one-tenant round (its jobs in order until one fails, its last start unreserved when the next job cannot
+    fit after it) and the kept head shapes give the same record as ranking every tenant with fresh heads."""
+    from cohabit.policies import drf as drf_module
+    from cohabit.report.fingerprint import fingerprint
+    cluster = ClusterSpec.homogeneous("h", 2, Resources(gpu=4, cpu=32, mem_gb=256))
+    jobs = _tenant_burst(seed)
+    seen = Counter()
+    real_one, real_after = DRF._one_tenant, drf_module.Draft.could_fit_after
+
+    def one(self, view, tenant):  # type: ignore[no-untyped-def]
+        plan = real_one(self, view, tenant)
+        seen[f"plan{min(len(plan), 2)}"] += 1
+        return plan
+
+    def after(self, *a):  # type: ignore[no-untyped-def]
+        ok = real_after(self, *a)
+        seen[f"after_{ok}"] += 1
+        return ok
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(DRF, "_one_tenant", one)
+        mp.setattr(drf_module.Draft, "could_fit_after", after)
+        fast = simulate(jobs, cluster, DRF(), config=NO_COST, strict=True)
+    plain = simulate(jobs, cluster, PlainRounds(), config=NO_COST, strict=True)
+    assert fingerprint(fast.result.record, fast.metrics) == fingerprint(plain.result.record, plain.metrics)
+    def events(out):  # type: ignore[no-untyped-def]
+        return [(e.time, str(e.kind), e.job, None if e.kind == EventKind.DECISION else e.data)
+                for e in out.result.record]  # (a decision's data is its wall time)
+    assert events(fast) == events(plain)
+    # the shortcuts were taken: rounds of one start and of several, last starts left unreserved and reserved
+    assert seen["plan1"] and seen["plan2"] and seen["after_False"] and seen["after_True"], seen
