@@ -417,21 +417,26 @@ class DRF(BasePolicy):
 
 
 class HeadShapes:
-    """Each tenant's first pending job with what :func:`_heads_that_fit` reads of it (its worker row, worker
-    count, and its parameter-server row if it has servers), kept across rounds: a tenant's entry is made afresh
-    only when its first pending job changed (a job's shape is fixed by its spec), not per tenant and round."""
+    """Each tenant's first pending job with what :func:`_heads_that_fit` reads of it, kept across rounds: per
+    tenant its head, worker row, worker count and parameter-server row (None without servers), made afresh only
+    when the tenant's head changed (a job's shape is fixed by its spec); and the heads without servers by worker
+    row, sorted by worker count, kept while every tenant's head stays (``QuietRounds._heads``: no job left the
+    pending queue and no tenant got its first pending job)."""
 
-    __slots__ = ("_view", "_heads")
+    __slots__ = ("_view", "_heads", "_key", "_table")
 
     def __init__(self) -> None:
         self._view: ClusterView | None = None
         self._heads: dict[str, tuple[str, JobView, np.ndarray, int, np.ndarray | None]] = {}
+        self._key: tuple[int, int] | None = None
+        self._table: tuple[list[tuple[np.ndarray, list[tuple[int, str]]]],
+                           list[tuple[str, JobView, np.ndarray, int, np.ndarray]]] = ([], [])
 
     def of(self, view: ClusterView) -> Iterator[tuple[str, JobView, np.ndarray, int, np.ndarray | None]]:
         """Per tenant with pending jobs, in the view's order: (tenant, its head, worker row, workers, ps row or
         None when it has no parameter servers)."""
         if view is not self._view:
-            self._view, self._heads = view, {}
+            self._view, self._heads, self._key = view, {}, None
         heads = self._heads
         for tenant, queue in view.pending_by_tenant.items():
             jid = next(iter(queue))
@@ -443,6 +448,25 @@ class HeadShapes:
                 hit = heads[tenant] = (jid, job, w, n, p if p is not None and job.spec.num_ps > 0 else None)
             yield tenant, hit[1], hit[2], hit[3], hit[4]
 
+    def table(self, view: ClusterView) -> tuple[list[tuple[np.ndarray, list[tuple[int, str]]]],
+                                                list[tuple[str, JobView, np.ndarray, int, np.ndarray]]]:
+        """The heads without parameter servers as (worker row, [(workers, tenant), ...] by workers) per distinct
+        row, and the heads with servers as :meth:`of` gives them."""
+        key = (view.pending_removals, len(view.pending_by_tenant))
+        if view is self._view and key == self._key:
+            return self._table
+        rows: dict[int, tuple[np.ndarray, list[tuple[int, str]]]] = {}
+        with_ps = []
+        for tenant, job, w, n, p in self.of(view):
+            if p is None:
+                rows.setdefault(id(w), (w, []))[1].append((n, tenant))
+            else:
+                with_ps.append((tenant, job, w, n, p))
+        for _, ns in rows.values():
+            ns.sort()
+        self._key, self._table = key, (list(rows.values()), with_ps)
+        return self._table
+
 
 def _heads_that_fit(view: ClusterView, heads: HeadShapes | None = None) -> set[str] | None:
     """The tenants whose head fits the free capacity as it is now, None if something is paused (then
@@ -451,23 +475,22 @@ def _heads_that_fit(view: ClusterView, heads: HeadShapes | None = None) -> set[s
     whatever the tenants' order (after room was given back, most rounds on a contended cluster still
     fit nobody). A head without parameter servers fits iff its worker count is at most the tasks of
     its demand row that fit over all nodes (``most_room_chooser`` fills any such count): one sum per
-    distinct row (the ledger's fit index), one comparison per head; heads with parameter servers are
-    tried by placement (once per distinct shape). ``heads``: the policy's kept head shapes (None: read
-    afresh)."""
+    distinct row (the ledger's fit index), and the heads of that row read by worker count up to the
+    first that does not fit; heads with parameter servers are tried by placement (once per distinct
+    shape). ``heads``: the policy's kept head shapes (None: read afresh)."""
     if view.paused:
         return None
-    room: dict[int, int] = {}  # id(demand row) -> tasks of it that fit over all nodes
+    rows, with_ps = (heads or HeadShapes()).table(view)
+    out: set[str] = set()
+    for w, ns in rows:
+        r = int(np.add.reduce(view.fit_now(w)))  # (.sum() without the wrapper)
+        for n, tenant in ns:
+            if n > r:
+                break
+            out.add(tenant)
     draft: Draft | None = None
     tried: dict[tuple[int, int, int, int], bool] = {}
-    out: set[str] = set()
-    for tenant, job, w, n, p in (heads or HeadShapes()).of(view):
-        if p is None:
-            r = room.get(id(w))
-            if r is None:
-                r = room[id(w)] = int(np.add.reduce(view.fit_now(w)))  # (.sum() without the wrapper)
-            if n <= r:
-                out.add(tenant)
-            continue
+    for tenant, job, w, n, p in with_ps:
         key = (id(w), n, id(p), job.spec.num_ps)
         ok = tried.get(key)
         if ok is None:
