@@ -245,6 +245,8 @@ class Optimus(ObservingPolicy):
         admitted = np.ones(len(snap), dtype=bool)
         counts = self.growth(snap, base, admitted, free)
         n = np.where(admitted, base + counts, 0)
+        if not n_run:
+            return snap, n  # (no running row: nobody's growth is weighed against a restart below)
         # a running job grows only if that saves more than the restart it costs
         with np.errstate(invalid="ignore"):
             saving = snap.remaining * (snap.inv_speed(snap.cur) - snap.inv_speed(n))
@@ -255,8 +257,12 @@ class Optimus(ObservingPolicy):
         """Workers added beyond ``base`` by the marginal-gain greedy.
 
         The gain of worker ``w -> w + 1`` is ``T(w) - T(w+1) = Q (A / (w (w+1)) - C)`` seconds
-        (with ``T(w) = Q (A/w + B + C w)``), per dominant share of one worker."""
-        room = np.minimum(snap.n_max - base, snap.fits_units(free))
+        (with ``T(w) = Q (A/w + B + C w)``), per dominant share of one worker. When no row may grow beyond its
+        base (every job at its largest size, e.g. only rigid jobs), nothing is added, without the fits."""
+        grow = snap.n_max - base
+        if not len(grow) or grow.max() <= 0:
+            return np.zeros(len(snap), dtype=np.int64)
+        room = np.minimum(grow, snap.fits_units(free))
         room = np.where(admitted, np.maximum(room, 0), 0)
         width = int(room.max()) if len(room) else 0
         if width <= 0:
