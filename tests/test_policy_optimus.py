@@ -91,6 +91,21 @@ def test_a_resize_that_saves_less_than_its_restart_cost_is_skipped() -> None:
     assert pol.targets(view, [], full=True) == {"A": 1, "B": 1}
 
 
+def test_a_job_one_worker_below_its_largest_size_still_grows() -> None:
+    # n_max = 2: every row may grow by exactly one worker (the growth's early return must not take that as none)
+    view = state_at([elastic("A", 1000, n_max=2), elastic("B", 500, n_max=2)], small_cluster(1, 3), 100.0)
+    pol = Optimus()
+    for job in view.running.values():
+        pol.on_progress(job, view)
+    assert pol.targets(view, [], full=True) == {"A": 2, "B": 1}
+    # at their largest size already: nothing grows (the early return), as the greedy over no room gives
+    view = state_at([elastic("A", 1000, n_max=1), elastic("B", 500, n_max=1)], small_cluster(1, 3), 100.0)
+    pol = Optimus()
+    for job in view.running.values():
+        pol.on_progress(job, view)
+    assert pol.targets(view, [], full=True) == {"A": 1, "B": 1}
+
+
 def test_rigid_jobs_keep_their_size_and_wait_in_arrival_order() -> None:
     from conftest import trace_job
 
