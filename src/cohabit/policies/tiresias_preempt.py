@@ -28,7 +28,7 @@ class Rec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "per_gpu", "rate", "shape",
-                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share")
+                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -49,15 +49,29 @@ class Rec:
         self._pl_nodes: frozenset[int] = frozenset()
         self._pl_workers: list[int] = []
         self._pl_share: list[float] = []
+        self._pl_gpus: tuple[tuple[int, float], ...] = ()  # (node, its workers' GPUs), see _read_placement
+        self._pl_whole = False
+
+    def _read_placement(self) -> None:
+        """Read the job's placement into the ``_pl*`` fields: its nodes, its workers' nodes and GPUs per worker
+        (as :meth:`spread` gives them), each worker node's GPUs summed (in worker order), and whether those are
+        whole GPUs that add exactly in any order (:func:`victims_near`)."""
+        pl = self.job.placement
+        workers = list(pl[: self.job.n_workers])
+        share = self.gpus / max(len(workers), 1)
+        self._pl, self._pl_nodes, self._pl_workers = pl, frozenset(pl), workers
+        self._pl_share = [share] * len(workers)
+        per: dict[int, float] = {}
+        for i in workers:
+            per[i] = per.get(i, 0.0) + share
+        self._pl_gpus = tuple(per.items())
+        self._pl_whole = share.is_integer() and 0.0 <= share * len(workers) < WHOLE_MAX
 
     def spread(self) -> tuple[frozenset[int], list[int], list[float]]:
         """(every node of the job's placement, its workers' nodes, GPUs per worker for each of them): read once
         per placement."""
-        pl = self.job.placement
-        if pl is not self._pl:
-            workers = list(pl[: self.job.n_workers])
-            self._pl, self._pl_nodes, self._pl_workers = pl, frozenset(pl), workers
-            self._pl_share = [self.gpus / max(len(workers), 1)] * len(workers)
+        if self.job.placement is not self._pl:
+            self._read_placement()
         return self._pl_nodes, self._pl_workers, self._pl_share
 
 
@@ -88,6 +102,10 @@ def most_first(free_gpus: np.ndarray) -> list[float]:
 
 #: clusters of at most this many nodes rank the candidates' nodes in Python floats (:func:`_best_nodes`)
 SMALL_NODES = 16
+#: whole numbers below this (as floats), fewer than :data:`WHOLE_TERMS` of them added to one of them, add exactly
+#: in any order (every partial sum is a whole number below 2**53): the ranking of :func:`victims_near` by node
+WHOLE_MAX = float(2 ** 40)
+WHOLE_TERMS = 2 ** 12
 
 
 def _best_nodes(free_gpus: np.ndarray, spreads: list[tuple[frozenset[int], list[int], list[float]]], m: int,
@@ -121,6 +139,43 @@ def _best_nodes(free_gpus: np.ndarray, spreads: list[tuple[frozenset[int], list[
     return set(best.tolist())
 
 
+def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -> list[Rec] | None:
+    """The candidates with a node among the ``m`` that hold most GPUs once every candidate's workers are given
+    back (:func:`_best_nodes`), in their order; None if even those nodes hold fewer than ``need``.
+
+    When every free count and every candidate's per-worker GPUs are whole numbers below :data:`WHOLE_MAX`
+    (whole-GPU jobs: the contended Philly run and the Muri trace throughout), each node's room is summed from
+    the candidates' per-node GPUs (:attr:`Rec._pl_gpus`, kept per placement) instead of worker by worker: whole
+    numbers add exactly in any order, so the room, the ranking (most first, ties by node index: a stable sort)
+    and the sum of the best ``m`` are :func:`_best_nodes`'. Otherwise :func:`_best_nodes` itself ranks them
+    (``test_victims_near_ranks_as_best_nodes``)."""
+    room = free_gpus.tolist()
+    if len(cands) < WHOLE_TERMS and room and all(map(float.is_integer, room)) and \
+            -WHOLE_MAX < min(room) and max(room) < WHOLE_MAX:
+        for v in cands:
+            if v.job.placement is not v._pl:
+                v._read_placement()
+            if not v._pl_whole:
+                break
+            for i, x in v._pl_gpus:
+                room[i] += x
+        else:
+            top = sorted(range(len(room)), key=lambda i: -room[i])[:m] if m > 1 else \
+                [max(range(len(room)), key=room.__getitem__)]  # (max: the first of the most, as a stable sort)
+            got = 0.0
+            for i in top:
+                got += room[i]
+            if got + 1e-9 < need:
+                return None
+            keep = set(top)
+            return [v for v in cands if not keep.isdisjoint(v._pl_nodes)]
+    spreads = [v.spread() for v in cands]
+    near = _best_nodes(free_gpus, spreads, m, need)
+    if near is None:
+        return None
+    return [v for v, (nodes, _, _) in zip(cands, spreads) if not near.isdisjoint(nodes)]
+
+
 def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
                 min_nodes: MinNodesFn) -> tuple[Placement, list[Rec]] | None:
     """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
@@ -151,13 +206,10 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
-        spreads = [v.spread() for v in cands]
-        keep = _best_nodes(draft.free_now[:, g], spreads, m, need)
-        if keep is None:
+        near = victims_near(draft.free_now[:, g], cands, m, need)
+        if not near:
             return None
-        cands = [v for v, (nodes, _, _) in zip(cands, spreads) if not keep.isdisjoint(nodes)]
-        if not cands:
-            return None
+        cands = near
     saved = draft.checkpoint()  # (no copy while the draft is pristine: most plans keep their victims)
     chosen: list[Rec] = []
     freed, target = free, need
