@@ -302,3 +302,72 @@ def test_the_rates_read_from_columns_are_the_rates_read_from_tuples() -> None:
             assert (lazy.max_rate("j"), lazy.last_rate("j")) == (ref.max_rate("j"), ref.last_rate("j")), step
     assert lazy.max_rate("j") > 0
     assert (lazy.max_rate("j"), lazy.last_rate("j"), lazy.get("j")) == (ref.max_rate("j"), ref.last_rate("j"), ref.get("j"))
+
+
+def _grow(rng: np.random.Generator, series, k: int) -> int:
+    """Append to a MetricSeries a few points of a kind drawn at random (grid runs continued or not, some with
+    grid times before the run's start, explicit points, repeated iterations, rising, equal and NaN losses);
+    returns the next grid index."""
+    r = rng.random()
+    if r < 0.15:
+        x = float(rng.choice([rng.uniform(0, 1e5), 0.0]))
+        series.add(x, float(rng.choice([rng.uniform(0.1, 2), np.nan])))
+        return k
+    n = int(rng.integers(1, 9))
+    ys = [float(v) for v in rng.uniform(0.1, 2, n)]
+    if rng.random() < 0.2:
+        ys[int(rng.integers(0, n))] = ys[0]  # an equal loss: a zero drop
+    if rng.random() < 0.05:
+        ys[-1] = math.nan
+    every = 60.0
+    if r < 0.7:
+        done0, t0, rate = 5.0, 100.0, 0.37  # continues the last run when the index does
+    else:  # a new run, its first grid times at or before t0 now and then (iterations stay at done0)
+        done0, t0, rate = float(rng.uniform(0, 9)), every * (k + float(rng.integers(0, 3))), float(rng.uniform(0.5, 2))
+    series.add_grid(k, every, done0, t0, rate, ys)
+    return k + n + int(rng.integers(0, 2))
+
+
+def test_rates_caught_up_together_are_the_rates_one_by_one() -> None:
+    """``LossFits.catch_up_many`` (the drop rates of many tracks in one numpy pass, ``loss_rates.take_rates_many``)
+    leaves every track as the catch-up of each alone does, bit for bit: rates (NaN included), points seen, due
+    fits. Fails when a track's newest rate is taken from the wrong pair, when the pair across two tracks counts,
+    or when a grid run's iterations are one index off."""
+    from cohabit.engine.series import MetricSeries
+
+    def same(a: float, b: float) -> bool:
+        return a == b or (a != a and b != b)
+
+    rng = np.random.default_rng(11)
+    ids = [f"j{i}" for i in range(40)]
+    many, alone = LossFits(recency=0.95), LossFits(recency=0.95)
+    hist: dict[str, object] = {}
+    ks = dict.fromkeys(ids, 0)
+    for jid in ids:
+        hist[jid] = MetricSeries() if jid != "j0" else []  # (one plain list of tuples)
+        many.follow(jid, hist[jid])
+        alone.follow(jid, hist[jid])
+    compared = nans = 0
+    for step in range(150):
+        for jid in ids:
+            if rng.random() < 0.6:
+                h = hist[jid]
+                if isinstance(h, list):
+                    h.append((float(60 * len(h)), float(rng.uniform(0.1, 2))))
+                else:
+                    ks[jid] = _grow(rng, h, ks[jid])
+                    if rng.random() < 0.02:
+                        h.freeze()
+        chosen = [jid for jid in ids if rng.random() < 0.7]
+        tracks = [many.tracks[j] for j in chosen if len(hist[j]) > many.tracks[j].n_seen]
+        many.catch_up_many(tracks)
+        for jid in chosen:
+            a, b = many.tracks[jid], alone.tracks[jid]
+            alone._catch_up(b)
+            assert same(a.max_rate, b.max_rate) and same(a.last_rate, b.last_rate), (step, jid)
+            assert (a.n_seen, a.n_fit) == (b.n_seen, b.n_fit) and (a.due is None) == (b.due is None), (step, jid)
+            assert a.due is None or a.due[1] == b.due[1]
+            compared += 1
+            nans += a.last_rate != a.last_rate
+    assert compared > 3000 and nans > 0  # (NaN losses made NaN rates, and they were compared)
+    assert sum(t.max_rate > 0 for t in many.tracks.values()) > 30
