@@ -365,3 +365,56 @@ def test_a_long_fold_settles_the_counters_as_the_step_by_step_loop():
             r += dt
             s = t
         assert job_module._grid_sums(k0, n, every, rate, attained, run_time, since) == (a, r, s)
+
+
+def test_folds_settled_together_are_the_folds_one_by_one():
+    """``engine.job.grid_reports_many`` settles a round's folds together (the short ones one numpy step per
+    report index for all jobs): every job's attained service, run time, clock, iterations and iteration time
+    are those of ``JobView._grid_reports`` of each fold in order, bit for bit: folds of 1-63 reports and long
+    ones, a job folding twice in one batch, GPU and CPU jobs. Fails if a shorter fold is stepped past its
+    end, if a fold's grid times are one index off, or if a job folding twice is settled as if once."""
+    import random
+
+    from cohabit.engine.job import JobView, grid_reports_many
+    from cohabit.engine.state import JobState
+    from cohabit.spec.job import JobSpec, TaskGroup
+    from cohabit.spec.resources import Resources
+
+    rng = random.Random(5)
+
+    def jobs(seed: int) -> list[JobView]:
+        r = random.Random(seed)
+        out = []
+        for i in range(r.randrange(1, 40)):
+            demand = Resources(gpu=1) if r.random() < 0.8 else Resources(cpu=r.choice([1, 3]))
+            job = JobView(JobSpec(id=f"j{i}", workers=TaskGroup(count=1, demand=demand)), i)
+            job._state = JobState.RUNNING
+            job._gpus = r.choice([1.0, 0.37, 3.0, 8.0]) if demand["gpu"] else 0.0
+            job._alloc = demand
+            job._attained, job._run_time = r.uniform(0, 1e7), r.uniform(0, 1e6)
+            out.append(job)
+        return out
+
+    def state(js: list[JobView]) -> list[tuple[float, ...]]:
+        return [(j._attained, j._run_time, j._since, j._iters, j._report_time, j._iter_time) for j in js]
+
+    batched = 0
+    for case in range(300):
+        a, b = jobs(case), jobs(case)
+        every = rng.choice([60.0, 300.0, 7.3])
+        folds = []
+        for i in range(len(a)):
+            k0 = rng.randrange(10, 10 ** 6)
+            since = (k0 - 1) * every + rng.uniform(0, every)
+            a[i]._since = b[i]._since = since
+            n = rng.choice([1, 2, 5, 5, 5, 7, 63, 64, 90])
+            folds.append((i, k0, n, rng.uniform(0, 1e6), rng.uniform(0.1, 3)))
+        if case % 10 == 0 and len(folds) > 1:  # the first job folds again after its first fold
+            i, k0, n, _, _ = folds[0]
+            folds.append((i, k0 + n, 3, rng.uniform(0, 1e6), 0.7))
+        for i, k0, n, last, itt in folds:
+            b[i]._grid_reports(k0, every, n, last, itt)
+        grid_reports_many([(a[i], k0, n, last, itt) for i, k0, n, last, itt in folds], every)
+        assert state(a) == state(b), case
+        batched += len(folds) >= 8
+    assert batched > 100
