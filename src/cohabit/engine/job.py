@@ -9,7 +9,6 @@ time per iteration), extrapolated to *now* the way a real scheduler would.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
@@ -204,12 +203,13 @@ class JobView:
         self._report_time = now
         self._iter_time = iter_time
 
-    def _grid_reports(self, k0: int, every: float, n: int, iterations: float, iter_time: float) -> None:
-        """:meth:`_report` of each of a running job's ``n`` periodic reports at times ``(k0 + i) * every``, the
-        last with ``iterations``, all with ``iter_time``, in order, in one call (the counters summed as those
-        calls would: the same additions in the same order)."""
+    def _grid_reports(self, k0: int, every: float, iterations: list[float], iter_time: float) -> None:
+        """:meth:`_report` of each of a running job's periodic reports at times ``(k0 + i) * every`` with
+        ``iterations[i]`` and ``iter_time``, in order, in one call (the counters summed as those calls
+        would: the same additions in the same order)."""
         rate = self._service_rate()
         attained, run_time, since = self._attained, self._run_time, self._since
+        n = len(iterations)
         if n >= _NUMPY_SUMS:  # (a fold after a quiet spell: the same sums, one numpy pass)
             attained, run_time, since = _grid_sums(k0, n, every, rate, attained, run_time, since)
         else:
@@ -220,7 +220,7 @@ class JobView:
                 run_time += dt
                 since = t
         self._attained, self._run_time, self._since = attained, run_time, since
-        self._iters = iterations
+        self._iters = iterations[-1]
         self._report_time = since
         self._iter_time = iter_time
 
@@ -246,47 +246,3 @@ def _grid_sums(k0: int, n: int, every: float, rate: float, attained: float, run_
     terms = dt * rate
     terms[0] = attained
     return float(np.cumsum(terms)[-1]), run, float(t[-1])
-
-
-#: folds settled at once from which :func:`grid_reports_many` settles the short ones column by column in numpy
-_MANY = 8
-
-
-def grid_reports_many(folds: Sequence[tuple[JobView, int, int, float, float]], every: float) -> None:
-    """``job._grid_reports(k0, every, n, iterations, iter_time)`` of each ``(job, k0, n, iterations,
-    iter_time)`` of ``folds``, in order (``n`` reports each): the same counters. The folds of fewer than
-    :data:`_NUMPY_SUMS` reports, of jobs that fold once here, are settled together, one numpy step per report
-    index for all of them: at index ``i`` each such job's ``dt = t - since``, ``attained + dt * rate``,
-    ``run_time + dt`` and ``since = t``, elementwise (the same IEEE operations as the loop, in the same order
-    per job; a job whose fold is shorter keeps its numbers), so the same floats
-    (``tests/test_sim_lazy_reports.py::test_folds_settled_together_are_the_folds_one_by_one``)."""
-    if len(folds) < _MANY or len({id(f[0]) for f in folds}) < len(folds):  # (a job twice: in order, one by one)
-        for job, k0, n, last, itt in folds:
-            job._grid_reports(k0, every, n, last, itt)
-        return
-    short = [f for f in folds if f[2] < _NUMPY_SUMS]
-    for job, k0, n, last, itt in folds:
-        if n >= _NUMPY_SUMS:
-            job._grid_reports(k0, every, n, last, itt)
-    if not short:
-        return
-    jobs = [f[0] for f in short]
-    rate = np.array([job._service_rate() for job in jobs])
-    attained = np.array([job._attained for job in jobs])
-    run_time = np.array([job._run_time for job in jobs])
-    since = np.array([job._since for job in jobs])
-    k0 = np.array([f[1] for f in short], dtype=np.int64)
-    n = np.array([f[2] for f in short], dtype=np.int64)
-    for i in range(int(n.max())):
-        t = (k0 + i) * every  # (an index is exact in float64: the loop's int * float)
-        dt = t - since
-        live = i < n
-        attained = np.where(live, attained + dt * rate, attained)
-        run_time = np.where(live, run_time + dt, run_time)
-        since = np.where(live, t, since)
-    for job, (_, _, _, last, itt), a, r, s in zip(jobs, short, attained.tolist(), run_time.tolist(), since.tolist()):
-        job._attained, job._run_time, job._since = a, r, s
-        job._iters = last
-        job._report_time = s
-        job._iter_time = itt
-

@@ -27,7 +27,7 @@ from .apply import ActionError, ActionHandlers
 from .backend import Backend, BackendEvent, BackendEventKind
 from .criteria import CriteriaBook, Verdict
 from .history import FinishedJob, History
-from .job import NO_ALLOCATION, JobView, grid_reports_many
+from .job import NO_ALLOCATION, JobView
 from .ledger import Ledger
 from .live import JobSource, LiveControl
 from .oracle import Oracle
@@ -494,7 +494,6 @@ class Scheduler(ActionHandlers, LiveControl):
         the record."""
         every = self.backend.report_every  # type: ignore[attr-defined]
         running, rec = self.running, self.record
-        folds: list[tuple[JobView, int, int, float, float]] = []  # the counters, settled together below
         for jid, k0, iters, losses, itt, done0, t0, rate in segs:
             job = running.get(jid)
             if job is None:
@@ -502,10 +501,9 @@ class Scheduler(ActionHandlers, LiveControl):
             m = job._metrics.get("loss")
             if m is None:
                 m = job._metrics["loss"] = MetricSeries()
-            folds.append((job, k0, len(iters), iters[-1], itt))
+            job._grid_reports(k0, every, iters, itt)
             m.add_grid(k0, every, done0, t0, rate, losses)  # (iterations kept as their formula: iters)
             rec.append_segment(jid, k0, len(iters), every, done0, t0, rate)
-        grid_reports_many(folds, every)
 
     def _record_reports(self, ids: list[str], iters: list[float], iter_times: list[float], start: int, stop: int,
                         skipped: list[int]) -> None:

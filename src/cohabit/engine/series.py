@@ -271,11 +271,9 @@ class MetricSeries(Sequence[tuple[float, float]]):
             out[:, 1] = np.frombuffer(self._arrays()[1], dtype=np.float64, count=n)
         return out
 
-    def last_run_grid(self, lo: int, hi: int) -> tuple[int, float, float, float, float, Sequence[float]] | None:
-        """When points ``lo`` to ``hi`` all lie in the last grid run of an uncompressed series (the common read:
-        the newest points): ``(k, every, done0, t0, rate, values)``, point ``lo + j`` at grid index ``k + j``
-        with iterations ``done0 + ((k + j) * every - t0) * rate`` (``done0`` when that time is not after ``t0``)
-        and value ``values[j]``; None otherwise."""
+    def _last_run_xs(self, lo: int, hi: int) -> list[float] | None:
+        """The iterations of points ``lo`` to ``hi`` when they all lie in the last grid run of an uncompressed
+        series (the common read: the newest points), computed from the run's grid; None otherwise."""
         runs = self._runs
         if not runs or self._z is not None or lo >= hi:
             return None
@@ -283,18 +281,10 @@ class MetricSeries(Sequence[tuple[float, float]]):
         start = r[_START]
         if not (start <= lo and hi <= start + r[_N]):
             return None
-        return r[_K0] - start + lo, r[_EVERY], r[_DONE0], r[_T0], r[_RATE], self._y[lo:hi]  # type: ignore[index]
-
-    def _last_run_xs(self, lo: int, hi: int) -> list[float] | None:
-        """The iterations of points ``lo`` to ``hi`` when they all lie in the last grid run of an uncompressed
-        series (:meth:`last_run_grid`), computed from the run's grid; None otherwise."""
-        g = self.last_run_grid(lo, hi)
-        if g is None:
-            return None
-        k, every, done0, t0, rate, _ = g
-        if k * every > t0:  # (then every later grid time is too: every > 0)
-            return [done0 + ((k + j) * every - t0) * rate for j in range(hi - lo)]
-        return [done0 + (t - t0) * rate if t > t0 else done0 for t in [(k + j) * every for j in range(hi - lo)]]
+        k_off, every, done0, t0, rate = r[_K0] - start, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]
+        if (k_off + lo) * every > t0:  # (then every later grid time is too: every > 0)
+            return [done0 + ((k_off + j) * every - t0) * rate for j in range(lo, hi)]
+        return [done0 + (t - t0) * rate if t > t0 else done0 for t in [(k_off + j) * every for j in range(lo, hi)]]
 
     def columns(self, lo: int, hi: int) -> tuple[list[float], Sequence[float]]:
         """Iterations and values of points ``lo`` to ``hi`` (``0 <= lo <= hi <= len``) as two sequences of

@@ -53,9 +53,6 @@ from types import MappingProxyType
 import numpy as np
 from scipy.optimize import least_squares
 
-from .loss_rates import Track as _Track
-from .loss_rates import take_rates_many
-
 Points = Sequence[tuple[float, float]]  # (or an (n, 2) float array: MetricSeries.head)
 GRID = 64  # asymptotes per round of the grid search
 ROUNDS = 2  # rounds of the grid search (each around the best of the last, two steps wide)
@@ -353,8 +350,39 @@ def _polish(k: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, ymin:
     return beta
 
 
-#: tracks caught up at once from which :func:`~.loss_rates.take_rates_many` (numpy) takes their rates
-_MANY = 8
+class _Track:
+    __slots__ = ("n_fit", "curve", "n_seen", "max_rate", "last_rate", "due", "points")
+
+    def __init__(self) -> None:
+        self.n_fit = 0
+        self.curve: LossCurve | None = None
+        self.n_seen = 0
+        self.max_rate = 0.0  # largest loss drop per iteration between consecutive reports
+        self.last_rate = 0.0
+        # a fit that fell due and is not done yet: (the append-only points list, how many of them)
+        self.due: tuple[Points, int] | None = None
+        self.points: Points | None = None  # the job's append-only points, when followed (LossFits.follow)
+
+    def take_rates(self, run: Points) -> None:
+        """Fold in the loss drop per iteration between each pair of consecutive points of ``run``
+        (the last point already seen, then the new ones): ``last_rate`` and ``max_rate``."""
+        self.take_rates_of([p[0] for p in run], [p[1] for p in run])
+
+    def take_rates_of(self, ks: Sequence[float], ls: Sequence[float]) -> None:
+        """:meth:`take_rates` of the points ``(ks[i], ls[i])`` (two columns: no tuples)."""
+        if len(ks) < 2:
+            return
+        last, top = self.last_rate, self.max_rate
+        it = zip(ks, ls)
+        k1, l1 = next(it)
+        for k2, l2 in it:
+            if k2 > k1:
+                rate = (l1 - l2) / (k2 - k1)
+                last = 0.0 if rate < 0.0 else rate  # max(rate, 0.0), nan kept
+                if last > top:
+                    top = last
+            k1, l1 = k2, l2
+        self.last_rate, self.max_rate = last, top
 
 
 class LossFits:
@@ -445,11 +473,6 @@ class LossFits:
                 t.take_rates_of(*columns(max(start, 1) - 1, n))
             else:
                 t.take_rates(points[max(start, 1) - 1:n])
-        self._seen(t, start, n)
-
-    def _seen(self, t: _Track, start: int, n: int) -> None:
-        """``t`` has seen its first ``n`` points (``start`` before): the fit that fell due last among the counts
-        in ``(start, n]``, as :meth:`fold` at each count would leave it."""
         t.n_seen = n
         # the last count in (start, n] at which fold's due rule fires, given the fits before it
         m = max(start + 1, self.min_points)
@@ -462,22 +485,7 @@ class LossFits:
             due = t.n_fit = m
             m += 1
         if due:
-            t.due = (t.points, due)  # type: ignore[assignment]
-
-    def catch_up_many(self, tracks: Sequence[_Track]) -> None:
-        """:meth:`_catch_up` of each of ``tracks`` (each followed, with new points), the drop rates of all of
-        them in one numpy pass (:func:`~.loss_rates.take_rates_many`: the same floats)."""
-        if not self.rates or len(tracks) < _MANY:
-            for t in tracks:
-                self._catch_up(t)
-            return
-        ns = [len(t.points) for t in tracks]  # type: ignore[arg-type]
-        spans = [(max(t.n_seen, 1) - 1, n) for t, n in zip(tracks, ns)]
-        paired = [i for i, (lo, hi) in enumerate(spans) if hi - lo >= 2]
-        if paired:
-            take_rates_many([tracks[i] for i in paired], [spans[i] for i in paired])
-        for t, n in zip(tracks, ns):
-            self._seen(t, t.n_seen, n)
+            t.due = (points, due)
 
     def _fit_due(self, t: _Track) -> None:
         t.curve = fit_loss_curve(*self._due_points(t), polish=self.polish)
@@ -507,11 +515,16 @@ class LossFits:
         stacked grid search (:func:`fit_loss_curves`: the curves :meth:`track` would fit one by one, bit for
         bit); a later :meth:`track` of these jobs finds nothing due. Jobs without a track are skipped."""
         tracks = self._tracks
-        found = [t for t in map(tracks.get, job_ids) if t is not None]
-        behind = [t for t in found if t.points is not None and len(t.points) > t.n_seen]
-        if behind:
-            self.catch_up_many(behind)
-        due = [t for t in found if t.due is not None]
+        due: list[_Track] = []
+        for jid in job_ids:
+            t = tracks.get(jid)
+            if t is None:
+                continue
+            points = t.points
+            if points is not None and len(points) > t.n_seen:
+                self._catch_up(t)
+            if t.due is not None:
+                due.append(t)
         if not due:
             return
         if self.polish or len(due) == 1:
