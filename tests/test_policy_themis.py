@@ -201,3 +201,13 @@ def test_only_running_jobs_hold_a_lease_after_a_round() -> None:
 
     out = simulate(jobs, small_cluster(2, 4), Checked(lease=300.0))
     assert seen["rounds"] > 100 and out.metrics.preemptions > 0
+
+
+def test_a_round_over_no_jobs_targets_nothing() -> None:
+    """``targets`` over no jobs gives what a round's caller unpacks: no targets, nobody to place, nobody to
+    shrink (three values; it gave two). Fails with the old two-value return."""
+    jobs = [trace_job("A", 1, 100, 0)]
+    pol = Themis(lease=100.0)
+    sched = Scheduler(small_cluster(1, 1), pol, SimBackend(jobs, NO_COST), horizon=0.0, strict=True)
+    sched.run([j.spec for j in jobs])
+    assert pol.targets(sched.view, []) == ({}, [], [])
