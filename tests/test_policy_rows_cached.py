@@ -180,3 +180,36 @@ def test_a_finished_jobs_table_slot_goes_to_the_next_job_with_a_fresh_row() -> N
     assert (t.seq[c], t.lo[c], t.hi[c], t.submit[c], t.declared[c], t.code[c], t.prior[c]) == (2, 1, 8, 30.0, 700.0, 0, True)
     assert t.kept[c, 0] == 0.0 and np.isnan(t.kept[c, 4:7]).all() and t.models[t.model[c]] == "m1"
     assert t.add("d", 3, 1, 1, 40.0, 1.0, "m3", 0, 0) == 2  # no free slot: a new one
+
+
+def test_the_fit_numbers_of_many_jobs_are_each_jobs_fit_and_rates() -> None:
+    """``JobModels._fits_of`` (a round's running jobs, read after ``LossFits.fit_many`` caught them up) gives per
+    job its fitted curve's length estimate (capped by a declared count), ``beta0``, ``beta1``, and the track's
+    largest and last loss drop per iteration; NaNs and zero rates for a job whose loss was never observed.
+    Fails if two of the five numbers are swapped, the cap is dropped, or a job's memo is another job's."""
+    import math
+
+    models = JobModels(recency=0.95, rates=True)
+    rng = random.Random(3)
+    ids = [f"j{i}" for i in range(12)]
+    for jid in ids[:-1]:  # (the last one never reported)
+        b0, b1, b2 = rng.uniform(1e-4, 1e-2), rng.uniform(0.5, 2), rng.uniform(0, 0.3)
+        n = rng.choice([3, 8, 30, 90])
+        models.loss.follow(jid, [(60.0 * k, 1.0 / (b0 * 60.0 * k + b1) + b2 + rng.uniform(0, 1e-3)) for k in range(n)])
+    declared = [rng.choice([math.nan, 50.0, 1e9]) for _ in ids]
+    models.loss.fit_many(ids)
+    got = models._fits_of(ids, declared)
+    for i, (jid, d) in enumerate(zip(ids, declared)):
+        row = got[5 * i:5 * i + 5]
+        if jid not in models.loss.tracks:
+            assert all(x != x for x in row[:3]) and row[3:] == [0.0, 0.0]
+            continue
+        t = models.loss.tracks[jid]
+        if t.curve is None:
+            assert all(x != x for x in row[:3])
+        else:
+            total = t.curve.iterations_to_converge(models.tolerance)
+            assert row[:3] == [min(total, d) if d == d else total, t.curve.beta0, t.curve.beta1], jid
+        assert row[3:] == [t.max_rate, t.last_rate] and t.max_rate != t.last_rate, jid
+    assert sum(models.loss.tracks[j].curve is not None for j in ids[:-1]) >= 5
+    assert any(d == 50.0 for d in declared) and got == models._fits_of(ids, declared)  # (read again: the memo)

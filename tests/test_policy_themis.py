@@ -14,6 +14,7 @@ from cohabit.policies.themis import Themis
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
+from cohabit.sim.traces import load_trace
 
 from conftest import small_cluster, trace_job
 from test_policy_optimus import check_terminates
@@ -182,3 +183,31 @@ def test_type_speeds_estimate_an_unseen_type_from_other_jobs_ratios() -> None:
     assert ts.ratio("k80", "v100", "resnet") == pytest.approx(8.0 / 24.0)
     assert ts.speed(SimpleNamespace(id="e", spec=SimpleNamespace(model="resnet")), "k80", 1) == pytest.approx(8.0)
     assert ts.ratio("p100", "v100", "resnet") is None
+
+
+def test_only_running_jobs_hold_a_lease_after_a_round() -> None:
+    """A round sets the lease of every job it gives workers that runs after its plan and removes the lease of
+    every job it gives none or leaves waiting (a start that found no placement), looking only at the round's
+    jobs (issue 18, eleventh session): at every decide, every job holding a lease is running. Fails when the
+    lease of a waiting job given workers is kept, or a paused job's is."""
+    jobs = load_trace("tiresias_480", "tiresias", limit=200).jobs
+    seen = {"rounds": 0}
+
+    class Checked(Themis):
+        def decide(self, view):  # type: ignore[no-untyped-def]
+            assert set(self._expiry) <= set(view.running), sorted(set(self._expiry) - set(view.running))[:5]
+            seen["rounds"] += 1
+            return super().decide(view)
+
+    out = simulate(jobs, small_cluster(2, 4), Checked(lease=300.0))
+    assert seen["rounds"] > 100 and out.metrics.preemptions > 0
+
+
+def test_a_round_over_no_jobs_targets_nothing() -> None:
+    """``targets`` over no jobs gives what a round's caller unpacks: no targets, nobody to place, nobody to
+    shrink (three values; it gave two). Fails with the old two-value return."""
+    jobs = [trace_job("A", 1, 100, 0)]
+    pol = Themis(lease=100.0)
+    sched = Scheduler(small_cluster(1, 1), pol, SimBackend(jobs, NO_COST), horizon=0.0, strict=True)
+    sched.run([j.spec for j in jobs])
+    assert pol.targets(sched.view, []) == ({}, [], [])

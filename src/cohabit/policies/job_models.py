@@ -108,18 +108,8 @@ class JobModels:
     def _fit_of(self, jid: str, declared: float) -> tuple[float, float, float, float, float]:
         """``(total iterations estimated by the loss curve, beta0, beta1, max drop rate, last drop
         rate)`` of a job whose loss was observed; the curve-derived part cached per fitted curve."""
-        track = self.loss.track(jid)
-        curve = track.curve
-        hit = self._fit.get(jid)
-        if hit is None or hit[0] is not curve:
-            total = b0 = b1 = math.nan
-            if curve is not None:
-                b0, b1 = curve.beta0, curve.beta1
-                total = curve.iterations_to_converge(self.tolerance)
-                if declared == declared:  # a declared count caps the estimate
-                    total = min(total, declared)
-            hit = self._fit[jid] = (curve, total, b0, b1)
-        return hit[1], hit[2], hit[3], track.max_rate, track.last_rate
+        self.loss.track(jid)  # (caught up, its due fit done)
+        return tuple(self._fits_of((jid,), (declared,)))  # type: ignore[return-value]
 
     def forget(self, job: JobView) -> None:
         if job.state is JobState.FINISHED and job.reported_iterations > 0:
@@ -403,12 +393,34 @@ class JobModels:
         done = [job.iterations_done(now) for job in jobs]
         abcs, coefficients = self._abc, self.coefficients
         abc = list(chain.from_iterable(abcs.get(jid) or coefficients(job) for jid, job in zip(ids, jobs)))
-        tracks, fit_of = self.loss.tracks, self._fit_of
-        self.loss.fit_many(ids)  # the fits due among them in one stacked pass (the same curves)
-        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
+        self.loss.fit_many(ids)  # caught up, and the fits due among them in one stacked pass (the same curves)
         declared = table.declared[np.array(sl, dtype=np.int64)].tolist()
-        fit = list(chain.from_iterable(fit_of(jid, d) if jid in tracks else nan5 for jid, d in zip(ids, declared)))
-        return ids, cur, done, abc, fit
+        return ids, cur, done, abc, self._fits_of(ids, declared)
+
+    def _fits_of(self, ids: Sequence[str], declared: Sequence[float]) -> list[float]:
+        """:meth:`_fit_of` of each job of ``ids`` (``nan, nan, nan, 0, 0`` for a job whose loss was never
+        observed), flat, 5 per job, for jobs that :meth:`LossFits.fit_many` caught up a moment ago (nothing
+        new to fold, no fit due: :meth:`LossFits.track` would do nothing), read without it."""
+        tracks, memo, tolerance = self.loss.tracks, self._fit, self.tolerance
+        nan5 = (math.nan, math.nan, math.nan, 0.0, 0.0)
+        out: list[float] = []
+        for jid, d in zip(ids, declared):
+            t = tracks.get(jid)
+            if t is None:
+                out.extend(nan5)
+                continue
+            curve = t.curve
+            hit = memo.get(jid)
+            if hit is None or hit[0] is not curve:
+                total = b0 = b1 = math.nan
+                if curve is not None:
+                    b0, b1 = curve.beta0, curve.beta1
+                    total = curve.iterations_to_converge(tolerance)
+                    if d == d:  # a declared count caps the estimate
+                        total = min(total, d)
+                hit = memo[jid] = (curve, total, b0, b1)
+            out.extend((hit[1], hit[2], hit[3], t.max_rate, t.last_rate))
+        return out
 
     def _queue_rows(self, view: ClusterView, h: int, n: int, head: Iterable[tuple[int, JobView]],
                     fresh_pos: list[int], fresh_slot: list[int]) -> tuple[Iterable[tuple[int, JobView]], list[str]]:

@@ -131,7 +131,7 @@ class SLAQ(ObservingPolicy):
         width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
         width = min(width, int(snap.fits_units(free).max()) + 1) if len(snap) else 0
         if width <= 0:
-            return {}, []
+            return {}, [], []
         w = snap.n_min[:, None] + np.arange(width)[None, :]
         valid = w <= snap.n_max[:, None]
         gains = self.predicted_gains(snap, np.where(valid, w, 0))

@@ -246,17 +246,17 @@ class Themis(ObservingPolicy):
             plan += self.faster_types(view, plan, [j for j in expired if targets.get(j.id, 0) > 0])
         started = {a.job for a in plan if isinstance(a, (Start, Resume))}
         # the leases: a job given workers holds one until now + lease, a job given none holds none, nor does a
-        # waiting job that could not be placed; only jobs holding an entry are looked at for the last two (the
-        # queue, most of the targets, holds none: no pass over it)
+        # waiting job that could not be placed. One pass over the round's jobs: a job it does not name holds a
+        # lease that has not expired and is running (every paused and pending job is in the round), so its
+        # entry stays; no pass over every running job's entry
         until = now + self.lease
         expiry = self._expiry
-        for jid, n in targets.items():
-            if n > 0:
-                expiry[jid] = until
         paused, pending = view.paused, view.pending
-        for jid in [jid for jid in expiry if targets.get(jid, 1) <= 0
-                    or (jid not in started and (jid in paused or jid in pending))]:
-            del expiry[jid]
+        for jid, n in targets.items():
+            if n > 0 and (jid in started or not (jid in paused or jid in pending)):
+                expiry[jid] = until
+            elif jid in expiry:
+                del expiry[jid]
         return plan
 
     def _renews_all(self, view: ClusterView, expired: Sequence[JobView]) -> bool:
@@ -344,7 +344,7 @@ class Themis(ObservingPolicy):
         :meth:`JobModels.snapshot`."""
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         if not len(snap):
-            return {}, []
+            return {}, [], []
         free = view.free.sum(axis=0) + snap.bundle(snap.cur)[snap.state == 1].sum(axis=0)
         width = min(int((snap.n_max - snap.n_min).max()) + 1, int(snap.fits_units(free).max()) + 1)
         held = np.concatenate([np.zeros((len(snap), 1), dtype=np.int64),
