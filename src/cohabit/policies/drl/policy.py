@@ -4,7 +4,9 @@ At each decision, the pending jobs (those that arrived since the last one) are p
 task (:mod:`.taskwise`): one inference of the policy network (:class:`.nets.PolicyNet`) per
 worker or parameter server, over the state of every concurrent job (:mod:`.state`), invalid
 actions masked; the most probable action is taken (``sample=True`` draws from the
-distribution instead) and the state updated before the next inference. Running jobs never
+distribution instead; on 6 servers the log-probabilities are first tilted by LIF-Line's
+interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
+logits of more actors) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
 names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
 are those for the 30-server ``drl-30`` preset. A cluster of another size is refused with that
