@@ -154,6 +154,17 @@ def reward_errors(n: int = 600, seed: int = 12345) -> dict[str, dict[str, float]
     return out
 
 
+class _EightCores:
+    """What ``begin`` reads of a cluster view for the prior (LIF-Line's cores per server): 6 servers
+    of 8 cores, the ``drl`` preset's."""
+
+    capacity = np.full((6, 1), 8.0)
+
+    @staticmethod
+    def resource_index(name: str) -> int | None:
+        return 0 if name == "cpu" else None
+
+
 def latency() -> dict[str, float]:
     import torch
 
@@ -179,9 +190,18 @@ def latency() -> dict[str, float]:
             wall.append(time.perf_counter() - w)
         out[f"jobs_{n}_cpu_ms"] = 1000 * statistics.median(cpu)
         out[f"jobs_{n}_wall_ms"] = 1000 * statistics.median(wall)
+        # a whole decision of one task with drl's default interference prior (6 servers, 8 cores each)
+        pol.begin(st, _EightCores())  # type: ignore[arg-type]
+        cpu = []
+        for _ in range(100):
+            t = time.process_time()
+            pol.choose(st, job, mask)
+            cpu.append(time.process_time() - t)
+        out[f"jobs_{n}_choose_cpu_ms"] = 1000 * statistics.median(cpu)
     print(f"\nOne inference (one task) on one CPU thread, median of 100; {load()}")
     for n in (5, 10, 20):
-        print(f"  {n:2d} concurrent jobs: {out[f'jobs_{n}_cpu_ms']:.2f} ms CPU, {out[f'jobs_{n}_wall_ms']:.2f} ms wall")
+        print(f"  {n:2d} concurrent jobs: {out[f'jobs_{n}_cpu_ms']:.2f} ms CPU, {out[f'jobs_{n}_wall_ms']:.2f} ms wall; "
+              f"with the interference prior (drl's choice) {out[f'jobs_{n}_choose_cpu_ms']:.2f} ms CPU")
     return out
 
 

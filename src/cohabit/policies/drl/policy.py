@@ -4,7 +4,9 @@ At each decision, the pending jobs (those that arrived since the last one) are p
 task (:mod:`.taskwise`): one inference of the policy network (:class:`.nets.PolicyNet`) per
 worker or parameter server, over the state of every concurrent job (:mod:`.state`), invalid
 actions masked; the most probable action is taken (``sample=True`` draws from the
-distribution instead) and the state updated before the next inference. Running jobs never
+distribution instead; on 6 servers the log-probabilities are first tilted by LIF-Line's
+interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
+logits of more actors) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
 names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
 are those for the 30-server ``drl-30`` preset. A cluster of another size is refused with that
@@ -26,6 +28,7 @@ from ...spec.cluster import ClusterSpec
 from ..params import build
 from .isolate import check_isolate
 from .order import PendingOrder
+from .prior import lif_scores, prior_weight, tilted_choice
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
 
@@ -60,7 +63,8 @@ class DRLPolicy(TaskwisePolicy):
     """Harmony-DRL: one policy-network inference per task of each new job."""
 
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
-                 reward: str = "", order: str = "short", isolate: str = "auto") -> None:
+                 reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
+                 prior: float = -1.0) -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -74,12 +78,23 @@ class DRLPolicy(TaskwisePolicy):
         else:  # the 6-server weights at once (a missing file shows now); others when a cluster needs them
             self._net_for(6)
         self.net, self.meta = next(iter(self._nets.values()))
+        # more actors whose logits are averaged with the main one's ('+'-separated weight files)
+        self.ensemble = ensemble
+        self._extra: dict[int, list[Any]] = {}
+        for path in (p for p in ensemble.split("+") if p):
+            extra, _ = load_policy_net(Path(path))
+            self._extra.setdefault(extra.m, []).append(extra)
+        self.extra: list[Any] = self._extra.get(self.net.m, [])
         self.sample = sample
         self.rng = np.random.default_rng(seed)
         self.name = "drl"
         self.pending_order = PendingOrder(order)
         self.isolate = check_isolate(isolate, allow_auto=True)
         self.inferences = 0
+        # interference prior (.prior): < 0 = auto, the weight chosen per cluster size
+        self.prior = prior
+        self.prior_w = 0.0
+        self._lif: Any = None
         self.online = online
         self.reward_path = Path(reward) if reward else shipped("reward.pt")
         self.online_reward: Any = None  # policies.drl.online.OnlineReward once the first decision needs it
@@ -142,6 +157,14 @@ class DRLPolicy(TaskwisePolicy):
             raise ValueError(f"drl: the weights were trained for {self._sizes()} servers, the cluster has "
                              f"{state.m}; train weights for it with 'cohabit train drl --servers {state.m}'")
         self.net, self.meta = got
+        self.extra = self._extra.get(state.m, [])
+        self.prior_w = prior_weight(self.prior, state.m)
+        if self.prior_w > 0:
+            if self._lif is None:
+                from ..lif_line import LIFPolicy
+
+                self._lif = LIFPolicy("line")
+            self._lif.begin(state, view)
 
     def probabilities(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
         """The policy's distribution over the ``2M`` actions for ``job``'s next task (0 where masked)."""
@@ -152,9 +175,11 @@ class DRLPolicy(TaskwisePolicy):
         with torch.no_grad():
             jobs = torch.from_numpy(state.tokens()).unsqueeze(0)
             dec = torch.from_numpy(state.decision_tokens()).unsqueeze(0)
-            logits = self.net(jobs, torch.zeros(jobs.shape[:2], dtype=torch.bool),
-                              torch.tensor([state.jobs.index(job)]), dec,
-                              torch.zeros(dec.shape[:2], dtype=torch.bool))
+            args = (jobs, torch.zeros(jobs.shape[:2], dtype=torch.bool), torch.tensor([state.jobs.index(job)]), dec,
+                    torch.zeros(dec.shape[:2], dtype=torch.bool))
+            logits = self.net(*args)
+            if self.extra:  # an ensemble: the mean of every actor's logits
+                logits = torch.stack([logits] + [net(*args) for net in self.extra]).mean(0)
             logp = masked_log_probs(logits, torch.from_numpy(mask).unsqueeze(0))[0]
         self.inferences += 1
         return logp.exp().numpy()
@@ -164,6 +189,8 @@ class DRLPolicy(TaskwisePolicy):
         if self.sample:
             p = np.where(mask, p, 0.0)
             return int(self.rng.choice(p.size, p=p / p.sum()))
+        if self.prior_w > 0:
+            return tilted_choice(p, lif_scores(self._lif, state, job, mask), mask, self.prior_w)
         return int(np.argmax(np.where(mask, p, -1.0)))
 
 
