@@ -58,6 +58,12 @@ def _minus_first(entry: tuple[float, float, JobView]) -> float:
     return -entry[0]
 
 
+def _bound_inputs(job: JobView, n_history: int) -> tuple[object, ...]:
+    """What a running job's estimate reads besides the time (:meth:`SRTF._running_bound`): while these stay the same
+    its estimate only falls, so the one made on them bounds it."""
+    return n_history, job.report_time, job.iter_time, job.preemptions, job.reported_iterations
+
+
 #: GPUs: a job whose workers need more GPUs than are free by more than this cannot be placed (the free
 #: total summed in another order differs by rounding only; ``Draft.place`` checks with 1e-9)
 ROOM_EPS = 1e-6
@@ -206,7 +212,7 @@ class SRTF(BasePolicy):
         mean_bounded = len(estimated) < len(running)
         for job_id in estimated:
             r = running[job_id]
-            inputs = (n_history, r.report_time, r.iter_time, r.preemptions, r.reported_iterations)
+            inputs = _bound_inputs(r, n_history)
             hit = cache.get(r.id)
             if hit is None or hit[0] != inputs:
                 hit = cache[r.id] = (inputs, self.remaining(r, view))
@@ -219,25 +225,28 @@ class SRTF(BasePolicy):
 
     def _victims(self, view: ClusterView, over: float) -> list[tuple[float, float, JobView]]:
         """The running jobs as ``(remaining, end of its minimum run, job)``, most remaining first (ties in running
-        order), less the jobs whose upper bound (:meth:`_running_bound`'s, per job: its estimate at its last change,
-        or the mean finished run time) is at most ``over``, without their estimates. A round asks right after
-        :meth:`_bound_now` (the bounds are those of the running jobs now) with ``over`` = the first job's estimate +
-        the margin; a job left out has at most that much left, so it is worth pausing neither for that job nor for
-        any later one (the waiting jobs come in ascending estimates), and in the full list it would stand after
-        every job worth pausing, where no walk of the victims goes (:meth:`_preempt_for` stops at the first job not
-        worth pausing). On the Muri artifact's trace1 about 18 jobs run and 5-6 of them are kept."""
-        cache, estimated = self._running_rem, self._estimated
+        order), less the jobs whose upper bound (:meth:`_running_bound`'s, per job: its estimate kept from its last
+        change, or the mean finished run time) is at most ``over``, without their estimates. A round asks with
+        ``over`` = the estimate of the first waiting job it could not place + the margin; a job left out has at most
+        that much left, so it is worth pausing neither for that job nor for any later one (the waiting jobs come in
+        ascending estimates), and in the full list it would stand after every job worth pausing, where no walk of the
+        victims goes (:meth:`_preempt_for` stops at the first job not worth pausing). A job's kept estimate is used only while its inputs are the ones it was made on (else it is
+        estimated). On the Muri artifact's trace1 about 18 jobs run and 5-6 of them are kept."""
+        cache = self._running_rem
+        n_history = len(view.history)
         mean = view.history.mean_run_time()
         mean_bound = math.inf if mean is None else max(mean, 0.0)
+        no_oracle = self._oracle is None
         started, min_run = self._started, self.min_run_time
         out = []
         for job_id, r in view.running.items():
-            if job_id in estimated:
-                hit = cache.get(job_id)
-                if hit is not None and hit[1] <= over:
+            if no_oracle and r.spec.iterations is None:  # (as _running_bound: bounded by the mean)
+                if mean_bound <= over:
                     continue
-            elif mean_bound <= over:
-                continue
+            else:
+                hit = cache.get(job_id)
+                if hit is not None and hit[1] <= over and hit[0] == _bound_inputs(r, n_history):
+                    continue
             out.append((self.remaining(r, view), started.get(job_id, -math.inf) + min_run, r))
         out.sort(key=_minus_first)
         return out
