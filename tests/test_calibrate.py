@@ -280,9 +280,9 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
     torch job is long enough to still be running at each of them, on a quiet machine or a
     loaded one (a finish close to an arrival would make a replay's decisions flip). The
     simulation of the same jobs from the run's record alone agrees with the real run within
-    20% on average JCT and makespan (0-5% seen here at load 15-20 and quiet); with the measured
-    latencies ignored it is further off (a resume of the torch job costs more than a short job's
-    work)."""
+    20% on average JCT and makespan (0-6% seen here at load 15-20 and quiet); the measured
+    restore latencies are what the replay charges: without them it finishes sooner than the replay
+    and sooner than the real run (a resume of the torch job costs more than a short job's work)."""
     from cohabit.policies.tiresias import Tiresias
     from cohabit.runtime.runner import run_local
 
@@ -309,13 +309,14 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
     err = {"avg_jct": sim.metrics.avg_jct / real.metrics.avg_jct - 1,
            "makespan": sim.metrics.makespan / real.metrics.makespan - 1}
     assert abs(err["avg_jct"]) < 0.2 and abs(err["makespan"]) < 0.2, err
-    no_latency = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, start_s=0.0, restore_s=0.0)))
-                  for tj in trace]
-    off = simulate(no_latency, cluster, policy(), config=cal.config)
-    off_err = abs(off.metrics.avg_jct / real.metrics.avg_jct - 1)
-    # the torch job's resumes were measured (fresh processes pay the torch import) and ignoring the
-    # measured start/restore latencies is worse than the calibrated replay (off by 8-80% here, quiet
-    # or loaded; the replay 0-5%; a fixed margin between the two failed once at load 19: 7.9% vs 4.0%)
+    no_restore = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, restore_s=0.0))) for tj in trace]
+    off = simulate(no_restore, cluster, policy(), config=cal.config)
+    # the torch job's resumes were measured (fresh processes pay the torch import); the replay
+    # charges them, so ignoring the restores shortens the replay, and the real run, which paid them,
+    # took longer than that. (Which of the two replays is nearer the real run is not asserted: with the
+    # bench on the other core a fresh-clone CI saw 5.6% for the replay and 3.7% without latencies,
+    # quiet and at load 15-20 the replay was nearer, 0-5% against 8-80%.)
     long = next(tj for tj in trace if tj.spec.id == "long")
     assert long.truth.host is not None and long.truth.host.restore_s > 0, long.truth.host
-    assert off_err > abs(err["avg_jct"]), (off_err, err)
+    assert off.metrics.avg_jct < sim.metrics.avg_jct, (off.metrics.avg_jct, sim.metrics.avg_jct)
+    assert off.metrics.avg_jct < real.metrics.avg_jct, (off.metrics.avg_jct, real.metrics.avg_jct)
