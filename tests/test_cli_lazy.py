@@ -43,3 +43,12 @@ def test_lazy_commands_run_their_real_command(tmp_path) -> None:
     r = CliRunner().invoke(app, ["mlfs-workload", str(out), "--jobs", "3"])
     assert r.exit_code == 0, r.output
     assert out.exists()
+
+
+def test_a_simulation_without_plot_or_fitting_policy_loads_neither_scipy_nor_matplotlib() -> None:
+    """``cohabit simulate`` imports matplotlib only for ``--plot`` and scipy.optimize only where a model is
+    fitted (loss curves, speed models): together ~0.8 CPU s of a whole process's start (docs/speed.md)."""
+    run = ("from typer.testing import CliRunner\nfrom cohabit.cli import app\n"
+           "r = CliRunner().invoke(app, ['simulate', '--trace', 'tiresias_480', '--limit', '30', '--policy', 'fifo,srtf'])\n"
+           "assert r.exit_code == 0, r.output\nimport sys\nprint('matplotlib' if 'matplotlib' in sys.modules else '')")
+    assert _loaded_after(run) == []

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
-from scipy.optimize import least_squares
 
 Points = Sequence[tuple[float, float]]  # (or an (n, 2) float array: MetricSeries.head)
 GRID = 64  # asymptotes per round of the grid search
@@ -331,6 +330,8 @@ def _prepare(points: Points, weights: Sequence[float] | np.ndarray | None):  # t
 
 
 def _polish(k: np.ndarray, y: np.ndarray, w: np.ndarray, beta: np.ndarray, ymin: float) -> np.ndarray:
+    from scipy.optimize import least_squares  # here, not at the top: scipy.optimize costs ~0.3 CPU s to import
+
     sw = np.sqrt(w)
 
     def resid(b: np.ndarray) -> np.ndarray:

@@ -38,7 +38,6 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import nnls
 
 Mode = Literal["sync", "async", "allreduce"]
 MODES: tuple[str, ...] = ("sync", "async", "allreduce")
@@ -65,6 +64,8 @@ def _target(p: float, w: float, speed: float, mode: Mode) -> float:
 
 def fit_speed(points: Sequence[tuple[float, float, float]], mode: Mode = "sync") -> np.ndarray:
     """NNLS coefficients ``theta`` of the mode's speed function from (p, w, speed) points."""
+    from scipy.optimize import nnls  # here, not at the top: scipy.optimize costs ~0.3 CPU s to import
+
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if not points:
