@@ -4,7 +4,8 @@
   backend whose ``advance`` is overridden keeps the ``USED`` event path; both must give the same record, row
   for row (the samples first after each advance, at its time).
 * A plain run's usage level kept per its inputs (``SimBackend._plain_level``): only for a run alone on its
-  devices; a backend that never takes it (``_alone`` always False) must give the same record.
+  devices; a backend that never takes it (``_alone`` always False) must give the same record. A run launched
+  alone on its devices skips ``_reschedule`` (``SimBackend.launch_shortcut``): the same record again.
 * The handlers' state checks and the record's row appenders (``append_progress``, ``append_alloc``,
   ``append_paused``, ``append_decision``) run in both; a refused action must be refused with the same message.
 """
@@ -29,7 +30,9 @@ from cohabit.spec.job import JobSpec, TaskGroup
 
 class _General(SimBackend):
     """The simulator on its general paths: use samples as ``USED`` events (``advance`` overridden), every
-    usage level made by ``_levels`` step by step (no run counts as alone)."""
+    usage level made by ``_levels`` step by step (no run counts as alone), every launch through ``_reschedule``."""
+
+    launch_shortcut = False
 
     def advance(self, until: float):  # type: ignore[no-untyped-def]
         return super().advance(until)

@@ -107,6 +107,9 @@ class SimBackend(EventClock, UsageLevels):
     #: the ``used`` dicts of its USED events are shared between events and never changed after they are handed
     #: out (one per distinct level): read them, never change them; a record may keep them as they are
     shares_used_levels = True
+    #: a plain run launched alone on its devices takes its events and level without ``_reschedule``'s dispatch
+    #: (:meth:`launch`); False: every launch goes through ``_reschedule`` (the tests' general path)
+    launch_shortcut = True
 
     def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
         self.cfg = config or SimConfig()
@@ -216,6 +219,15 @@ class SimBackend(EventClock, UsageLevels):
                 occ = self._node_jobs.setdefault(node, set())
                 touched |= occ
                 occ.add(spec.id)
+        if (len(touched) == 1 and run.placed is None and run.goodput is None and run.host is None and run.t0 >= now
+                and self.launch_shortcut):
+            # alone on its devices (every one new to the occupancy, or held by itself only): what _reschedule
+            # does for this one run launched now (nothing to report or fold yet, no group, no one to slow it:
+            # factor 1.0), without its dispatch, then _levels' one-run branch (_alone holds)
+            run.rate = run.solo * 1.0
+            self._new_events(run, jid, now)
+            self._plain_level(run)
+            return
         self._reschedule(touched, now)
 
     def _rates_of(self, spec: JobSpec, truth: JobTruth, alloc: Allocation) -> tuple[float, float]:
@@ -402,27 +414,33 @@ class SimBackend(EventClock, UsageLevels):
                 factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes,
                                       self.cfg) if others else 1.0  # (shared_speed is 1 without others)
                 run.rate = run.solo * factor
-            self._seq += 1
-            run.version = self._seq  # globally unique: a relaunched job never matches stale entries
-            if self._grid is not None:
-                self._grid.leave(jid)  # it reports again after its first iteration at the new speed
-            remaining = max(run.truth.iterations - run.done, 0.0)
-            finish = run.t0 + remaining / run.rate
-            self._push(finish, _FINISH, jid, run.version)
-            first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
-            if first_iter < finish - _EPS:
-                self._push(first_iter, _PROGRESS, jid, run.version)
-            if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
-                epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
-                if epoch_end < finish - _EPS:
-                    self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
-            if run.truth.accuracy:  # (iters_per_epoch is None without an accuracy curve)
-                self._push_epoch(run, finish)
-            if run.host is not None and self.cfg.host_background_series:
-                change = host_physics.next_change(self.cfg.host_background_series, now)
-                if change is not None and change < finish - _EPS:
-                    self._push(change, _BACKGROUND, jid, run.version)  # the machine's load changes: a new speed
+            self._new_events(run, jid, now)
         self._levels(jobs)
+
+    def _new_events(self, run: _Run, jid: str, now: float) -> None:
+        """The run's events at its new rate (a new version: its older heap entries go stale): its finish, its
+        first iteration, and where they apply its epoch's end, its next evaluation, its machine's next load
+        change."""
+        self._seq += 1
+        run.version = self._seq  # globally unique: a relaunched job never matches stale entries
+        if self._grid is not None:
+            self._grid.leave(jid)  # it reports again after its first iteration at the new speed
+        remaining = max(run.truth.iterations - run.done, 0.0)
+        finish = run.t0 + remaining / run.rate
+        self._push(finish, _FINISH, jid, run.version)
+        first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
+        if first_iter < finish - _EPS:
+            self._push(first_iter, _PROGRESS, jid, run.version)
+        if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
+            epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
+            if epoch_end < finish - _EPS:
+                self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
+        if run.truth.accuracy:  # (iters_per_epoch is None without an accuracy curve)
+            self._push_epoch(run, finish)
+        if run.host is not None and self.cfg.host_background_series:
+            change = host_physics.next_change(self.cfg.host_background_series, now)
+            if change is not None and change < finish - _EPS:
+                self._push(change, _BACKGROUND, jid, run.version)  # the machine's load changes: a new speed
 
     def _interference_rate(self, run: _Run) -> float:
         """Samples/s of an interference-world job next to every job on its servers (``drl_physics``)."""
