@@ -327,10 +327,8 @@ class Scheduler(ActionHandlers, EventFolding, LiveControl):
             return
         job = JobView(spec, len(self.jobs))
         self.jobs[spec.id] = job
-        self.record.append(
-            now, EventKind.SUBMITTED, spec.id, tenant=spec.tenant, weight=spec.weight,
-            deadline=spec.absolute_deadline, demand=self._total_demand(spec)[2],  # (shared: never changed)
-        )
+        self.record.append_submitted(now, spec.id, spec.tenant, spec.weight, spec.absolute_deadline,
+                                     self._total_demand(spec)[2])  # (the demand dict is shared: never changed)
         reason = self._admission_check(spec)
         if reason is not None:
             job._state = JobState.REJECTED

@@ -119,6 +119,7 @@ _USED_CODE = _CODE[EventKind.USED]
 _USED_KEYS = _LAYOUTS[_USED_CODE][0]
 _ALLOC_KEYS = _LAYOUTS[_CODE[EventKind.STARTED]][0]
 _PAUSED_CODE = _CODE[EventKind.PAUSED]
+_SUBMITTED_CODE = _CODE[EventKind.SUBMITTED]
 _PROGRESS_KEYS = ("iterations", "iter_time")
 
 
@@ -308,6 +309,24 @@ class Record:
         self._job.append(job)
         self._n += 1
         self._cols[_PAUSED_CODE][0].append(reason)
+        self._data.append(_IN_COLUMNS)
+
+    def append_submitted(self, time: float, job: str, tenant: Any, weight: Any, deadline: Any, demand: Any) -> None:
+        """``append(time, SUBMITTED, job, tenant=tenant, weight=weight, deadline=deadline, demand=demand)``, without
+        the keyword dict (the same columns, each value shared as ``append`` shares it)."""
+        times = self._time
+        if times and time < times[-1] - 1e-9:
+            raise ValueError(f"record is time-ordered: submitted at {time} after {times[-1]}")
+        times.append(time)  # (_row, inline: one call per row)
+        self._kind.append(_SUBMITTED_CODE)
+        self._job.append(job)
+        self._n += 1
+        share, held = self._share, self._held
+        c_tenant, c_weight, c_deadline, c_demand = self._cols[_SUBMITTED_CODE]
+        c_tenant.append(tenant if type(tenant) is str else share(tenant))  # (_share gives any non-container back)
+        c_weight.append(weight if type(weight) is float else share(weight))
+        c_deadline.append(deadline if deadline is None or type(deadline) is float else share(deadline))
+        c_demand.append(demand if held.get(id(demand)) is demand else share(demand))
         self._data.append(_IN_COLUMNS)
 
     def append_reports(self, time: float, jobs: list[str], iterations: array, iter_time: array) -> None:
