@@ -71,8 +71,11 @@ class MetricSeries(Sequence[tuple[float, float]]):
     __slots__ = ("_x", "_y", "_runs", "_n", "_z")
 
     def __init__(self, points: Sequence[tuple[float, float]] = ()) -> None:
-        self._x: array | None = array("d", (float(p[0]) for p in points))  # iterations of points in no run
-        self._y: array | None = array("d", (float(p[1]) for p in points))  # every point's value
+        if len(points):
+            self._x: array | None = array("d", (float(p[0]) for p in points))  # iterations of points in no run
+            self._y: array | None = array("d", (float(p[1]) for p in points))  # every point's value
+        else:  # (the engine's: a job's first report starts its history)
+            self._x, self._y = array("d"), array("d")
         self._runs: list[list[Any]] | None = None
         self._n = len(self._y)
         self._z: bytes | None = None  # frozen: the packed explicit iterations then values
