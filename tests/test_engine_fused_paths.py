@@ -4,9 +4,10 @@
   backend whose ``advance`` is overridden keeps the ``USED`` event path; both must give the same record, row
   for row (the samples first after each advance, at its time).
 * A plain run's usage level kept per its inputs (``SimBackend._plain_level``): only for a run alone on its
-  devices; a backend that never takes it (``_alone`` always False) must give the same record.
+  devices; a backend that never takes it (``_alone`` always False) must give the same record. A run launched
+  alone on its devices skips ``_reschedule`` (``SimBackend.launch_shortcut``): the same record again.
 * The handlers' state checks and the record's row appenders (``append_progress``, ``append_alloc``,
-  ``append_paused``, ``append_decision``) run in both; a refused action must be refused with the same message.
+  ``append_paused``, ``append_decision``, ``append_submitted``) run in both; a refused action must be refused with the same message.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from cohabit.spec.job import JobSpec, TaskGroup
 
 class _General(SimBackend):
     """The simulator on its general paths: use samples as ``USED`` events (``advance`` overridden), every
-    usage level made by ``_levels`` step by step (no run counts as alone)."""
+    usage level made by ``_levels`` step by step (no run counts as alone), every launch through ``_reschedule``."""
+
+    launch_shortcut = False
 
     def advance(self, until: float):  # type: ignore[no-untyped-def]
         return super().advance(until)
@@ -169,8 +172,8 @@ def test_refused_actions_keep_their_messages() -> None:
 
 @pytest.mark.parametrize("seed", [5, 6])
 def test_row_appenders_store_what_append_stores(seed: int) -> None:
-    """``append_progress``, ``append_alloc``, ``append_paused``, ``append_decision``, ``append_used_rows`` (one call
-    for several samples) against ``append`` with the same keywords: the same events, values and value types."""
+    """``append_progress``, ``append_alloc``, ``append_paused``, ``append_decision``, ``append_submitted``,
+    ``append_used_rows`` (one call for several samples) against ``append`` with the same keywords: the same events, values and value types."""
     rng = random.Random(seed)
     fast, slow = Record(), Record()
     levels = [{"gpu": 1.0, "cpu": 2.0}, {"gpu": 0.5}, {"mem_gb": 8.0, "gpu": 0.0}]
@@ -179,7 +182,7 @@ def test_row_appenders_store_what_append_stores(seed: int) -> None:
     for _ in range(600):
         t += rng.choice((0.0, 0.0, 1.5))
         job = f"j{rng.randrange(5)}"
-        op = rng.randrange(6)
+        op = rng.randrange(7)
         if op == 0:
             it, itt = rng.uniform(0, 1e4), rng.choice((0.25, 1.0 / 3.0))
             if rng.random() < 0.1:
@@ -194,6 +197,13 @@ def test_row_appenders_store_what_append_stores(seed: int) -> None:
         elif op == 2:
             fast.append_paused(t, job, "preempted")
             slow.append(t, EventKind.PAUSED, job, reason="preempted")
+        elif op == 5:
+            tenant = rng.choice(("default", "a", 7))  # (7: not a string)
+            weight = rng.choice((1.0, 2.5, 1))  # (1: not a float)
+            deadline = rng.choice((None, t + 100.0, int(t) + 100, [t]))  # (a list: shared by content)
+            demand = rng.choice(allocs + [dict(allocs[0])])  # (a copy: shared by content, not by identity)
+            fast.append_submitted(t, job, tenant, weight, deadline, demand)
+            slow.append(t, EventKind.SUBMITTED, job, tenant=tenant, weight=weight, deadline=deadline, demand=demand)
         elif op == 3:
             ms = rng.random()
             fast.append_decision(t, ms)
@@ -211,6 +221,11 @@ def test_row_appenders_store_what_append_stores(seed: int) -> None:
     for a, b in zip(fast, slow):
         assert (a.time, a.kind, a.job, a.data) == (b.time, b.kind, b.job, b.data)
         assert list(a.data) == list(b.data) and [type(v) for v in a.data.values()] == [type(v) for v in b.data.values()]
+    assert fast.columns(EventKind.SUBMITTED)[1] == slow.columns(EventKind.SUBMITTED)[1]
+    demands = fast.columns(EventKind.SUBMITTED)[1][3]
+    assert len({id(d) for d in demands}) == len({id(d) for d in slow.columns(EventKind.SUBMITTED)[1][3]})
+    with pytest.raises(ValueError, match="time-ordered: submitted"):
+        fast.append_submitted(t - 1.0, "j0", "a", 1.0, None, allocs[0])
     with pytest.raises(ValueError, match="time-ordered: progress"):
         fast.append_progress(t - 1.0, "j0", 1.0, 1.0)
     with pytest.raises(ValueError, match="time-ordered: used"):

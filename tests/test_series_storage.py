@@ -151,3 +151,30 @@ def test_the_engine_freezes_a_history_when_its_job_ends(slaq_run):
     assert not any(j.metrics["loss"].frozen for j in jobs if j.end_time is None)
     points = sum(len(s) for s in ended)
     assert points > 300 and sum(s.nbytes for s in ended) < 16 * points  # (short histories here: ~12 points)
+
+
+@pytest.mark.parametrize("runs", [False, True])
+@pytest.mark.parametrize("n", range(1, 9))
+def test_a_short_history_is_frozen_raw_and_reads_back_exactly(n, runs):
+    """A history of at most ``_RAW_MAX`` points is frozen as its raw bytes (16 a point, no zlib), a longer
+    one compressed; both read back bit for bit (values with NaN payloads, -0.0, infinities and
+    subnormals; grid runs' iterations materialised)."""
+    from cohabit.engine import series
+
+    rng = np.random.default_rng(n)
+    odd = [math.nan, -0.0, math.inf, -math.inf, 5e-324, struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000123))[0]]
+    ys = [odd[i % len(odd)] if i % 2 else float(rng.normal()) for i in range(n)]
+    s = MetricSeries()
+    if runs:  # one explicit point, then grid runs
+        s.add(0.5, ys[0])
+        if n > 1:
+            s.add_grid(3, 60.0, 10.0, 100.0, 0.25, ys[1:])
+    else:
+        s.extend([float(x) for x in rng.normal(size=n)], ys)
+    ref = list(s)
+    s.freeze()
+    assert s.frozen
+    assert (s.nbytes == 16 * n) is (n <= series._RAW_MAX)
+    assert _bits(list(s)) == _bits(ref) and _bits(s[0:n]) == _bits(ref)
+    assert _bits([s[i] for i in range(n)]) == _bits(ref)
+    assert s.head(n).tobytes() == np.array(ref, dtype=np.float64).reshape(n, 2).tobytes()

@@ -213,6 +213,9 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._seq = 0
         self._last_plan: list[tuple[bool, str]] = []  # (started?, job) of the previous plan
         self._consolidate: dict[str, bool] = {}
+        #: model -> whether it is consolidated, for the profile (table, threshold, unknown rule) in _by_model_for
+        self._by_model: dict[str | None, bool] = {}
+        self._by_model_for: tuple[int, float, bool] | None = None
         self._min_nodes: dict[tuple[int, int], int] = {}
         self._dist: SizeDistribution | None = None
         self._dist_key: tuple[str, int] | None = None
@@ -374,8 +377,14 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         """Paper §3.3: consolidate only models with a skewed tensor-size distribution."""
         hit = self._consolidate.get(job.id)
         if hit is None:
-            skew = tensor_skew(job.spec.model, self.skew_table)
-            hit = self.consolidate_unknown if skew is None else skew >= self.skew_threshold
+            model = job.spec.model
+            profile = (id(self.skew_table), self.skew_threshold, self.consolidate_unknown)
+            if profile != self._by_model_for:  # (a profile changed after construction: start the memo afresh)
+                self._by_model, self._by_model_for = {}, profile
+            hit = self._by_model.get(model)
+            if hit is None:  # (once per model: the table's prefix scan costs ~10 us a job)
+                skew = tensor_skew(model, self.skew_table)
+                hit = self._by_model[model] = self.consolidate_unknown if skew is None else skew >= self.skew_threshold
             self._consolidate[job.id] = hit
         return hit
 

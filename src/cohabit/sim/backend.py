@@ -24,16 +24,18 @@ one level is reported as a ``USED`` event when it ends (a speed change, halt, fi
 
 The truth (``JobTruth`` per job) lives only here. The scheduler receives
 specs; a policy receives a ``ClusterView``, which has no path to this object.
+
+The event heap, ``next_event_time`` / ``advance`` and what events report are in :mod:`.backend_time`, the usage
+levels in :mod:`.backend_usage` (mixins of :class:`SimBackend`).
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..engine.backend import BackendEvent, BackendEventKind
+from ..engine.backend import BackendEventKind
 from ..engine.ledger import Allocation
 from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
@@ -41,18 +43,15 @@ from . import drl_physics, host_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
 from .physics import (SimConfig, consolidation_factor, graph_traffic_mb, replicas_per_node,
                       restart_delay, shared_speed, solo_rate, uses_goodput)
-from .pollux_goodput import PolluxWork, RunConfig, goodput_app, run_config
+from .pollux_goodput import PolluxWork, RunConfig, run_config
 from .profiles.pack import pack_step_time
 from .profiles.pollux import POLLUX_APPS
 from .report_grid import ReportGrid
+from .backend_time import _BACKGROUND, _EPS, _FINISH, _PROGRESS, _RATE, EventClock
 from .backend_usage import UsageLevels
 from .truth import JobTruth, TraceJob
 
-_FINISH, _PROGRESS, _EPOCH, _RATE, _BACKGROUND = 0, 1, 2, 3, 4
 _USED = BackendEventKind.USED
-_EPS = 1e-9
-#: the job field of the heap entry of a report-grid time (no job id is empty: ``JobSpec`` requires one)
-_GRID_KEY = ""
 
 
 class _Run:
@@ -104,10 +103,13 @@ def _placed(spec: JobSpec, model: str, alloc: Allocation) -> drl_physics.Placed:
     return drl_physics.Placed(model, spec.architecture == "allreduce", workers, ps)
 
 
-class SimBackend(UsageLevels):
+class SimBackend(EventClock, UsageLevels):
     #: the ``used`` dicts of its USED events are shared between events and never changed after they are handed
     #: out (one per distinct level): read them, never change them; a record may keep them as they are
     shares_used_levels = True
+    #: a plain run launched alone on its devices takes its events and level without ``_reschedule``'s dispatch
+    #: (:meth:`launch`); False: every launch goes through ``_reschedule`` (the tests' general path)
+    launch_shortcut = True
 
     def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
         self.cfg = config or SimConfig()
@@ -217,6 +219,15 @@ class SimBackend(UsageLevels):
                 occ = self._node_jobs.setdefault(node, set())
                 touched |= occ
                 occ.add(spec.id)
+        if (len(touched) == 1 and run.placed is None and run.goodput is None and run.host is None and run.t0 >= now
+                and self.launch_shortcut):
+            # alone on its devices (every one new to the occupancy, or held by itself only): what _reschedule
+            # does for this one run launched now (nothing to report or fold yet, no group, no one to slow it:
+            # factor 1.0), without its dispatch, then _levels' one-run branch (_alone holds)
+            run.rate = run.solo * 1.0
+            self._new_events(run, jid, now)
+            self._plain_level(run)
+            return
         self._reschedule(touched, now)
 
     def _rates_of(self, spec: JobSpec, truth: JobTruth, alloc: Allocation) -> tuple[float, float]:
@@ -403,27 +414,33 @@ class SimBackend(UsageLevels):
                 factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes,
                                       self.cfg) if others else 1.0  # (shared_speed is 1 without others)
                 run.rate = run.solo * factor
-            self._seq += 1
-            run.version = self._seq  # globally unique: a relaunched job never matches stale entries
-            if self._grid is not None:
-                self._grid.leave(jid)  # it reports again after its first iteration at the new speed
-            remaining = max(run.truth.iterations - run.done, 0.0)
-            finish = run.t0 + remaining / run.rate
-            self._push(finish, _FINISH, jid, run.version)
-            first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
-            if first_iter < finish - _EPS:
-                self._push(first_iter, _PROGRESS, jid, run.version)
-            if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
-                epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
-                if epoch_end < finish - _EPS:
-                    self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
-            if run.truth.accuracy:  # (iters_per_epoch is None without an accuracy curve)
-                self._push_epoch(run, finish)
-            if run.host is not None and self.cfg.host_background_series:
-                change = host_physics.next_change(self.cfg.host_background_series, now)
-                if change is not None and change < finish - _EPS:
-                    self._push(change, _BACKGROUND, jid, run.version)  # the machine's load changes: a new speed
+            self._new_events(run, jid, now)
         self._levels(jobs)
+
+    def _new_events(self, run: _Run, jid: str, now: float) -> None:
+        """The run's events at its new rate (a new version: its older heap entries go stale): its finish, its
+        first iteration, and where they apply its epoch's end, its next evaluation, its machine's next load
+        change."""
+        self._seq += 1
+        run.version = self._seq  # globally unique: a relaunched job never matches stale entries
+        if self._grid is not None:
+            self._grid.leave(jid)  # it reports again after its first iteration at the new speed
+        remaining = max(run.truth.iterations - run.done, 0.0)
+        finish = run.t0 + remaining / run.rate
+        self._push(finish, _FINISH, jid, run.version)
+        first_iter = run.t0 + min(1.0 / run.rate, remaining / run.rate)
+        if first_iter < finish - _EPS:
+            self._push(first_iter, _PROGRESS, jid, run.version)
+        if run.goodput is not None and run.done < run.epoch_end < run.truth.iterations:
+            epoch_end = run.t0 + (run.epoch_end - run.done) / run.rate
+            if epoch_end < finish - _EPS:
+                self._push(epoch_end, _RATE, jid, run.version)  # Pollux goodput: the speed changes with the epoch
+        if run.truth.accuracy:  # (iters_per_epoch is None without an accuracy curve)
+            self._push_epoch(run, finish)
+        if run.host is not None and self.cfg.host_background_series:
+            change = host_physics.next_change(self.cfg.host_background_series, now)
+            if change is not None and change < finish - _EPS:
+                self._push(change, _BACKGROUND, jid, run.version)  # the machine's load changes: a new speed
 
     def _interference_rate(self, run: _Run) -> float:
         """Samples/s of an interference-world job next to every job on its servers (``drl_physics``)."""
@@ -455,185 +472,6 @@ class SimBackend(UsageLevels):
         step = pack_step_time([r.spec.model for r in runs], [1.0 / r.solo for r in runs],
                               max(batches) if batches else None)
         return 1.0 / step
-
-    def _push_epoch(self, run: _Run, finish: float, now: float | None = None) -> None:
-        """Schedule the run's next epoch-end evaluation after ``now`` (jobs with an accuracy curve), if
-        before it finishes."""
-        ipe = run.truth.iters_per_epoch
-        if ipe is None:
-            return
-        done = run.done if now is None else run.done_at(now)
-        k = math.floor(done / ipe + 1e-6) + 1
-        t = run.t0 + (k * ipe - run.done) / run.rate
-        if t < finish - _EPS:
-            self._push(t, _EPOCH, run.spec.id, run.version)
-
-    @staticmethod
-    def _evaluation(truth: JobTruth, done: float, epochs: int | None = None) -> dict:
-        """What a job with an accuracy curve reports at the epoch end reached with ``done`` iterations.
-
-        A curve sampled finer than the job's declared ``epochs`` (a progressive query's accuracy
-        after every batch) reports its ``epoch`` in the job's epochs (fractional between ends)."""
-        ipe = truth.iters_per_epoch
-        acc = truth.accuracy
-        if ipe is None or acc is None:
-            return {}
-        e = min(max(int(round(done / ipe)), 1), len(acc))
-        epoch = float(e) if not epochs else e * epochs / len(acc)
-        out: dict = {"metrics": {"accuracy": acc[e - 1], "epoch": epoch}}
-        if truth.heldout_accuracy is not None:
-            out["heldout"] = {"accuracy": truth.heldout_accuracy[e - 1]}
-        return out
-
-    def _push(self, t: float, kind: int, job: str, version: int) -> None:
-        self._top = None
-        self._seq += 1
-        heapq.heappush(self._heap, (t, kind, self._seq, job, version))
-
-    def _join_grid(self, run: _Run, t: float) -> None:
-        """``run`` reports next on the grid, at its first time after ``t`` (if before it finishes)."""
-        every = self.cfg.report_interval_s
-        assert every is not None
-        grid = self._grid
-        if grid is None or grid.every != every:
-            grid = self._grid = ReportGrid(every)
-        plain = run.goodput is None and run.speed is None and run.split is None and run.spec.graph is None
-        due = grid.join(run.spec.id, run, t, done0=run.done, t0=run.t0, rate=run.rate,
-                        total=float(run.truth.iterations), loss=run.truth.loss_parameters(run.spec.id), plain=plain)
-        if due is not None and (self._grid_next is None or due < self._grid_next - _EPS):
-            self._grid_next = due
-            self._push(due, _PROGRESS, _GRID_KEY, 0)
-
-    def _grid_reports(self, t: float, events: list[BackendEvent]) -> None:
-        """The pass of the grid at ``t`` (``ReportGrid.grid_pass``): the members that are not plain report
-        as their own ``PROGRESS`` events (the same data as a first-iteration report); the plain members'
-        reports (loss only) are kept as segments until the engine takes them (:meth:`take_reports`), and
-        one ``REPORTS`` event (data ``{"grid": t}``) says that they happened."""
-        if self._grid is None or self._grid_next is None or abs(t - self._grid_next) > _EPS:
-            return  # a stale entry (the grid moved earlier)
-        grid = self._grid
-        plain, other, soonest = grid.grid_pass(round(self._grid_next / grid.every))
-        self._grid_next = None
-        for run, done in other:
-            events.append(BackendEvent(t, BackendEventKind.PROGRESS, run.spec.id,
-                                       self._report_data(run, done, float(run.truth.iterations))))
-        if plain:
-            events.append(BackendEvent(t, BackendEventKind.REPORTS, _GRID_KEY, {"grid": t}))
-        if soonest is not None:
-            self._grid_next = soonest
-            self._push(soonest, _PROGRESS, _GRID_KEY, 0)
-
-    @property
-    def report_every(self) -> float | None:
-        """The grid's interval (None: no job reported on it yet); report ``k`` of a segment from
-        :meth:`take_reports` is at ``(k0 + k) * report_every``."""
-        return self._grid.every if self._grid is not None else None
-
-    def reports_pending(self, job: str | None = None) -> bool:
-        """Whether grid reports (of ``job``, or of anyone) happened and were not taken yet."""
-        return self._grid is not None and self._grid.pending(job)
-
-    def take_reports(self, job: str | Sequence[str] | None = None, *, chunked: bool = False
-                     ) -> Iterable[tuple[str, int, list[float], list[float], float, float, float, float]]:
-        """The periodic reports of ``job`` (None: every job; a sequence: each of those jobs, in order) that
-        happened and were not taken yet (``ReportGrid.take``: per segment ``(job, k0, iterations, losses,
-        iter_time, done0, t0, rate)``; ``chunked``: computed a chunk at a time as they are read)."""
-        if self._grid is None:
-            return []
-        return self._grid.take(job, chunked=chunked)
-
-    def _report_data(self, run: _Run, done: float, total: float) -> dict[str, Any]:
-        """What a job reports at a progress report with ``done`` of its ``total`` iterations."""
-        data: dict[str, Any] = {
-            "iterations": done, "iter_time": 1.0 / run.rate,
-            "metrics": {"loss": run.truth.loss_at(done / total, run.spec.id)},
-        }
-        if run.goodput is not None:  # what Pollux's agent reports: its batch, step times, gradient stats
-            data["metrics"].update(run.goodput.metrics(goodput_app(run.truth.app).limits))  # type: ignore[arg-type]
-        if run.speed is not None:  # the runtime's subtask timers
-            data.update(compute_s=run.speed.compute_s, comm_s=run.speed.comm_s, alpha=run.speed.alpha,
-                        mem_gb=run.speed.mem_gb)
-        elif run.split is not None and run.spec.architecture == "ps":  # a real PS worker's subtask timers
-            data.update(compute_s=run.split[0], comm_s=run.split[1])
-        elif run.spec.graph is not None and run.truth.compute_s is not None:  # measured task times
-            data.update(compute_s=run.truth.compute_s, comm_s=max(1.0 / run.rate - run.truth.compute_s, 0.0))
-        return data
-
-    # ------------------------------------------------------------- time
-    def next_event_time(self) -> float | None:
-        heap, runs = self._heap, self._runs
-        while heap:
-            entry = heap[0]
-            run = runs.get(entry[3])  # (_valid, inline)
-            if run is not None:
-                if run.version == entry[4]:
-                    break
-            elif entry[3] == _GRID_KEY and self._grid:
-                break
-            if heapq.heappop(heap)[3] == _GRID_KEY:
-                self._grid_next = None  # the grid emptied: the next member to join schedules it again
-        if heap:
-            self._top = heap[0]
-            return self._top[0]
-        return None
-
-    def advance(self, until: float) -> tuple[float, list[BackendEvent]]:
-        heap = self._heap
-        # the entry on top was found valid by next_event_time and nothing changed since (every change of a run's
-        # version pushes an entry, every halt forgets it): the scheduler asks for the time, then advances
-        nxt = heap[0][0] if heap and heap[0] is self._top else self.next_event_time()
-        if nxt is None or nxt > until:
-            if until == math.inf:
-                raise RuntimeError("simulation has running jobs but no future events")
-            self.now = max(self.now, until)
-            return self.now, ([] if self._raw_used or not self._used else self._used_events())
-        t = max(nxt, self.now)
-        self.now = t
-        events: list[BackendEvent] = []
-        heap, runs = self._heap, self._runs
-        while heap and heap[0][0] <= t + _EPS:
-            _, kind, _, jid, version = heapq.heappop(heap)
-            run = runs.get(jid)  # (_valid, inline)
-            if run is None:
-                if jid == _GRID_KEY:
-                    if self._grid:  # (the grid entry: valid while it has members)
-                        self._grid_reports(t, events)
-                    else:
-                        self._grid_next = None
-                continue
-            if run.version != version:
-                continue
-            if kind == _RATE:  # past the epoch's end (never short of it by rounding), at the next epoch's speed
-                run = self._runs[jid]
-                self._report_use(run, t)
-                self._fold(run, t)
-                run.done = min(max(run.done, run.epoch_end), float(run.truth.iterations))
-                self._reschedule({jid}, t)
-            elif kind == _BACKGROUND:
-                self._reschedule({jid}, t)
-            elif kind == _FINISH:
-                total = float(run.truth.iterations)
-                self._checkpoint[jid] = total
-                events.append(BackendEvent(t, BackendEventKind.FINISHED, jid,
-                                           {"iterations": total, **self._evaluation(run.truth, total, run.spec.epochs)}))
-                self.halt(jid, t, checkpoint=False)
-            elif kind == _EPOCH:
-                done = run.done_at(t)
-                total = float(run.truth.iterations)
-                data = {"iterations": done, "iter_time": 1.0 / run.rate,
-                        **self._evaluation(run.truth, done, run.spec.epochs)}
-                data["metrics"]["loss"] = run.truth.loss_at(done / total, jid)
-                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, data))
-                self._push_epoch(run, run.t0 + (total - run.done) / run.rate, t)
-            else:  # the first iteration at this speed: its measured iteration time
-                done = run.done_at(t)
-                total = float(run.truth.iterations)
-                events.append(BackendEvent(t, BackendEventKind.PROGRESS, jid, self._report_data(run, done, total)))
-                if self.cfg.report_interval_s is not None:  # then periodically, on the shared grid
-                    self._join_grid(run, t)
-        if self._used and not self._raw_used:
-            events = self._used_events() + events
-        return t, events
 
     def open_usage_channel(self) -> bool:
         """From now on ``advance`` leaves the use samples out of its events: the caller takes them right after each
