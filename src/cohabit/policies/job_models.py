@@ -17,6 +17,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
+from .admit_index import AdmitIndex
 from .job_table import Snapshot, StaticTable
 from .targets import ADMIT_SCAN, EPS, admit_in_order
 
@@ -533,6 +534,8 @@ class JobModels:
             start += len(chunk)
         return seen, costs
 
+    _admit_index: AdmitIndex | None = None  # (admit_waiting's, made at its first read of the view's queue)
+
     def admit_waiting(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
                       scan: int = ADMIT_SCAN) -> tuple[list[JobView], np.ndarray]:
         """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
@@ -543,6 +546,13 @@ class JobModels:
         :func:`~.targets.room_for_none`), no waiting job's minimum fits and the queue is not read."""
         if (free + EPS < view.task_floor).any():
             return [], free
+        if waiting is None:  # read by shape group (admit_index): the same jobs and floats, without the window's rows
+            index = self._admit_index
+            if index is None:
+                index = self._admit_index = AdmitIndex()
+            hit = index.admit(view, free, scan, self._first_cost)
+            if hit is not None:
+                return hit
         ids, costs = self._window(view, waiting, free, scan)
         if not ids:
             return [], free
