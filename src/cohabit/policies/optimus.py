@@ -226,10 +226,11 @@ class Optimus(ObservingPolicy):
         snap, n = self._allocate(view, waiting, full=full)
         return dict(zip(snap.ids, n.tolist()))
 
-    def _allocate(self, view: ClusterView, waiting: Sequence[JobView] | None, *, full: bool
-                  ) -> tuple[Snapshot, np.ndarray]:
+    def _allocate(self, view: ClusterView, waiting: Sequence[JobView] | None, *, full: bool,
+                  admission: tuple[list[JobView], np.ndarray] | None = None) -> tuple[Snapshot, np.ndarray]:
         """:meth:`targets` as the round's snapshot (its rows: the running jobs, then the waiting ones in
-        queue order) and each row's target."""
+        queue order) and each row's target. ``admission``: :meth:`JobModels.admit_waiting`'s answer for this
+        round, if :meth:`_rigid_round` found it already (from the same room left)."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -238,7 +239,7 @@ class Optimus(ObservingPolicy):
         free = run.total.copy() if full else view.free.sum(axis=0)
         free -= run.bundle(base_run).sum(axis=0)
         # the waiting jobs admitted at their minimum, in queue order (rows only for them: the others get 0)
-        admitted_jobs, free = self.models.admit_waiting(view, waiting, free)
+        admitted_jobs, free = admission or self.models.admit_waiting(view, waiting, free)
         snap = run.extend(self.models.snapshot(view, admitted_jobs)) if admitted_jobs else run
         base = snap.n_min.copy()
         base[:n_run] = base_run
@@ -274,8 +275,40 @@ class Optimus(ObservingPolicy):
         counts, _ = greedy_by_value(values, snap.worker, snap.worker, free)
         return counts
 
+    def _rigid_round(self, view: ClusterView, *, full: bool) -> Plan | tuple[list[JobView], np.ndarray] | None:
+        """A round in which every running job is rigid (or, in an event round, not looked at) and every job
+        admitted is rigid: each running job keeps its size (its base is what it holds, and it cannot grow)
+        and each admitted job starts at its minimum (it cannot grow either), so the plan is
+        :func:`apply_targets` of the admitted jobs at ``n_min``, without the round's snapshot, fits or
+        greedy. The room the admission reads is the round's: the capacity less the running jobs' holdings
+        summed as the round sums them (:meth:`JobModels.rigid_hold`, as :meth:`_quiet`), or in an event round
+        the free room. A rigid job's loss fit and speed model are read by no decision (they only size jobs
+        that can grow and weigh their restarts), so leaving them unread changes no plan. Returns the plan;
+        or the admission, when a job admitted is elastic (the round goes on from it); or None when a
+        running job is elastic (or not in the per-job table)."""
+        if full:
+            free = view.capacity.sum(axis=0)
+            if view.running:
+                held = self.models.rigid_hold(view)
+                if held is None:
+                    return None
+                free -= held
+        else:
+            free = view.free.sum(axis=0)
+        admitted, left = self.models.admit_waiting(view, None, free)
+        for job in admitted:
+            if job.spec.min_workers != job.spec.max_workers:
+                return admitted, left
+        if not admitted:
+            return []
+        return apply_targets(view, {job.id: job.spec.min_workers for job in admitted}, admitted, balanced_placement,
+                             reason="optimus: re-allocation", shrink=())
+
     def _round(self, view: ClusterView, *, full: bool) -> Plan:
-        snap, n = self._allocate(view, None, full=full)
+        quick = self._rigid_round(view, full=full)
+        if isinstance(quick, list):
+            return quick
+        snap, n = self._allocate(view, None, full=full, admission=quick)
         ids, jobs = snap.ids, view.jobs
         # the running jobs set lower, then those set higher and the waiting ones with a target (rows: running
         # jobs in running order, then the queue in order), the only ones the plan acts on
