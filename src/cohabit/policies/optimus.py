@@ -175,6 +175,11 @@ class Optimus(ObservingPolicy):
         self.name = "optimus"
         self._next_full = 0.0
         self._event = False
+        # (now, allocation version, what the running jobs hold if all are rigid): JobModels.rigid_hold, kept for
+        # the round that reads it again at the same instant (_quiet, then _rigid_round)
+        self._held_at: tuple[float, int, np.ndarray | None] | None = None
+        # (now, allocation version, _rigid_admission's answer) found by wants_reports for the coming round
+        self._admitted_at: tuple[float, int, tuple[list[JobView], np.ndarray] | None] | None = None
 
     # decision
     def decide(self, view: ClusterView) -> Plan:
@@ -197,13 +202,37 @@ class Optimus(ObservingPolicy):
     def _skips(self, view: ClusterView, waiting: bool) -> bool:
         return self._quiet(view, waiting)
 
+    def wants_reports(self, view: ClusterView) -> bool | Collection[str]:
+        """:meth:`ObservingPolicy.wants_reports`, and none for a due full round that :meth:`_rigid_round` plans
+        (every running job and every job admitted rigid): it reads no running job's telemetry. The reports wait
+        and are folded in one batch by a later round that reads the job, or at its end (the same additions in
+        the same order). The admission is kept for that round (:meth:`_rigid_round`)."""
+        want = super().wants_reports(view)
+        memo = self._quiet_at
+        if want is True and memo is not None and memo[0] == view.now and not memo[3] and memo[2]:
+            adm = self._rigid_admission(view, full=True)
+            self._admitted_at = (view.now, view.allocation_version, adm)
+            if adm is not None and all(j.spec.min_workers == j.spec.max_workers for j in adm[0]):
+                return False
+        return want
+
+    def _held(self, view: ClusterView) -> np.ndarray | None:
+        """:meth:`JobModels.rigid_hold` of the running jobs, kept for a second read at the same instant and
+        allocation (the running set and their table rows are the same)."""
+        memo = self._held_at
+        if memo is not None and memo[0] == view.now and memo[1] == view.allocation_version:
+            return memo[2]
+        held = self.models.rigid_hold(view)
+        self._held_at = (view.now, view.allocation_version, held)
+        return held
+
     def _quiet(self, view: ClusterView, waiting: bool) -> bool:
         """Whether a full round provably keeps every size: every running job is rigid (its base is what it
         holds and it has no room to grow) and nobody can be admitted, because nobody waits or because the
         room left after the running jobs' minimums, computed as the round computes it (the same sum in the
         same order: :meth:`JobModels.rigid_hold`), is below every admitted job's first worker
         (:meth:`JobModels.admit_waiting`'s test)."""
-        held = self.models.rigid_hold(view)
+        held = self._held(view)
         if held is None:
             return False
         if not waiting:
@@ -286,16 +315,15 @@ class Optimus(ObservingPolicy):
         that can grow and weigh their restarts), so leaving them unread changes no plan. Returns the plan;
         or the admission, when a job admitted is elastic (the round goes on from it); or None when a
         running job is elastic (or not in the per-job table)."""
-        if full:
-            free = view.capacity.sum(axis=0)
-            if view.running:
-                held = self.models.rigid_hold(view)
-                if held is None:
-                    return None
-                free -= held
+        memo = self._admitted_at
+        self._admitted_at = None
+        if full and memo is not None and memo[0] == view.now and memo[1] == view.allocation_version:
+            adm = memo[2]  # (found by wants_reports a moment ago: only reports were folded since)
         else:
-            free = view.free.sum(axis=0)
-        admitted, left = self.models.admit_waiting(view, None, free)
+            adm = self._rigid_admission(view, full=full)
+        if adm is None:
+            return None
+        admitted, left = adm
         for job in admitted:
             if job.spec.min_workers != job.spec.max_workers:
                 return admitted, left
@@ -303,6 +331,20 @@ class Optimus(ObservingPolicy):
             return []
         return apply_targets(view, {job.id: job.spec.min_workers for job in admitted}, admitted, balanced_placement,
                              reason="optimus: re-allocation", shrink=())
+
+    def _rigid_admission(self, view: ClusterView, *, full: bool) -> tuple[list[JobView], np.ndarray] | None:
+        """:meth:`JobModels.admit_waiting` from the room a round of rigid running jobs reads (see
+        :meth:`_rigid_round`); None when a running job is elastic (or not in the per-job table)."""
+        if full:
+            free = view.capacity.sum(axis=0)
+            if view.running:
+                held = self._held(view)
+                if held is None:
+                    return None
+                free -= held
+        else:
+            free = view.free.sum(axis=0)
+        return self.models.admit_waiting(view, None, free)
 
     def _round(self, view: ClusterView, *, full: bool) -> Plan:
         quick = self._rigid_round(view, full=full)
