@@ -17,6 +17,7 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
+from .admit_index import AdmitIndex
 from .job_table import Snapshot, StaticTable
 from .targets import ADMIT_SCAN, EPS, admit_in_order
 
@@ -533,6 +534,8 @@ class JobModels:
             start += len(chunk)
         return seen, costs
 
+    _admit_index: AdmitIndex | None = None  # (admit_waiting's, made at its first read of the view's queue)
+
     def admit_waiting(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
                       scan: int = ADMIT_SCAN) -> tuple[list[JobView], np.ndarray]:
         """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
@@ -543,6 +546,14 @@ class JobModels:
         :func:`~.targets.room_for_none`), no waiting job's minimum fits and the queue is not read."""
         if (free + EPS < view.task_floor).any():
             return [], free
+        if waiting is None:  # read by shape group (admit_index): the same jobs and floats, without the window's rows
+            index = self._admit_index
+            if index is None:
+                index = self._admit_index = AdmitIndex()
+            hit = index.admit(view, free, scan, self._first_cost)
+            if hit is not None:
+                self._slots(view, [job.id for job in hit[0]])  # (admitted: in the table, as the rows read them)
+                return hit
         ids, costs = self._window(view, waiting, free, scan)
         if not ids:
             return [], free
@@ -555,16 +566,23 @@ class JobModels:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
         :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
         table = self._table
+        sl = self._slots(view, ids)
+        rows = self._rows
+        assert rows is not None  # set by _static_of
+        idx = np.array(sl, dtype=np.int64)
+        return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
+
+    def _slots(self, view: ClusterView, ids: Sequence[str]) -> list[int]:
+        """Each job's slot in the per-job table (:class:`StaticTable`), the constants of jobs not seen yet
+        added to it (what :meth:`rigid_hold` reads of a running job, and a round's rows of a pending one)."""
+        table = self._table
         sl = list(map(table.slots.get, ids))
         if None in sl:  # jobs not seen yet: their constants go into the table
             static, jobs = self._static, view.jobs
             for i, (jid, slot) in enumerate(zip(ids, sl)):
                 if slot is None:
                     sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[jid])))
-        rows = self._rows
-        assert rows is not None  # set by _static_of
-        idx = np.array(sl, dtype=np.int64)
-        return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
+        return sl
 
     def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
         """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),

@@ -175,6 +175,11 @@ class Optimus(ObservingPolicy):
         self.name = "optimus"
         self._next_full = 0.0
         self._event = False
+        # (now, allocation version, what the running jobs hold if all are rigid): JobModels.rigid_hold, kept for
+        # the round that reads it again at the same instant (_quiet, then _rigid_round)
+        self._held_at: tuple[float, int, np.ndarray | None] | None = None
+        # (now, allocation version, _rigid_admission's answer) found by wants_reports for the coming round
+        self._admitted_at: tuple[float, int, tuple[list[JobView], np.ndarray] | None] | None = None
 
     # decision
     def decide(self, view: ClusterView) -> Plan:
@@ -197,13 +202,37 @@ class Optimus(ObservingPolicy):
     def _skips(self, view: ClusterView, waiting: bool) -> bool:
         return self._quiet(view, waiting)
 
+    def wants_reports(self, view: ClusterView) -> bool | Collection[str]:
+        """:meth:`ObservingPolicy.wants_reports`, and none for a due full round that :meth:`_rigid_round` plans
+        (every running job and every job admitted rigid): it reads no running job's telemetry. The reports wait
+        and are folded in one batch by a later round that reads the job, or at its end (the same additions in
+        the same order). The admission is kept for that round (:meth:`_rigid_round`)."""
+        want = super().wants_reports(view)
+        memo = self._quiet_at
+        if want is True and memo is not None and memo[0] == view.now and not memo[3] and memo[2]:
+            adm = self._rigid_admission(view, full=True)
+            self._admitted_at = (view.now, view.allocation_version, adm)
+            if adm is not None and all(j.spec.min_workers == j.spec.max_workers for j in adm[0]):
+                return False
+        return want
+
+    def _held(self, view: ClusterView) -> np.ndarray | None:
+        """:meth:`JobModels.rigid_hold` of the running jobs, kept for a second read at the same instant and
+        allocation (the running set and their table rows are the same)."""
+        memo = self._held_at
+        if memo is not None and memo[0] == view.now and memo[1] == view.allocation_version:
+            return memo[2]
+        held = self.models.rigid_hold(view)
+        self._held_at = (view.now, view.allocation_version, held)
+        return held
+
     def _quiet(self, view: ClusterView, waiting: bool) -> bool:
         """Whether a full round provably keeps every size: every running job is rigid (its base is what it
         holds and it has no room to grow) and nobody can be admitted, because nobody waits or because the
         room left after the running jobs' minimums, computed as the round computes it (the same sum in the
         same order: :meth:`JobModels.rigid_hold`), is below every admitted job's first worker
         (:meth:`JobModels.admit_waiting`'s test)."""
-        held = self.models.rigid_hold(view)
+        held = self._held(view)
         if held is None:
             return False
         if not waiting:
@@ -226,10 +255,11 @@ class Optimus(ObservingPolicy):
         snap, n = self._allocate(view, waiting, full=full)
         return dict(zip(snap.ids, n.tolist()))
 
-    def _allocate(self, view: ClusterView, waiting: Sequence[JobView] | None, *, full: bool
-                  ) -> tuple[Snapshot, np.ndarray]:
+    def _allocate(self, view: ClusterView, waiting: Sequence[JobView] | None, *, full: bool,
+                  admission: tuple[list[JobView], np.ndarray] | None = None) -> tuple[Snapshot, np.ndarray]:
         """:meth:`targets` as the round's snapshot (its rows: the running jobs, then the waiting ones in
-        queue order) and each row's target."""
+        queue order) and each row's target. ``admission``: :meth:`JobModels.admit_waiting`'s answer for this
+        round, if :meth:`_rigid_round` found it already (from the same room left)."""
         running = list(view.running.values()) if full else []
         run = self.models.snapshot(view, running)
         n_run = len(running)
@@ -238,7 +268,7 @@ class Optimus(ObservingPolicy):
         free = run.total.copy() if full else view.free.sum(axis=0)
         free -= run.bundle(base_run).sum(axis=0)
         # the waiting jobs admitted at their minimum, in queue order (rows only for them: the others get 0)
-        admitted_jobs, free = self.models.admit_waiting(view, waiting, free)
+        admitted_jobs, free = admission or self.models.admit_waiting(view, waiting, free)
         snap = run.extend(self.models.snapshot(view, admitted_jobs)) if admitted_jobs else run
         base = snap.n_min.copy()
         base[:n_run] = base_run
@@ -274,8 +304,53 @@ class Optimus(ObservingPolicy):
         counts, _ = greedy_by_value(values, snap.worker, snap.worker, free)
         return counts
 
+    def _rigid_round(self, view: ClusterView, *, full: bool) -> Plan | tuple[list[JobView], np.ndarray] | None:
+        """A round in which every running job is rigid (or, in an event round, not looked at) and every job
+        admitted is rigid: each running job keeps its size (its base is what it holds, and it cannot grow)
+        and each admitted job starts at its minimum (it cannot grow either), so the plan is
+        :func:`apply_targets` of the admitted jobs at ``n_min``, without the round's snapshot, fits or
+        greedy. The room the admission reads is the round's: the capacity less the running jobs' holdings
+        summed as the round sums them (:meth:`JobModels.rigid_hold`, as :meth:`_quiet`), or in an event round
+        the free room. A rigid job's loss fit and speed model are read by no decision (they only size jobs
+        that can grow and weigh their restarts), so leaving them unread changes no plan. Returns the plan;
+        or the admission, when a job admitted is elastic (the round goes on from it); or None when a
+        running job is elastic (or not in the per-job table)."""
+        memo = self._admitted_at
+        self._admitted_at = None
+        if full and memo is not None and memo[0] == view.now and memo[1] == view.allocation_version:
+            adm = memo[2]  # (found by wants_reports a moment ago: only reports were folded since)
+        else:
+            adm = self._rigid_admission(view, full=full)
+        if adm is None:
+            return None
+        admitted, left = adm
+        for job in admitted:
+            if job.spec.min_workers != job.spec.max_workers:
+                return admitted, left
+        if not admitted:
+            return []
+        return apply_targets(view, {job.id: job.spec.min_workers for job in admitted}, admitted, balanced_placement,
+                             reason="optimus: re-allocation", shrink=())
+
+    def _rigid_admission(self, view: ClusterView, *, full: bool) -> tuple[list[JobView], np.ndarray] | None:
+        """:meth:`JobModels.admit_waiting` from the room a round of rigid running jobs reads (see
+        :meth:`_rigid_round`); None when a running job is elastic (or not in the per-job table)."""
+        if full:
+            free = view.capacity.sum(axis=0)
+            if view.running:
+                held = self._held(view)
+                if held is None:
+                    return None
+                free -= held
+        else:
+            free = view.free.sum(axis=0)
+        return self.models.admit_waiting(view, None, free)
+
     def _round(self, view: ClusterView, *, full: bool) -> Plan:
-        snap, n = self._allocate(view, None, full=full)
+        quick = self._rigid_round(view, full=full)
+        if isinstance(quick, list):
+            return quick
+        snap, n = self._allocate(view, None, full=full, admission=quick)
         ids, jobs = snap.ids, view.jobs
         # the running jobs set lower, then those set higher and the waiting ones with a target (rows: running
         # jobs in running order, then the queue in order), the only ones the plan acts on

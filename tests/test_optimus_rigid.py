@@ -1,0 +1,185 @@
+"""Optimus' rounds of rigid jobs without the round's rows (``Optimus._rigid_round``, issue 18's twelfth
+session): where every running job and every job admitted is rigid, the plan is that of the whole round
+(snapshot, greedy, restart weighing, ``apply_targets``), at every round of runs that mix rigid and elastic
+jobs; where an admitted job is elastic the round goes on from the same admission."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from cohabit.engine import actions as A
+from cohabit.engine.loop import Scheduler
+from cohabit.policies.base import BasePolicy
+from cohabit.policies.optimus import Optimus
+from cohabit.policies.placement import Draft
+from cohabit.policies.targets import apply_targets, balanced_placement, changed_rows
+from cohabit.sim.backend import SimBackend
+from cohabit.sim.physics import SimConfig
+from cohabit.sim.runner import simulate
+from cohabit.sim.truth import JobTruth, TraceJob
+from cohabit.spec import JobSpec, Resources, TaskGroup
+
+from conftest import small_cluster
+
+GPU = Resources(gpu=1, cpu=4, mem_gb=16)
+
+
+def _jobs(seed: int, elastic: float) -> list[TraceJob]:
+    """70 jobs of one to four GPUs over 3,000 s; a share ``elastic`` may grow by up to two workers."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(70):
+        w = rng.choice([1, 1, 2, 3, 4])
+        hi = w + rng.randint(1, 2) if rng.random() < elastic else w
+        iters = rng.randint(100, 2000)
+        spec = JobSpec(id=f"j{i}", submit_time=rng.uniform(0, 3000), architecture="allreduce",
+                       workers=TaskGroup(count=w, demand=GPU), n_min=w, n_max=hi, iterations=iters)
+        out.append(TraceJob(spec, JobTruth(iterations=iters, duration=float(iters) * rng.uniform(0.5, 2),
+                                           ref_workers=w)))
+    return out
+
+
+class _Checked(Optimus):
+    """Optimus whose every round is also planned the whole way (the rows of every running and admitted
+    job), and compared."""
+
+    def __init__(self) -> None:
+        super().__init__(interval=120.0, report_interval=60.0)
+        self.quick = self.handed_on = self.whole = self.kept = 0
+        self.backend = None  # the simulator (set by the test): its reports still waiting
+
+    def _round(self, view, *, full):  # type: ignore[override]
+        seen = []
+        real = self.models.admit_waiting
+
+        def admit(*a, **k):  # (the admissions of both ways, compared below)
+            out = real(*a, **k)
+            seen.append(([j.id for j in out[0]], out[1].tobytes()))
+            return out
+        self.models.admit_waiting = admit  # type: ignore[method-assign]
+        memo = self._admitted_at  # (wants_reports' admission for this round, if it found one)
+        self._admitted_at = None
+        quick = self._rigid_round(view, full=full)  # (found afresh)
+        snap, n = self._allocate(view, None, full=full)
+        del self.models.admit_waiting
+        if quick is not None:
+            assert seen[0] == seen[1]  # the same jobs admitted and the same room left, from the same room
+        if memo is not None and full and memo[:2] == (view.now, view.allocation_version):
+            self.kept += 1
+            assert (memo[2] is None) == (quick is None)
+            if memo[2] is not None:
+                assert ([j.id for j in memo[2][0]], memo[2][1].tobytes()) == seen[0]
+        self._admitted_at = memo  # (the round below reads it)
+        ids, jobs = snap.ids, view.jobs
+        shrink, grow = changed_rows(snap.state, snap.cur, n)
+        want = apply_targets(view, dict(zip(ids, n.tolist())), [jobs[ids[i]] for i in grow.tolist()],
+                             balanced_placement, reason="optimus: re-allocation",
+                             shrink=[jobs[ids[i]] for i in shrink.tolist()])
+        got = super()._round(view, full=full)
+        assert got == want, (view.now, got, want)
+        if full and not isinstance(quick, list) and self.backend is not None:  # (it reads the running rows:
+            assert not any(self.backend.reports_pending(jid) for jid in view.running)  # none may wait)
+        if isinstance(quick, list):
+            self.quick += 1
+            assert quick == want
+        elif quick is None:
+            self.whole += 1
+        else:  # (the round went on from this admission: ``got`` above)
+            self.handed_on += 1
+        return got
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("elastic", [0.0, 0.3])
+def test_a_round_of_rigid_jobs_plans_as_the_whole_round(seed: int, elastic: float,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import cohabit.sim.runner as runner
+
+    pol = _Checked()
+    real = runner.SimBackend
+
+    def made(*a, **k):  # type: ignore[no-untyped-def]
+        pol.backend = real(*a, **k)
+        return pol.backend
+    monkeypatch.setattr(runner, "SimBackend", made)
+    out = simulate(_jobs(seed, elastic), small_cluster(2, 4), pol)
+    assert not out.result.unfinished
+    assert pol.quick > 20  # rounds planned without rows
+    assert pol.kept > 5  # rounds that read the admission wants_reports found
+    if elastic:
+        assert pol.whole + pol.handed_on > 0  # and rounds that needed them
+    else:
+        assert pol.whole == pol.handed_on == 0
+
+
+def test_a_full_round_of_rigid_jobs_leaves_the_reports_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A due full round that ``_rigid_round`` plans reads no running job's telemetry, so ``wants_reports``
+    asks for none: at its decide the running jobs' reports are still waiting in the simulator, to be folded
+    in one batch later (fails if it asks for them). What the round then reads is checked by
+    ``tests/test_sim_lazy_reports.py`` (no running job read with reports waiting)."""
+    import cohabit.sim.runner as runner
+    from cohabit.sim.backend import SimBackend
+
+    made: list[SimBackend] = []
+    real = runner.SimBackend
+    monkeypatch.setattr(runner, "SimBackend", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    pol = Optimus(interval=120.0, report_interval=30.0)
+    inner_wants, inner_decide = pol.wants_reports, pol.decide
+    asked: list[tuple[float, object]] = []
+    waited: list[bool] = []
+
+    def wants(view):  # type: ignore[no-untyped-def]
+        due = view.now >= pol._next_full
+        out = inner_wants(view)
+        quiet = pol._quiet_at is not None and pol._quiet_at[3]
+        asked.append((view.now, out if due and not quiet else None))
+        return out
+
+    def decide(view):  # type: ignore[no-untyped-def]
+        if asked and asked[-1] == (view.now, False) and view.running:
+            waited.append(any(made[0].reports_pending(jid) for jid in view.running))
+        return inner_decide(view)
+    pol.wants_reports, pol.decide = wants, decide  # type: ignore[method-assign]
+    out = simulate(_jobs(5, 0.0), small_cluster(2, 4), pol)
+    assert not out.result.unfinished
+    assert len(waited) > 10 and all(waited)
+
+
+class _OnNodeZero(BasePolicy):
+    """Starts every job that fits at its minimum on node 0 (node 1 stays free)."""
+
+    name = "node-zero"
+
+    def decide(self, view):  # type: ignore[override]
+        draft, plan = Draft(view), []
+        for j in view.pending.values():
+            p = (0,) * j.spec.min_workers
+            if draft.reserve(j, p):
+                plan.append(A.Start(j.id, p))
+        return plan
+
+
+@pytest.mark.parametrize("elastic", [False, True])
+def test_a_full_round_admitting_an_elastic_job_wants_the_reports(elastic: bool) -> None:
+    """Rigid jobs fill node 0; a job waits that the free node 1 takes at the next full round. If it is rigid
+    the round is planned without rows and wants no reports; if it is elastic the round reads the running jobs'
+    rows and wants every report (fails if ``wants_reports`` looks only at the running jobs)."""
+    jobs = []
+    for i in range(5):
+        hi = 3 if elastic and i == 4 else 1
+        spec = JobSpec(id=f"j{i}", submit_time=float(i), architecture="allreduce",
+                       workers=TaskGroup(count=1, demand=GPU), n_min=1, n_max=hi, iterations=5000)
+        jobs.append(TraceJob(spec, JobTruth(iterations=5000, duration=5000.0, ref_workers=1)))
+    sched = Scheduler(small_cluster(2, 4), _OnNodeZero(), SimBackend(jobs, SimConfig(checkpoint_s=0.0, restore_s=0.0)),
+                      horizon=100.0, strict=True)
+    sched.run([j.spec for j in jobs])
+    view = sched.view
+    assert len(view.running) == 4 and list(view.pending) == ["j4"]
+    pol = Optimus()
+    for job in view.running.values():  # (the running jobs in the per-job table, as admitted by a round)
+        pol.models._slots(view, [job.id])
+    assert pol.wants_reports(view) is (True if elastic else False)
+    plan = pol.decide(view)
+    assert [a.job for a in plan] == ["j4"]
