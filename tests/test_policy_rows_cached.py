@@ -178,7 +178,8 @@ def test_a_finished_jobs_table_slot_goes_to_the_next_job_with_a_fresh_row() -> N
     c = t.add("c", 2, 1, 8, 30.0, 700.0, "m1", 1, 1)
     assert c == a and t.used == 2 and t.slots == {"b": b, "c": c}
     assert (t.seq[c], t.lo[c], t.hi[c], t.submit[c], t.declared[c], t.code[c], t.prior[c]) == (2, 1, 8, 30.0, 700.0, 0, True)
-    assert t.kept[c, 0] == 0.0 and np.isnan(t.kept[c, 4:7]).all() and t.models[t.model[c]] == "m1"
+    assert t.flts[0, c] == 0.0 and np.isnan(t.flts[6:9, c]).all() and t.models[t.model[c]] == "m1"
+    assert (t.flts[3:6, c] == 0.0).all() and (t.flts[9:12, c] == 0.0).all()  # nothing of a's frozen row
     assert t.add("d", 3, 1, 1, 40.0, 1.0, "m3", 0, 0) == 2  # no free slot: a new one
 
 

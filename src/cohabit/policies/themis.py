@@ -83,7 +83,7 @@ from .job_models import JobModels
 from .optimus import ObservingPolicy, check_positive
 from .params import build
 from .targets import (any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value, room_for_none,
-                      waiting_jobs)
+                      row_min, waiting_jobs)
 from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
@@ -178,7 +178,7 @@ class Themis(ObservingPolicy):
         n_avg = self.contention_of(snap.ids, now)
         need = snap.worker > 1e-12
         per = np.where(need, snap.total[None, :] / n_avg[:, None] / np.where(need, snap.worker, 1.0), np.inf)
-        x = per.min(axis=1) if per.shape[1] else np.full(len(snap), np.inf)
+        x = row_min(per) if per.shape[1] else np.full(len(snap), np.inf)
         x = np.where(np.isfinite(x), x, snap.n_max)
         w_id = np.clip(np.floor(x), snap.n_min, snap.n_max)
         f_id = np.where(x >= snap.n_min, 1.0, x / snap.n_min) / snap.inv_speed(w_id)
@@ -353,7 +353,8 @@ class Themis(ObservingPolicy):
         before, after = table[:, :-1], table[:, 1:]
         valid = (held[:, 1:] <= snap.n_max[:, None]) & (after < before - 1e-12)
         valid[:, 0] = True  # a job with nothing always takes its minimum, if it fits
-        valid = np.logical_and.accumulate(valid, axis=1)
+        for k in range(1, valid.shape[1]):  # (np.logical_and.accumulate along the units, a column at a time)
+            valid[:, k] &= valid[:, k - 1]
         values = np.where(valid, before, -np.inf)
         values[:, 0] += UNSERVED
         # Renewal (restart weighed): a holder's units up to what it holds are worth its rho if it lost
