@@ -67,10 +67,18 @@ def test_cached_rows_are_the_rows_made_afresh(policy: str, monkeypatch: pytest.M
         return snap
 
     monkeypatch.setattr(JobModels, "snapshot_of", checked)
+    gather = JobModels._with_fresh
+
+    def counted(self, n, ints, flts, fresh_pos, fresh_slot):
+        seen["all from the table"] = seen.get("all from the table", 0) + (len(fresh_pos) == n)
+        return gather(self, n, ints, flts, fresh_pos, fresh_slot)
+
+    monkeypatch.setattr(JobModels, "_with_fresh", counted)
     for seed in range(3):
         out = simulate(_workload(seed), small_cluster(2, 4), POLICIES[policy]())
         assert not out.result.unfinished
     assert seen["pending"] > 0  # the table's rows were compared
+    assert seen["all from the table"] > 0  # also snapshots whose every row was gathered from the table at once
     if policy != "optimus":  # (optimus never pauses)
         assert seen["paused"] > 0  # and the kept rows of paused jobs
         assert seen["by id"] > 0  # and the queue's rows found by job id (waiting_tail)

@@ -22,14 +22,16 @@ from .placement import Draft, consolidated_first
 
 EPS = 1e-9
 ADMIT_SCAN = 512  # rows admit_in_order back-fills from past the first that does not fit
+SHORT = 64  # below this many rows numpy's reduction over a short axis is as fast as a column at a time (row_max)
 Placer = Callable[[Draft, JobView, int], "Placement | None"]
 
 
 def row_max(a: np.ndarray) -> np.ndarray:
     """``a.max(axis=1)`` of a 2-D array with a few columns (resources, units), one ``np.maximum`` per column:
     the same maxima (NaN propagated alike), without numpy's slow reduction over a short inner axis (a
-    queue of 1,000 rows of 3 resources: ~40 -> ~4 µs; issue 18, twelfth session)."""
-    if a.shape[1] <= 1 or a.shape[0] == 0:
+    queue of 1,000 rows of 3 resources: ~40 -> ~4 µs; issue 18, twelfth session); below ``SHORT`` rows, the
+    reduction itself (as fast there)."""
+    if a.shape[1] <= 1 or a.shape[0] < SHORT:
         return a.max(axis=1)
     out = a[:, 0].copy()
     for k in range(1, a.shape[1]):
@@ -39,7 +41,7 @@ def row_max(a: np.ndarray) -> np.ndarray:
 
 def row_min(a: np.ndarray) -> np.ndarray:
     """``a.min(axis=1)`` as :func:`row_max` computes the maximum."""
-    if a.shape[1] <= 1 or a.shape[0] == 0:
+    if a.shape[1] <= 1 or a.shape[0] < SHORT:
         return a.min(axis=1)
     out = a[:, 0].copy()
     for k in range(1, a.shape[1]):
@@ -50,7 +52,7 @@ def row_min(a: np.ndarray) -> np.ndarray:
 def rows_within(a: np.ndarray, room: np.ndarray) -> np.ndarray:
     """``(a <= room + EPS).all(axis=1)``: which rows of ``a`` fit ``room`` in every resource, one comparison
     per column (the same comparisons; see :func:`row_max`)."""
-    if a.shape[1] <= 1 or a.shape[0] == 0:
+    if a.shape[1] <= 1 or a.shape[0] < SHORT:
         return (a <= room + EPS).all(axis=1)
     lim = (room + EPS).tolist()
     out = a[:, 0] <= lim[0]
