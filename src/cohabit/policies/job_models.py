@@ -484,7 +484,7 @@ class JobModels:
             iv = t.ints[:7, sl]
             fv = t.flts[:, sl]
         models = t.model[sl]
-        used = np.unique(models)
+        used = np.flatnonzero(np.bincount(models, minlength=len(t.models)))  # (the models read: np.unique's set)
         prior_a = np.empty(len(t.models))
         hist = np.empty(len(t.models))
         for m in used.tolist():
