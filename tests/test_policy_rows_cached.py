@@ -69,10 +69,18 @@ def test_cached_rows_are_the_rows_made_afresh(policy: str, monkeypatch: pytest.M
         return snap
 
     monkeypatch.setattr(JobModels, "snapshot_of", checked)
+    gather = JobModels._with_fresh
+
+    def counted(self, n, ints, flts, fresh_pos, fresh_slot):
+        seen["all from the table"] = seen.get("all from the table", 0) + (len(fresh_pos) == n)
+        return gather(self, n, ints, flts, fresh_pos, fresh_slot)
+
+    monkeypatch.setattr(JobModels, "_with_fresh", counted)
     for seed in range(3):
         out = simulate(_workload(seed, elastic=policy == "optimus"), small_cluster(2, 4), POLICIES[policy]())
         assert not out.result.unfinished
     assert seen["pending"] > 0  # the table's rows were compared
+    assert seen["all from the table"] > 0  # also snapshots whose every row was gathered from the table at once
     if policy != "optimus":  # (optimus never pauses)
         assert seen["paused"] > 0  # and the kept rows of paused jobs
         assert seen["by id"] > 0  # and the queue's rows found by job id (waiting_tail)
@@ -180,7 +188,8 @@ def test_a_finished_jobs_table_slot_goes_to_the_next_job_with_a_fresh_row() -> N
     c = t.add("c", 2, 1, 8, 30.0, 700.0, "m1", 1, 1)
     assert c == a and t.used == 2 and t.slots == {"b": b, "c": c}
     assert (t.seq[c], t.lo[c], t.hi[c], t.submit[c], t.declared[c], t.code[c], t.prior[c]) == (2, 1, 8, 30.0, 700.0, 0, True)
-    assert t.kept[c, 0] == 0.0 and np.isnan(t.kept[c, 4:7]).all() and t.models[t.model[c]] == "m1"
+    assert t.flts[0, c] == 0.0 and np.isnan(t.flts[6:9, c]).all() and t.models[t.model[c]] == "m1"
+    assert (t.flts[3:6, c] == 0.0).all() and (t.flts[9:12, c] == 0.0).all()  # nothing of a's frozen row
     assert t.add("d", 3, 1, 1, 40.0, 1.0, "m3", 0, 0) == 2  # no free slot: a new one
 
 

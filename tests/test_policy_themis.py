@@ -92,6 +92,9 @@ def test_contention_is_the_time_average_of_active_jobs() -> None:
     for now in (100.0, 150.0, 200.0, 50.0):
         got = pol.contention_of(["A", "B", "unseen"], now).tolist()
         assert got == [pol.contention(sched.view.jobs[j], now) for j in ("A", "B")] + [float(max(pol._n, 1))]
+        # and by arrival order (what rho_table reads): -1 and an order past the table are jobs not seen arrive
+        seqs = np.array([sched.view.jobs["A"].seq, sched.view.jobs["B"].seq, -1, 10 ** 6])
+        assert pol.contention_by_seq(seqs, now).tolist() == got + got[2:]
 
 
 @pytest.mark.parametrize("kw,word", [({"lease": 0}, "lease"), ({"fairness": 1.0}, "fairness"),

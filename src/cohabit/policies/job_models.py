@@ -436,9 +436,14 @@ class JobModels:
         p_ids = list(islice(paused, n - h))
         q_ids = list(islice(pending, n - h - len(p_ids)))
         p_slots = list(map(self._frozen.get, p_ids))
-        miss = [(h + i, paused[jid]) for i, (jid, slot) in enumerate(zip(p_ids, p_slots)) if slot is None]
-        fresh_pos.extend(h + i for i, slot in enumerate(p_slots) if slot is not None)
-        fresh_slot.extend(slot for slot in p_slots if slot is not None)
+        miss: list[tuple[int, JobView]] = []
+        if None in p_slots:
+            miss = [(h + i, paused[jid]) for i, (jid, slot) in enumerate(zip(p_ids, p_slots)) if slot is None]
+            fresh_pos.extend(h + i for i, slot in enumerate(p_slots) if slot is not None)
+            fresh_slot.extend(slot for slot in p_slots if slot is not None)
+        else:  # every paused job's row kept (the common case): no step per job
+            fresh_pos.extend(range(h, h + len(p_ids)))
+            fresh_slot.extend(p_slots)  # type: ignore[arg-type]
         table, static = self._table, self._static
         q_slots = list(map(table.slots.get, q_ids))
         if None in q_slots:  # jobs not seen yet: their constants go into the table
@@ -459,22 +464,28 @@ class JobModels:
         speed model takes the prior of its job's model, ``(mean iteration time of finished jobs of that
         model, else 1 s, 0, 0)``, and every row the finished jobs' mean length, read now: the same
         numbers the Python row would hold."""
-        iv = np.empty((7, n), dtype=np.int64)
-        fv = np.empty((12, n), dtype=np.float64)
-        fresh = np.zeros(n, dtype=bool)
-        fresh[fresh_pos] = True
-        rest = ~fresh
-        k = n - len(fresh_pos)
-        if k:
-            iv[:, rest] = np.array(ints, dtype=np.int64).reshape(k, 7).T
-            fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
         t = self._table
         sl = np.array(fresh_slot, dtype=np.int64)
-        fp = np.array(fresh_pos, dtype=np.int64)  # (positions paired with slots: in any order)
-        iv[0, fp], iv[1, fp], iv[4, fp] = t.seq[sl], 0, t.code[sl]
-        iv[2, fp], iv[3, fp], iv[5, fp], iv[6, fp] = t.lo[sl], t.hi[sl], t.w_row[sl], t.p_row[sl]
+        k = n - len(fresh_pos)
+        if k:
+            fp: np.ndarray | slice = np.array(fresh_pos, dtype=np.int64)  # (positions paired with slots: any order)
+            fresh = np.zeros(n, dtype=bool)
+            fresh[fp] = True
+            rest = ~fresh
+            iv = np.empty((7, n), dtype=np.int64)
+            fv = np.empty((12, n), dtype=np.float64)
+            iv[:, rest] = np.array(ints, dtype=np.int64).reshape(k, 7).T
+            fv[:, rest] = np.array(flts, dtype=np.float64).reshape(k, 12).T
+            iv[:, fp] = t.ints[:7, sl]
+            fv[:, fp] = t.flts[:, sl]
+        else:  # every row from the table: gathered in position order, one fancy index per block
+            order = np.empty(n, dtype=np.int64)
+            order[np.array(fresh_pos, dtype=np.int64)] = sl
+            sl, fp = order, slice(None)
+            iv = t.ints[:7, sl]
+            fv = t.flts[:, sl]
         models = t.model[sl]
-        used = np.unique(models)
+        used = np.flatnonzero(np.bincount(models, minlength=len(t.models)))  # (the models read: np.unique's set)
         prior_a = np.empty(len(t.models))
         hist = np.empty(len(t.models))
         for m in used.tolist():
@@ -482,14 +493,11 @@ class JobModels:
             s, c = self._iter_time_by_model.get(name, (0.0, 0))
             prior_a[m] = s / c if c else 1.0
             hist[m] = self._history_iterations(name)
-        kept = t.kept[sl].T  # done, a, b, c, total, beta0, beta1, max rate, last rate
         prior = t.prior[sl]
-        fv[0, fp] = kept[0]
-        fv[1, fp], fv[2, fp] = t.submit[sl], t.declared[sl]
-        fv[3, fp] = np.where(prior, prior_a[models], kept[1])
-        fv[4, fp] = np.where(prior, 0.0, kept[2])
-        fv[5, fp] = np.where(prior, 0.0, kept[3])
-        fv[6:11, fp] = kept[4:9]
+        if prior.any():
+            fv[3, fp] = np.where(prior, prior_a[models], fv[3, fp])
+            fv[4, fp] = np.where(prior, 0.0, fv[4, fp])
+            fv[5, fp] = np.where(prior, 0.0, fv[5, fp])
         fv[11, fp] = hist[models]
         return iv, fv
 

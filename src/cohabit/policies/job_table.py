@@ -11,12 +11,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.job import JobView
-from .targets import EPS
+from .targets import EPS, row_max, row_min
 
 
 class StaticTable:
     """:meth:`JobModels._static_of`'s per-job constants as growing numpy columns, one slot per job (by
-    id, in the order first seen), so a round reads the rows of many pending jobs in one pass."""
+    id, in the order first seen), so a round reads the rows of many pending jobs in one pass.
+
+    Stored as two blocks laid out as a snapshot's columns (:meth:`JobModels._with_fresh`), so a round
+    gathers a queue's rows with one fancy index per block (issue 18, twelfth session): ``ints`` (8, slots):
+    seq, workers held (0), ``n_min``, ``n_max``, state code (0 pending, 2 a kept paused row), worker and
+    parameter-server demand rows, model index; ``flts`` (12, slots): iterations done, submit time, declared
+    iterations (nan: none), speed coefficients a, b, c, loss-curve length estimate, beta0, beta1, max and
+    last drop rate, and a last row left 0 (the finished jobs' mean length, read at each round). A pending
+    job's row holds nothing done, no fit, no rates until :meth:`freeze` keeps a paused job's; ``prior``:
+    a, b, c are its model's prior, read at each round. The names ``seq``, ``lo``, ``hi``, ``w_row``,
+    ``p_row``, ``model``, ``code``, ``submit``, ``declared`` are views of the blocks' rows."""
+
+    INT_ROWS = 8
+    FLT_ROWS = 12
 
     def __init__(self) -> None:
         self.slots: dict[str, int] = {}
@@ -24,13 +37,14 @@ class StaticTable:
         self._free: list[int] = []  # dropped jobs' slots, reused: the table holds the jobs alive, not all seen
         self.models: list[str] = []
         self._model_index: dict[str, int] = {}
-        self.seq = self.lo = self.hi = self.w_row = self.p_row = self.model = self.code = np.zeros(0, dtype=np.int64)
-        self.submit = self.declared = np.zeros(0, dtype=np.float64)
-        # the rest of a job's row: done, a, b, c, total, beta0, beta1, max rate, last rate; a pending job's
-        # (nothing done, no fit, no rates) until freeze() keeps a paused job's; prior: a, b, c are the
-        # model's prior, read at each round
-        self.kept = np.zeros((0, 9), dtype=np.float64)
-        self.prior = np.zeros(0, dtype=bool)
+        self._blocks(np.zeros((self.INT_ROWS, 0), dtype=np.int64), np.zeros((self.FLT_ROWS, 0), dtype=np.float64),
+                     np.zeros(0, dtype=bool))
+
+    def _blocks(self, ints: np.ndarray, flts: np.ndarray, prior: np.ndarray) -> None:
+        """Install the blocks and the named views of their rows."""
+        self.ints, self.flts, self.prior = ints, flts, prior
+        self.seq, _, self.lo, self.hi, self.code, self.w_row, self.p_row, self.model = ints
+        self.submit, self.declared = flts[1], flts[2]
 
     def add(self, job: str, seq: int, lo: int, hi: int, submit: float, declared: float, model: str,
             w_row: int, p_row: int) -> int:
@@ -40,21 +54,21 @@ class StaticTable:
         else:
             i = self.used
             self.used += 1
-        if i >= len(self.seq):  # grow by doubling
-            cap = max(2 * len(self.seq), 1024)
-            for name in ("seq", "lo", "hi", "w_row", "p_row", "model", "code", "submit", "declared", "kept", "prior"):
-                old = getattr(self, name)
-                new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
-                new[:len(old)] = old
-                setattr(self, name, new)
+        cap = self.ints.shape[1]
+        if i >= cap:  # grow by doubling
+            cap = max(2 * cap, 1024)
+            ints = np.zeros((self.INT_ROWS, cap), dtype=np.int64)
+            flts = np.zeros((self.FLT_ROWS, cap), dtype=np.float64)
+            prior = np.zeros(cap, dtype=bool)
+            n = self.ints.shape[1]
+            ints[:, :n], flts[:, :n], prior[:n] = self.ints, self.flts, self.prior
+            self._blocks(ints, flts, prior)
         m = self._model_index.get(model)
         if m is None:
             m = self._model_index[model] = len(self.models)
             self.models.append(model)
-        self.seq[i], self.lo[i], self.hi[i], self.w_row[i], self.p_row[i], self.model[i] = seq, lo, hi, w_row, p_row, m
-        self.submit[i], self.declared[i] = submit, declared
-        self.code[i] = 0
-        self.kept[i] = (0.0, 0.0, 0.0, 0.0, math.nan, math.nan, math.nan, 0.0, 0.0)
+        self.ints[:, i] = (seq, 0, lo, hi, 0, w_row, p_row, m)
+        self.flts[:, i] = (0.0, submit, declared, 0.0, 0.0, 0.0, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0)
         self.prior[i] = True
         self.slots[job] = i
         return i
@@ -64,7 +78,10 @@ class StaticTable:
         """Keep a paused job's row: iterations done, speed coefficients (``prior``: they are its model's
         prior, read again each round) and loss-fit numbers (:meth:`JobModels._fit_of`)."""
         self.code[slot] = 2
-        self.kept[slot] = (done, *abc, *fit)
+        f = self.flts
+        f[0, slot] = done
+        f[3:6, slot] = abc
+        f[6:11, slot] = fit
         self.prior[slot] = prior
 
     def drop(self, job: str) -> None:
@@ -113,7 +130,7 @@ class Snapshot:
     def share(self, v: np.ndarray) -> np.ndarray:
         """Dominant share of each row of ``v`` in the cluster (DRF's dominant resource, as Optimus uses)."""
         inv = np.where(self.total > EPS, 1.0 / np.where(self.total > EPS, self.total, 1.0), 0.0)
-        return (v * inv).max(axis=1)
+        return row_max(v * inv)
 
     def bundle(self, n: np.ndarray) -> np.ndarray:
         """Demand rows of ``n`` workers plus the parameter servers, per job."""
@@ -131,5 +148,5 @@ class Snapshot:
         """How many more workers of each job the aggregate ``free`` holds."""
         need = self.worker > EPS
         q = np.where(need, np.floor((free[None, :] + EPS) / np.where(need, self.worker, 1.0)), np.inf)
-        units = q.min(axis=1) if q.shape[1] else np.full(len(self), np.inf)
+        units = row_min(q) if q.shape[1] else np.full(len(self), np.inf)
         return np.where(np.isfinite(units), units, 1 << 20).astype(np.int64)

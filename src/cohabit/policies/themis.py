@@ -83,7 +83,7 @@ from .job_models import JobModels
 from .optimus import ObservingPolicy, check_positive
 from .params import build
 from .targets import (any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value, room_for_none,
-                      waiting_jobs)
+                      row_min, waiting_jobs)
 from .type_speeds import MIN_GAIN, TypeSpeeds
 
 UNSERVED = 1e9  # rank offset of jobs holding nothing: their finish-time fairness is unbounded
@@ -114,9 +114,11 @@ class Themis(ObservingPolicy):
         self._c = 0.0
         self._t = 0.0
         self._n = 0
-        # per job: its arrival time and the contention integral then (two dicts: a round reads them by columns)
-        self._arrived_t: dict[str, float] = {}
-        self._arrived_c: dict[str, float] = {}
+        # per job, at its arrival order (JobView.seq, dense from 0): its arrival time (row 0) and the contention
+        # integral then (row 1), NaN for a job whose arrival this policy did not see or that ended; a round reads
+        # them by its snapshot's seq column in one fancy index (issue 18, twelfth session; were two dicts by id)
+        self._arrivals = np.full((2, 0), np.nan)
+        self._seq_of: dict[str, int] = {}  # job id -> its seq, while it is active
         self.type_speeds = TypeSpeeds()  # per-GPU-type speeds observed (heterogeneous clusters only)
         # wants_reports' (now, allocation version, expired, whether every expired lease is renewed as it is)
         self._expired_at: tuple[float, int, list[JobView], bool] | None = None
@@ -130,23 +132,37 @@ class Themis(ObservingPolicy):
 
     def contention(self, job: JobView, now: float) -> float:
         """Average number of active jobs since ``job`` arrived (at least 1)."""
-        t0 = self._arrived_t.get(job.id)
+        s = self._seq_of.get(job.id)
+        t0 = None if s is None else float(self._arrivals[0, s])
         if t0 is None or now <= t0:
             return float(max(self._n, 1))
-        c0 = self._arrived_c[job.id]
+        c0 = float(self._arrivals[1, s])  # type: ignore[index]
         c = self._c + self._n * max(now - self._t, 0.0)
         return max((c - c0) / (now - t0), 1.0)
 
     def contention_of(self, ids: Sequence[str], now: float) -> np.ndarray:
-        """:meth:`contention` of each job in ``ids`` at ``now``, as one array (the same arithmetic, each
-        job's arrival looked up by id in one pass)."""
-        n = len(ids)
+        """:meth:`contention` of each job in ``ids`` at ``now``, as one array (the same arithmetic)."""
+        seq = np.fromiter(map(self._seq_of.get, ids, repeat(-1, len(ids))), np.int64, len(ids))
+        return self.contention_by_seq(seq, now)
+
+    def contention_by_seq(self, seq: np.ndarray, now: float) -> np.ndarray:
+        """:meth:`contention` of the jobs of arrival orders ``seq`` (-1: a job whose arrival was not seen) at
+        ``now``, as one array: their arrivals read in one fancy index, the same arithmetic."""
+        n = len(seq)
         floor = float(max(self._n, 1))
         if not n:
             return np.empty(0)
+        arr = self._arrivals
+        inside = (seq >= 0) & (seq < arr.shape[1])
+        if inside.all():
+            t0, c0 = arr[:, seq]
+        else:
+            t0, c0 = np.full((2, n), np.nan)
+            t0[inside], c0[inside] = arr[:, seq[inside]]
         # (a job whose arrival this policy did not see: arrived now, integral 0; its contention is the floor)
-        t0 = np.fromiter(map(self._arrived_t.get, ids, repeat(now, n)), np.float64, n)
-        c0 = np.fromiter(map(self._arrived_c.get, ids, repeat(0.0, n)), np.float64, n)
+        seen = t0 == t0
+        t0 = np.where(seen, t0, now)
+        c0 = np.where(seen, c0, 0.0)
         c = self._c + self._n * max(now - self._t, 0.0)
         later = now > t0
         out = np.full(n, floor)
@@ -157,14 +173,20 @@ class Themis(ObservingPolicy):
     # hooks --------------------------------------------------------------------
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
-        self._arrived_t[job.id] = view.now
-        self._arrived_c[job.id] = self._c
+        seq = job.seq
+        if seq >= self._arrivals.shape[1]:  # grow by doubling
+            grown = np.full((2, max(2 * self._arrivals.shape[1], seq + 1, 1024)), np.nan)
+            grown[:, :self._arrivals.shape[1]] = self._arrivals
+            self._arrivals = grown
+        self._arrivals[:, seq] = (view.now, self._c)
+        self._seq_of[job.id] = seq
         self._event = True
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._advance(view)
-        self._arrived_t.pop(job.id, None)
-        self._arrived_c.pop(job.id, None)
+        seq = self._seq_of.pop(job.id, None)
+        if seq is not None:
+            self._arrivals[:, seq] = np.nan
         self._expiry.pop(job.id, None)
         self._soonest = None
         self.models.forget(job)
@@ -175,10 +197,10 @@ class Themis(ObservingPolicy):
         """``rho`` of each job if it held ``w[j, i]`` workers from now on (``w = 0``: nothing this
         lease, ``T_sh(0)``); ``w = snap.cur[:, None]``: each job's ``rho`` at what it holds now."""
         now = view.now
-        n_avg = self.contention_of(snap.ids, now)
+        n_avg = self.contention_by_seq(snap.seq, now)
         need = snap.worker > 1e-12
         per = np.where(need, snap.total[None, :] / n_avg[:, None] / np.where(need, snap.worker, 1.0), np.inf)
-        x = per.min(axis=1) if per.shape[1] else np.full(len(snap), np.inf)
+        x = row_min(per) if per.shape[1] else np.full(len(snap), np.inf)
         x = np.where(np.isfinite(x), x, snap.n_max)
         w_id = np.clip(np.floor(x), snap.n_min, snap.n_max)
         f_id = np.where(x >= snap.n_min, 1.0, x / snap.n_min) / snap.inv_speed(w_id)
@@ -353,7 +375,8 @@ class Themis(ObservingPolicy):
         before, after = table[:, :-1], table[:, 1:]
         valid = (held[:, 1:] <= snap.n_max[:, None]) & (after < before - 1e-12)
         valid[:, 0] = True  # a job with nothing always takes its minimum, if it fits
-        valid = np.logical_and.accumulate(valid, axis=1)
+        for k in range(1, valid.shape[1]):  # (np.logical_and.accumulate along the units, a column at a time)
+            valid[:, k] &= valid[:, k - 1]
         values = np.where(valid, before, -np.inf)
         values[:, 0] += UNSERVED
         # Renewal (restart weighed): a holder's units up to what it holds are worth its rho if it lost
