@@ -64,7 +64,7 @@ class DRLPolicy(TaskwisePolicy):
 
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
                  reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
-                 prior: float = -1.0) -> None:
+                 prior: float = -1.0, hold: float = 0.0) -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -90,6 +90,9 @@ class DRLPolicy(TaskwisePolicy):
         self.name = "drl"
         self.pending_order = PendingOrder(order)
         self.isolate = check_isolate(isolate, allow_auto=True)
+        if hold < 0:
+            raise ValueError(f"drl: hold must be >= 0 seconds, got {hold}")
+        self.hold_s = float(hold)  # .hold: wait up to this long rather than run spread
         self.inferences = 0
         # interference prior (.prior): < 0 = auto, the weight chosen per cluster size
         self.prior = prior

@@ -18,6 +18,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
+from .hold import held
 from .isolate import narrow, unshared_room
 from .order import PendingOrder
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
@@ -31,6 +32,12 @@ def _scale(view: ClusterView) -> np.ndarray:
     """Each of :data:`RESOURCES` over the largest capacity of any server (the state's normalisation)."""
     cap = view.capacity
     return np.array([max(float(cap[:, c].max()), 1e-9) if c is not None else 1.0 for c in _columns(view)])
+
+
+def capacity_matrix(view: ClusterView) -> np.ndarray:
+    """M x K: each server's capacity of :data:`RESOURCES` in the placement state's normalisation."""
+    cols, scale = _columns(view), _scale(view)
+    return np.stack([_vector(view.capacity[i], cols, scale) for i in range(view.capacity.shape[0])])
 
 
 def _vector(row: np.ndarray | None, cols: list[int | None], scale: np.ndarray) -> np.ndarray:
@@ -123,6 +130,13 @@ class TaskwisePolicy(BasePolicy):
     pending_order = PendingOrder("arrival")
     #: ``isolate`` parameter (:mod:`.isolate`): never, idle or compact
     isolate = "never"
+    #: ``hold`` parameter (:mod:`.hold`): seconds a job may wait rather than run spread (0: never)
+    hold_s = 0.0
+    _wake: float | None = None
+
+    def next_decision_time(self) -> float | None:
+        """When the earliest job refused by the ``hold`` rule may be placed spread (None: no such job)."""
+        return self._wake
 
     def isolate_for(self, m: int) -> str:
         """The ``isolate`` rule on a cluster of ``m`` servers."""
@@ -151,13 +165,20 @@ class TaskwisePolicy(BasePolicy):
         plan: Plan = []
         by_id = {j.id: j for j in pending}
 
+        cap = capacity_matrix(view) if self.hold_s > 0 else None
+        self._wake = None
+
         def accept(entry: JobEntry) -> bool:
             job = by_id[entry.key]
+            if cap is not None and held(entry, cap, view.now - job.spec.submit_time, self.hold_s):
+                due = job.spec.submit_time + self.hold_s
+                self._wake = due if self._wake is None else min(self._wake, due)
+                return False
             if draft.reserve(job, state.placement(entry)):
                 plan.append(Start(job.id, state.placement(entry)))
                 return True
             return False
 
         place_new(state, self.choose, accept, self.name, self.isolate_for(state.m))
-        self._last_failed = key if not plan else None
+        self._last_failed = key if not plan and self._wake is None else None
         return plan
