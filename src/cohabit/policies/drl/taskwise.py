@@ -18,7 +18,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
-from .hold import held
+from .hold import HoldRule, enforce
 from .isolate import narrow, unshared_room
 from .order import PendingOrder
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
@@ -84,7 +84,8 @@ Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
 
 
 def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry], bool] = lambda e: True,
-              name: str = "policy", isolate: str = "never") -> tuple[list[JobEntry], list[JobEntry]]:
+              name: str = "policy", isolate: str = "never",
+              hold: HoldRule | None = None) -> tuple[list[JobEntry], list[JobEntry]]:
     """Place ``state``'s new jobs (``u_n = 1``) in their order, one ``choose`` per task, the state
     updated between tasks (§V-A). Every new job is in the state from the first inference on (the
     paper's state holds all concurrent jobs, the interval's new ones flagged); a job whose tasks
@@ -112,7 +113,7 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
             if not mask[action]:
                 raise RuntimeError(f"{name}: chose masked action {action} for job {entry.key!r}")
             state.apply(entry, action)
-        if entry.complete and accept(entry):
+        if entry.complete and (hold is None or enforce(state, entry, choose, hold)) and accept(entry):
             entry.new = False
             placed.append(entry)
         else:  # not enough room for the whole job: it waits, its tasks are taken back
@@ -165,20 +166,24 @@ class TaskwisePolicy(BasePolicy):
         plan: Plan = []
         by_id = {j.id: j for j in pending}
 
-        cap = capacity_matrix(view) if self.hold_s > 0 else None
         self._wake = None
+
+        def may_spread(entry: JobEntry) -> bool:
+            due = by_id[entry.key].spec.submit_time + self.hold_s
+            if view.now >= due:
+                return True
+            self._wake = due if self._wake is None else min(self._wake, due)
+            return False
+
+        hold = HoldRule(capacity_matrix(view), may_spread) if self.hold_s > 0 else None
 
         def accept(entry: JobEntry) -> bool:
             job = by_id[entry.key]
-            if cap is not None and held(entry, cap, view.now - job.spec.submit_time, self.hold_s):
-                due = job.spec.submit_time + self.hold_s
-                self._wake = due if self._wake is None else min(self._wake, due)
-                return False
             if draft.reserve(job, state.placement(entry)):
                 plan.append(Start(job.id, state.placement(entry)))
                 return True
             return False
 
-        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m))
+        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold)
         self._last_failed = key if not plan and self._wake is None else None
         return plan
