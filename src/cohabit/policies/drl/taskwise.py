@@ -9,6 +9,7 @@ the state is updated, and so on until the job is whole (it starts) or no valid a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -172,7 +173,8 @@ class TaskwisePolicy(BasePolicy):
             due = by_id[entry.key].spec.submit_time + self.hold_s
             if view.now >= due:
                 return True
-            self._wake = due if self._wake is None else min(self._wake, due)
+            if math.isfinite(due):  # (an unbounded hold depends on the room alone, not the clock)
+                self._wake = due if self._wake is None else min(self._wake, due)
             return False
 
         hold = HoldRule(capacity_matrix(view), may_spread) if self.hold_s > 0 else None
