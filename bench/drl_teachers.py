@@ -6,7 +6,9 @@ workloads, beside plain policies: does a teacher play better than the actor it w
 A chooser is ``rollout`` (:class:`cohabit.learn.drl_rollout.DrainRollout`, the actor placing in its
 rollouts), ``future:S:H`` (:class:`~cohabit.learn.drl_rollout.FutureRollout`: S futures of H seconds
 of arrivals sampled from the history seen), ``lookahead`` (the reward-model lookahead), or any policy
-name of the registry (``drl``, ``lif-line``, ...). ``--weights`` names the actor (default: the
+name of the registry (``drl``, ``lif-line``, ...); ``NAME@hold=S`` is that task-by-task policy with the
+hold rule of ``drl`` (:mod:`cohabit.policies.drl.hold`, S seconds, ``inf`` unbounded) set on it, for
+LIF-Line and LIF-Quad, which take no ``hold`` parameter. ``--weights`` names the actor (default: the
 shipped ``data/drl/policy.pt``). Prints each chooser's mean avg JCT (intervals) and CPU seconds, the
 load average beside, and writes ``bench/results/drl_teachers_<arrival>_<seeds>.json``. Training
 seeds (1000 up) are never used here; 900-931 are validation seeds, 300-311 the primary measure's.
@@ -51,7 +53,10 @@ def one(task: tuple[str, str, int, str | None]) -> tuple[str, int, float, float]
             cfg["future_horizon_s"] = float(rest[1]) if len(rest) > 1 else 2400.0
         _, jct = episode((sd, rsd, cfg))
     else:
-        pol = make_policy(name if weights is None or teacher != "drl" else f"{name}:weights={weights}")
+        base, _, hold = name.partition("@hold=")
+        pol = make_policy(base if weights is None or teacher != "drl" else f"{base}:weights={weights}")
+        if hold:
+            pol.hold_s = float(hold)
         jct = simulate(generate(30, arrival=arrival, seed=seed), preset("drl"), pol).metrics.avg_jct / 1200.0
     return name, seed, float(jct), time.process_time() - t0
 

@@ -9,6 +9,7 @@ the state is updated, and so on until the job is whole (it starts) or no valid a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -18,6 +19,7 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
+from .hold import HoldRule, enforce
 from .isolate import narrow, unshared_room
 from .order import PendingOrder
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
@@ -31,6 +33,12 @@ def _scale(view: ClusterView) -> np.ndarray:
     """Each of :data:`RESOURCES` over the largest capacity of any server (the state's normalisation)."""
     cap = view.capacity
     return np.array([max(float(cap[:, c].max()), 1e-9) if c is not None else 1.0 for c in _columns(view)])
+
+
+def capacity_matrix(view: ClusterView) -> np.ndarray:
+    """M x K: each server's capacity of :data:`RESOURCES` in the placement state's normalisation."""
+    cols, scale = _columns(view), _scale(view)
+    return np.stack([_vector(view.capacity[i], cols, scale) for i in range(view.capacity.shape[0])])
 
 
 def _vector(row: np.ndarray | None, cols: list[int | None], scale: np.ndarray) -> np.ndarray:
@@ -77,7 +85,8 @@ Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
 
 
 def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry], bool] = lambda e: True,
-              name: str = "policy", isolate: str = "never") -> tuple[list[JobEntry], list[JobEntry]]:
+              name: str = "policy", isolate: str = "never",
+              hold: HoldRule | None = None) -> tuple[list[JobEntry], list[JobEntry]]:
     """Place ``state``'s new jobs (``u_n = 1``) in their order, one ``choose`` per task, the state
     updated between tasks (§V-A). Every new job is in the state from the first inference on (the
     paper's state holds all concurrent jobs, the interval's new ones flagged); a job whose tasks
@@ -105,7 +114,7 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
             if not mask[action]:
                 raise RuntimeError(f"{name}: chose masked action {action} for job {entry.key!r}")
             state.apply(entry, action)
-        if entry.complete and accept(entry):
+        if entry.complete and (hold is None or enforce(state, entry, choose, hold)) and accept(entry):
             entry.new = False
             placed.append(entry)
         else:  # not enough room for the whole job: it waits, its tasks are taken back
@@ -123,6 +132,13 @@ class TaskwisePolicy(BasePolicy):
     pending_order = PendingOrder("arrival")
     #: ``isolate`` parameter (:mod:`.isolate`): never, idle or compact
     isolate = "never"
+    #: ``hold`` parameter (:mod:`.hold`): seconds a job may wait rather than run spread (0: never)
+    hold_s = 0.0
+    _wake: float | None = None
+
+    def next_decision_time(self) -> float | None:
+        """When the earliest job refused by the ``hold`` rule may be placed spread (None: no such job)."""
+        return self._wake
 
     def isolate_for(self, m: int) -> str:
         """The ``isolate`` rule on a cluster of ``m`` servers."""
@@ -151,6 +167,18 @@ class TaskwisePolicy(BasePolicy):
         plan: Plan = []
         by_id = {j.id: j for j in pending}
 
+        self._wake = None
+
+        def may_spread(entry: JobEntry) -> bool:
+            due = by_id[entry.key].spec.submit_time + self.hold_s
+            if view.now >= due:
+                return True
+            if math.isfinite(due):  # (an unbounded hold depends on the room alone, not the clock)
+                self._wake = due if self._wake is None else min(self._wake, due)
+            return False
+
+        hold = HoldRule(capacity_matrix(view), may_spread) if self.hold_s > 0 else None
+
         def accept(entry: JobEntry) -> bool:
             job = by_id[entry.key]
             if draft.reserve(job, state.placement(entry)):
@@ -158,6 +186,6 @@ class TaskwisePolicy(BasePolicy):
                 return True
             return False
 
-        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m))
-        self._last_failed = key if not plan else None
+        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold)
+        self._last_failed = key if not plan and self._wake is None else None
         return plan

@@ -1,0 +1,139 @@
+"""The ``hold`` rule of the task-by-task loop (:mod:`.taskwise`): a job runs on as few servers as
+an empty cluster would give it, or waits for that room, for at most ``hold`` seconds since its
+submission (ours, session drl16; a hand-coded rule, not learned).
+
+Why (``docs/drl.md``, "Session drl16"): in the busiest quarter of the Poisson workloads, a 2-GPU
+job split over two servers runs 1.8-2.3x its solo time against 1.0x on one server; such spread
+jobs carry most of drl's run-time excess there, and they hold their GPUs that much longer. With
+the rule, when the tasks the chooser drew span more servers than :func:`min_span`:
+
+* if the job fits now on :func:`min_span` servers (:func:`compact_servers`), it is placed again,
+  the chooser drawing every task among those servers only (first fit there if its draws do not
+  complete the job);
+* otherwise its tasks are taken back and it waits (later jobs may take the room) until it has
+  waited ``hold`` seconds; from then on the chooser's spread placement is accepted as before.
+
+On an empty cluster every job fits on its minimum, so no job waits for nothing. Everything it reads
+is observable: the job's declared shape and demands, the servers' capacities and free room, the
+placement drawn, the job's submission time and the clock. ``hold = 0`` (the default) is the loop
+as before; ``drl``'s default ``hold = auto`` is :data:`AUTO` per cluster size (unbounded on 6
+servers, chosen on the selection workloads of "Session drl16"; off on the 30-server rack, not
+measured there).
+"""
+
+from __future__ import annotations
+
+import math
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from .state import JobEntry, PlacementState
+
+
+#: the hold per number of servers under ``hold=auto`` (seconds; 0: off)
+AUTO: dict[int, float] = {6: math.inf}
+
+
+def hold_seconds(hold: float, m: int) -> float:
+    """The hold ``hold`` means on ``m`` servers: itself when >= 0, else (``auto``) :data:`AUTO`'s."""
+    return hold if hold >= 0 else AUTO.get(m, 0.0)
+
+
+def span(entry: JobEntry) -> int:
+    """Servers ``entry``'s placed tasks occupy."""
+    return int(((entry.placed_w + entry.placed_p) > 0).sum())
+
+
+def _tasks(entry: JobEntry) -> list[tuple[bool, np.ndarray]]:
+    """(is a parameter server, demand) of each of ``entry``'s tasks, workers first."""
+    return [(False, entry.worker_demand)] * entry.n_workers + [(True, entry.ps_demand)] * entry.n_ps
+
+
+def first_fit(free: np.ndarray, entry: JobEntry, servers: Sequence[int]) -> list[int] | None:
+    """Actions (``2 x server + is_ps``) placing all of ``entry``'s tasks on ``servers`` given ``free``
+    room (M x K), each task on the first of them where it fits; None if some task fits nowhere."""
+    room = np.array(free, dtype=float)
+    out: list[int] = []
+    for is_ps, demand in _tasks(entry):
+        for srv in servers:
+            if (room[srv] + 1e-9 >= demand).all():
+                room[srv] -= demand
+                out.append(2 * srv + int(is_ps))
+                break
+        else:
+            return None
+    return out
+
+
+def min_span(capacity: np.ndarray, entry: JobEntry) -> int:
+    """Fewest servers ``entry``'s tasks need on an empty cluster whose servers have ``capacity``
+    (M x K, in the state's normalisation): the least k for which some k servers hold all of them
+    (first fit); M + 1 if none do."""
+    m = capacity.shape[0]
+    for k in range(1, min(m, len(_tasks(entry))) + 1):
+        if any(first_fit(capacity, entry, c) is not None for c in combinations(range(m), k)):
+            return k
+    return m + 1
+
+
+def compact_servers(state: PlacementState, entry: JobEntry, k: int) -> tuple[list[int], list[int]] | None:
+    """``k`` servers on which all of ``entry``'s tasks fit in the room free before they were placed,
+    those where other jobs hold the fewest tasks first (ties: lower index), and the first-fit
+    actions there; None if no ``k`` servers hold the job now."""
+    free = state.free + np.outer(entry.placed_w, entry.worker_demand) + np.outer(entry.placed_p, entry.ps_demand)
+    others = np.zeros(state.m)
+    for j in state.jobs:
+        if j is not entry:
+            others += j.placed_w + j.placed_p
+    best: tuple[float, list[int], list[int]] | None = None
+    for c in combinations(range(state.m), k):
+        plan = first_fit(free, entry, c)
+        if plan is not None and (best is None or others[list(c)].sum() < best[0]):
+            best = (float(others[list(c)].sum()), list(c), plan)
+    return None if best is None else (best[1], best[2])
+
+
+@dataclass
+class HoldRule:
+    """The rule for one decision: the servers' capacities and whether a job may now run spread
+    (it has waited ``hold`` seconds; the policy notes when the others may)."""
+
+    capacity: np.ndarray
+    may_spread: Callable[[JobEntry], bool]
+
+
+Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
+
+
+def enforce(state: PlacementState, entry: JobEntry, choose: Chooser, rule: HoldRule) -> bool:
+    """Apply the rule to ``entry``, whose tasks are all placed: True when it may start as it now
+    stands (unspread, placed again on :func:`min_span` servers, or allowed to spread), False when it
+    must wait (its tasks are still in the state; the caller takes them back)."""
+    k = min_span(rule.capacity, entry)
+    if span(entry) <= k:
+        return True
+    found = compact_servers(state, entry, k)
+    if found is None:
+        return rule.may_spread(entry)
+    servers, plan = found
+    state.undo(entry)
+    allowed = np.zeros(2 * state.m, dtype=bool)
+    for s in servers:
+        allowed[2 * s: 2 * s + 2] = True
+    while not entry.complete:
+        mask = state.mask(entry) & allowed
+        if not mask.any():
+            break
+        action = choose(state, entry, mask)
+        if not mask[action]:
+            raise RuntimeError(f"hold: chose masked action {action} for job {entry.key!r}")
+        state.apply(entry, action)
+    if not entry.complete:  # the draws left no room for the rest: the first-fit plan (it fits)
+        state.undo(entry)
+        for action in plan:
+            state.apply(entry, action)
+    return True
