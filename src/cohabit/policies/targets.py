@@ -26,6 +26,14 @@ SHORT = 64  # below this many rows numpy's reduction over a short axis is as fas
 Placer = Callable[[Draft, JobView, int], "Placement | None"]
 
 
+def _by_column(a: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc`` folded over the columns of ``a`` left to right, one call per column (a copy)."""
+    out = a[:, 0].copy()
+    for k in range(1, a.shape[1]):
+        ufunc(out, a[:, k], out=out)
+    return out
+
+
 def row_max(a: np.ndarray) -> np.ndarray:
     """``a.max(axis=1)`` of a 2-D array with a few columns (resources, units), one ``np.maximum`` per column:
     the same maxima (NaN propagated alike), without numpy's slow reduction over a short inner axis (a
@@ -33,20 +41,14 @@ def row_max(a: np.ndarray) -> np.ndarray:
     reduction itself (as fast there)."""
     if a.shape[1] <= 1 or a.shape[0] < SHORT:
         return a.max(axis=1)
-    out = a[:, 0].copy()
-    for k in range(1, a.shape[1]):
-        np.maximum(out, a[:, k], out=out)
-    return out
+    return _by_column(a, np.maximum)
 
 
 def row_min(a: np.ndarray) -> np.ndarray:
     """``a.min(axis=1)`` as :func:`row_max` computes the maximum."""
     if a.shape[1] <= 1 or a.shape[0] < SHORT:
         return a.min(axis=1)
-    out = a[:, 0].copy()
-    for k in range(1, a.shape[1]):
-        np.minimum(out, a[:, k], out=out)
-    return out
+    return _by_column(a, np.minimum)
 
 
 def rows_within(a: np.ndarray, room: np.ndarray) -> np.ndarray:
