@@ -281,8 +281,7 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
     loaded one (a finish close to an arrival would make a replay's decisions flip). The
     simulation of the same jobs from the run's record alone agrees with the real run within
     20% on average JCT and makespan (0-6% seen here at load 15-20 and quiet); the measured
-    restore latencies are what the replay charges: without them it finishes sooner than the replay
-    and sooner than the real run (a resume of the torch job costs more than a short job's work)."""
+    restore latencies are what the replay charges: without them it finishes sooner than the replay."""
     from cohabit.policies.tiresias import Tiresias
     from cohabit.runtime.runner import run_local
 
@@ -312,11 +311,11 @@ def test_a_real_run_with_preemptions_is_replayed_from_what_its_scheduler_observe
     no_restore = [TraceJob(tj.spec, replace(tj.truth, host=replace(tj.truth.host, restore_s=0.0))) for tj in trace]
     off = simulate(no_restore, cluster, policy(), config=cal.config)
     # the torch job's resumes were measured (fresh processes pay the torch import); the replay
-    # charges them, so ignoring the restores shortens the replay, and the real run, which paid them,
-    # took longer than that. (Which of the two replays is nearer the real run is not asserted: with the
-    # bench on the other core a fresh-clone CI saw 5.6% for the replay and 3.7% without latencies,
-    # quiet and at load 15-20 the replay was nearer, 0-5% against 8-80%.)
+    # charges them, so ignoring the restores shortens the replay. (How either replay compares with the
+    # real run beyond the 20% above is not asserted: with the bench on the other core a fresh-clone CI
+    # saw 5.6% for the replay and 3.7% without latencies; another, on a quieter machine, saw the real
+    # run 1.8% shorter than even the replay without restores; quiet and at load 15-20 the replay was
+    # nearer, 0-5% against 8-80%.)
     long = next(tj for tj in trace if tj.spec.id == "long")
     assert long.truth.host is not None and long.truth.host.restore_s > 0, long.truth.host
     assert off.metrics.avg_jct < sim.metrics.avg_jct, (off.metrics.avg_jct, sim.metrics.avg_jct)
-    assert off.metrics.avg_jct < real.metrics.avg_jct, (off.metrics.avg_jct, real.metrics.avg_jct)
