@@ -52,3 +52,46 @@ def test_a_simulation_without_plot_or_fitting_policy_loads_neither_scipy_nor_mat
            "r = CliRunner().invoke(app, ['simulate', '--trace', 'tiresias_480', '--limit', '30', '--policy', 'fifo,srtf'])\n"
            "assert r.exit_code == 0, r.output\nimport sys\nprint('matplotlib' if 'matplotlib' in sys.modules else '')")
     assert _loaded_after(run) == []
+
+
+#: cohabit modules a CSV trace replay (``simulate --trace tiresias_480 --policy fifo,srtf``) does not import:
+#: the other trace formats' parsers (synthetic generation, cohabit's YAML format, ...) and the fitted models
+#: (loss curves, speed models, Rotary's estimators). Together ~20-25 ms of a whole process's start under
+#: ``PYTHONDONTWRITEBYTECODE`` (docs/speed.md, "Thirteenth session ... (speed17b)").
+NOT_FOR_A_REPLAY = (
+    "cohabit.sim.traces.alibaba", "cohabit.sim.traces.gavel", "cohabit.sim.traces.harmony",
+    "cohabit.sim.traces.native", "cohabit.sim.traces.philly", "cohabit.sim.traces.synthetic",
+    "cohabit.sim.harmony_workload", "cohabit.models.loss_curve", "cohabit.models.speed", "cohabit.models.similar",
+    "cohabit.models.tee", "cohabit.models.tme", "cohabit.models.ttr",
+)
+
+
+def test_a_csv_trace_replay_imports_neither_other_formats_nor_fitted_models() -> None:
+    run = ("from typer.testing import CliRunner\nfrom cohabit.cli import app\n"
+           "r = CliRunner().invoke(app, ['simulate', '--trace', 'tiresias_480', '--limit', '30', '--policy', 'fifo,srtf'])\n"
+           "assert r.exit_code == 0, r.output\nimport sys\n"
+           f"print(' '.join(m for m in {NOT_FOR_A_REPLAY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == []
+
+
+def test_lazily_exported_names_are_the_modules_own() -> None:
+    """``cohabit.models`` and ``cohabit.sim.traces`` export the same objects as before, imported on first use."""
+    import cohabit.models as models
+    import cohabit.sim.traces as traces
+    from cohabit.models import loss_curve, similar, speed, tee, tme, ttr
+    from cohabit.sim.traces import synthetic
+
+    for name in models.__all__:
+        owner = {"LossCurve": loss_curve, "LossFits": loss_curve, "fit_loss_curve": loss_curve, "SpeedModel": speed,
+                 "fit_speed": speed, "JobTraits": similar, "TEE": tee, "AccuracyCurve": tee, "TME": tme,
+                 "TTR": ttr}[name]
+        assert getattr(models, name) is getattr(owner, name)
+    assert traces.generate is synthetic.generate and traces.write_tiresias_csv is synthetic.write_tiresias_csv
+    for module in (models, traces):
+        try:
+            module.no_such_name  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+        else:
+            raise AssertionError(f"{module.__name__}.no_such_name did not raise AttributeError")

@@ -18,12 +18,38 @@ Nothing here reads simulator ground truth: inputs are the reports a job makes
 
 from __future__ import annotations
 
-from .loss_curve import LossCurve, LossFits, fit_loss_curve
-from .speed import SpeedModel, fit_speed
-from .similar import JobTraits
-from .tee import TEE, AccuracyCurve
-from .tme import TME
-from .ttr import TTR
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .loss_curve import LossCurve, LossFits, fit_loss_curve
+    from .similar import JobTraits
+    from .speed import SpeedModel, fit_speed
+    from .tee import TEE, AccuracyCurve
+    from .tme import TME
+    from .ttr import TTR
+
+#: exported name -> its module. Imported on first use (PEP 562): the simulator imports
+#: :mod:`.goodput` through this package on every run, and a trace replay needs none of these
+#: (~1,100 lines; docs/speed.md, "Thirteenth session ... (speed17b)").
+_WHERE = {
+    "LossCurve": "loss_curve", "LossFits": "loss_curve", "fit_loss_curve": "loss_curve",
+    "SpeedModel": "speed", "fit_speed": "speed", "JobTraits": "similar",
+    "TEE": "tee", "AccuracyCurve": "tee", "TME": "tme", "TTR": "ttr",
+}
 
 __all__ = ["AccuracyCurve", "JobTraits", "LossCurve", "LossFits", "SpeedModel", "TEE", "TME", "TTR", "fit_loss_curve",
            "fit_speed"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

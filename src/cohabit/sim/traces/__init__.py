@@ -12,11 +12,24 @@ A malformed row raises :class:`TraceRowError` (``file:line: column 'x': ...``)
 unless ``skip_bad_rows=True``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._load import EMBEDDED, FORMATS, TraceLoad, embedded_trace, load_trace, unknown_resources
 from .errors import TraceRowError
-from .synthetic import generate, write_tiresias_csv
+
+if TYPE_CHECKING:
+    from .synthetic import generate, write_tiresias_csv
 
 __all__ = [
     "EMBEDDED", "FORMATS", "TraceLoad", "TraceRowError", "embedded_trace", "generate", "load_trace",
     "unknown_resources", "write_tiresias_csv",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``generate`` and ``write_tiresias_csv`` import :mod:`.synthetic` on first use (a replay needs neither)."""
+    if name in ("generate", "write_tiresias_csv"):
+        from . import synthetic
+
+        return getattr(synthetic, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,23 +16,33 @@ from ...spec.cluster import ClusterSpec
 from ...spec.job import unknown_demands
 from ...suggest import did_you_mean
 from ..truth import TraceJob
-from . import alibaba, gavel, harmony, native, philly, pollux, tiresias
 from ._common import Sink, Source, sort_jobs
 from .errors import TraceRowError
 
 FORMATS: tuple[str, ...] = ("tiresias", "philly", "pollux", "alibaba", "cohabit", "harmony", "muri", "gavel")
 """Trace formats :func:`load_trace` reads."""
 
-_LOADERS: dict[str, tuple[Callable[[Source, Sink], None], str]] = {
-    "tiresias": (tiresias.load, tiresias.DEFAULT_CLUSTER),
-    "muri": (tiresias.load_muri, tiresias.MURI_CLUSTER),
-    "philly": (philly.load, philly.DEFAULT_CLUSTER),
-    "pollux": (pollux.load, pollux.DEFAULT_CLUSTER),
-    "alibaba": (alibaba.load, alibaba.DEFAULT_CLUSTER),
-    "cohabit": (native.load, native.DEFAULT_CLUSTER),
-    "harmony": (harmony.load, harmony.DEFAULT_CLUSTER),
-    "gavel": (gavel.load, gavel.DEFAULT_CLUSTER),
+#: format -> (its module in this package, the loader's name there, the name of its default cluster preset
+#: there). A format's module is imported when a trace of that format is loaded (the others are not: a
+#: replay of one CSV format needs neither YAML nor the other parsers; docs/speed.md, speed17b).
+_LOADERS: dict[str, tuple[str, str, str]] = {
+    "tiresias": ("tiresias", "load", "DEFAULT_CLUSTER"),
+    "muri": ("tiresias", "load_muri", "MURI_CLUSTER"),
+    "philly": ("philly", "load", "DEFAULT_CLUSTER"),
+    "pollux": ("pollux", "load", "DEFAULT_CLUSTER"),
+    "alibaba": ("alibaba", "load", "DEFAULT_CLUSTER"),
+    "cohabit": ("native", "load", "DEFAULT_CLUSTER"),
+    "harmony": ("harmony", "load", "DEFAULT_CLUSTER"),
+    "gavel": ("gavel", "load", "DEFAULT_CLUSTER"),
 }
+
+
+def _loader(fmt: str) -> tuple[Callable[[Source, Sink], None], str]:
+    """``(load(source, sink), default cluster preset)`` of a known format, its module imported now."""
+    module_name, load, cluster = _LOADERS[fmt]
+    module = importlib.import_module(f"{__package__}.{module_name}")
+    return getattr(module, load), getattr(module, cluster)
+
 
 EMBEDDED: dict[str, tuple[str, str]] = {
     "tiresias_480": ("tiresias_480.csv", "tiresias"),
@@ -151,7 +162,7 @@ def load_trace(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be an integer >= 0 or None, got {limit!r}")
     src, fmt, label = _resolve(path, fmt)
-    loader, default_cluster = _LOADERS[fmt]
+    loader, default_cluster = _loader(fmt)
     if max_bad_rows is not None and (isinstance(max_bad_rows, bool) or not isinstance(max_bad_rows, int)
                                      or max_bad_rows < 0):
         raise ValueError(f"max_bad_rows must be an integer >= 0 or None, got {max_bad_rows!r}")
