@@ -55,18 +55,19 @@ def test_a_simulation_without_plot_or_fitting_policy_loads_neither_scipy_nor_mat
 
 
 #: cohabit modules a CSV trace replay (``simulate --trace tiresias_480 --policy fifo,srtf``) does not import:
-#: the other trace formats' parsers (synthetic generation, cohabit's YAML format, ...) and the fitted models
-#: (loss curves, speed models, Rotary's estimators). Together ~20-25 ms of a whole process's start under
-#: ``PYTHONDONTWRITEBYTECODE`` (docs/speed.md, "Thirteenth session ... (speed17b)").
+#: the other trace formats' parsers (synthetic generation, cohabit's YAML format, ...), the fitted models
+#: (loss curves, speed models, Rotary's estimators) and PyYAML with cohabit's YAML loaders (no YAML is read).
+#: Together ~40 ms of a whole process's start under ``PYTHONDONTWRITEBYTECODE`` (docs/speed.md, "Thirteenth session ... (speed17b)").
 NOT_FOR_A_REPLAY = (
     "cohabit.sim.traces.alibaba", "cohabit.sim.traces.gavel", "cohabit.sim.traces.harmony",
     "cohabit.sim.traces.native", "cohabit.sim.traces.philly", "cohabit.sim.traces.synthetic",
     "cohabit.sim.harmony_workload", "cohabit.models.loss_curve", "cohabit.models.speed", "cohabit.models.similar",
     "cohabit.models.tee", "cohabit.models.tme", "cohabit.models.ttr",
+    "yaml", "cohabit.spec.yamlio", "cohabit.spec.yamlparse",  # (no YAML file: a preset cluster, a CSV trace)
 )
 
 
-def test_a_csv_trace_replay_imports_neither_other_formats_nor_fitted_models() -> None:
+def test_a_csv_trace_replay_imports_neither_other_formats_nor_fitted_models_nor_yaml() -> None:
     run = ("from typer.testing import CliRunner\nfrom cohabit.cli import app\n"
            "r = CliRunner().invoke(app, ['simulate', '--trace', 'tiresias_480', '--limit', '30', '--policy', 'fifo,srtf'])\n"
            "assert r.exit_code == 0, r.output\nimport sys\n"
@@ -88,7 +89,13 @@ def test_lazily_exported_names_are_the_modules_own() -> None:
                  "TTR": ttr}[name]
         assert getattr(models, name) is getattr(owner, name)
     assert traces.generate is synthetic.generate and traces.write_tiresias_csv is synthetic.write_tiresias_csv
-    for module in (models, traces):
+    import cohabit.spec as spec
+    from cohabit.spec import cluster, errors, yamlio, yamlparse
+
+    assert spec.SpecError is errors.SpecError is yamlio.SpecError is yamlparse.SpecError
+    assert spec.cluster_from_arg is cluster.cluster_from_arg is yamlio.cluster_from_arg
+    assert spec.load_cluster is yamlio.load_cluster and spec.load_jobs is yamlio.load_jobs
+    for module in (models, traces, spec):
         try:
             module.no_such_name  # type: ignore[attr-defined]
         except AttributeError:

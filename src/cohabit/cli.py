@@ -143,7 +143,8 @@ def simulate(
     from .sim.load import offered_load
     from .sim.traces import EMBEDDED, TraceRowError, load_trace, unknown_resources
     from .sim.traces.scenario import default_run, scale_arrivals
-    from .spec.yamlio import SpecError, cluster_from_arg
+    from .spec.cluster import cluster_from_arg
+    from .spec.errors import SpecError
 
     import random
 

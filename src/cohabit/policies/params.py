@@ -20,7 +20,6 @@ import inspect
 import math
 from typing import Any, TypeVar
 
-import yaml
 
 T = TypeVar("T")
 
@@ -49,6 +48,8 @@ def parse_policy_spec(spec: str) -> tuple[str, dict[str, Any]]:
             raise PolicyParamError(f"policy {spec!r}: expected KEY=VALUE after ':', got {pair!r}")
         if key in params:
             raise PolicyParamError(f"policy {spec!r}: parameter {key!r} given twice")
+        import yaml  # (imported here: a policy named without parameters reads no YAML)
+
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from functools import cache
 from importlib import resources as ilr
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -250,3 +251,23 @@ def preset(name: str) -> ClusterSpec:
         return PRESETS[name]()
     except KeyError:
         raise ValueError(f"unknown cluster preset {name!r}; known presets: {', '.join(sorted(PRESETS))}") from None
+
+
+def cluster_from_arg(text: str) -> ClusterSpec:
+    """A ``--cluster`` argument: a preset name (``philly``, ``tiresias``, ...) or a YAML file path.
+
+    Raises :class:`~cohabit.spec.errors.SpecError` for a bad file and ``ValueError`` naming the
+    presets when ``text`` is neither.
+    """
+    name = text.strip()
+    if name.lower() in PRESETS:
+        return preset(name.lower())
+    path = Path(name).expanduser()
+    if path.suffix.lower() in (".yaml", ".yml") or path.is_file():
+        from .yamlio import load_cluster  # (YAML only for a file: a preset needs none)
+
+        return load_cluster(path)
+    raise ValueError(
+        f"unknown cluster {text!r}: give a preset ({', '.join(sorted(PRESETS))}) or the path of a YAML "
+        f"cluster file (.yaml/.yml)"
+    )

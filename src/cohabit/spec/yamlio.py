@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..suggest import did_you_mean, nearest
-from .cluster import PRESETS, ClusterSpec, NodeSpec, preset
+from .cluster import ClusterSpec, NodeSpec, cluster_from_arg
 from .job import JobSpec, simple_job
 from .limits import MAX_NODES
 from .resources import Resources
@@ -309,21 +309,3 @@ def dump_cluster(cluster: ClusterSpec, path: str | Path | None = None) -> str:
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text
-
-
-def cluster_from_arg(text: str) -> ClusterSpec:
-    """A ``--cluster`` argument: a preset name (``philly``, ``tiresias``, ...) or a YAML file path.
-
-    Raises :class:`SpecError` for a bad file and ``ValueError`` naming the
-    presets when ``text`` is neither.
-    """
-    name = text.strip()
-    if name.lower() in PRESETS:
-        return preset(name.lower())
-    path = Path(name).expanduser()
-    if path.suffix.lower() in (".yaml", ".yml") or path.is_file():
-        return load_cluster(path)
-    raise ValueError(
-        f"unknown cluster {text!r}: give a preset ({', '.join(sorted(PRESETS))}) or the path of a YAML "
-        f"cluster file (.yaml/.yml)"
-    )

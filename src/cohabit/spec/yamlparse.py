@@ -13,7 +13,7 @@ writes text that this loader reads back unchanged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..suggest import did_you_mean
+from .errors import SpecError
 from .limits import MAX_YAML_ALIAS_NODES, MAX_YAML_DEPTH, decode_utf8
 
 __all__ = ["Loc", "SpecError", "dump_yaml", "parse_yaml"]
@@ -48,55 +49,7 @@ _TASK_KEYS = ("gpus", "workers")
 _TASKS = "a job gives its tasks as 'gpus: N' or 'workers: {count: N, demand: {...}}'"
 
 
-# ---------------------------------------------------------------------------
-# The error
-# ---------------------------------------------------------------------------
-class SpecError(ValueError):
-    """A bad spec file: ``file:line: field: message``.
-
-    ``line`` is 1-based (None when unknown, e.g. an unreadable file), ``field``
-    a path such as ``jobs[3].workers.count`` (None for syntax errors). When a
-    file has several problems, the first is this error and the rest are in
-    ``others``; ``str()`` shows them all, one per line.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        file: str | None = None,
-        line: int | None = None,
-        field: str | None = None,
-        others: Iterable[SpecError] = (),
-    ) -> None:
-        self.message = message
-        self.file = file
-        self.line = line
-        self.field = field
-        self.others: tuple[SpecError, ...] = tuple(others)
-        super().__init__(str(self))
-
-    def _one(self) -> str:
-        where = ":".join(str(p) for p in (self.file, self.line) if p is not None)
-        parts = [p for p in (where, self.field) if p]
-        return ": ".join([*parts, self.message])
-
-    def __str__(self) -> str:
-        return "\n".join([self._one(), *(e._one() for e in self.others)])
-
-    def __reduce__(self) -> Any:
-        return _rebuild_spec_error, (self.message, self.file, self.line, self.field, self.others)
-
-    @classmethod
-    def collect(cls, errors: Sequence[SpecError]) -> SpecError:
-        """One error carrying all of ``errors`` (the first, with the rest in ``others``)."""
-        first = errors[0]
-        return cls(first.message, file=first.file, line=first.line, field=first.field, others=errors[1:])
-
-
-def _rebuild_spec_error(message: str, file: str | None, line: int | None, field: str | None,
-                        others: tuple[SpecError, ...]) -> SpecError:
-    return SpecError(message, file=file, line=line, field=field, others=others)
+# The error, :class:`SpecError`, lives in :mod:`.errors` (a yaml-free module: see there); imported above.
 
 
 # ---------------------------------------------------------------------------
