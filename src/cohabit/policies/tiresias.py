@@ -105,6 +105,7 @@ from .tiresias_order import Walk, WaitingOrder
 from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
+from .tiresias_victims import VictimIndex
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
 __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tiresias", "gittins_index",
@@ -247,6 +248,10 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
+        # the running jobs that may be preempted, by queue and node (a consolidated job's victims read without a
+        # walk over every candidate), and the count of entries into the running tables (their order in a queue)
+        self._victims = VictimIndex(k, min_run_time - TIME_EPS)
+        self._run_seq = 0
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -281,6 +286,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             if rec.running:
                 del self._run[rec.q][job.id]
                 self._run_gpus[rec.q] -= rec.gpus
+                self._victims.stopped(rec)
             else:
                 del self._wait[rec.q][job.id]
                 self._order_remove(rec)
@@ -455,6 +461,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         plan: Plan = []
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
         victims: list[Rec] | None = None
+        near_fn = None  # the victims on a consolidated job's best nodes, without a walk (see tiresias_victims)
         order = Walk(lists)
         node_gpus: list[float] | None = None
         for rec in order:
@@ -477,7 +484,11 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 if victims is None:
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
                                if now - v.last_start >= self.min_run_time - TIME_EPS]
-                got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
+                    index = self._victims  # (in step with the list above when a job started now is no victim)
+                    if index.min_run == self.min_run_time - TIME_EPS and index.min_run > 0.0:
+                        index.advance(now, self._recs, len(view.free))
+                        near_fn = index.near
+                got = preempt_for(rec, draft, victims, self.place, self.min_nodes, near_fn)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
                 else:

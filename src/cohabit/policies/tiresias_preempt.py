@@ -22,13 +22,18 @@ from .placement import Draft
 MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
 PlaceFn = Callable[[Draft, JobView], "Placement | None"]
 MinNodesFn = Callable[[ClusterView, np.ndarray, int], int]
+#: ``near(free GPUs per node, queue, m, need, candidates)``: :func:`victims_near` of the candidates below that queue
+#: without walking them (``tiresias_victims.VictimIndex.near``), or :data:`FALLBACK` where it cannot answer
+NearFn = Callable[[np.ndarray, int, int, float, int], "list[Rec] | None | object"]
+#: a :data:`NearFn`'s answer where it cannot answer exactly: the candidates are walked instead
+FALLBACK = object()
 
 
 class Rec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "per_gpu", "rate", "shape",
-                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole")
+                 "g_index", "g_version", "key", "run_seq", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -45,6 +50,7 @@ class Rec:
         self.g_index = 0.0
         self.g_version = -1
         self.key: tuple[int, float, float, int] = (0, 0.0, now, job.seq)  # waiting order
+        self.run_seq = 0  # when it last entered its queue's running jobs (later: preempted first within the queue)
         self._pl: Placement | None = None  # the placement the three below were read from (see spread)
         self._pl_nodes: frozenset[int] = frozenset()
         self._pl_workers: list[int] = []
@@ -177,14 +183,15 @@ def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -
 
 
 def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
-                min_nodes: MinNodesFn) -> tuple[Placement, list[Rec]] | None:
+                min_nodes: MinNodesFn, near_fn: NearFn | None = None) -> tuple[Placement, list[Rec]] | None:
     """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
     only the victims it needs. None (draft untouched) if it never fits. ``victims``: the running jobs that may
     be paused, in the order they are taken (their queues descending).
 
     Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
     and once more with every candidate given back. ``place(draft, job)`` reserves a placement by the
-    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks."""
+    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks; ``near_fn``, if
+    given, answers :func:`victims_near` for the candidates (``victims`` of queues below ``rec``'s) without the walk."""
     # (victims come in descending queue order: those of queues below rec's are a prefix)
     cands = victims[:bisect_left(victims, -rec.q, key=_neg_queue)]
     if not cands:
@@ -206,9 +213,13 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
-        near = victims_near(draft.free_now[:, g], cands, m, need)
+        free_gpus = draft.free_now[:, g]
+        near = FALLBACK if near_fn is None else near_fn(free_gpus, rec.q, m, need, len(cands))
+        if near is FALLBACK:
+            near = victims_near(free_gpus, cands, m, need)
         if not near:
             return None
+        assert isinstance(near, list)
         cands = near
     saved = draft.checkpoint()  # (no copy while the draft is pristine: most plans keep their victims)
     chosen: list[Rec] = []
