@@ -251,6 +251,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         # the running jobs that may be preempted, by queue and node (a consolidated job's victims read without a
         # walk over every candidate), and the count of entries into the running tables (their order in a queue)
         self._victims = VictimIndex(k, min_run_time - TIME_EPS)
+        self._lower_for: tuple[float, ...] = ()  # the GPUs running per queue that _lower was computed for
+        self._lower: list[float] = []
         self._run_seq = 0
 
     def bind_oracle(self, oracle: Oracle) -> None:
@@ -454,7 +456,10 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
         free_gpus = self._free_gpus(view)  # (the draft is still the ledger)
-        lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
+        held = tuple(self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q (the same while they are)
+        if held != self._lower_for:
+            self._lower_for, self._lower = held, lower_gpus(len(held), self._run_gpus)
+        lower = self._lower  # (read only: replaced, never changed, below)
         if self._nothing_starts(view, lists, failed, free_gpus, min_need, lower):
             return self._planned_nothing(view, failed)
         draft = Draft(view, sums=False)  # (this round reads no column sums: see place)
@@ -482,10 +487,11 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         draft.note_failure(("tiresias", rec.shape))
             if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
                 if victims is None:
+                    min_run = self.min_run_time - TIME_EPS  # (the same float for every job: computed once)
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
-                               if now - v.last_start >= self.min_run_time - TIME_EPS]
+                               if now - v.last_start >= min_run]
                     index = self._victims  # (in step with the list above when a job started now is no victim)
-                    if index.min_run == self.min_run_time - TIME_EPS and index.min_run > 0.0:
+                    if index.min_run == min_run and min_run > 0.0:
                         index.advance(now, self._recs, len(view.free))
                         near_fn = index.near
                 got = preempt_for(rec, draft, victims, self.place, self.min_nodes, near_fn)
