@@ -10,7 +10,7 @@ import pytest
 
 from cohabit.policies import tiresias_preempt
 from cohabit.policies.tiresias import Tiresias
-from cohabit.policies.tiresias_preempt import FALLBACK, Rec, victims_near
+from cohabit.policies.tiresias_preempt import FALLBACK, Rec, lower_gpus, victims_near
 from cohabit.policies.tiresias_victims import VictimIndex
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.runner import simulate
@@ -47,10 +47,24 @@ class _Checked(Tiresias):
 
         import cohabit.policies.tiresias as mod
         mod.preempt_for = checked  # type: ignore[assignment]
+        real_gpus = VictimIndex.victim_gpus
+
+        def victim_gpus(index: VictimIndex) -> list[float] | None:  # the victims list of now (paused: left _run)
+            got = real_gpus(index)
+            now, k = view.now, len(self.thresholds) + 1
+            victims = [v for q in range(k - 1, 0, -1) for v in reversed(self._run[q].values())
+                       if now - v.last_start >= self.min_run_time - 1e-6]
+            if got is not None:
+                CALLS[2] += 1
+                assert lower_gpus(k, got) == lower_gpus(k, self._run_gpus, victims)
+            return got
+
+        VictimIndex.victim_gpus = victim_gpus  # type: ignore[method-assign]
         try:
             return super().decide(view)
         finally:
             mod.preempt_for = real
+            VictimIndex.victim_gpus = real_gpus  # type: ignore[method-assign]
 
 
 def _run(policy: Tiresias, n: int):  # type: ignore[no-untyped-def]
@@ -61,9 +75,9 @@ def _run(policy: Tiresias, n: int):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("gittins,min_run", [(False, 120.0), (True, 120.0), (False, 600.0)])
 def test_the_index_answers_as_the_walk_at_every_call(gittins: bool, min_run: float) -> None:
-    CALLS[:] = [0, 0]
+    CALLS[:] = [0, 0, 0]
     checked = _run(_Checked(gittins=gittins, min_run_time=min_run), 2500)
-    assert CALLS[0] > 100  # (the index answered that many calls, each compared with the walk)
+    assert CALLS[0] > 100 and CALLS[2] > 100  # (the index answered that many calls, each compared with the walk)
     plain = Tiresias(gittins=gittins, min_run_time=min_run)
     plain._victims.min_run = -1.0  # (never used: every call walks)
     assert checked == _run(plain, 2500)

@@ -506,7 +506,9 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         self._last_plan.append((False, v.job.id))
                     for v in paused:  # (by identity, at C speed: a victim is in the list once)
                         victims.remove(v)
-                    lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
+                    per_q = None if near_fn is None else self._victims.victim_gpus()  # (the victims' GPUs per queue)
+                    lower = lower_gpus(len(per_q), per_q) if per_q is not None else \
+                        lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
                     free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     node_gpus = None
                     failed.clear()  # the victims' leftover room may fit shapes that failed before

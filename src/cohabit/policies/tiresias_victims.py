@@ -25,8 +25,9 @@ import numpy as np
 
 from .tiresias_preempt import FALLBACK, WHOLE_MAX, WHOLE_TERMS, Rec
 
-#: (queue it is summed in, its (node, GPUs) pairs, every node of its placement, whether its GPUs are whole)
-_Entry = tuple[int, tuple[tuple[int, float], ...], frozenset[int], bool]
+#: (queue it is summed in, its (node, GPUs) pairs, every node of its placement, whether its per-node GPUs are
+#: whole, its GPUs)
+_Entry = tuple[int, tuple[tuple[int, float], ...], frozenset[int], bool, float]
 
 
 def _victim_order(rec: Rec) -> tuple[int, int]:
@@ -36,7 +37,8 @@ def _victim_order(rec: Rec) -> tuple[int, int]:
 class VictimIndex:
     """The running jobs that may be preempted, by queue and node (see the module docstring)."""
 
-    __slots__ = ("min_run", "_pending", "_tick", "_held", "_sums", "_odd", "_on", "_nodes", "_k")
+    __slots__ = ("min_run", "_pending", "_tick", "_held", "_sums", "_odd", "_on", "_nodes", "_k", "_gpus",
+                 "_odd_gpus")
 
     def __init__(self, queues: int, min_run: float) -> None:
         #: a running job may be preempted once ``now - last_start >= min_run`` (the round's own test)
@@ -49,6 +51,8 @@ class VictimIndex:
         self._sums: list[list[int]] = [[] for _ in range(queues)]  # per queue, per node: whole GPUs (exact ints)
         self._odd = [0] * queues  # per queue: indexed jobs whose GPUs are not whole (no exact sums: FALLBACK)
         self._on: list[dict[str, Rec]] = []  # per node: the indexed jobs with a task there
+        self._gpus = [0] * queues  # per queue: the indexed jobs' GPUs (whole, below WHOLE_MAX: exact ints)
+        self._odd_gpus = [0] * queues  # per queue: indexed jobs whose GPUs are not such (no exact sum)
 
     def started(self, rec: Rec) -> None:
         """``rec`` runs from ``rec.last_start`` on: it joins once its minimum run time has passed."""
@@ -68,12 +72,16 @@ class VictimIndex:
         entry = self._held.get(rec.job.id)
         if entry is not None:
             self._add(entry, -1)
-            entry = self._held[rec.job.id] = (rec.q, entry[1], entry[2], entry[3])
+            entry = self._held[rec.job.id] = (rec.q, entry[1], entry[2], entry[3], entry[4])
             self._add(entry, 1)
 
     def _add(self, entry: _Entry, sign: int) -> None:
         """Add (``sign`` 1) or take out (-1) what ``entry`` holds in its queue's sums."""
-        q, per_node, _, whole = entry
+        q, per_node, _, whole, gpus = entry
+        if gpus.is_integer() and 0.0 <= gpus < WHOLE_MAX:
+            self._gpus[q] += sign * int(gpus)
+        else:
+            self._odd_gpus[q] += sign
         if whole:
             sums = self._sums[q]
             for i, x in per_node:
@@ -102,10 +110,18 @@ class VictimIndex:
     def _index(self, rec: Rec) -> None:
         if rec.job.placement is not rec._pl:
             rec._read_placement()
-        entry = self._held[rec.job.id] = (rec.q, rec._pl_gpus, rec._pl_nodes, rec._pl_whole)
+        entry = self._held[rec.job.id] = (rec.q, rec._pl_gpus, rec._pl_nodes, rec._pl_whole, float(rec.gpus))
         self._add(entry, 1)
         for i in entry[2]:
             self._on[i][rec.job.id] = rec
+
+    def victim_gpus(self) -> list[float] | None:
+        """Per queue, the GPUs of its indexed jobs outside ``Q_1`` (``Q_1``'s are never victims: 0): what
+        :func:`.tiresias_preempt.lower_gpus` sums from the victims list, the same floats (whole numbers, fewer than
+        :data:`WHOLE_TERMS` of them, add exactly in any order); None where that does not hold."""
+        if len(self._held) >= WHOLE_TERMS or any(self._odd_gpus[1:]):
+            return None
+        return [0.0] + [float(x) for x in self._gpus[1:]]
 
     def near(self, free_gpus: np.ndarray, below: int, m: int, need: float, n_cands: int) -> list[Rec] | None | object:
         """:func:`.tiresias_preempt.victims_near` of the ``n_cands`` candidates (the indexed jobs of queues below
