@@ -102,7 +102,7 @@ from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
-from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
+from .tiresias_preempt import Rec, RoundVictims, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
 from .tiresias_victims import VictimIndex
@@ -440,6 +440,23 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 return False
         return True
 
+    def _round_victims(self, view: ClusterView) -> RoundVictims:
+        """The running jobs that may be paused in this round: those of queues below ``Q_1`` that ran their minimum
+        run time, lowest queue first, then the last to enter its queue first (their list made when first needed),
+        and their index by node when it is in step with that list (a job started in this round is no victim: a
+        minimum run time above zero)."""
+        now, run, top = view.now, self._run, len(self.thresholds)
+        min_run = self.min_run_time - TIME_EPS  # (the same float for every job: computed once)
+
+        def make() -> list[Rec]:
+            return [v for q in range(top, 0, -1) for v in reversed(run[q].values()) if now - v.last_start >= min_run]
+
+        index = self._victims
+        if index.min_run == min_run and min_run > 0.0:
+            index.advance(now, self._recs, len(view.free))
+            return RoundVictims(make, index)
+        return RoundVictims(make)
+
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         self._decided_at = view.now
@@ -451,7 +468,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         if self._still_quiet(view):
             return []
         failed = self._carried_failures(view)  # shapes with no free room left this round
-        top = len(self.thresholds)
         g = view.gpu_col
         lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
@@ -465,8 +481,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         draft = Draft(view, sums=False)  # (this round reads no column sums: see place)
         plan: Plan = []
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
-        victims: list[Rec] | None = None
-        near_fn = None  # the victims on a consolidated job's best nodes, without a walk (see tiresias_victims)
+        victims: RoundVictims | None = None
         order = Walk(lists)
         node_gpus: list[float] | None = None
         for rec in order:
@@ -487,14 +502,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         draft.note_failure(("tiresias", rec.shape))
             if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
                 if victims is None:
-                    min_run = self.min_run_time - TIME_EPS  # (the same float for every job: computed once)
-                    victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
-                               if now - v.last_start >= min_run]
-                    index = self._victims  # (in step with the list above when a job started now is no victim)
-                    if index.min_run == min_run and min_run > 0.0:
-                        index.advance(now, self._recs, len(view.free))
-                        near_fn = index.near
-                got = preempt_for(rec, draft, victims, self.place, self.min_nodes, near_fn)
+                    victims = self._round_victims(view)
+                got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
                 else:
@@ -504,11 +513,10 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         self._set_running(v, now, False)
                         order.hide(v)  # it waits from now on, but not in this round
                         self._last_plan.append((False, v.job.id))
-                    for v in paused:  # (by identity, at C speed: a victim is in the list once)
-                        victims.remove(v)
-                    per_q = None if near_fn is None else self._victims.victim_gpus()  # (the victims' GPUs per queue)
+                    victims.left(paused)
+                    per_q = None if victims.index is None else self._victims.victim_gpus()  # (their GPUs per queue)
                     lower = lower_gpus(len(per_q), per_q) if per_q is not None else \
-                        lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
+                        lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims.all())
                     free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     node_gpus = None
                     failed.clear()  # the victims' leftover room may fit shapes that failed before

@@ -38,7 +38,7 @@ class VictimIndex:
     """The running jobs that may be preempted, by queue and node (see the module docstring)."""
 
     __slots__ = ("min_run", "_pending", "_tick", "_held", "_sums", "_odd", "_on", "_nodes", "_k", "_gpus",
-                 "_odd_gpus")
+                 "_odd_gpus", "_count")
 
     def __init__(self, queues: int, min_run: float) -> None:
         #: a running job may be preempted once ``now - last_start >= min_run`` (the round's own test)
@@ -53,6 +53,7 @@ class VictimIndex:
         self._on: list[dict[str, Rec]] = []  # per node: the indexed jobs with a task there
         self._gpus = [0] * queues  # per queue: the indexed jobs' GPUs (whole, below WHOLE_MAX: exact ints)
         self._odd_gpus = [0] * queues  # per queue: indexed jobs whose GPUs are not such (no exact sum)
+        self._count = [0] * queues  # per queue: indexed jobs
 
     def started(self, rec: Rec) -> None:
         """``rec`` runs from ``rec.last_start`` on: it joins once its minimum run time has passed."""
@@ -78,6 +79,7 @@ class VictimIndex:
     def _add(self, entry: _Entry, sign: int) -> None:
         """Add (``sign`` 1) or take out (-1) what ``entry`` holds in its queue's sums."""
         q, per_node, _, whole, gpus = entry
+        self._count[q] += sign
         if gpus.is_integer() and 0.0 <= gpus < WHOLE_MAX:
             self._gpus[q] += sign * int(gpus)
         else:
@@ -95,7 +97,7 @@ class VictimIndex:
         if nodes != self._nodes:  # (first use, or another cluster: the sums made afresh)
             self._nodes = nodes
             self._sums = [[0] * nodes for _ in range(self._k)]
-            self._odd = [0] * self._k
+            self._odd, self._gpus, self._odd_gpus, self._count = ([0] * self._k for _ in range(4))
             self._on = [{} for _ in range(nodes)]
             held, self._held = self._held, {}
             for job_id in held:
@@ -122,6 +124,13 @@ class VictimIndex:
         if len(self._held) >= WHOLE_TERMS or any(self._odd_gpus[1:]):
             return None
         return [0.0] + [float(x) for x in self._gpus[1:]]
+
+    def summary(self, q: int) -> tuple[int, float] | None:
+        """(how many indexed jobs run in queues below ``q``, their GPUs summed): the victims list's count and the sum
+        of its jobs' GPUs in its order, the same floats (see :meth:`victim_gpus`); None where that does not hold."""
+        if len(self._held) >= WHOLE_TERMS or any(self._odd_gpus[q + 1:]):
+            return None
+        return sum(self._count[q + 1:]), float(sum(self._gpus[q + 1:]))
 
     def near(self, free_gpus: np.ndarray, below: int, m: int, need: float, n_cands: int) -> list[Rec] | None | object:
         """:func:`.tiresias_preempt.victims_near` of the ``n_cands`` candidates (the indexed jobs of queues below
