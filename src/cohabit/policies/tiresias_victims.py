@@ -146,8 +146,9 @@ class VictimIndex:
                 return FALLBACK
         for q in range(below + 1, self._k):
             room = [a + b for a, b in zip(room, sums[q])]  # (whole numbers below 2**53: exact, as the walk's)
-        top = sorted(range(len(room)), key=lambda i: -room[i])[:m] if m > 1 else \
-            [max(range(len(room)), key=room.__getitem__)]  # (as victims_near ranks them)
+        # as victims_near ranks them: most first, ties by node index (a reversed sort is stable too; the first index
+        # holding the largest value is the first of the most)
+        top = sorted(range(len(room)), key=room.__getitem__, reverse=True)[:m] if m > 1 else [room.index(max(room))]
         got = 0.0
         for i in top:
             got += room[i]
