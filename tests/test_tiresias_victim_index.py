@@ -83,7 +83,7 @@ def test_the_index_answers_as_the_walk_at_every_call(gittins: bool, min_run: flo
     checked = _run(_Checked(gittins=gittins, min_run_time=min_run), 2500)
     assert min(CALLS[0], CALLS[2], CALLS[3]) > 100  # (the index answered that often, each time compared)
     plain = Tiresias(gittins=gittins, min_run_time=min_run)
-    plain._victims.min_run = -1.0  # (never used: every call walks)
+    plain.index_nodes = 10 ** 6  # (no index: every call walks)
     assert checked == _run(plain, 2500)
 
 
@@ -132,3 +132,12 @@ def test_the_index_follows_starts_stops_moves_and_eligibility() -> None:
     idx.started(gone)
     idx.advance(200.0, recs, 3)  # (not one of the policy's jobs: never indexed)
     assert all("e" not in on for on in idx._on)
+
+
+def test_the_index_is_kept_on_large_clusters_only() -> None:
+    """philly-512 (64 nodes) keeps it; the Muri artifact's 8 nodes walk their few candidates."""
+    jobs = load_trace("philly_82k", "philly", limit=50).jobs
+    large, small = Tiresias(), Tiresias()
+    simulate(jobs, cluster_from_arg("philly-512"), large)
+    simulate(jobs, cluster_from_arg("muri-n8g8"), small)
+    assert isinstance(large._victims, VictimIndex) and small._victims is None

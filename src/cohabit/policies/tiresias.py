@@ -129,6 +129,10 @@ def _positive(value: object, *, allow_zero: bool = False) -> bool:
 class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
     """Discretized 2D-LAS (default) or 2D-Gittins-index scheduling with profile-based placement."""
 
+    #: clusters of at least this many nodes keep the victim index (:mod:`.tiresias_victims`); on fewer, a round's
+    #: few candidates cost less to walk than the index costs to keep (~5 us a start and stop; docs/speed.md)
+    index_nodes = 32
+
     def __init__(
         self,
         thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
@@ -250,7 +254,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._decided_at = -math.inf  # time of the last decision
         # the running jobs that may be preempted, by queue and node (a consolidated job's victims read without a
         # walk over every candidate), and the count of entries into the running tables (their order in a queue)
-        self._victims = VictimIndex(k, min_run_time - TIME_EPS)
+        self._victims: VictimIndex | None = None  # (made at the first arrival on a cluster of INDEX_NODES or more)
+        self._victims_made = False
         self._lower_for: tuple[float, ...] = ()  # the GPUs running per queue that _lower was computed for
         self._lower: list[float] = []
         self._run_seq = 0
@@ -260,6 +265,10 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
 
     # ------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
+        if not self._victims_made:  # (the first arrival: nothing ran before it)
+            self._victims_made = True
+            if len(view.free) >= self.index_nodes:
+                self._victims = VictimIndex(len(self.thresholds) + 1, self.min_run_time - TIME_EPS)
         rec = Rec(job, view.now)
         g = view.gpu_col
         per = float(view.demand_vector(job)[g]) if g is not None else 0.0
@@ -288,7 +297,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             if rec.running:
                 del self._run[rec.q][job.id]
                 self._run_gpus[rec.q] -= rec.gpus
-                self._victims.stopped(rec)
+                if self._victims is not None:
+                    self._victims.stopped(rec)
             else:
                 del self._wait[rec.q][job.id]
                 self._order_remove(rec)
@@ -452,7 +462,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             return [v for q in range(top, 0, -1) for v in reversed(run[q].values()) if now - v.last_start >= min_run]
 
         index = self._victims
-        if index.min_run == min_run and min_run > 0.0:
+        if index is not None and index.min_run == min_run and min_run > 0.0:
             index.advance(now, self._recs, len(view.free))
             return RoundVictims(make, index)
         return RoundVictims(make)
@@ -514,7 +524,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         order.hide(v)  # it waits from now on, but not in this round
                         self._last_plan.append((False, v.job.id))
                     victims.left(paused)
-                    per_q = None if victims.index is None else self._victims.victim_gpus()  # (their GPUs per queue)
+                    index = self._victims if victims.index is not None else None
+                    per_q = None if index is None else index.victim_gpus()  # (the victims' GPUs per queue)
                     lower = lower_gpus(len(per_q), per_q) if per_q is not None else \
                         lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims.all())
                     free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf

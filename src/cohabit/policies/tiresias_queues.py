@@ -48,7 +48,7 @@ class LasQueues:
     _changed: bool
     _eligible: list[tuple[float, str]]  # heap: (when a running job may first be preempted (min_run_time), job)
     _decided_at: float
-    _victims: VictimIndex  # the running jobs that may be preempted, by queue and node
+    _victims: VictimIndex | None  # the running jobs that may be preempted, by queue and node (large clusters)
     _run_seq: int  # entries into the running jobs' tables so far (Rec.run_seq)
 
     def queue_of(self, service: float) -> int:
@@ -114,7 +114,8 @@ class LasQueues:
         if rec.running:
             self._run_seq += 1
             rec.run_seq = self._run_seq
-            self._victims.moved(rec)
+            if self._victims is not None:
+                self._victims.moved(rec)
         rec.entered = now
         rec.key = (q, 0.0, now, rec.job.seq)
         self._changed = True
@@ -148,8 +149,9 @@ class LasQueues:
             heapq.heappush(self._eligible, (now + self.min_run_time, job_id))
             self._run_seq += 1
             rec.run_seq = self._run_seq
-            self._victims.started(rec)
-        else:
+            if self._victims is not None:
+                self._victims.started(rec)
+        elif self._victims is not None:
             self._victims.stopped(rec)
         self._schedule(rec, now)
 
