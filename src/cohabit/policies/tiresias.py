@@ -254,7 +254,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._decided_at = -math.inf  # time of the last decision
         # the running jobs that may be preempted, by queue and node (a consolidated job's victims read without a
         # walk over every candidate), and the count of entries into the running tables (their order in a queue)
-        self._victims: VictimIndex | None = None  # (made at the first arrival on a cluster of INDEX_NODES or more)
+        self._victims: VictimIndex | None = None  # (made at the first arrival on a cluster of index_nodes or more)
         self._victims_made = False
         self._lower_for: tuple[float, ...] = ()  # the GPUs running per queue that _lower was computed for
         self._lower: list[float] = []
