@@ -102,10 +102,9 @@ from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
-from .tiresias_preempt import Rec, RoundVictims, lower_gpus, most_first, preempt_for
+from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
-from .tiresias_victims import VictimIndex
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
 __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tiresias", "gittins_index",
@@ -128,10 +127,6 @@ def _positive(value: object, *, allow_zero: bool = False) -> bool:
 # ------------------------------------------------------------------ the policy
 class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
     """Discretized 2D-LAS (default) or 2D-Gittins-index scheduling with profile-based placement."""
-
-    #: clusters of at least this many nodes keep the victim index (:mod:`.tiresias_victims`); on fewer, a round's
-    #: few candidates cost less to walk than the index costs to keep (~5 us a start and stop; docs/speed.md)
-    index_nodes = 32
 
     def __init__(
         self,
@@ -252,23 +247,12 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
-        # the running jobs that may be preempted, by queue and node (a consolidated job's victims read without a
-        # walk over every candidate), and the count of entries into the running tables (their order in a queue)
-        self._victims: VictimIndex | None = None  # (made at the first arrival on a cluster of index_nodes or more)
-        self._victims_made = False
-        self._lower_for: tuple[float, ...] = ()  # the GPUs running per queue that _lower was computed for
-        self._lower: list[float] = []
-        self._run_seq = 0
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
 
     # ------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
-        if not self._victims_made:  # (the first arrival: nothing ran before it)
-            self._victims_made = True
-            if len(view.free) >= self.index_nodes:
-                self._victims = VictimIndex(len(self.thresholds) + 1, self.min_run_time - TIME_EPS)
         rec = Rec(job, view.now)
         g = view.gpu_col
         per = float(view.demand_vector(job)[g]) if g is not None else 0.0
@@ -297,8 +281,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             if rec.running:
                 del self._run[rec.q][job.id]
                 self._run_gpus[rec.q] -= rec.gpus
-                if self._victims is not None:
-                    self._victims.stopped(rec)
             else:
                 del self._wait[rec.q][job.id]
                 self._order_remove(rec)
@@ -450,23 +432,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 return False
         return True
 
-    def _round_victims(self, view: ClusterView) -> RoundVictims:
-        """The running jobs that may be paused in this round: those of queues below ``Q_1`` that ran their minimum
-        run time, lowest queue first, then the last to enter its queue first (their list made when first needed),
-        and their index by node when it is in step with that list (a job started in this round is no victim: a
-        minimum run time above zero)."""
-        now, run, top = view.now, self._run, len(self.thresholds)
-        min_run = self.min_run_time - TIME_EPS  # (the same float for every job: computed once)
-
-        def make() -> list[Rec]:
-            return [v for q in range(top, 0, -1) for v in reversed(run[q].values()) if now - v.last_start >= min_run]
-
-        index = self._victims
-        if index is not None and index.min_run == min_run and min_run > 0.0:
-            index.advance(now, self._recs, len(view.free))
-            return RoundVictims(make, index)
-        return RoundVictims(make)
-
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
         self._decided_at = view.now
@@ -478,20 +443,18 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         if self._still_quiet(view):
             return []
         failed = self._carried_failures(view)  # shapes with no free room left this round
+        top = len(self.thresholds)
         g = view.gpu_col
         lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
         free_gpus = self._free_gpus(view)  # (the draft is still the ledger)
-        held = tuple(self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q (the same while they are)
-        if held != self._lower_for:
-            self._lower_for, self._lower = held, lower_gpus(len(held), self._run_gpus)
-        lower = self._lower  # (read only: replaced, never changed, below)
+        lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus)  # lower[q]: GPUs held by running jobs of queues below q
         if self._nothing_starts(view, lists, failed, free_gpus, min_need, lower):
             return self._planned_nothing(view, failed)
         draft = Draft(view, sums=False)  # (this round reads no column sums: see place)
         plan: Plan = []
         hopeless: set[tuple[tuple[bytes, int, bool], int]] = set()  # (shape, queue): preemption failed
-        victims: RoundVictims | None = None
+        victims: list[Rec] | None = None
         order = Walk(lists)
         node_gpus: list[float] | None = None
         for rec in order:
@@ -512,7 +475,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         draft.note_failure(("tiresias", rec.shape))
             if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
                 if victims is None:
-                    victims = self._round_victims(view)
+                    victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
+                               if now - v.last_start >= self.min_run_time - TIME_EPS]
                 got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
@@ -523,11 +487,9 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         self._set_running(v, now, False)
                         order.hide(v)  # it waits from now on, but not in this round
                         self._last_plan.append((False, v.job.id))
-                    victims.left(paused)
-                    index = self._victims if victims.index is not None else None
-                    per_q = None if index is None else index.victim_gpus()  # (the victims' GPUs per queue)
-                    lower = lower_gpus(len(per_q), per_q) if per_q is not None else \
-                        lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims.all())
+                    for v in paused:  # (by identity, at C speed: a victim is in the list once)
+                        victims.remove(v)
+                    lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
                     free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     node_gpus = None
                     failed.clear()  # the victims' leftover room may fit shapes that failed before

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
@@ -23,15 +22,13 @@ from .placement import Draft
 MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
 PlaceFn = Callable[[Draft, JobView], "Placement | None"]
 MinNodesFn = Callable[[ClusterView, np.ndarray, int], int]
-#: the answer of an index (:class:`RoundVictims`) where it cannot answer exactly: the candidates are walked instead
-FALLBACK = object()
 
 
 class Rec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "per_gpu", "rate", "shape",
-                 "g_index", "g_version", "key", "run_seq", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole")
+                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -48,7 +45,6 @@ class Rec:
         self.g_index = 0.0
         self.g_version = -1
         self.key: tuple[int, float, float, int] = (0, 0.0, now, job.seq)  # waiting order
-        self.run_seq = 0  # when it last entered its queue's running jobs (later: preempted first within the queue)
         self._pl: Placement | None = None  # the placement the three below were read from (see spread)
         self._pl_nodes: frozenset[int] = frozenset()
         self._pl_workers: list[int] = []
@@ -180,102 +176,40 @@ def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -
     return [v for v, (nodes, _, _) in zip(cands, spreads) if not near.isdisjoint(nodes)]
 
 
-class VictimIndexLike(Protocol):
-    """What :func:`preempt_for` asks of an index of the candidates (``tiresias_victims.VictimIndex``)."""
-
-    def summary(self, q: int) -> tuple[int, float] | None:
-        """(how many candidates run in queues below ``q``, their GPUs summed), the floats of a sum in any order; None
-        where that does not hold."""
-
-    def near(self, free_gpus: np.ndarray, q: int, m: int, need: float, n: int) -> list[Rec] | None | object:
-        """:func:`victims_near` of the ``n`` candidates below ``q``, or :data:`FALLBACK`."""
-
-
-class RoundVictims:
-    """One round's possible victims, in the order they are taken (their queues descending; see ``Tiresias.decide``):
-    the list is made by ``make`` only when a caller needs it (a consolidated job's preemption answered by ``index``
-    reads none of it), then kept, less the victims paused (:meth:`left`). Made later in the round, the list is the
-    one made earlier less those: a job started in the round has not run its minimum run time (``index`` is given only
-    when that is above zero)."""
-
-    __slots__ = ("_make", "_list", "index")
-
-    def __init__(self, make: Callable[[], list[Rec]], index: VictimIndexLike | None = None) -> None:
-        self._make = make
-        self._list: list[Rec] | None = None if index is not None else make()
-        self.index = index
-
-    def all(self) -> list[Rec]:
-        """Every possible victim, in order."""
-        if self._list is None:
-            self._list = self._make()
-        return self._list
-
-    def below(self, q: int) -> list[Rec]:
-        """Those of queues below ``q`` (a prefix: the queues come in descending order)."""
-        victims = self.all()
-        return victims[:bisect_left(victims, -q, key=_neg_queue)]
-
-    def left(self, paused: list[Rec]) -> None:
-        """``paused`` are paused in this round: no longer victims."""
-        if self._list is not None:
-            for v in paused:  # (by identity, at C speed: a victim is in the list once)
-                self._list.remove(v)
-
-
-def preempt_for(rec: Rec, draft: Draft, victims: RoundVictims, place: PlaceFn,
+def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
                 min_nodes: MinNodesFn) -> tuple[Placement, list[Rec]] | None:
     """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
     only the victims it needs. None (draft untouched) if it never fits. ``victims``: the running jobs that may
-    be paused, in the order they are taken (their queues descending), and their index if any.
+    be paused, in the order they are taken (their queues descending).
 
     Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
     and once more with every candidate given back. ``place(draft, job)`` reserves a placement by the
-    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks. A consolidated
-    job's candidates are read from the index where it answers (their count and GPUs, the victims near the best nodes)
-    instead of a walk over them."""
+    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks."""
+    # (victims come in descending queue order: those of queues below rec's are a prefix)
+    cands = victims[:bisect_left(victims, -rec.q, key=_neg_queue)]
+    if not cands:
+        return None
     g = draft.view.gpu_col
+    free = float(draft.free_now[:, g].sum()) if g is not None else 0.0
     need = rec.gpus
-    n = rec.shape[1]
-    consolidated = g is not None and n > 1 and rec.shape[2]
-    index = victims.index
-    summary = index.summary(rec.q) if consolidated and index is not None else None
-    cands: list[Rec] | None = None
-    if summary is None:
-        cands = victims.below(rec.q)
-        if not cands:
-            return None
-        count = len(cands)
-        free = float(draft.free_now[:, g].sum()) if g is not None else 0.0
-        held = 0.0  # the candidates' GPUs, summed in order until they cover the need (a sum of the rest only grows)
-        for v in cands:
-            held += v.gpus
-            if free + held + 1e-9 >= need:
-                break
-        else:
-            return None
-    else:  # (the loop above breaks iff its last test passes: the sum only grows, and whole numbers add exactly)
-        count, held = summary
-        if not count:
-            return None
-        free = float(draft.free_now[:, g].sum())
-        if not free + held + 1e-9 >= need:
-            return None
+    held = 0.0  # the candidates' GPUs, summed in order until they cover the need (a sum of the rest only grows)
+    for v in cands:
+        held += v.gpus
+        if free + held + 1e-9 >= need:
+            break
+    else:
+        return None
     job = rec.job
     view = draft.view
-    if consolidated:
+    n = rec.shape[1]
+    if g is not None and n > 1 and rec.shape[2]:
         # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
-        free_gpus = draft.free_now[:, g]
-        near = FALLBACK if index is None else index.near(free_gpus, rec.q, m, need, count)
-        if near is FALLBACK:
-            near = victims_near(free_gpus, cands if cands is not None else victims.below(rec.q), m, need)
+        near = victims_near(draft.free_now[:, g], cands, m, need)
         if not near:
             return None
-        assert isinstance(near, list)
         cands = near
-    assert cands is not None
     saved = draft.checkpoint()  # (no copy while the draft is pristine: most plans keep their victims)
     chosen: list[Rec] = []
     freed, target = free, need

@@ -19,7 +19,6 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .tiresias_order import WaitingOrder
 from .tiresias_preempt import Rec
-from .tiresias_victims import VictimIndex
 
 #: Seconds: a queue change or victim eligibility due within this of now counts as due now (a wake-up
 #: computed as ``now + left / rate`` may land a rounding error short of the crossing).
@@ -48,8 +47,6 @@ class LasQueues:
     _changed: bool
     _eligible: list[tuple[float, str]]  # heap: (when a running job may first be preempted (min_run_time), job)
     _decided_at: float
-    _victims: VictimIndex | None  # the running jobs that may be preempted, by queue and node (large clusters)
-    _run_seq: int  # entries into the running jobs' tables so far (Rec.run_seq)
 
     def queue_of(self, service: float) -> int:
         """Index (0-based) of the queue holding a job with ``service`` GPU-seconds."""
@@ -111,11 +108,6 @@ class LasQueues:
         else:
             self._order_remove(rec)
         rec.q = q
-        if rec.running:
-            self._run_seq += 1
-            rec.run_seq = self._run_seq
-            if self._victims is not None:
-                self._victims.moved(rec)
         rec.entered = now
         rec.key = (q, 0.0, now, rec.job.seq)
         self._changed = True
@@ -147,12 +139,6 @@ class LasQueues:
         if running:
             rec.last_start = now
             heapq.heappush(self._eligible, (now + self.min_run_time, job_id))
-            self._run_seq += 1
-            rec.run_seq = self._run_seq
-            if self._victims is not None:
-                self._victims.started(rec)
-        elif self._victims is not None:
-            self._victims.stopped(rec)
         self._schedule(rec, now)
 
     def _promote(self, rec: Rec, now: float) -> None:
