@@ -8,7 +8,7 @@ rollouts), ``future:S:H`` (:class:`~cohabit.learn.drl_rollout.FutureRollout`: S 
 of arrivals sampled from the history seen), ``lookahead`` (the reward-model lookahead), or any policy
 name of the registry (``drl``, ``lif-line``, ...); ``NAME@hold=S`` is that task-by-task policy with the
 hold rule of ``drl`` (:mod:`cohabit.policies.drl.hold`, S seconds, ``inf`` unbounded) set on it, for
-LIF-Line and LIF-Quad, which take no ``hold`` parameter. ``--weights`` names the actor (default: the
+LIF-Line and LIF-Quad, which take no ``hold`` parameter, and for the teachers (``rollout@hold=inf``). ``--weights`` names the actor (default: the
 shipped ``data/drl/policy.pt``). Prints each chooser's mean avg JCT (intervals) and CPU seconds, the
 load average beside, and writes ``bench/results/drl_teachers_<arrival>_<seeds>.json``. Training
 seeds (1000 up) are never used here; 900-931 are validation seeds, 300-311 the primary measure's.
@@ -41,19 +41,19 @@ def one(task: tuple[str, str, int, str | None]) -> tuple[str, int, float, float]
     from cohabit.spec.cluster import preset
 
     t0 = time.process_time()
-    teacher, *rest = name.split(":")
+    base, _, hold = name.partition("@hold=")
+    teacher, *rest = base.split(":")
     if teacher in ("rollout", "future", "lookahead"):
         sd = torch.load(weights or DEFAULT_OUT / "policy.pt", map_location="cpu", weights_only=True)
         rsd = torch.load(reward_for(6), map_location="cpu", weights_only=True) if teacher == "lookahead" else None
         cfg = {"m": 6, "teacher": "lookahead" if teacher == "lookahead" else "rollout", "horizon": 3,
                "intervals": 30, "order": "short", "isolate": "never", "arrival": arrival, "seed": seed,
-               "beta": 1.0, "record": True}
+               "beta": 1.0, "record": True, "hold": float(hold) if hold else 0.0}
         if teacher == "future":
             cfg["futures"] = int(rest[0]) if rest else 4
             cfg["future_horizon_s"] = float(rest[1]) if len(rest) > 1 else 2400.0
         _, jct = episode((sd, rsd, cfg))
     else:
-        base, _, hold = name.partition("@hold=")
         pol = make_policy(base if weights is None or teacher != "drl" else f"{base}:weights={weights}")
         if hold:
             pol.hold_s = float(hold)

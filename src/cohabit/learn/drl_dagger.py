@@ -64,30 +64,46 @@ class RecordingPolicy(TaskwisePolicy):
     records the expert's action for every state it decides on (a :class:`Sample`)."""
 
     def __init__(self, actor: Any | None, expert: Chooser, beta: float, rng: np.random.Generator,
-                 cost_weight: float = 0.0) -> None:
+                 cost_weight: float = 0.0, prior: float = 0.0) -> None:
         self.actor, self.expert, self.beta, self.rng = actor, expert, beta, rng
         self.cost_weight = cost_weight
+        # the actor's own choices tilted by LIF-Line's interference score, as ``drl:prior=W`` decides
+        # (:mod:`cohabit.policies.drl.prior`; session drl17b); 0: the actor's argmax
+        self.prior_w = prior
+        self._lif: Any = None
         self.samples: list[Sample] = []
         self.name = "drl-dagger"
         self.record = True  # False: a validation run of the actor alone, the expert not consulted
 
     def begin(self, state: PlacementState, view: Any) -> None:
-        """Experts that need the work each job has left (the rollout teacher) see the view first."""
+        """Experts that need the work each job has left (the rollout teacher) see the view first;
+        with a prior, LIF-Line reads the servers' cores for this decision."""
         observe = getattr(self.expert, "observe", None)
         if observe is not None:
             observe(view)
+        if self.prior_w > 0:
+            if self._lif is None:
+                from ..policies.lif_line import LIFPolicy
+
+                self._lif = LIFPolicy("line")
+            self._lif.begin(state, view)
+
+    def own(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
+        """The actor's choice as ``drl`` makes it: the argmax, tilted by the prior when it has one."""
+        from .drl_env import net_probabilities
+
+        probs = net_probabilities(self.actor, state, job, mask)
+        if self.prior_w > 0:
+            from ..policies.drl.prior import lif_scores, tilted_choice
+
+            return tilted_choice(probs, lif_scores(self._lif, state, job, mask), mask, self.prior_w)
+        return int(np.argmax(np.where(mask, probs, -1.0)))
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         if not self.record and self.actor is not None and self.beta == 0.0:
-            from .drl_env import net_probabilities
-
-            return int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
+            return self.own(state, job, mask)
         target = int(self.expert(state, job, mask))
-        own = None
-        if self.actor is not None:
-            from .drl_env import net_probabilities
-
-            own = int(np.argmax(np.where(mask, net_probabilities(self.actor, state, job, mask), -1.0)))
+        own = None if self.actor is None else self.own(state, job, mask)
         # a state with one valid action teaches nothing; nor one where the expert sees that the job
         # cannot be completed whatever the action (it will wait; its label would be arbitrary)
         if mask.sum() > 1 and not getattr(self.expert, "hopeless", False):
@@ -227,9 +243,11 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
                              cfg["seed"])
     if cfg.get("teacher_isolate", "never") != "never":
         expert = IsolatedTeacher(expert, cfg["teacher_isolate"])
-    pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0))
+    pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0),
+                          cfg.get("prior", 0.0))
     pol.pending_order = PendingOrder(cfg.get("order", "arrival"))  # the order ``drl`` decides in
     pol.isolate = cfg.get("isolate", "never")  # and the masks it decides with (policies.drl.isolate)
+    pol.hold_s = cfg.get("hold", 0.0)  # and its hold rule (policies.drl.hold; 0: off)
     pol.record = cfg.get("record", True)
     jobs = workload(m, cfg["arrival"], cfg["seed"], cfg["intervals"], cfg.get("rate_scale", 1.0))
     res = simulate(jobs, preset("drl" if m == 6 else "drl-30"), pol)
@@ -246,7 +264,8 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            teacher_isolate: str = "never", arrivals: tuple[str, ...] = ARRIVALS, select: str = "mean",
            guard: float = 0.02, save_rounds: Path | None = None,
            anchor: tuple[str, ...] = (), futures: int = 0,
-           future_horizon_s: float = 2400.0, rollout_actor: Path | None = None) -> tuple[Any, dict[str, Any]]:
+           future_horizon_s: float = 2400.0, rollout_actor: Path | None = None, hold: float = 0.0,
+           prior: float = 0.0) -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -271,7 +290,10 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     ``future_horizon_s``: the rollout teacher samples that many futures of arrivals from the
     history seen (:class:`~cohabit.learn.drl_rollout.FutureRollout`, session drl14);
     ``rollout_actor``: weights that place in the rollout teacher's rollouts instead of the
-    current actor (a fixed teacher: session drl14)."""
+    current actor (a fixed teacher: session drl14); ``hold``: the hold rule of the placement loop
+    (:mod:`cohabit.policies.drl.hold`, seconds, ``inf`` unbounded) and ``prior``: the LIF-Line prior's
+    weight on the actor's own choices (:mod:`cohabit.policies.drl.prior`), in every episode, validation
+    included, so that the actor is trained and chosen under the rules ``drl`` decides with (session drl17b)."""
     import multiprocessing as mp
 
     import torch
@@ -304,7 +326,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
                 "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate,
                 "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, "anchor": anchor,
                 "anchor_sd": anchor_sd, "placer_sd": placer_sd, "futures": futures,
-                "future_horizon_s": future_horizon_s, **kw}
+                "future_horizon_s": future_horizon_s, "hold": hold, "prior": prior, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -442,6 +464,10 @@ def train_drl_dagger(
     future_horizon: float = typer.Option(2400.0, help="with --futures: seconds of sampled arrivals"),
     rollout_actor: Path = typer.Option(None, help="rollout teacher: these weights place in its rollouts (default: "
                                        "the current actor)"),
+    hold: str = typer.Option("0", help="hold rule of the placement loop in the episodes (seconds a job may wait "
+                             "rather than run spread; inf: unbounded, drl's default on 6 servers; 0: off)"),
+    prior: float = typer.Option(0.0, help="the actor's own choices tilted by LIF-Line's score with this weight, as "
+                                "drl:prior=W (drl's default on 6 servers: 3; 0: the actor's argmax)"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -497,6 +523,12 @@ def train_drl_dagger(
     if rollout_actor is not None and (teacher != "rollout" or not rollout_actor.is_file()):
         raise typer.BadParameter(f"--rollout-actor needs --teacher rollout and an existing weights file, got "
                                  f"{rollout_actor}")
+    try:
+        hold_s = float(hold)
+    except ValueError:
+        hold_s = float("nan")
+    if not hold_s >= 0 or not prior >= 0:
+        raise typer.BadParameter(f"--hold must be a number >= 0 or inf and --prior >= 0, got {hold!r}, {prior}")
     if not guard >= 0:
         raise typer.BadParameter(f"--guard must be >= 0, got {guard}")
     if reward is None:
@@ -518,7 +550,7 @@ def train_drl_dagger(
                            validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate,
                            arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds,
                            anchor=anchors, futures=futures, future_horizon_s=future_horizon,
-                           rollout_actor=rollout_actor)
+                           rollout_actor=rollout_actor, hold=hold_s, prior=prior)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
@@ -526,7 +558,7 @@ def train_drl_dagger(
             "cost_weight": cost_weight, "isolate": isolate, "teacher_isolate": teacher_isolate,
             "order": order, "rate_scale": scale, "arrivals": list(train_arrivals), "guard": guard,
             "anchor": list(anchors), "margin": margin, "futures": futures, "future_horizon_s": future_horizon,
-            "rollout_actor": str(rollout_actor) if rollout_actor else None,
+            "rollout_actor": str(rollout_actor) if rollout_actor else None, "hold": hold_s, "prior": prior,
             "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
                         f"{'/'.join(train_arrivals)} in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
