@@ -1,6 +1,7 @@
 """``drl``'s hold rule (``policies.drl.hold``, session drl16): a job runs on as few servers as an empty
 cluster would give it (placed again there when they fit now), or waits for that room up to ``hold``
-seconds; ``hold=auto`` is unbounded on 6 servers and off on 30; ``hold=0`` is the loop as before."""
+seconds; ``hold=auto`` is unbounded on 6 and 30 servers (drl17a); ``hold=0`` is the loop as before; ``starve=k``
+bounds the wait at k times the job's estimated solo time."""
 
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def test_min_span_is_the_fewest_servers_of_an_empty_cluster():
     assert min_span(np.ones((1, 3)), _job("f", 3)) == 2  # does not fit: one server more than there are
 
 
-def test_hold_auto_is_unbounded_on_six_servers_and_off_elsewhere():
-    assert AUTO == {6: math.inf}
-    assert hold_seconds(-1.0, 6) == math.inf and hold_seconds(-1.0, 30) == 0.0
+def test_hold_auto_is_unbounded_on_six_and_thirty_servers_and_off_elsewhere():
+    assert AUTO == {6: math.inf, 30: math.inf}
+    assert hold_seconds(-1.0, 6) == math.inf and hold_seconds(-1.0, 30) == math.inf and hold_seconds(-1.0, 8) == 0.0
     assert hold_seconds(0.0, 6) == 0.0 and hold_seconds(600.0, 30) == 600.0
 
 
@@ -162,5 +163,7 @@ def test_the_hold_on_thirty_servers_is_cheap_and_keeps_jobs_on_their_fewest_serv
         state.undo(state.jobs[s])
     servers, plan = compact_servers(state, wide, 5)
     assert servers == [5, 6, 7, 8, 9] and len(plan) == 10
-    seen, finished = _starts("drl:hold=1e9", "bursty", 20000, servers=30, intervals=6)
+    seen, finished = _starts("drl", "bursty", 20000, servers=30, intervals=6)  # the default holds there too
     assert finished and seen and all(servers <= least for _, servers, least, *_ in seen)
+    before, _ = _starts("drl:hold=0", "bursty", 20000, servers=30, intervals=6)
+    assert any(servers > least for _, servers, least, *_ in before)  # the rule matters here

@@ -16,9 +16,12 @@ the rule, when the tasks the chooser drew span more servers than :func:`min_span
 On an empty cluster every job fits on its minimum, so no job waits for nothing. Everything it reads
 is observable: the job's declared shape and demands, the servers' capacities and free room, the
 placement drawn, the job's submission time and the clock. ``hold = 0`` (the default) is the loop
-as before; ``drl``'s default ``hold = auto`` is :data:`AUTO` per cluster size (unbounded on 6
-servers, chosen on the selection workloads of "Session drl16"; off on the 30-server rack, not
-measured there).
+as before; ``drl``'s default ``hold = auto`` is :data:`AUTO` per cluster size: unbounded on 6
+servers (chosen on the selection workloads of "Session drl16") and on the 30-server rack (session
+drl17a, chosen on the load-matched selection workloads 20000-20011), where jobs have up to 10
+tasks, so the server sets are searched greedily above :data:`EXHAUSTIVE` of them. ``starve = k``
+bounds the wait (:func:`due`): a held job may run spread after k times its estimated solo time
+(off by default: it did not pay on the selection workloads, ``docs/drl.md``, "Session drl17a").
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .state import JobEntry, PlacementState
 
 
 #: the hold per number of servers under ``hold=auto`` (seconds; 0: off)
-AUTO: dict[int, float] = {6: math.inf}
+AUTO: dict[int, float] = {6: math.inf, 30: math.inf}
 
 
 #: the starvation bound (:func:`due`) per number of servers under ``starve=auto`` (0: none)

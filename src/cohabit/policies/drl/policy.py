@@ -6,7 +6,7 @@ worker or parameter server, over the state of every concurrent job (:mod:`.state
 actions masked; the most probable action is taken (``sample=True`` draws from the
 distribution instead; on 6 servers the log-probabilities are first tilted by LIF-Line's
 interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
-logits of more actors; on 6 servers a job that would run on more servers than it needs waits for
+logits of more actors; on 6 and 30 servers a job that would run on more servers than it needs waits for
 room instead, :mod:`.hold`, ``hold=0`` places it spread as before,
 ``starve=k`` lets it spread after k times its estimated solo time) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
