@@ -6,8 +6,9 @@ worker or parameter server, over the state of every concurrent job (:mod:`.state
 actions masked; the most probable action is taken (``sample=True`` draws from the
 distribution instead; on 6 servers the log-probabilities are first tilted by LIF-Line's
 interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
-logits of more actors; on 6 servers a job that would run on more servers than it needs waits for
-room instead, :mod:`.hold`, ``hold=0`` places it spread as before) and the state updated before the next inference. Running jobs never
+logits of more actors; on 6 and 30 servers a job that would run on more servers than it needs waits for
+room instead, :mod:`.hold`, ``hold=0`` places it spread as before,
+``starve=k`` lets it spread after k times its estimated solo time) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
 names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
 are those for the 30-server ``drl-30`` preset. A cluster of another size is refused with that
@@ -28,7 +29,7 @@ from ...engine.view import ClusterView
 from ...spec.cluster import ClusterSpec
 from ..params import build
 from .isolate import check_isolate
-from .hold import hold_seconds
+from .hold import hold_seconds, starve_factor
 from .order import PendingOrder
 from .prior import lif_scores, prior_weight, tilted_choice
 from .state import JobEntry, PlacementState
@@ -66,7 +67,8 @@ class DRLPolicy(TaskwisePolicy):
 
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
                  reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
-                 prior: float = -1.0, hold: float = -1.0) -> None:
+                 prior: float = -1.0, hold: float = -1.0,
+                 starve: float = -1.0) -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -94,6 +96,8 @@ class DRLPolicy(TaskwisePolicy):
         self.isolate = check_isolate(isolate, allow_auto=True)
         # .hold: wait up to this many seconds rather than run spread; < 0 = auto, per cluster size
         self.hold = float(hold)
+        # .hold.due: a held job may run spread after ``starve`` x its estimated solo time; < 0 = auto
+        self.starve_k = float(starve)
         self.inferences = 0
         # interference prior (.prior): < 0 = auto, the weight chosen per cluster size
         self.prior = prior
@@ -164,6 +168,7 @@ class DRLPolicy(TaskwisePolicy):
         self.extra = self._extra.get(state.m, [])
         self.prior_w = prior_weight(self.prior, state.m)
         self.hold_s = hold_seconds(self.hold, state.m)
+        self.starve = starve_factor(self.starve_k, state.m)
         if self.prior_w > 0:
             if self._lif is None:
                 from ..lif_line import LIFPolicy

@@ -19,9 +19,10 @@ from ...engine.job import JobView
 from ...engine.view import ClusterView
 from ..base import BasePolicy
 from ..placement import Draft
-from .hold import HoldRule, enforce
+from .hold import HoldRule, due, enforce
 from .isolate import narrow, unshared_room
-from .order import PendingOrder
+from .online import load_solo
+from .order import PendingOrder, solo_estimate
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
 
 
@@ -134,6 +135,10 @@ class TaskwisePolicy(BasePolicy):
     isolate = "never"
     #: ``hold`` parameter (:mod:`.hold`): seconds a job may wait rather than run spread (0: never)
     hold_s = 0.0
+    #: the hold's starvation bound (:func:`.hold.due`): a held job may run spread once it has waited
+    #: this many times its estimated solo run time (0: no bound beyond ``hold_s``)
+    starve = 0.0
+    _solo: dict[str, dict[str, float]] | None = None
     _wake: float | None = None
 
     def next_decision_time(self) -> float | None:
@@ -169,12 +174,17 @@ class TaskwisePolicy(BasePolicy):
 
         self._wake = None
 
+        if self.starve > 0 and self._solo is None:
+            self._solo = load_solo()
+        solo = self._solo if self.starve > 0 else None
+
         def may_spread(entry: JobEntry) -> bool:
-            due = by_id[entry.key].spec.submit_time + self.hold_s
-            if view.now >= due:
+            job = by_id[entry.key]
+            when = due(job.spec.submit_time, self.hold_s, self.starve, solo_estimate(job, solo) if solo is not None else math.inf)
+            if view.now >= when:
                 return True
-            if math.isfinite(due):  # (an unbounded hold depends on the room alone, not the clock)
-                self._wake = due if self._wake is None else min(self._wake, due)
+            if math.isfinite(when):  # (an unbounded hold depends on the room alone, not the clock)
+                self._wake = when if self._wake is None else min(self._wake, when)
             return False
 
         hold = HoldRule(capacity_matrix(view), may_spread) if self.hold_s > 0 else None
