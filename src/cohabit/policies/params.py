@@ -115,3 +115,10 @@ def build(cls: type[T], params: dict[str, Any], *, policy: str, fixed: dict[str,
                                f"the shortest interval allowed is {MIN_TICK_S:g} s")
     obj.parameters = {k: known[k] for k in settable}  # type: ignore[attr-defined]  # for `cohabit policies`
     return obj
+
+
+def per_size(value: float, auto: dict[int, float], size: int) -> float:
+    """A numeric parameter whose negative value means ``auto``: ``value`` itself when >= 0, else the
+    value ``auto`` gives for this ``size`` (e.g. the number of servers; 0 when it names none).
+    ``drl``'s ``prior``, ``hold`` and ``starve`` are read this way."""
+    return value if value >= 0 else auto.get(size, 0.0)

@@ -34,6 +34,7 @@ from itertools import combinations
 
 import numpy as np
 
+from ..params import per_size
 from .state import JobEntry, PlacementState
 
 
@@ -47,12 +48,12 @@ STARVE_AUTO: dict[int, float] = {}
 
 def hold_seconds(hold: float, m: int) -> float:
     """The hold ``hold`` means on ``m`` servers: itself when >= 0, else (``auto``) :data:`AUTO`'s."""
-    return hold if hold >= 0 else AUTO.get(m, 0.0)
+    return per_size(hold, AUTO, m)
 
 
 def starve_factor(starve: float, m: int) -> float:
     """The starvation bound ``starve`` means on ``m`` servers: itself when >= 0, else :data:`STARVE_AUTO`'s."""
-    return starve if starve >= 0 else STARVE_AUTO.get(m, 0.0)
+    return per_size(starve, STARVE_AUTO, m)
 
 
 def span(entry: JobEntry) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..params import per_size
 from .state import JobEntry, PlacementState
 
 #: the prior's weight per number of servers under ``prior=auto`` (0: the actor alone)
@@ -25,7 +26,7 @@ AUTO: dict[int, float] = {6: 3.0}
 
 def prior_weight(prior: float, m: int) -> float:
     """The weight ``prior`` means on ``m`` servers: itself when >= 0, else (``auto``) :data:`AUTO`'s."""
-    return prior if prior >= 0 else AUTO.get(m, 0.0)
+    return per_size(prior, AUTO, m)
 
 
 def lif_scores(lif: Any, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
