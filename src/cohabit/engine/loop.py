@@ -163,6 +163,9 @@ class Scheduler(ActionHandlers, EventFolding, LiveControl):
         self._hook_progress = getattr(policy, "on_progress", None)
         self._tick = getattr(policy, "tick_interval", None)
         self._hook_wake = getattr(policy, "next_decision_time", None)  # a one-off re-decision the policy asks for
+        # asked after a turn that the backend alone woke (``wants_turn(events)``, see policies/base.py): False
+        # means the policy's decide would plan nothing and change nothing, so none is made (no decision row)
+        self._hook_turn = getattr(policy, "wants_turn", None)
         # rounds: the policy decides only at multiples of this (Pollux's scheduling interval)
         self._period = self._period_arg or getattr(policy, "decision_period", None)
         # decisions with nothing running and nothing to arrive before the loop gives up (a policy that
@@ -209,11 +212,12 @@ class Scheduler(ActionHandlers, EventFolding, LiveControl):
                 active = bool(running or pending or paused)
                 if not active:
                     next_tick = inf
-                t = min(t_arr, next_tick, t_src, t_be if t_be is not None else inf, timers[0][0] if timers else inf)
+                t_due = min(t_arr, next_tick, t_src, timers[0][0] if timers else inf)  # (a turn whatever comes)
                 if self._hook_wake is not None and active:
                     wake = self._hook_wake()
-                    if wake is not None and self.now < wake < t:  # (one already past is not a reason to turn)
-                        t = wake
+                    if wake is not None and self.now < wake < t_due:  # (one already past is not a reason to turn)
+                        t_due = wake
+                t = t_due if t_be is None or t_due <= t_be else t_be
                 if t == inf and not running:
                     break  # (a real backend with running jobs waits for their next event)
                 if t > self.horizon:
@@ -232,6 +236,8 @@ class Scheduler(ActionHandlers, EventFolding, LiveControl):
                                 break
                     for ev in events:
                         on_event(ev)
+                if now < t_due and events and self._hook_turn is not None and not self._hook_turn(events):
+                    continue  # woken by the backend alone (no arrival, wake-up, tick, timer or poll due yet)
                 while i < total and arrivals[i].submit_time <= now:
                     arrive(arrivals[i])
                     i += 1

@@ -10,6 +10,12 @@ Hooks the scheduler calls when a policy defines them:
 * ``next_decision_time()`` (seconds or None) — call ``decide`` again at that time
   (asked again after every decision; e.g. when a job spared from preemption
   reaches its minimum run time);
+* ``wants_turn(events) -> bool`` — asked after a turn that the backend alone
+  woke (no arrival, wake-up, tick, round, budget timer or poll due), once its
+  events are folded in (``on_progress``/``on_finish`` already called): False
+  means ``decide`` would return an empty plan and change nothing a later round
+  reads, so the scheduler makes no decision (and records no ``decision`` row)
+  this turn. Without the hook every such turn decides;
 * ``cluster_problem(cluster) -> str | None`` — why the policy cannot run on this
   cluster (e.g. learned weights trained for another size), checked by the
   commands before any work starts; None: it can;

@@ -75,6 +75,14 @@ events, so no periodic tick is needed (default ``tick_interval=None``; giving on
 rounds, which change nothing). Before, a 60-s tick re-evaluated the queues: on the Muri artifact's
 trace1 362k of 473k events were such ticks, and queue changes were seen up to 60 s late.
 
+Turns that cannot change the plan are not taken (``lazy_turns``, default on; off: a round at every one of
+those moments and every event, the same schedule with more ``decision`` rows). After a round with nothing
+left to do (it planned nothing, or only started jobs, each start taken), until a job arrives or ends: a
+progress report alone is no reason to decide (``wants_turn``: a round reads no telemetry), nor is a
+demotion into a queue no waiting job is below, nor a job reaching ``min_run_time`` there: victims come
+from the queues below a waiting job's only, so such a round would be the last one again. Those demotions
+are applied at their own times by the next round. On trace1 that is 20,359 rounds instead of 57,452.
+
 Choices where the paper is silent: victims are taken from the lowest queue
 first and, within a queue, the job that most recently (re)started or entered
 it first; once a job fits, victims it turns out not to need are spared. Queue
@@ -91,6 +99,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..engine.actions import Pause, Placement, Plan, Resume, Start
+from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.job import JobView
 from ..engine.ledger import fit_counts
 from ..engine.oracle import Oracle
@@ -112,6 +121,8 @@ __all__ = ["DEFAULT_THRESHOLDS", "MODEL_TENSOR_SKEW", "SizeDistribution", "Tires
 
 #: Authors' simulator defaults (SymbioticLab/Tiresias ``jobs.py``: ``queue_limit``), GPU-seconds.
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3250.0, 7200.0)
+
+_PROGRESS = BackendEventKind.PROGRESS
 
 REFRESH_GROWTH = 1.05  # refit the learned size distribution when the history grew this much
 
@@ -146,6 +157,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         min_run_time: float = 120.0,
         tick_interval: float | None = None,
         promote_basis: str = "total",
+        lazy_turns: bool = True,
     ) -> None:
         try:
             th = tuple(float(t) for t in thresholds)
@@ -247,9 +259,30 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
+        # the last round planned nothing and no job arrived or ended since: a round now would plan nothing
+        # until an arrival, an end or a wake-up (see wants_turn)
+        self._settled = False
+        self._unverified = False
+        self.lazy_turns = bool(lazy_turns)
+        self._deferred: list[tuple[float, int, str, int]] = []
+        self._deferred_el: list[tuple[float, str]] = []
+        self._deferred_top = 0
+        self._later = math.inf
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
+
+    def wants_turn(self, events: Sequence[BackendEvent]) -> bool:
+        """A round after events the backend alone brought (no arrival or wake-up due): needed unless the last round
+        planned nothing and only progress reports came since. A round reads no telemetry (attained service is GPUs
+        x run time), so it would find what the last one found (the victims a round paused wait for the next round:
+        after a plan, the next turn is always taken); a job's end or eviction is a change."""
+        if not self.lazy_turns:
+            return True
+        for ev in events:
+            if ev.kind is not _PROGRESS:
+                return True
+        return not self._quiet_now()
 
     # ------------------------------------------------------------- hooks
     def on_arrival(self, job: JobView, view: ClusterView) -> None:
@@ -270,12 +303,14 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._recs[job.id] = rec
         self._wait[0][job.id] = rec
         self._changed = True
+        self._settled = False
         self._order_add(rec)
         if self.gittins:
             self._stale[job.id] = rec
 
     def on_finish(self, job: JobView, view: ClusterView) -> None:
         self._changed = True
+        self._settled = False
         rec = self._recs.pop(job.id, None)
         if rec is not None:
             if rec.running:
@@ -434,13 +469,15 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
 
     # -------------------------------------------------------------- decide
     def decide(self, view: ClusterView) -> Plan:
-        self._decided_at = view.now
-        self._catch_up(view)
+        since, self._decided_at = self._decided_at, view.now
+        self._catch_up(view, since)
         if not any(self._wait):
             self._quiet = None
+            self._settled = True
             return []
         now = view.now
         if self._still_quiet(view):
+            self._settled = True
             return []
         failed = self._carried_failures(view)  # shapes with no free room left this round
         top = len(self.thresholds)
@@ -514,6 +551,11 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._nofit_room = draft.save() if failed else None  # the room after this plan
         self._nofit_version = None
         self._quiet = None
+        # a plan that only starts jobs leaves a round with nothing to do: each job it could not place failed on
+        # more room than is left, and with no victim paused (they wait for the next round) and none started
+        # eligible yet (min_run_time > 0) the victims are the same; _quiet_now checks that every start took effect
+        self._settled = self.min_run_time > TIME_EPS and not any(started is False for started, _ in self._last_plan)
+        self._unverified = True
         return plan
 
 

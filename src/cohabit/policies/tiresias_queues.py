@@ -47,6 +47,18 @@ class LasQueues:
     _changed: bool
     _eligible: list[tuple[float, str]]  # heap: (when a running job may first be preempted (min_run_time), job)
     _decided_at: float
+    lazy_turns: bool
+    _settled: bool  # the last round planned nothing new to do (see Tiresias.decide)
+    _unverified: bool  # the last plan's starts are not yet checked to have taken effect (see _quiet_now)
+    _last_plan_starts: bool
+    # heaps of the entries of _heap / _eligible that next_decision_time found no reason to decide on (see there),
+    # the highest waiting queue they were deferred under (the lowest-priority one of those: they stay deferred
+    # while no job waits higher), and a moment no later than the first later crossing of a deferred job that
+    # may matter
+    _deferred: list[tuple[float, int, str, int]]
+    _deferred_el: list[tuple[float, str]]
+    _deferred_top: int
+    _later: float
 
     def queue_of(self, service: float) -> int:
         """Index (0-based) of the queue holding a job with ``service`` GPU-seconds."""
@@ -147,9 +159,20 @@ class LasQueues:
         self._move(rec, 0, now)
         self.promotions += 1
 
-    def _catch_up(self, view: ClusterView) -> None:
-        """Undo what the scheduler refused from the last plan; apply demotions and promotions due."""
+    def _catch_up(self, view: ClusterView, since: float) -> None:
+        """Undo what the scheduler refused from the last plan; apply demotions and promotions due. ``since``: the
+        time of the last round. A demotion due between it and now took no turn of its own (next_decision_time
+        deferred it): it is applied at its own time, as that turn would have, before anything due later."""
         now = view.now
+        heap = self._heap
+        if self._later <= now + TIME_EPS:
+            self._restore_deferred()  # (a deferred job's crossing that may matter is due: deferred afresh later)
+        else:  # the deferred entries due now are applied now, in order with the others
+            deferred, deferred_el = self._deferred, self._deferred_el
+            while deferred and deferred[0][0] <= now + TIME_EPS:
+                heapq.heappush(heap, heapq.heappop(deferred))
+            while deferred_el and deferred_el[0][0] <= now + TIME_EPS:
+                heapq.heappush(self._eligible, heapq.heappop(deferred_el))
         for started, job_id in self._last_plan:
             rec = self._recs.get(job_id)
             if rec is not None and rec.running != started:
@@ -157,33 +180,119 @@ class LasQueues:
             if rec is not None and (rec.job.state is JobState.RUNNING) != started:
                 self._set_running(rec, now, not started)
         self._last_plan = []
-        heap = self._heap
         while heap and heap[0][0] <= now + TIME_EPS:
-            _, _, job_id, epoch = heapq.heappop(heap)
+            when, _, job_id, epoch = heapq.heappop(heap)
             rec = self._recs.get(job_id)
             if rec is None or rec.epoch != epoch:
                 continue
+            at = when if since < when < now else now  # (a deferred demotion, or a later crossing of its job)
             if rec.running:
-                q = self.queue_of(self.service(rec.job, now) + TIME_EPS * rec.rate)
+                q = self.queue_of(self.service(rec.job, at) + TIME_EPS * rec.rate)
                 if q > rec.q:
-                    self._move(rec, q, now)  # demotion (paper §3.2.3)
-            elif self._starved(rec, now):
-                self._promote(rec, now)
-            self._schedule(rec, now)
+                    self._move(rec, q, at)  # demotion (paper §3.2.3)
+            elif self._starved(rec, at):
+                self._promote(rec, at)
+            self._schedule(rec, at)
+
+    def _quiet_now(self) -> bool:
+        """True if a round now would plan nothing while no job arrives or ends: the last round planned nothing,
+        or only started jobs and every start took effect (the scheduler may refuse one: checked once, here)."""
+        if not self._settled:
+            return False
+        if self._unverified:
+            self._unverified = False
+            recs = self._recs
+            for started, job_id in self._last_plan:  # (as _catch_up reconciles them)
+                rec = recs.get(job_id)
+                if rec is not None and (rec.job.state is JobState.RUNNING) != started:
+                    self._settled = False
+                    return False
+        return True
+
+    def _top_waiting(self) -> int:
+        """The highest-priority queue with a waiting job (the queue count if none waits)."""
+        for q, table in enumerate(self._wait):
+            if table:
+                return q
+        return len(self._wait)
+
+    def _crossing(self, rec: Rec, when: float, top: int) -> float:
+        """When running ``rec``, demoted at ``when``, is next demoted out of a queue no higher than ``top`` (a
+        demotion that can make it a victim): its crossings after ``when`` computed as :meth:`_catch_up` and
+        :meth:`_schedule` will (the same operations on the same numbers); inf if it never is."""
+        job, rate, th, last = rec.job, rec.rate, self.thresholds, len(self.thresholds)
+        base = rec.base[0] if rec.base is not None else 0.0
+        at, q = when, rec.q
+        while True:
+            q = max(q, self.queue_of(job.attained_service(at) - base + TIME_EPS * rate))
+            if q >= last:
+                return math.inf
+            nxt = at + max(th[q] - (job.attained_service(at) - base), 0.0) / rate
+            if q >= top:
+                return nxt
+            at = nxt
+
+    def _restore_deferred(self) -> None:
+        """Put every deferred entry back where it came from (each one is a reason to decide again)."""
+        for entry in self._deferred:
+            heapq.heappush(self._heap, entry)
+        for el in self._deferred_el:
+            heapq.heappush(self._eligible, el)
+        self._deferred, self._deferred_el = [], []
+        self._deferred_top = 0
+        self._later = math.inf
 
     def next_decision_time(self) -> float | None:
         """When the queues can next change without an event (the scheduler decides then): the earliest
         pending demotion or promotion (stale heap entries are dropped), and, while jobs wait, the earliest
-        moment a running job reaches ``min_run_time`` (a new possible victim). None: nothing pending."""
+        moment a running job reaches ``min_run_time`` (a new possible victim). None: nothing pending.
+
+        After a round with nothing left to do (:meth:`_quiet_now`; ``lazy_turns``), a moment that cannot change
+        the plan is no reason to decide: a demotion into a queue no waiting job is below (victims come from the
+        queues below a waiting job's only, so the round would be the last one again), and a job reaching its
+        minimum run time in such a queue. Those are taken out of the heaps until the next round, which applies
+        the demotions at their own times (:meth:`_catch_up`); a deferred job's first later crossing that would
+        matter is a reason to decide (:meth:`_crossing`). Every event, arrival or end still brings a round."""
         heap, recs = self._heap, self._recs
+        lazy = self.lazy_turns and self._quiet_now()
+        top = len(self._wait)  # (the highest queue with a waiting job, once needed; none: the queue count)
+        if lazy:
+            top = self._top_waiting()
+            if top < self._deferred_top:  # a job waits higher than when some were deferred: they may matter now
+                self._restore_deferred()  # (and _later, computed for that queue, may come too late)
+            elif not self._deferred:
+                self._later = math.inf  # (the deferred demotions were all applied)
+        elif self._deferred or self._deferred_el or self._later < math.inf:
+            self._restore_deferred()  # (not quiet: every entry is a reason to decide, as without lazy_turns)
+        t = self._later
+        since = self._decided_at + TIME_EPS  # (an entry due by the last round was due then: never deferred)
         while heap:
-            _, _, job_id, epoch = heap[0]
+            when, _, job_id, epoch = heap[0]
             rec = recs.get(job_id)
-            if rec is not None and rec.epoch == epoch:
-                break
-            heapq.heappop(heap)
-        t = heap[0][0] if heap else math.inf
+            if rec is None or rec.epoch != epoch:
+                heapq.heappop(heap)
+                continue
+            if lazy and rec.running and top > rec.q and since < when < t:
+                # a demotion into a queue no waiting job is below: no new victim, the last round again
+                heapq.heappush(self._deferred, heapq.heappop(heap))
+                self._deferred_top = max(self._deferred_top, top)
+                if top < len(self.thresholds):
+                    self._later = t = min(t, self._crossing(rec, when, top))
+                continue
+            t = min(t, when)
+            break
         # (a round with waiting jobs drops the eligibility times it has reached, see _still_quiet)
-        if self._eligible and self._eligible[0][0] > self._decided_at + TIME_EPS and any(self._wait):
-            t = min(t, self._eligible[0][0])
+        eligible = self._eligible
+        while eligible and t > eligible[0][0] > since and any(self._wait):
+            when, job_id = eligible[0]
+            rec = recs.get(job_id)
+            # (lazy) a victim only if its queue then is below the highest waiting job's (2 x TIME_EPS of slack
+            # for a demotion due about then)
+            if lazy and rec is not None and rec.running and rec.q <= top \
+                    and self.queue_of(self.service(rec.job, when) + 2 * TIME_EPS * rec.rate) <= top:
+                heapq.heappush(self._deferred_el, heapq.heappop(eligible))
+                self._deferred_top = max(self._deferred_top, top)
+                continue
+            t = when
+            break
         return t if t < math.inf else None

@@ -32,6 +32,7 @@ class RoundShortcuts:
     _wait: list[dict[str, Rec]]
     _eligible: list[tuple[float, str]]
     _changed: bool
+    _settled: bool
     _nofit: set[Shape]
     _nofit_room: tuple[np.ndarray, np.ndarray] | None
     _nofit_version: int | None
@@ -90,6 +91,7 @@ class RoundShortcuts:
         room, and the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
         self._nofit = failed
         self._changed = False
+        self._settled = True
         version = view.allocation_version
         self._free_gpus(view)
         room = self._room_copy
