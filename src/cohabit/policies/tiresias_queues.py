@@ -262,9 +262,7 @@ class LasQueues:
                 self._restore_deferred()  # (and _later, computed for that queue, may come too late)
             elif not self._deferred:
                 self._later = math.inf  # (the deferred demotions were all applied)
-        elif self._deferred or self._deferred_el or self._later < math.inf:
-            self._restore_deferred()  # (not quiet: every entry is a reason to decide, as without lazy_turns)
-        t = self._later
+        t = self._later if lazy else math.inf
         since = self._decided_at + TIME_EPS  # (an entry due by the last round was due then: never deferred)
         while heap:
             when, _, job_id, epoch = heap[0]
@@ -281,8 +279,23 @@ class LasQueues:
                 continue
             t = min(t, when)
             break
-        # (a round with waiting jobs drops the eligibility times it has reached, see _still_quiet)
         eligible = self._eligible
+        if not lazy:  # not quiet: the deferred entries are reasons to decide as the others are (kept apart)
+            deferred = self._deferred
+            while deferred:
+                when, _, job_id, epoch = deferred[0]
+                rec = recs.get(job_id)
+                if rec is not None and rec.epoch == epoch:
+                    t = min(t, when)
+                    break
+                heapq.heappop(deferred)
+            head = eligible[0][0] if eligible else math.inf
+            if self._deferred_el:  # (the earliest of both, as one heap's head would be)
+                head = min(head, self._deferred_el[0][0])
+            if since < head < t and any(self._wait):
+                t = head
+            return t if t < math.inf else None
+        # (a round with waiting jobs drops the eligibility times it has reached, see _still_quiet)
         while eligible and t > eligible[0][0] > since and any(self._wait):
             when, job_id = eligible[0]
             rec = recs.get(job_id)
