@@ -50,7 +50,6 @@ class LasQueues:
     lazy_turns: bool
     _settled: bool  # the last round planned nothing new to do (see Tiresias.decide)
     _unverified: bool  # the last plan's starts are not yet checked to have taken effect (see _quiet_now)
-    _last_plan_starts: bool
     # heaps of the entries of _heap / _eligible that next_decision_time found no reason to decide on (see there),
     # the highest waiting queue they were deferred under (the lowest-priority one of those: they stay deferred
     # while no job waits higher), and a moment no later than the first later crossing of a deferred job that
