@@ -88,9 +88,9 @@ def test_the_layout_rule_lays_jobs_out_again_and_runs_them_faster(monkeypatch):
     calls = {"fit": 0, "changed": 0}
     inner = taskwise.layout_fit
 
-    def counting(*args):
+    def counting(*args, **kwargs):
         calls["fit"] += 1
-        changed = inner(*args)
+        changed = inner(*args, **kwargs)
         calls["changed"] += changed
         return changed
 

@@ -101,32 +101,20 @@ def min_span(capacity: np.ndarray, entry: JobEntry) -> int:
     return m + 1
 
 
-def compact_servers(state: PlacementState, entry: JobEntry, k: int,
-                    avoid: np.ndarray | None = None) -> tuple[list[int], list[int]] | None:
+def compact_servers(state: PlacementState, entry: JobEntry, k: int) -> tuple[list[int], list[int]] | None:
     """``k`` servers on which all of ``entry``'s tasks fit in the room free before they were placed,
     those where other jobs hold the fewest tasks first (ties: lower index), and the first-fit
-    actions there; None if no ``k`` servers hold the job now. ``avoid`` (M booleans): servers not to
-    use (a reservation for another job, :mod:`.reserve`). See :func:`compact_in`."""
+    actions there; None if no ``k`` servers hold the job now. Exhaustive over the C(M, k) sets up to
+    :data:`EXHAUSTIVE` of them; above, greedy (:func:`_packed`): may miss a set that exists."""
     free = state.free + np.outer(entry.placed_w, entry.worker_demand) + np.outer(entry.placed_p, entry.ps_demand)
-    if avoid is not None:
-        free = np.where(avoid[:, None], 0.0, free)
     others = np.zeros(state.m)
     for j in state.jobs:
         if j is not entry:
             others += j.placed_w + j.placed_p
-    return compact_in(free, others, entry, k)
-
-
-def compact_in(free: np.ndarray, others: np.ndarray, entry: JobEntry, k: int) -> tuple[list[int], list[int]] | None:
-    """``k`` servers on which all of ``entry``'s tasks fit given ``free`` room (M x K), those where
-    other jobs hold the fewest tasks (``others``, M) first, and the first-fit actions there; None if
-    none. Exhaustive over the C(M, k) sets up to :data:`EXHAUSTIVE` of them; above, greedy
-    (:func:`_packed`): may miss a set that exists."""
-    m = free.shape[0]
-    if math.comb(m, k) > EXHAUSTIVE:
+    if math.comb(state.m, k) > EXHAUSTIVE:
         return _packed(free, others, entry, k)
     best: tuple[float, list[int], list[int]] | None = None
-    for c in combinations(range(m), k):
+    for c in combinations(range(state.m), k):
         plan = first_fit(free, entry, c)
         if plan is not None and (best is None or others[list(c)].sum() < best[0]):
             best = (float(others[list(c)].sum()), list(c), plan)
@@ -164,8 +152,6 @@ class HoldRule:
 
     capacity: np.ndarray
     may_spread: Callable[[JobEntry], bool]
-    #: servers a job may not use (a reservation for another job, :mod:`.reserve`); None: all
-    avoid: Callable[[JobEntry], np.ndarray | None] = lambda entry: None
 
 
 Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
@@ -178,8 +164,7 @@ def enforce(state: PlacementState, entry: JobEntry, choose: Chooser, rule: HoldR
     k = min_span(rule.capacity, entry)
     if span(entry) <= k:
         return True
-    avoid = rule.avoid(entry)
-    found = compact_servers(state, entry, k, avoid)
+    found = compact_servers(state, entry, k)
     if found is None:
         return rule.may_spread(entry)
     servers, plan = found

@@ -8,8 +8,7 @@ distribution instead; on 6 servers the log-probabilities are first tilted by LIF
 interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
 logits of more actors; on 6 and 30 servers a job that would run on more servers than it needs waits for
 room instead, :mod:`.hold`, ``hold=0`` places it spread as before,
-``starve=k`` lets it spread after k times its estimated solo time, ``reserve=S`` keeps room for
-the job that has waited longest once it has waited S seconds, :mod:`.reserve`; ``layout=fit`` lays
+``starve=k`` lets it spread after k times its estimated solo time; ``layout=fit`` lays
 each job's tasks out again on its servers for its estimated speed, :mod:`.layout`) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
 names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
@@ -33,7 +32,6 @@ from ..params import build
 from .isolate import check_isolate
 from .hold import hold_seconds, starve_factor
 from .order import PendingOrder
-from .reserve import reserve_seconds
 from .layout import check_layout, layout_for
 from .prior import lif_scores, prior_weight, tilted_choice
 from .state import JobEntry, PlacementState
@@ -72,7 +70,7 @@ class DRLPolicy(TaskwisePolicy):
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
                  reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
                  prior: float = -1.0, hold: float = -1.0,
-                 starve: float = -1.0, reserve: float = -1.0, layout: str = "auto") -> None:
+                 starve: float = -1.0, layout: str = "auto") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -102,8 +100,6 @@ class DRLPolicy(TaskwisePolicy):
         self.hold = float(hold)
         # .hold.due: a held job may run spread after ``starve`` x its estimated solo time; < 0 = auto
         self.starve_k = float(starve)
-        # .reserve: a reservation for the longest-waiting job once it waited this long; < 0 = auto
-        self.reserve = float(reserve)
         # .layout: the job's task counts per server chosen again for its estimated speed (auto: per size)
         self.layout = check_layout(layout, allow_auto=True)
         self.inferences = 0
@@ -181,7 +177,6 @@ class DRLPolicy(TaskwisePolicy):
         self.prior_w = prior_weight(self.prior, state.m)
         self.hold_s = hold_seconds(self.hold, state.m)
         self.starve = starve_factor(self.starve_k, state.m)
-        self.reserve_s = reserve_seconds(self.reserve, state.m)
         if self.prior_w > 0:
             if self._lif is None:
                 from ..lif_line import LIFPolicy

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -25,8 +26,6 @@ from .isolate import narrow, unshared_room
 from .layout import fit as layout_fit
 from .online import load_solo
 from .order import PendingOrder, solo_estimate
-from .reserve import Reservation, blocked, candidate, estimated_end
-from .reserve import plan as reserve_plan
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
 
 
@@ -91,7 +90,6 @@ Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
 
 def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry], bool] = lambda e: True,
               name: str = "policy", isolate: str = "never", hold: HoldRule | None = None,
-              avoid: Callable[[JobEntry], np.ndarray | None] | None = None,
               layout: Callable[[PlacementState, JobEntry], object] | None = None
               ) -> tuple[list[JobEntry], list[JobEntry]]:
     """Place ``state``'s new jobs (``u_n = 1``) in their order, one ``choose`` per task, the state
@@ -103,9 +101,7 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
     the states the network is trained on are the states it decides on. A job whose tasks need
     more of some resource than all servers have free together waits without an inference: no
     sequence of choices could place it, and its turn would end with its tasks taken back anyway
-    (on a queued 30-server rack this skips most of the inferences). ``avoid`` gives the servers a
-    job may not use (a reservation for another job, :mod:`.reserve`); the hold rule's own
-    placing again (``hold``) reads the same through ``hold.avoid``. ``layout`` lays a complete job's
+    (on a queued 30-server rack this skips most of the inferences). ``layout`` lays a complete job's
     tasks out again on the servers they span (:mod:`.layout`) before ``accept``."""
     placed: list[JobEntry] = []
     waiting: list[JobEntry] = []
@@ -115,11 +111,8 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
             waiting.append(entry)
             continue
         alone = unshared_room(state, entry) if isolate != "never" else None
-        off = avoid(entry) if avoid is not None else None
         while not entry.complete:
             mask = state.mask(entry)
-            if off is not None:
-                mask &= ~np.repeat(off, 2)
             if not mask.any():
                 break
             mask = narrow(mask, entry, alone, isolate)
@@ -151,15 +144,11 @@ class TaskwisePolicy(BasePolicy):
     #: the hold's starvation bound (:func:`.hold.due`): a held job may run spread once it has waited
     #: this many times its estimated solo run time (0: no bound beyond ``hold_s``)
     starve = 0.0
-    #: the ``reserve`` rule (:mod:`.reserve`): a job left waiting gets a reservation once it has
-    #: waited this many seconds since its submission (inf: never)
-    reserve_s = math.inf
     #: ``layout`` rule (:mod:`.layout`): ``keep`` the chooser's task counts per server, or ``fit``
     layout = "keep"
     _lif_profile: LIFModel | None = None
     _solo: dict[str, dict[str, float]] | None = None
     _wake: float | None = None
-    _waiting: dict[str, float] | None = None
 
     def next_decision_time(self) -> float | None:
         """When the earliest job refused by the ``hold`` rule may be placed spread (None: no such job)."""
@@ -180,8 +169,6 @@ class TaskwisePolicy(BasePolicy):
         """Called once per decision before the first inference."""
 
     _last_failed: tuple[object, ...] | None = None
-    #: the last decision's reservation (:mod:`.reserve`; None: none)
-    reservation: Reservation | None = None
 
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending:
@@ -200,7 +187,7 @@ class TaskwisePolicy(BasePolicy):
 
         self._wake = None
 
-        if (self.starve > 0 or math.isfinite(self.reserve_s)) and self._solo is None:
+        if self.starve > 0 and self._solo is None:
             self._solo = load_solo()
         solo = self._solo if self.starve > 0 else None
 
@@ -213,8 +200,7 @@ class TaskwisePolicy(BasePolicy):
                 self._wake = when if self._wake is None else min(self._wake, when)
             return False
 
-        avoid = self._reservation(view, state, pending) if math.isfinite(self.reserve_s) else None
-        hold = HoldRule(capacity_matrix(view), may_spread, avoid or (lambda e: None)) if self.hold_s > 0 else None
+        hold = HoldRule(capacity_matrix(view), may_spread) if self.hold_s > 0 else None
 
         def accept(entry: JobEntry) -> bool:
             job = by_id[entry.key]
@@ -223,34 +209,14 @@ class TaskwisePolicy(BasePolicy):
                 return True
             return False
 
-        fit = None
+        fit: Callable[[PlacementState, JobEntry], bool] | None = None
         if self.layout_for(state.m) == "fit":
             if self._lif_profile is None:
                 self._lif_profile = LIFModel.load("line")
             c = view.resource_index("cpu")
             cores = view.capacity[:, c].astype(float) if c is not None else np.full(state.m, 8.0)
-            lif = self._lif_profile
+            fit = partial(layout_fit, lif=self._lif_profile, cores=cores)
 
-            def fit(st: PlacementState, e: JobEntry) -> bool:
-                return layout_fit(st, e, lif, cores)
-
-        _, waiting = place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold, avoid, fit)
-        if avoid is not None:  # who was left waiting, since when (the reserve rule's candidates)
-            self._waiting = {e.key: (self._waiting or {}).get(e.key, view.now) for e in waiting}
+        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold, fit)
         self._last_failed = key if not plan and self._wake is None else None
         return plan
-
-    def _reservation(self, view: ClusterView, state: PlacementState,
-                     pending: list[JobView]) -> Callable[[JobEntry], np.ndarray | None]:
-        """The ``reserve`` rule for this decision (:mod:`.reserve`): which servers each job may not use."""
-        assert self._solo is not None
-        solo, now = self._solo, view.now
-        job = candidate(pending, self._waiting or {}, now, self.reserve_s)
-        res = None
-        if job is not None:
-            entry = next(e for e in state.jobs if e.key == job.id)
-            ends = [(estimated_end(view.running[e.key], now, solo), e) for e in state.jobs if not e.new]
-            res = reserve_plan(state, entry, capacity_matrix(view), ends, now)
-        self.reservation = res
-        by_id = {j.id: j for j in pending}
-        return lambda e: blocked(res, e, now + solo_estimate(by_id[e.key], solo))
