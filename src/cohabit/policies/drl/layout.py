@@ -41,7 +41,7 @@ from .state import JobEntry, PlacementState
 LAYOUTS = ("keep", "fit")
 
 #: ``layout=auto`` per number of servers (a size not named: ``keep``, the chooser's layout)
-AUTO: dict[int, str] = {}
+AUTO: dict[int, str] = {30: "fit"}
 
 #: at most this many worker x parameter-server count vectors are tried per job
 LIMIT = 4096
