@@ -8,8 +8,8 @@ distribution instead; on 6 servers the log-probabilities are first tilted by LIF
 interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
 logits of more actors; on 6 and 30 servers a job that would run on more servers than it needs waits for
 room instead, :mod:`.hold`, ``hold=0`` places it spread as before,
-``starve=k`` lets it spread after k times its estimated solo time; ``layout=fit`` lays
-each job's tasks out again on its servers for its estimated speed, :mod:`.layout`) and the state updated before the next inference. Running jobs never
+``starve=k`` lets it spread after k times its estimated solo time; on 30 servers ``layout=fit``, the
+default there, lays each job's tasks out again on its servers for its estimated speed, :mod:`.layout`) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
 names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
 are those for the 30-server ``drl-30`` preset. A cluster of another size is refused with that
