@@ -27,7 +27,8 @@ jobs shortest first (``policies.drl.order``, its default since drl10); the table
 rule on LIF-Line and LIF-Quad (``line short``, ``quad short``) and drl in arrival order (``drl
 arrival``), so what the order rule gains is shown apart from what drl's placement gains: "drl vs
 best" is against the plain baselines, "vs LIF short" against LIF with the same order; ``drl
-no-hold`` is drl without the hold rule (``drl:hold=0``, session drl16).
+no-hold`` is drl without the hold rule (``drl:hold=0``, session drl16), ``drl no-lay`` drl without the
+layout rule (``drl:layout=keep``, session drl18a; the same as drl on 6 servers, where it is off).
 Beside the table: lower bounds per workload (``bench/drl_bounds.py``): every job at its solo
 speed without queueing, and no interference with FIFO / backfill queueing on the same cluster.
 Table II's ablations come from ``bench/drl_ablations.py``
@@ -72,6 +73,9 @@ ISOLATE_ROWS = ("drl:isolate=never", "lif-quad:isolate=compact")
 #: the ``hold`` rule (``policies.drl.hold``; ``drl``'s default ``auto`` is unbounded on 6 servers, off
 #: on 30): drl placing a job spread when it must, as before session drl16
 HOLD_ROWS = ("drl:hold=0",)
+#: the ``layout`` rule (``policies.drl.layout``; ``drl``'s default ``auto`` is ``fit`` on the 30-server
+#: rack, ``keep`` on 6 servers): drl keeping the chooser's task counts per server, as before session drl18a
+LAYOUT_ROWS = ("drl:layout=keep",)
 DATA = Path(__file__).resolve().parents[1] / "src" / "cohabit" / "data" / "drl"
 
 
@@ -83,7 +87,7 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
     """Average JCT per workload and policy; ``before``: a folder with earlier ``policy.pt`` /
     ``policy-30.pt`` (+ JSON), run as ``drl-before`` (in arrival order) in the same pass."""
     out: dict[str, dict[str, float]] = {}
-    names = (("drl-before",) if before is not None else ()) + POLICIES + ORDER_ROWS + ISOLATE_ROWS + HOLD_ROWS
+    names = (("drl-before",) if before is not None else ()) + POLICIES + ORDER_ROWS + ISOLATE_ROWS + HOLD_ROWS + LAYOUT_ROWS
     for wname, jobs in workloads.items():
         thirty = "drl-30" in wname
         cluster = preset("drl-30" if thirty else "drl")
@@ -106,7 +110,8 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
         out[wname] = row
     print(f"\nAverage JCT (intervals of 20 min), {len(names)} policies; {load()}")
     short = {"drl:order=arrival": "drl arrival", "lif-line:order=short": "line short", "lif-quad:order=short": "quad short",
-             "drl:isolate=never": "drl no-iso", "lif-quad:isolate=compact": "quad iso", "drl:hold=0": "drl no-hold"}
+             "drl:isolate=never": "drl no-iso", "lif-quad:isolate=compact": "quad iso", "drl:hold=0": "drl no-hold",
+             "drl:layout=keep": "drl no-lay"}
     print(f"{'workload':24s}" + "".join(f"{short.get(p, p):>12s}" for p in names) + f"{'drl vs best':>13s}"
           + f"{'vs LIF short':>14s}" + (f"{'before vs best':>16s}" if before is not None else ""))
     for wname, row in out.items():

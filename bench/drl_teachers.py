@@ -9,7 +9,8 @@ of arrivals sampled from the history seen), ``lookahead`` (the reward-model look
 name of the registry (``drl``, ``lif-line``, ...); ``NAME@hold=S`` is that task-by-task policy with the
 hold rule of ``drl`` (:mod:`cohabit.policies.drl.hold`, S seconds, ``inf`` unbounded) set on it, for
 LIF-Line and LIF-Quad, which take no ``hold`` parameter, and for the teachers (``rollout@hold=inf``) (``@hold=S@starve=K`` adds the rule's
-starvation bound: spread after K x the job's estimated solo time). ``--servers 30 --rate-scale matched``
+starvation bound: spread after K x the job's estimated solo time; ``@layout=fit``: the layout rule of
+:mod:`cohabit.policies.drl.layout`). ``--servers 30 --rate-scale matched``
 runs the 30-server rack (``drl-30``) at the load-matched rate (``LOAD_MATCHED_30``; or a number). ``--weights`` names the actor (default: the
 shipped ``data/drl/policy.pt``). Prints each chooser's mean avg JCT (intervals) and CPU seconds, the
 load average beside, and writes ``bench/results/drl_teachers_<arrival>_<seeds>.json``. Training
@@ -64,9 +65,10 @@ def one(task: tuple[str, str, int, str | None, int, float]) -> tuple[str, int, f
         tail: dict[str, float] = {}
     else:
         pol = make_policy(base if weights is None or teacher != "drl" else f"{base}:weights={weights}")
-        for rule in rules:  # hold=S, starve=K
+        for rule in rules:  # hold=S, starve=K, layout=keep|fit
             key, _, value = rule.partition("=")
-            setattr(pol, {"hold": "hold_s", "starve": "starve"}[key], float(value))
+            setattr(pol, {"hold": "hold_s", "starve": "starve", "layout": "layout"}[key],
+                    value if key == "layout" else float(value))
         jobs = generate(30, arrival=arrival, seed=seed, n_servers=servers, rate_scale=rate_scale)
         m = simulate(jobs, preset("drl" if servers == 6 else f"drl-{servers}"), pol).metrics
         jct = m.avg_jct / 1200.0

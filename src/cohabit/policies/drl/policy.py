@@ -8,7 +8,8 @@ distribution instead; on 6 servers the log-probabilities are first tilted by LIF
 interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
 logits of more actors; on 6 and 30 servers a job that would run on more servers than it needs waits for
 room instead, :mod:`.hold`, ``hold=0`` places it spread as before,
-``starve=k`` lets it spread after k times its estimated solo time) and the state updated before the next inference. Running jobs never
+``starve=k`` lets it spread after k times its estimated solo time; on 30 servers ``layout=fit``, the
+default there, lays each job's tasks out again on its servers for its estimated speed, :mod:`.layout`) and the state updated before the next inference. Running jobs never
 move. The weights (``data/drl/policy.pt``, made by ``cohabit train drl``; the JSON beside them
 names the command, seed and workload) fix the number of servers ``M``; ``data/drl/policy-30.pt``
 are those for the 30-server ``drl-30`` preset. A cluster of another size is refused with that
@@ -31,6 +32,7 @@ from ..params import build
 from .isolate import check_isolate
 from .hold import hold_seconds, starve_factor
 from .order import PendingOrder
+from .layout import check_layout, layout_for
 from .prior import lif_scores, prior_weight, tilted_choice
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
@@ -68,7 +70,7 @@ class DRLPolicy(TaskwisePolicy):
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
                  reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
                  prior: float = -1.0, hold: float = -1.0,
-                 starve: float = -1.0) -> None:
+                 starve: float = -1.0, layout: str = "auto") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -98,6 +100,8 @@ class DRLPolicy(TaskwisePolicy):
         self.hold = float(hold)
         # .hold.due: a held job may run spread after ``starve`` x its estimated solo time; < 0 = auto
         self.starve_k = float(starve)
+        # .layout: the job's task counts per server chosen again for its estimated speed (auto: per size)
+        self.layout = check_layout(layout, allow_auto=True)
         self.inferences = 0
         # interference prior (.prior): < 0 = auto, the weight chosen per cluster size
         self.prior = prior
@@ -158,6 +162,10 @@ class DRLPolicy(TaskwisePolicy):
         if self.isolate != "auto":
             return self.isolate
         return "compact" if m >= 30 else "never"
+
+    def layout_for(self, m: int) -> str:
+        """``layout=auto``: :data:`.layout.AUTO`'s rule for ``m`` servers."""
+        return layout_for(self.layout, m)
 
     def begin(self, state: PlacementState, view: ClusterView) -> None:
         got = self._net_for(state.m)

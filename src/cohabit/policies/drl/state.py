@@ -191,7 +191,6 @@ def heuristic_action(state: PlacementState, job: JobEntry, mask: np.ndarray, rul
 def reward_token(model: str, allreduce: bool, n_workers: int, n_ps: int, placed_w: Sequence[int],
                  placed_p: Sequence[int]) -> np.ndarray:
     """One job of the reward model's input (§VI): ``(x_n, w_n, p_n, d_n)`` and an all-reduce flag."""
-    m = len(placed_w)
     x = np.zeros(L)
     x[model_index(model)] = 1.0
     d = np.stack([np.asarray(placed_w, float), np.asarray(placed_p, float)], axis=1).reshape(-1) / COUNT_SCALE

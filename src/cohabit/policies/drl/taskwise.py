@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
 from ...engine.actions import Plan, Start
 from ...engine.job import JobView
 from ...engine.view import ClusterView
+from ...models.interference import LIFModel
 from ..base import BasePolicy
 from ..placement import Draft
 from .hold import HoldRule, due, enforce
 from .isolate import narrow, unshared_room
+from .layout import fit as layout_fit
 from .online import load_solo
 from .order import PendingOrder, solo_estimate
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
@@ -86,8 +89,9 @@ Chooser = Callable[[PlacementState, JobEntry, np.ndarray], int]
 
 
 def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry], bool] = lambda e: True,
-              name: str = "policy", isolate: str = "never",
-              hold: HoldRule | None = None) -> tuple[list[JobEntry], list[JobEntry]]:
+              name: str = "policy", isolate: str = "never", hold: HoldRule | None = None,
+              layout: Callable[[PlacementState, JobEntry], object] | None = None
+              ) -> tuple[list[JobEntry], list[JobEntry]]:
     """Place ``state``'s new jobs (``u_n = 1``) in their order, one ``choose`` per task, the state
     updated between tasks (§V-A). Every new job is in the state from the first inference on (the
     paper's state holds all concurrent jobs, the interval's new ones flagged); a job whose tasks
@@ -97,7 +101,8 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
     the states the network is trained on are the states it decides on. A job whose tasks need
     more of some resource than all servers have free together waits without an inference: no
     sequence of choices could place it, and its turn would end with its tasks taken back anyway
-    (on a queued 30-server rack this skips most of the inferences)."""
+    (on a queued 30-server rack this skips most of the inferences). ``layout`` lays a complete job's
+    tasks out again on the servers they span (:mod:`.layout`) before ``accept``."""
     placed: list[JobEntry] = []
     waiting: list[JobEntry] = []
     for entry in [e for e in state.jobs if e.new]:
@@ -115,7 +120,8 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
             if not mask[action]:
                 raise RuntimeError(f"{name}: chose masked action {action} for job {entry.key!r}")
             state.apply(entry, action)
-        if entry.complete and (hold is None or enforce(state, entry, choose, hold)) and accept(entry):
+        if entry.complete and (hold is None or enforce(state, entry, choose, hold)) and \
+                (layout is None or layout(state, entry) or True) and accept(entry):
             entry.new = False
             placed.append(entry)
         else:  # not enough room for the whole job: it waits, its tasks are taken back
@@ -138,6 +144,9 @@ class TaskwisePolicy(BasePolicy):
     #: the hold's starvation bound (:func:`.hold.due`): a held job may run spread once it has waited
     #: this many times its estimated solo run time (0: no bound beyond ``hold_s``)
     starve = 0.0
+    #: ``layout`` rule (:mod:`.layout`): ``keep`` the chooser's task counts per server, or ``fit``
+    layout = "keep"
+    _lif_profile: LIFModel | None = None
     _solo: dict[str, dict[str, float]] | None = None
     _wake: float | None = None
 
@@ -148,6 +157,10 @@ class TaskwisePolicy(BasePolicy):
     def isolate_for(self, m: int) -> str:
         """The ``isolate`` rule on a cluster of ``m`` servers."""
         return self.isolate
+
+    def layout_for(self, m: int) -> str:
+        """The ``layout`` rule (:mod:`.layout`) on a cluster of ``m`` servers."""
+        return self.layout
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:  # pragma: no cover
         raise NotImplementedError
@@ -196,6 +209,14 @@ class TaskwisePolicy(BasePolicy):
                 return True
             return False
 
-        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold)
+        fit: Callable[[PlacementState, JobEntry], bool] | None = None
+        if self.layout_for(state.m) == "fit":
+            if self._lif_profile is None:
+                self._lif_profile = LIFModel.load("line")
+            c = view.resource_index("cpu")
+            cores = view.capacity[:, c].astype(float) if c is not None else np.full(state.m, 8.0)
+            fit = partial(layout_fit, lif=self._lif_profile, cores=cores)
+
+        place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold, fit)
         self._last_failed = key if not plan and self._wake is None else None
         return plan
