@@ -120,8 +120,10 @@ def place_new(state: PlacementState, choose: Chooser, accept: Callable[[JobEntry
             if not mask[action]:
                 raise RuntimeError(f"{name}: chose masked action {action} for job {entry.key!r}")
             state.apply(entry, action)
-        if entry.complete and (hold is None or enforce(state, entry, choose, hold)) and \
-                (layout is None or layout(state, entry) or True) and accept(entry):
+        kept = entry.complete and (hold is None or enforce(state, entry, choose, hold))
+        if kept and layout is not None:
+            layout(state, entry)  # (the same servers, the task counts on them chosen again)
+        if kept and accept(entry):
             entry.new = False
             placed.append(entry)
         else:  # not enough room for the whole job: it waits, its tasks are taken back
