@@ -31,6 +31,16 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def apply_rules(pol, rules: list[str]):
+    """``pol`` (a task-by-task policy) with the ``@rule=value`` suffixes of a chooser's name set on it:
+    ``hold=S``, ``starve=K``, ``layout=keep|fit``, ``look=reward``, ``margin=F`` (module docstring)."""
+    for rule in rules:
+        key, _, value = rule.partition("=")
+        setattr(pol, {"hold": "hold_s", "starve": "starve", "layout": "layout", "look": "look",
+                      "margin": "look_margin", "shy": "shy_speed", "shys": "shy_s"}[key], value if key in ("layout", "look") else float(value))
+    return pol
+
+
 def one(task: tuple[str, str, int, str | None, int, float]) -> tuple[str, int, float, float, dict[str, float]]:
     """(chooser, seed, avg JCT in intervals, CPU seconds, tail: p95 JCT and largest wait in intervals)
     of one workload."""
@@ -64,11 +74,8 @@ def one(task: tuple[str, str, int, str | None, int, float]) -> tuple[str, int, f
         _, jct = episode((sd, rsd, cfg))
         tail: dict[str, float] = {}
     else:
-        pol = make_policy(base if weights is None or teacher != "drl" else f"{base}:weights={weights}")
-        for rule in rules:  # hold=S, starve=K, layout=keep|fit
-            key, _, value = rule.partition("=")
-            setattr(pol, {"hold": "hold_s", "starve": "starve", "layout": "layout"}[key],
-                    value if key == "layout" else float(value))
+        pol = apply_rules(make_policy(base if weights is None or teacher != "drl" else f"{base}:weights={weights}"),
+                          rules)
         jobs = generate(30, arrival=arrival, seed=seed, n_servers=servers, rate_scale=rate_scale)
         m = simulate(jobs, preset("drl" if servers == 6 else f"drl-{servers}"), pol).metrics
         jct = m.avg_jct / 1200.0

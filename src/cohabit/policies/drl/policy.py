@@ -33,7 +33,7 @@ from .isolate import check_isolate
 from .hold import hold_seconds, starve_factor
 from .order import PendingOrder
 from .layout import check_layout, layout_for
-from .prior import lif_scores, prior_weight, tilted_choice
+from .prior import lif_scores, prior_weight, remaining_intervals, reward_scores, tilted_choice, weighted_scores
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
 
@@ -70,7 +70,7 @@ class DRLPolicy(TaskwisePolicy):
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
                  reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
                  prior: float = -1.0, hold: float = -1.0,
-                 starve: float = -1.0, layout: str = "auto") -> None:
+                 starve: float = -1.0, layout: str = "auto", weigh: str = "none") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -103,6 +103,13 @@ class DRLPolicy(TaskwisePolicy):
         # .layout: the job's task counts per server chosen again for its estimated speed (auto: per size)
         self.layout = check_layout(layout, allow_auto=True)
         self.inferences = 0
+        # the prior's score weighted by each job's estimated run time left (.prior.weighted_scores)
+        if weigh not in ("none", "left", "reward"):
+            raise ValueError(f"weigh must be none, left or reward, got {weigh!r}")
+        self.weigh = weigh
+        self._weights: dict[str, float] = {}
+        self._cores: dict[int, float] = {}
+        self._solo_profile: dict[str, dict[str, float]] | None = None
         # interference prior (.prior): < 0 = auto, the weight chosen per cluster size
         self.prior = prior
         self.prior_w = 0.0
@@ -183,6 +190,14 @@ class DRLPolicy(TaskwisePolicy):
 
                 self._lif = LIFPolicy("line")
             self._lif.begin(state, view)
+            if self.weigh in ("left", "reward"):
+                if self._solo_profile is None:
+                    from .online import load_solo
+
+                    self._solo_profile = load_solo()
+                self._weights = remaining_intervals(view, self._solo_profile)
+                c = view.resource_index("cpu")
+                self._cores = {i: float(view.capacity[i, c]) if c is not None else 8.0 for i in range(state.m)}
 
     def probabilities(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
         """The policy's distribution over the ``2M`` actions for ``job``'s next task (0 where masked)."""
@@ -208,7 +223,15 @@ class DRLPolicy(TaskwisePolicy):
             p = np.where(mask, p, 0.0)
             return int(self.rng.choice(p.size, p=p / p.sum()))
         if self.prior_w > 0:
-            return tilted_choice(p, lif_scores(self._lif, state, job, mask), mask, self.prior_w)
+            if self.weigh == "reward":
+                from .lookahead import reward_net, shipped_reward
+
+                scores = reward_scores(reward_net(shipped_reward(state.m)), state, job, mask, self._weights)
+            elif self.weigh == "left":
+                scores = weighted_scores(self._lif, state, job, mask, self._weights, self._cores)
+            else:
+                scores = lif_scores(self._lif, state, job, mask)
+            return tilted_choice(p, scores, mask, self.prior_w)
         return int(np.argmax(np.where(mask, p, -1.0)))
 
 
