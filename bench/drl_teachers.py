@@ -33,11 +33,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def apply_rules(pol, rules: list[str]):
     """``pol`` (a task-by-task policy) with the ``@rule=value`` suffixes of a chooser's name set on it:
-    ``hold=S``, ``starve=K``, ``layout=keep|fit``, ``look=reward``, ``margin=F`` (module docstring)."""
+    ``hold=S``, ``starve=K``, ``layout=keep|fit`` (module docstring)."""
     for rule in rules:
         key, _, value = rule.partition("=")
-        setattr(pol, {"hold": "hold_s", "starve": "starve", "layout": "layout", "look": "look",
-                      "margin": "look_margin", "shy": "shy_speed", "shys": "shy_s"}[key], value if key in ("layout", "look") else float(value))
+        setattr(pol, {"hold": "hold_s", "starve": "starve", "layout": "layout"}[key],
+                value if key == "layout" else float(value))
     return pol
 
 

@@ -78,3 +78,36 @@ def test_diag_attribution_sums_to_the_excess_over_solo_and_marks_who_shared():
     assert sum(got[k]["excess"] for k in parts) == pytest.approx(got["excess"], rel=1e-9)
     assert sum(got[k]["jobs"] for k in parts) == 2 and got["alone throughout"]["jobs"] == 0
     assert {r["job"]: r["joined"] for r in got["top"]} == {"a": True, "b": True}
+
+
+def test_excess_split_adds_up_to_the_jct_and_tells_held_queued_and_co_location_apart():
+    """bench/drl_excess.py: a co-located pair's excess is co-location (no wait, no layout); jobs run one after
+    another on one server only queue; a 2-GPU job the hold rule keeps from spreading over two half-used
+    servers is held; in every case solo + held + queued + layout + co-location is the average JCT."""
+    mod = load_bench("drl_excess")
+
+    def run(jobs, cluster, policy, hold=0.0):
+        pol = make_policy(policy)
+        pol.hold_s = hold
+        rec = mod.Recorder(pol)
+        try:
+            res = simulate(jobs, cluster, rec.policy)
+        finally:
+            rec.close()
+        got = mod.summary(mod.excess(jobs, res, rec.starts, rec.held, cluster))
+        assert got["jct"] == pytest.approx(res.metrics.avg_jct / INTERVAL_S, rel=1e-9)
+        return got
+
+    pair = run(_two_jobs_on_one_server(), drl_cluster(1), "fifo")
+    assert pair["held"] == pair["queued"] == 0.0 and pair["coloc"] > 0.05
+    assert pair["layout"] == pytest.approx(0.0, abs=1e-9)
+    seq = run([drl_job(f"j{i}", "resnet-50", True, 2, 0, INTERVAL_S, 0.0) for i in range(3)], drl_cluster(1), "fifo")
+    assert seq["queued"] == pytest.approx(1.0, rel=1e-3) and seq["coloc"] == pytest.approx(0.0, abs=1e-6)
+    jobs = [drl_job("a", "resnet-50", True, 1, 0, 2 * INTERVAL_S, 0.0), drl_job("b", "resnet-50", True, 1, 0, INTERVAL_S, 0.0),
+            drl_job("c", "resnet-50", True, 2, 0, INTERVAL_S, 10.0)]
+    two = drl_cluster(2)
+    held = run(jobs, two, "lif-line", hold=float("inf"))
+    assert held["held"] > 0.2 and held["spread_jobs"] == 0.0
+    spread = run(jobs, two, "lif-line")
+    assert spread["held"] == 0.0 and spread["spread_jobs"] > 0.0
+    assert spread["layout"] > 0.01 > abs(held["layout"])  # spread over two servers: slower even alone there

@@ -33,7 +33,8 @@ from .isolate import check_isolate
 from .hold import hold_seconds, starve_factor
 from .order import PendingOrder
 from .layout import check_layout, layout_for
-from .prior import lif_scores, prior_weight, remaining_intervals, reward_scores, tilted_choice, weighted_scores
+from .prior import (check_weigh, lif_scores, prior_weight, remaining_intervals, tilted_choice, weigh_for,
+                    weighted_scores)
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
 
@@ -70,7 +71,7 @@ class DRLPolicy(TaskwisePolicy):
     def __init__(self, weights: str = "", sample: bool = False, seed: int = 0, online: bool = False,
                  reward: str = "", order: str = "short", isolate: str = "auto", ensemble: str = "",
                  prior: float = -1.0, hold: float = -1.0,
-                 starve: float = -1.0, layout: str = "auto", weigh: str = "none") -> None:
+                 starve: float = -1.0, layout: str = "auto", weigh: str = "auto") -> None:
         import torch
 
         # one inference is a few small matrix products: intra-op threads only add synchronisation
@@ -104,9 +105,8 @@ class DRLPolicy(TaskwisePolicy):
         self.layout = check_layout(layout, allow_auto=True)
         self.inferences = 0
         # the prior's score weighted by each job's estimated run time left (.prior.weighted_scores)
-        if weigh not in ("none", "left", "reward"):
-            raise ValueError(f"weigh must be none, left or reward, got {weigh!r}")
-        self.weigh = weigh
+        self.weigh = check_weigh(weigh, allow_auto=True)
+        self.weigh_now = "none"
         self._weights: dict[str, float] = {}
         self._cores: dict[int, float] = {}
         self._solo_profile: dict[str, dict[str, float]] | None = None
@@ -190,7 +190,8 @@ class DRLPolicy(TaskwisePolicy):
 
                 self._lif = LIFPolicy("line")
             self._lif.begin(state, view)
-            if self.weigh in ("left", "reward"):
+            self.weigh_now = weigh_for(self.weigh, state.m)
+            if self.weigh_now == "left":
                 if self._solo_profile is None:
                     from .online import load_solo
 
@@ -223,14 +224,8 @@ class DRLPolicy(TaskwisePolicy):
             p = np.where(mask, p, 0.0)
             return int(self.rng.choice(p.size, p=p / p.sum()))
         if self.prior_w > 0:
-            if self.weigh == "reward":
-                from .lookahead import reward_net, shipped_reward
-
-                scores = reward_scores(reward_net(shipped_reward(state.m)), state, job, mask, self._weights)
-            elif self.weigh == "left":
-                scores = weighted_scores(self._lif, state, job, mask, self._weights, self._cores)
-            else:
-                scores = lif_scores(self._lif, state, job, mask)
+            scores = (weighted_scores(self._lif, state, job, mask, self._weights, self._cores)
+                      if self.weigh_now == "left" else lif_scores(self._lif, state, job, mask))
             return tilted_choice(p, scores, mask, self.prior_w)
         return int(np.argmax(np.where(mask, p, -1.0)))
 

@@ -9,6 +9,12 @@ a product of the two experts, the actor's distribution tilted away from co-locat
 model predicts to be costly. ``weight = 0`` is the actor alone (the paper's decision rule);
 ``auto`` (the policy's default) is :data:`AUTO` per cluster size, chosen on validation workloads
 ("Session drl15" in docs/drl.md).
+
+``weigh=left`` (ours, session drl19a, :func:`weighted_scores`): each job's predicted slowdown in the score
+is weighted by its estimated run time left (:func:`remaining_intervals`: declared iterations not yet
+reported done over the profiled solo speed), so the score is the time a placement is predicted to cost:
+a task is kept off a long job's servers, and a long job off busy ones, more than a short one. LIF-Line
+sums the slowdowns alike. ``weigh=none`` is drl15's score.
 """
 
 from __future__ import annotations
@@ -22,6 +28,23 @@ from .state import JobEntry, PlacementState
 
 #: the prior's weight per number of servers under ``prior=auto`` (0: the actor alone)
 AUTO: dict[int, float] = {6: 3.0}
+
+WEIGHS = ("none", "left")
+
+#: ``weigh=auto`` per number of servers (a size not named: ``none``; session drl19a)
+WEIGH_AUTO: dict[int, str] = {}
+
+
+def check_weigh(value: str, allow_auto: bool = False) -> str:
+    allowed = WEIGHS + (("auto",) if allow_auto else ())
+    if value not in allowed:
+        raise ValueError(f"weigh must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def weigh_for(value: str, m: int) -> str:
+    """The weighting ``value`` means on ``m`` servers (``auto``: :data:`WEIGH_AUTO`'s, else ``none``)."""
+    return WEIGH_AUTO.get(m, "none") if value == "auto" else value
 
 
 def prior_weight(prior: float, m: int) -> float:
@@ -96,31 +119,3 @@ def weighted_scores(lif: Any, state: PlacementState, job: JobEntry, mask: np.nda
     return out
 
 
-
-def reward_scores(net: Any, state: PlacementState, job: JobEntry, mask: np.ndarray,
-                  weights: dict[str, float]) -> np.ndarray:
-    """Per valid action of ``job``'s next task, the learned reward model's (§VI) predicted slowdown
-    ``1 - speed`` of every placed job once the task is there, each weighted by its estimated run time
-    left (``weights``, :func:`remaining_intervals`), summed; one batch. ``inf`` where masked."""
-    import torch
-
-    from .state import reward_token
-
-    acts = np.flatnonzero(mask)
-    out = np.full(mask.shape, np.inf)
-    if acts.size == 0:
-        return out
-    others = [j for j in state.jobs if j is not job and (j.placed_w.sum() + j.placed_p.sum()) > 0]
-    base = [reward_token(j.model, j.allreduce, j.n_workers, j.n_ps, j.placed_w, j.placed_p) for j in others]
-    w = np.array([weights.get(j.key, 1.0) for j in others] + [weights.get(job.key, 1.0)])
-    rows = []
-    for a in acts:
-        server, is_ps = divmod(int(a), 2)
-        pw, pp = job.placed_w.copy(), job.placed_p.copy()
-        (pp if is_ps else pw)[server] += 1
-        rows.append(np.stack(base + [reward_token(job.model, job.allreduce, job.n_workers, job.n_ps, pw, pp)]))
-    x = torch.from_numpy(np.stack(rows).astype(np.float32))
-    with torch.no_grad():
-        pred = net(x, torch.zeros(x.shape[:2], dtype=torch.bool)).numpy()
-    out[acts] = ((1.0 - pred) * w).sum(1)
-    return out

@@ -24,7 +24,6 @@ from ..placement import Draft
 from .hold import HoldRule, due, enforce
 from .isolate import narrow, unshared_room
 from .layout import fit as layout_fit
-from .lookahead import look as look_rule, own_speed, reward_net, shipped_reward
 from .online import load_solo
 from .order import PendingOrder, solo_estimate
 from .state import RESOURCES, JobEntry, PlacementState, new_entry
@@ -149,13 +148,6 @@ class TaskwisePolicy(BasePolicy):
     starve = 0.0
     #: ``layout`` rule (:mod:`.layout`): ``keep`` the chooser's task counts per server, or ``fit``
     layout = "keep"
-    #: ``look`` rule (:mod:`.lookahead`): ``off``, or ``reward`` (the reward model rates whole placements)
-    look = "off"
-    #: the ``look`` rule changes a placement only when another is rated better by more than this share
-    look_margin = 0.0
-    #: shy rule (trial): a job whose predicted speed is below ``shy_speed`` waits up to ``shy_s`` seconds
-    shy_speed = 0.0
-    shy_s = 0.0
     _lif_profile: LIFModel | None = None
     _solo: dict[str, dict[str, float]] | None = None
     _wake: float | None = None
@@ -171,10 +163,6 @@ class TaskwisePolicy(BasePolicy):
     def layout_for(self, m: int) -> str:
         """The ``layout`` rule (:mod:`.layout`) on a cluster of ``m`` servers."""
         return self.layout
-
-    def look_for(self, m: int) -> str:
-        """The ``look`` rule (:mod:`.lookahead`) on a cluster of ``m`` servers."""
-        return self.look
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:  # pragma: no cover
         raise NotImplementedError
@@ -216,15 +204,8 @@ class TaskwisePolicy(BasePolicy):
 
         hold = HoldRule(capacity_matrix(view), may_spread) if self.hold_s > 0 else None
 
-        shy_net = reward_net(shipped_reward(state.m)) if self.shy_s > 0 else None
-
         def accept(entry: JobEntry) -> bool:
             job = by_id[entry.key]
-            if shy_net is not None and view.now < job.spec.submit_time + self.shy_s and \
-                    own_speed(shy_net, state, entry) < self.shy_speed:
-                when = job.spec.submit_time + self.shy_s
-                self._wake = when if self._wake is None else min(self._wake, when)
-                return False
             if draft.reserve(job, state.placement(entry)):
                 plan.append(Start(job.id, state.placement(entry)))
                 return True
@@ -237,13 +218,6 @@ class TaskwisePolicy(BasePolicy):
             c = view.resource_index("cpu")
             cores = view.capacity[:, c].astype(float) if c is not None else np.full(state.m, 8.0)
             fit = partial(layout_fit, lif=self._lif_profile, cores=cores)
-
-        if self.look_for(state.m) == "reward":
-            net, margin, inner = reward_net(shipped_reward(state.m)), self.look_margin, fit
-
-            def fit(state: PlacementState, entry: JobEntry) -> bool:  # (the layout rule first, then the look)
-                changed = inner(state, entry) if inner is not None else False
-                return look_rule(state, entry, net, margin) or changed
 
         place_new(state, self.choose, accept, self.name, self.isolate_for(state.m), hold, fit)
         self._last_failed = key if not plan and self._wake is None else None
