@@ -28,7 +28,8 @@ rule on LIF-Line and LIF-Quad (``line short``, ``quad short``) and drl in arriva
 arrival``), so what the order rule gains is shown apart from what drl's placement gains: "drl vs
 best" is against the plain baselines, "vs LIF short" against LIF with the same order; ``drl
 no-hold`` is drl without the hold rule (``drl:hold=0``, session drl16), ``drl no-lay`` drl without the
-layout rule (``drl:layout=keep``, session drl18a; the same as drl on 6 servers, where it is off).
+layout rule (``drl:layout=keep``, session drl18a; the same as drl on 6 servers, where it is off), ``drl prior3``
+drl with the prior of sessions drl15-18 (``drl:prior=3:weigh=none``; the same as drl on 30 servers).
 Beside the table: lower bounds per workload (``bench/drl_bounds.py``): every job at its solo
 speed without queueing, and no interference with FIFO / backfill queueing on the same cluster.
 Table II's ablations come from ``bench/drl_ablations.py``
@@ -76,6 +77,9 @@ HOLD_ROWS = ("drl:hold=0",)
 #: the ``layout`` rule (``policies.drl.layout``; ``drl``'s default ``auto`` is ``fit`` on the 30-server
 #: rack, ``keep`` on 6 servers): drl keeping the chooser's task counts per server, as before session drl18a
 LAYOUT_ROWS = ("drl:layout=keep",)
+#: the prior as it was before session drl19a (weight 3, LIF-Line's score unweighted; now 1000 with each job's
+#: slowdown weighted by its estimated time left, ``policies.drl.prior``; the prior is off on 30 servers)
+WEIGH_ROWS = ("drl:prior=3:weigh=none",)
 DATA = Path(__file__).resolve().parents[1] / "src" / "cohabit" / "data" / "drl"
 
 
@@ -87,7 +91,7 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
     """Average JCT per workload and policy; ``before``: a folder with earlier ``policy.pt`` /
     ``policy-30.pt`` (+ JSON), run as ``drl-before`` (in arrival order) in the same pass."""
     out: dict[str, dict[str, float]] = {}
-    names = (("drl-before",) if before is not None else ()) + POLICIES + ORDER_ROWS + ISOLATE_ROWS + HOLD_ROWS + LAYOUT_ROWS
+    names = (("drl-before",) if before is not None else ()) + POLICIES + ORDER_ROWS + ISOLATE_ROWS + HOLD_ROWS + LAYOUT_ROWS + WEIGH_ROWS
     for wname, jobs in workloads.items():
         thirty = "drl-30" in wname
         cluster = preset("drl-30" if thirty else "drl")
@@ -111,7 +115,7 @@ def jct_table(workloads: dict[str, list], before: Path | None = None) -> dict[st
     print(f"\nAverage JCT (intervals of 20 min), {len(names)} policies; {load()}")
     short = {"drl:order=arrival": "drl arrival", "lif-line:order=short": "line short", "lif-quad:order=short": "quad short",
              "drl:isolate=never": "drl no-iso", "lif-quad:isolate=compact": "quad iso", "drl:hold=0": "drl no-hold",
-             "drl:layout=keep": "drl no-lay"}
+             "drl:layout=keep": "drl no-lay", "drl:prior=3:weigh=none": "drl prior3"}
     print(f"{'workload':24s}" + "".join(f"{short.get(p, p):>12s}" for p in names) + f"{'drl vs best':>13s}"
           + f"{'vs LIF short':>14s}" + (f"{'before vs best':>16s}" if before is not None else ""))
     for wname, row in out.items():

@@ -40,11 +40,12 @@ def _drl(params: str = "") -> float:
 
 
 def test_validation_episode_with_hold_and_prior_plays_exactly_as_the_drl_default():
-    """The DAgger validation of an actor (beta 0) with ``hold=inf, prior=3`` is ``drl``'s default on
-    6 servers, to the last digit; without either rule it is another policy (so the check can fail)."""
-    default = _drl()
+    """The DAgger validation of an actor (beta 0) with ``hold=inf, prior=3`` is ``drl`` with that prior
+    (``drl:prior=3:weigh=none``, the default before drl19a) on 6 servers, to the last digit; without either
+    rule it is another policy (so the check can fail)."""
+    default = _drl(":prior=3:weigh=none")
     assert _episode(math.inf, 3.0) == pytest.approx(default, rel=1e-12)
-    assert _episode(0.0, 3.0) == pytest.approx(_drl(":hold=0"), rel=1e-12)
+    assert _episode(0.0, 3.0) == pytest.approx(_drl(":hold=0:prior=3:weigh=none"), rel=1e-12)
     assert _episode(math.inf, 0.0) == pytest.approx(_drl(":prior=0"), rel=1e-12)
     assert _episode(0.0, 3.0) != pytest.approx(default, rel=1e-6)
     assert _episode(math.inf, 0.0) != pytest.approx(default, rel=1e-6)

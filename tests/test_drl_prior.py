@@ -1,6 +1,7 @@
-"""``drl``'s interference prior (``policies.drl.prior``, session drl15) and its actor ensemble: the
-default ``drl`` on 6 servers takes ``argmax log pi - 3 x LIF-Line score``; ``prior=0`` is the actor
-alone; ``ensemble=`` averages the logits of several actors."""
+"""``drl``'s interference prior (``policies.drl.prior``, session drl15) and its actor ensemble:
+``drl:prior=3:weigh=none`` (the default on 6 servers from drl15 to drl19a) takes ``argmax log pi - 3 x LIF-Line
+score`` (the default since, weight 1000 with the score weighted by time left: ``test_drl_weigh.py``); ``prior=0`` is
+the actor alone; ``ensemble=`` averages the logits of several actors."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from cohabit.sim.runner import simulate
 from cohabit.spec.cluster import preset
 
 
-def test_prior_weight_auto_is_three_on_six_servers_and_off_elsewhere():
-    assert AUTO == {6: 3.0}
-    assert prior_weight(-1.0, 6) == 3.0
+def test_prior_weight_auto_is_a_thousand_on_six_servers_and_off_elsewhere():
+    assert AUTO == {6: 1000.0}
+    assert prior_weight(-1.0, 6) == 1000.0
     assert prior_weight(-1.0, 30) == 0.0
     assert prior_weight(0.0, 6) == 0.0 and prior_weight(2.0, 30) == 2.0
 
@@ -60,8 +61,8 @@ def _decisions(policy: str):
     return seen
 
 
-def test_default_drl_on_six_servers_tilts_the_actor_by_lif_line_scores():
-    seen = _decisions("drl")
+def test_drl_with_drl15s_prior_tilts_the_actor_by_lif_line_scores():
+    seen = _decisions("drl:prior=3:weigh=none")
     assert seen and all(a == tilted for a, _, tilted in seen)
     assert any(a != plain for a, plain, _ in seen)  # the prior changes decisions here
     plain = _decisions("drl:prior=0")

@@ -73,3 +73,43 @@ def test_weigh_is_checked_and_auto_follows_the_table():
         make_policy("drl:weigh=sometimes")
     assert weigh_for("none", 6) == "none" and weigh_for("left", 30) == "left"
     assert weigh_for("auto", 30) == "none"
+
+
+def test_default_drl_on_six_servers_takes_the_weighted_lif_line_choice_and_the_rack_keeps_its_actor():
+    """On 6 servers every choice of the default ``drl`` is ``argmax log pi - 1000 x weighted score`` (the
+    weights: each job's estimated time left at that decision), some differ from the unweighted choice; on
+    the 30-server rack neither the prior nor the weights are on."""
+    from cohabit.policies.drl.prior import AUTO, WEIGH_AUTO
+    from cohabit.sim.drl_workload import generate
+    from cohabit.sim.runner import simulate
+    from cohabit.spec.cluster import preset
+
+    assert AUTO == {6: 1000.0} and WEIGH_AUTO == {6: "left"}
+    pol = make_policy("drl")
+    inner_begin, inner_choose = pol.begin, pol.choose
+    lif = LIFPolicy("line")
+    weights: dict[str, float] = {}
+    choices = []
+
+    def begin(state, view):
+        inner_begin(state, view)
+        lif.begin(state, view)
+        weights.clear()
+        weights.update(remaining_intervals(view, load_solo()))
+
+    def choose(state, job, mask):
+        a = inner_choose(state, job, mask)
+        p = pol.probabilities(state, job, mask)
+        cores = {i: 8.0 for i in range(state.m)}
+        choices.append((a, tilted_choice(p, weighted_scores(lif, state, job, mask, weights, cores), mask, 1000.0),
+                        tilted_choice(p, lif_scores(lif, state, job, mask), mask, 1000.0)))
+        return a
+
+    pol.begin, pol.choose = begin, choose  # type: ignore[method-assign]
+    simulate(generate(12, arrival="poisson", seed=431), preset("drl"), pol)
+    assert choices and pol.weigh_now == "left" and pol.prior_w == 1000.0
+    assert all(a == weighted for a, weighted, _ in choices)
+    assert any(weighted != plain for _, weighted, plain in choices)  # the weights change decisions here
+    rack = make_policy("drl")
+    simulate(generate(2, arrival="poisson", seed=5, n_servers=30), preset("drl-30"), rack)
+    assert rack.weigh_now == "none" and rack.prior_w == 0.0

@@ -5,7 +5,8 @@ task (:mod:`.taskwise`): one inference of the policy network (:class:`.nets.Poli
 worker or parameter server, over the state of every concurrent job (:mod:`.state`), invalid
 actions masked; the most probable action is taken (``sample=True`` draws from the
 distribution instead; on 6 servers the log-probabilities are first tilted by LIF-Line's
-interference score, :mod:`.prior`, ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
+interference score, :mod:`.prior`, at weight 1000 with each job's predicted slowdown weighted by its estimated
+time left (``weigh=left``; ``prior=3:weigh=none`` is the default before session drl19a), ``prior=0`` is the actor alone; ``ensemble=A+B`` averages the
 logits of more actors; on 6 and 30 servers a job that would run on more servers than it needs waits for
 room instead, :mod:`.hold`, ``hold=0`` places it spread as before,
 ``starve=k`` lets it spread after k times its estimated solo time; on 30 servers ``layout=fit``, the

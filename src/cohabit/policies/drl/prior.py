@@ -7,14 +7,16 @@ profiled samples, ``data/drl/lif.json``: only each job's declared model and plac
 the simulator). ``drl`` takes ``argmax_a log pi(a | s) - weight x score(a)`` over the valid actions:
 a product of the two experts, the actor's distribution tilted away from co-locations that the linear
 model predicts to be costly. ``weight = 0`` is the actor alone (the paper's decision rule);
-``auto`` (the policy's default) is :data:`AUTO` per cluster size, chosen on validation workloads
-("Session drl15" in docs/drl.md).
+``auto`` (the policy's default) is :data:`AUTO` per cluster size: 3 on 6 servers from drl15 ("Session drl15"
+in docs/drl.md) to drl19a, 1000 since (with ``weigh=left``, below: LIF-Line's weighted choice, the actor breaking its
+ties; chosen on the selection workloads of "Session drl19a").
 
 ``weigh=left`` (ours, session drl19a, :func:`weighted_scores`): each job's predicted slowdown in the score
 is weighted by its estimated run time left (:func:`remaining_intervals`: declared iterations not yet
 reported done over the profiled solo speed), so the score is the time a placement is predicted to cost:
 a task is kept off a long job's servers, and a long job off busy ones, more than a short one. LIF-Line
-sums the slowdowns alike. ``weigh=none`` is drl15's score.
+sums the slowdowns alike. ``weigh=none`` is drl15's score; ``weigh=auto`` is :data:`WEIGH_AUTO`: ``left`` on 6
+servers, ``none`` elsewhere (where the prior is off).
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from ..params import per_size
 from .state import JobEntry, PlacementState
 
 #: the prior's weight per number of servers under ``prior=auto`` (0: the actor alone)
-AUTO: dict[int, float] = {6: 3.0}
+AUTO: dict[int, float] = {6: 1000.0}
 
 WEIGHS = ("none", "left")
 
 #: ``weigh=auto`` per number of servers (a size not named: ``none``; session drl19a)
-WEIGH_AUTO: dict[int, str] = {}
+WEIGH_AUTO: dict[int, str] = {6: "left"}
 
 
 def check_weigh(value: str, allow_auto: bool = False) -> str:
