@@ -172,6 +172,10 @@ class _EightCores:
     of 8 cores, the ``drl`` preset's."""
 
     capacity = np.full((6, 1), 8.0)
+    # (the prior's weights read the jobs' time left: here no job has a view, each weighs one interval)
+    running: dict = {}
+    pending: dict = {}
+    now = 0.0
 
     @staticmethod
     def resource_index(name: str) -> int | None:

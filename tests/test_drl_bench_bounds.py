@@ -111,3 +111,19 @@ def test_excess_split_adds_up_to_the_jct_and_tells_held_queued_and_co_location_a
     spread = run(jobs, two, "lif-line")
     assert spread["held"] == 0.0 and spread["spread_jobs"] > 0.0
     assert spread["layout"] > 0.01 > abs(held["layout"])  # spread over two servers: slower even alone there
+
+
+def test_bench_latency_view_serves_the_default_drl_begin():
+    """bench/drl.py times drl's choice with a stand-in view (``_EightCores``): the default ``drl`` reads the
+    jobs' time left from it (session drl19a), so it must carry running and pending jobs and a clock."""
+    import numpy as np
+
+    from cohabit.policies.drl.state import PlacementState, new_entry
+
+    mod = load_bench("drl")
+    pol = make_policy("drl")
+    jobs = [new_entry(f"j{i}", "vgg-16", False, 2, 2, np.array([0.5, 0.25, 0.25]), np.array([0.0, 0.125, 0.125]), 6,
+                      new=(i == 2)) for i in range(3)]
+    st = PlacementState(np.full((6, 3), 0.5), jobs)
+    pol.begin(st, mod._EightCores())
+    assert pol.weigh_now == "left" and 0 <= pol.choose(st, jobs[-1], st.mask(jobs[-1])) < 12
