@@ -29,7 +29,8 @@ arrival``), so what the order rule gains is shown apart from what drl's placemen
 best" is against the plain baselines, "vs LIF short" against LIF with the same order; ``drl
 no-hold`` is drl without the hold rule (``drl:hold=0``, session drl16), ``drl no-lay`` drl without the
 layout rule (``drl:layout=keep``, session drl18a; the same as drl on 6 servers, where it is off), ``drl prior3``
-drl with the prior of sessions drl15-18 (``drl:prior=3:weigh=none``; the same as drl on 30 servers).
+drl with the prior of sessions drl15-18 (``drl:prior=3:weigh=none``: the previous default on 6 servers; on 30
+servers, where the default has no prior, it turns a prior of 3 on, so there it is not the previous default, ``drl`` is).
 Beside the table: lower bounds per workload (``bench/drl_bounds.py``): every job at its solo
 speed without queueing, and no interference with FIFO / backfill queueing on the same cluster.
 Table II's ablations come from ``bench/drl_ablations.py``
@@ -78,7 +79,8 @@ HOLD_ROWS = ("drl:hold=0",)
 #: rack, ``keep`` on 6 servers): drl keeping the chooser's task counts per server, as before session drl18a
 LAYOUT_ROWS = ("drl:layout=keep",)
 #: the prior as it was before session drl19a (weight 3, LIF-Line's score unweighted; now 1000 with each job's
-#: slowdown weighted by its estimated time left, ``policies.drl.prior``; the prior is off on 30 servers)
+#: slowdown weighted by its estimated time left, ``policies.drl.prior``); on 30 servers, where the default has no
+#: prior and did not change, this row turns a prior of 3 on
 WEIGH_ROWS = ("drl:prior=3:weigh=none",)
 DATA = Path(__file__).resolve().parents[1] / "src" / "cohabit" / "data" / "drl"
 
