@@ -304,36 +304,6 @@ def test_the_rates_read_from_columns_are_the_rates_read_from_tuples() -> None:
     assert (lazy.max_rate("j"), lazy.last_rate("j"), lazy.get("j")) == (ref.max_rate("j"), ref.last_rate("j"), ref.get("j"))
 
 
-def test_fits_prepared_together_are_prepared_alone() -> None:
-    """``_prepare_many`` prepares the fits of one length together (a round's due fits, mostly thinned to 64
-    points): each fit's moments, asymptote range and scales must be ``_prepare``'s, bit for bit, and so the
-    curves ``fit_loss_curve``'s (fails if a stacked step differs, e.g. the moments summed by one product over
-    all fits, or the ``first > last`` test dropped)."""
-    from cohabit.models.loss_curve import _prepare, _prepare_many
-
-    rng = np.random.default_rng(11)
-    cases: list[tuple[np.ndarray, np.ndarray | None]] = []
-    for m in (3, 5, 64, 64, 64, 17):
-        for _ in range(40):
-            k = np.sort(rng.random(m) * 10.0 ** int(rng.integers(1, 6))).round(int(rng.integers(0, 3)))
-            if rng.random() < 0.2:
-                k[0] = 0.0
-            y = 1 / (rng.uniform(0.5, 40) * k / (k.max() + 1) + 1.0) + rng.uniform(0.0, 0.5) + rng.normal(0, 0.01, m)
-            if rng.random() < 0.05:
-                y[int(rng.integers(m))] = np.nan
-            if rng.random() < 0.05:
-                y[:] = 0.5
-            cases.append((np.stack([k, y], 1), 0.95 ** np.arange(m)[::-1] if rng.random() < 0.6 else None))
-    together = _prepare_many(cases)
-    alone = [_prepare(p, w) for p, w in cases]
-    assert sum(p is None for p in alone) > 5 and sum(p is not None for p in alone) > 150
-    for a, b in zip(together, alone):
-        assert (a is None) == (b is None)
-        if a is not None:  # (q, k_zero, top, ymin, kmax, scale, kmin, k, y, w): every number, bit for bit
-            assert all(np.asarray(x).tobytes() == np.asarray(y).tobytes() for x, y in zip(a, b))
-    assert fit_loss_curves(cases) == [fit_loss_curve(p, w, polish=False) for p, w in cases]
-
-
 def test_fit_many_reads_engine_series_together() -> None:
     """``LossFits.fit_many`` catches up many jobs' engine histories at once (``MetricSeries.grid_columns``, the
     drop rates of all of them in one numpy pass): every job's rates, fit and fit count are those of reading

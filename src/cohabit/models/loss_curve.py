@@ -238,19 +238,20 @@ def fit_loss_curves(fits: Sequence[tuple[Points, np.ndarray | None]], *, grid: i
     (``tests/test_models_loss_curve.py::test_fits_in_one_pass_are_the_fits_one_by_one``)."""
     _check_grid(grid, rounds)
     out: list[LossCurve | None] = [None] * len(fits)
-    preps = [(i, p) for i, p in enumerate(_prepare_many(fits)) if p is not None]
+    preps = [(i, p) for i, p in enumerate(_prepare(pts, w) for pts, w in fits) if p is not None]
     if not preps:
         return out
     n = len(preps)
     q = np.stack([p[0] for _, p in preps])  # (n, 6, 5)
     qt = np.swapaxes(q, 1, 2)
     k_zero = np.array([p[1] for _, p in preps])
-    tops = np.array([p[2] for _, p in preps])
+    tops = [p[2] for _, p in preps]
     ymin = np.array([p[3] for _, p in preps])
-    lo_a, hi_a = np.zeros(n), tops.copy()
-    rows = np.arange(n)
+    lo, hi = [0.0] * n, list(tops)
+    best_c, best = [0.0] * n, [(0.0, 0.0)] * n
     ramp = np.arange(grid, dtype=np.float64)
     for _ in range(rounds):
+        lo_a, hi_a = np.array(lo), np.array(hi)
         step = (hi_a - lo_a) / (grid - 1)  # (_linspace per fit: the same operations)
         cs = ramp[None, :] * step[:, None]
         cs += lo_a[:, None]
@@ -258,28 +259,16 @@ def fit_loss_curves(fits: Sequence[tuple[Points, np.ndarray | None]], *, grid: i
         e = ymin[:, None] - cs
         s = ((e[:, :, None] ** _P5) @ qt).reshape(n * grid, 6)
         gain = _gains(s, np.repeat(k_zero, grid))
-        i, cand = np.divmod(gain.reshape(n, grid * 3).argmin(axis=1), 3)
-        c = cs[rows, i]
-        b0, b1 = _coefficients_of(s[rows * grid + i], cand)
-        # max(c - step, 0.0), min(c + step, top) per fit (c is a grid point: never NaN below a finite top)
-        lo_a, hi_a = np.maximum(c - step, 0.0), np.minimum(c + step, tops)
-    b0 = (b0 / np.array([p[4] for _, p in preps])).tolist()  # (beta0 / kmax: _curve's first coefficient)
-    b1, cl = b1.tolist(), c.tolist()
+        best_i = gain.reshape(n, grid * 3).argmin(axis=1).tolist()
+        steps = step.tolist()
+        for j, flat in enumerate(best_i):
+            i, cand = divmod(flat, 3)
+            c = float(cs[j, i])
+            best_c[j], best[j] = c, _coefficients(s[j * grid + i], cand)
+            lo[j], hi[j] = max(c - steps[j], 0.0), min(c + steps[j], tops[j])
     for j, (at, p) in enumerate(preps):
-        scale = p[5]  # (_curve of [b0 / kmax, b1, c]: the same divisions and product)
-        out[at] = LossCurve(b0[j] / scale, b1[j] / scale, cl[j] * scale, float(p[6]))
+        out[at] = _curve(np.array([best[j][0] / p[4], best[j][1], best_c[j]]), p[5], p[6])
     return out
-
-
-def _coefficients_of(s: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_coefficients` of many grid points at once: ``s`` (n, 6) their sums, ``cand`` (n,) each one's
-    candidate; the same IEEE operations elementwise, so the same floats."""
-    skk, sk, s1, skz, sz = s[:, 0], s[:, 1], s[:, 2], s[:, 3], s[:, 4]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        det = skk * s1 - sk * sk
-        b0 = np.where(cand == 0, (s1 * skz - sk * sz) / det, np.where(cand == 1, skz / skk, 0.0))
-        b1 = np.where(cand == 0, (skk * sz - sk * skz) / det, np.where(cand == 1, 0.0, sz / s1))
-    return b0, b1
 
 
 def _check_grid(grid: int, rounds: int) -> None:
@@ -292,56 +281,6 @@ def _curve(beta: np.ndarray, scale: float, kmin: float) -> LossCurve:
     b0, b1, b2 = (float(x) for x in beta)
     # undo the normalisation: l = s * (1/(b0 k + b1) + b2) = 1/((b0/s) k + b1/s) + s*b2
     return LossCurve(b0 / scale, b1 / scale, b2 * scale, float(kmin))
-
-
-def _prepare_many(fits: Sequence[tuple[Points, np.ndarray | None]]) -> list:  # type: ignore[type-arg]
-    """:func:`_prepare` of each ``(points, weights)``; the fits given as arrays of one length (a round's due fits
-    are mostly thinned to ``max_points``) prepared together, each step per row (reductions along a row,
-    elementwise operations, one BLAS product per fit of the same shape and layout as :func:`_moments`'), so
-    the same numbers (``tests/test_models_loss_curve.py::test_fits_prepared_together_are_prepared_alone``);
-    a fit with an unusable point (the masking path) is prepared alone."""
-    out: list = [None] * len(fits)  # type: ignore[type-arg]
-    groups: dict[tuple[int, bool], list[int]] = {}
-    for j, (pts, w) in enumerate(fits):
-        if (type(pts) is np.ndarray and pts.ndim == 2 and pts.shape[1] == 2 and pts.shape[0] >= 3
-                and (w is None or (type(w) is np.ndarray and w.shape == (pts.shape[0],)))):
-            groups.setdefault((pts.shape[0], w is None), []).append(j)
-        else:
-            out[j] = _prepare(pts, w)
-    for (m, plain), idx in groups.items():
-        if len(idx) == 1:
-            out[idx[0]] = _prepare(*fits[idx[0]])
-            continue
-        arr = np.stack([fits[j][0] for j in idx]).astype(np.float64, copy=False)  # (f, m, 2)
-        k, loss = arr[:, :, 0], arr[:, :, 1]
-        w = np.ones_like(k) if plain else np.stack([fits[j][1] for j in idx]).astype(np.float64, copy=False)
-        kmin, kmax, lmin, lmax = k.min(axis=1), k.max(axis=1), loss.min(axis=1), loss.max(axis=1)
-        clean = (kmin >= 0) & (kmax < np.inf) & (lmin > 0) & (lmax < np.inf)
-        if not plain:
-            clean &= (w.min(axis=1) > 0) & (w.max(axis=1) < np.inf)
-        rows = np.arange(len(idx))
-        first, last = loss[rows, k.argmin(axis=1)], loss[rows, k.argmax(axis=1)]
-        distinct = (kmin != kmax) & ((k != kmin[:, None]) & (k != kmax[:, None])).any(axis=1)
-        fit = clean & distinct & (first > last * (1 + 1e-9))
-        for r in np.flatnonzero(~clean).tolist():
-            out[idx[r]] = _prepare(*fits[idx[r]])  # (an unusable point: masked there)
-        keep = np.flatnonzero(fit)
-        if not keep.size:
-            continue
-        k, loss, w, kmin, kmax = k[keep], loss[keep], w[keep], kmin[keep], kmax[keep]
-        scale = lmax[keep]
-        y = loss / scale[:, None]
-        ymin = y.min(axis=1)
-        d = y - ymin[:, None]
-        dp = d[:, :, None] ** _P5
-        dp *= w[:, :, None]
-        moments = np.swapaxes((k / kmax[:, None])[:, :, None] ** _P3, 1, 2) @ dp  # (f, 3, 5), as _moments
-        q = _COEF * moments.reshape(-1, 15)[:, _IDX]
-        top = ymin * (1.0 - 1e-9)
-        for r, j in enumerate(keep.tolist()):
-            out[idx[j]] = (q[r], bool(kmin[r] == 0), float(top[r]), float(ymin[r]), float(kmax[r]), float(scale[r]),
-                           kmin[r], k[r], y[r], w[r])
-    return out
 
 
 def _prepare(points: Points, weights: Sequence[float] | np.ndarray | None):  # type: ignore[no-untyped-def]
