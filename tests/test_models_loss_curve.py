@@ -304,14 +304,16 @@ def test_the_rates_read_from_columns_are_the_rates_read_from_tuples() -> None:
     assert (lazy.max_rate("j"), lazy.last_rate("j"), lazy.get("j")) == (ref.max_rate("j"), ref.last_rate("j"), ref.get("j"))
 
 
-def test_fit_many_reads_engine_series_together() -> None:
+def test_fit_many_reads_engine_series_together(monkeypatch: pytest.MonkeyPatch) -> None:
     """``LossFits.fit_many`` catches up many jobs' engine histories at once (``MetricSeries.grid_columns``, the
     drop rates of all of them in one numpy pass): every job's rates, fit and fit count are those of reading
     it alone, through grid runs, explicit points between them, a point with no more iterations than the one
     before, NaN losses and a frozen history (fails if a pair across two jobs is counted, if the last rate is
     taken from a pair with no more iterations, or if a NaN rate becomes the maximum)."""
     from cohabit.engine.series import MetricSeries
+    from cohabit.models import loss_curve
 
+    monkeypatch.setattr(loss_curve, "CATCH_UP_BATCH", 2)  # (every read of two or more jobs batched)
     rng = np.random.default_rng(13)
     batched, alone = LossFits(recency=0.95), LossFits(recency=0.95)
     series = {f"j{i}": MetricSeries() for i in range(12)}

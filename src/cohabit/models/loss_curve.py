@@ -386,6 +386,11 @@ class _Track:
         self.last_rate, self.max_rate = last, top
 
 
+#: tracks from which :meth:`LossFits.fit_many` catches up their drop rates in one numpy pass (measured: ~2.2 us
+#: a track at 116 tracks against ~3.4 us one by one; ~5.7 us at 10 tracks)
+CATCH_UP_BATCH = 32
+
+
 class LossFits:
     """Per-job cache of loss-curve fits, refitted only when new loss reports arrived.
 
@@ -497,61 +502,59 @@ class LossFits:
         them in one numpy pass over their new points (issue 18, fifteenth session): the points of engine
         series read together (:meth:`MetricSeries.grid_columns`), each consecutive pair's rate by the same
         IEEE operations as :meth:`_Track.take_rates_of`, and per track the last rate of a pair with more
-        iterations and the largest non-NaN one (a maximum: exact in any order), so the same floats."""
-        if not self.rates:
-            for t in tracks:
-                self._catch_up(t)
-            return
-        grid_columns = getattr(type(tracks[0].points), "grid_columns", None)
-        if grid_columns is None:
+        iterations and the largest non-NaN one (a maximum: exact in any order), so the same floats. Below
+        :data:`CATCH_UP_BATCH` tracks (or without rates) one by one, as cheap there."""
+        grid_columns = getattr(type(tracks[0].points), "grid_columns", None) if tracks else None
+        if not self.rates or len(tracks) < CATCH_UP_BATCH or grid_columns is None:
             for t in tracks:
                 self._catch_up(t)
             return
         pts = [t.points for t in tracks]
-        ns = [len(p) for p in pts]  # type: ignore[arg-type]
+        ns = list(map(len, pts))  # type: ignore[arg-type]
         starts = [t.n_seen for t in tracks]
-        los = [(s if s > 1 else 1) - 1 for s in starts]
+        los = [s - 1 if s > 1 else 0 for s in starts]
         x, y, left = grid_columns(pts, los, ns)
-        for i in left:
-            self._catch_up(tracks[i])
         if left:
+            for i in left:
+                self._catch_up(tracks[i])
             gone = set(left)
             keep = [i for i in range(len(tracks)) if i not in gone]
+            if not keep:
+                return
         else:
-            keep = range(len(tracks))
-        if not len(keep):
-            return
+            keep = list(range(len(tracks)))
         counts = np.array([ns[i] - los[i] for i in keep], dtype=np.int64)
         ends = np.cumsum(counts)
-        firsts = ends - counts
         # pair p: points p and p + 1, of one track (not the last point of a track), with more iterations
         ok = x[1:] > x[:-1]
         ok[ends[:-1] - 1] = False
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             rate = (y[:-1] - y[1:]) / (x[1:] - x[:-1])
         last = np.where(rate < 0.0, 0.0, rate)  # max(rate, 0.0), nan kept
-        if last.size:
-            cand = np.where(ok & (last == last), last, -np.inf)
-            pos = np.where(ok, np.arange(last.size), -1)
         has = counts >= 2  # (a track read from its first point alone has no pair)
+        lasts: list[float | None] = [None] * len(keep)
+        tops: list[float] = [-math.inf] * len(keep)
         if has.any():
-            at = firsts[has]
-            top_new = np.maximum.reduceat(cand, at).tolist()
-            pos_new = np.maximum.reduceat(pos, at).tolist()
-        j = 0
-        for i, h in zip(keep, has.tolist()):
+            at = (ends - counts)[has]
+            pos = np.maximum.reduceat(np.where(ok, np.arange(last.size), -1), at)
+            top = np.maximum.reduceat(np.where(ok & (last == last), last, -np.inf), at)
+            found = pos >= 0
+            where = np.flatnonzero(has)[found].tolist()
+            for r, v, m in zip(where, last[pos[found]].tolist(), top[found].tolist()):
+                lasts[r], tops[r] = v, m
+        g1 = 1 + self.growth
+        for r, i in enumerate(keep):
             t = tracks[i]
-            if h:
-                p = pos_new[j]
-                if p >= 0:
-                    t.last_rate = float(last[p])
-                    m = top_new[j]
-                    if m > t.max_rate:
-                        t.max_rate = m
-                j += 1
-            start, n = starts[i], ns[i]
+            v = lasts[r]
+            if v is not None:
+                t.last_rate = v
+                if tops[r] > t.max_rate:
+                    t.max_rate = tops[r]
+            n = ns[i]
             t.n_seen = n
-            self._due_rule(t, start, n, pts[i])  # type: ignore[arg-type]
+            # (the due rule fires in (start, n] only if n reaches the growth threshold or a count below dense)
+            if n >= t.n_fit * g1 + 1 or starts[i] + 1 < self.dense:
+                self._due_rule(t, starts[i], n, pts[i])  # type: ignore[arg-type]
 
     def _fit_due(self, t: _Track) -> None:
         t.curve = fit_loss_curve(*self._due_points(t), polish=self.polish)
