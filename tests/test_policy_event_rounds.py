@@ -1,5 +1,6 @@
-"""SLAQ's rounds after an arrival or finish that admit nobody (issue 18, fifteenth session): when no waiting
-job's minimum fits the free room alone (``JobModels.admits_none``), the round is skipped. These tests run each
+"""SLAQ's and Themis' rounds after an arrival or finish that admit nobody (issue 18, fifteenth session): when
+no waiting job's minimum fits the free room alone (``JobModels.admits_none``; Themis: and no lease expired), the
+round is skipped. These tests run each
 skipped round anyway on the same view (its plan must be empty) and compare whole runs with and without the
 shortcut (``skip_quiet``)."""
 
@@ -8,8 +9,11 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from cohabit.policies.slaq import SLAQ
+from cohabit.policies.targets import apply_targets, consolidated_placer
+from cohabit.policies.themis import Themis
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import JobTruth, TraceJob
@@ -39,11 +43,26 @@ def _workload(seed: int) -> list[TraceJob]:
     return out
 
 
-def _run(seed: int, *, skip: bool, check: bool = False) -> tuple[dict, int]:
+POLICIES = {"slaq": lambda: SLAQ(epoch=120.0, report_interval=30.0),
+            "themis": lambda: Themis(lease=120.0, report_interval=30.0, tick=30.0)}
+
+
+def _round_of(pol, view) -> list:  # type: ignore[no-untyped-def]
+    """The plan of the round over the free room and the waiting jobs that the shortcut skipped."""
+    waiting = list(view.paused.values()) + list(view.pending.values())
+    if isinstance(pol, SLAQ):
+        return pol._round(view, waiting, full=False, waiting_tail=len(waiting))
+    targets, served, shrink = pol.targets(view, waiting, waiting_tail=len(waiting))
+    assert not any(targets.values()), view.now  # (nobody served: no lease set either)
+    return apply_targets(view, targets, [view.jobs[j] for j in served], consolidated_placer, reason="check",
+                         shrink=[view.jobs[j] for j in shrink])
+
+
+def _run(policy: str, seed: int, *, skip: bool, check: bool = False) -> tuple[dict, int]:
     """One run; with ``check`` every round the shortcut skips is also run in full on the same view and must plan
     nothing (that run's own later rounds then find what the round made). Returns the fingerprint and how many
     rounds were skipped."""
-    pol = SLAQ(epoch=120.0, report_interval=30.0)
+    pol = POLICIES[policy]()
     pol.skip_quiet = skip
     skipped = [0]
     real = pol.models.admits_none
@@ -51,8 +70,7 @@ def _run(seed: int, *, skip: bool, check: bool = False) -> tuple[dict, int]:
     def checked(view, free):  # type: ignore[no-untyped-def]
         none = real(view, free)
         if none and check:
-            waiting = list(view.paused.values()) + list(view.pending.values())
-            assert pol._round(view, waiting, full=False, waiting_tail=len(waiting)) == [], view.now
+            assert _round_of(pol, view) == [], view.now
         skipped[0] += none
         return none
 
@@ -61,16 +79,17 @@ def _run(seed: int, *, skip: bool, check: bool = False) -> tuple[dict, int]:
     return fingerprint(res.result.record, res.metrics), skipped[0]
 
 
-def test_event_rounds_that_admit_nobody_are_skipped_with_the_same_results() -> None:
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_event_rounds_that_admit_nobody_are_skipped_with_the_same_results(policy: str) -> None:
     """Fails if the shortcut skips a round that would start a job (checked: with the test asked of every minimum
     at once, ``.all()``; reading the pending jobs alone, not the paused ones; always skipping), or if skipping
     one changes anything later (the paused jobs' rows and fits made at a later round)."""
     total = 0
     for seed in range(4):
-        fast, n = _run(seed, skip=True)
-        slow, _ = _run(seed, skip=False)
+        fast, n = _run(policy, seed, skip=True)
+        slow, _ = _run(policy, seed, skip=False)
         assert fast == slow, seed
-        _, checked = _run(seed, skip=True, check=True)
+        _, checked = _run(policy, seed, skip=True, check=True)
         total += min(n, checked)
     assert total > 20
 
