@@ -302,3 +302,49 @@ def test_the_rates_read_from_columns_are_the_rates_read_from_tuples() -> None:
             assert (lazy.max_rate("j"), lazy.last_rate("j")) == (ref.max_rate("j"), ref.last_rate("j")), step
     assert lazy.max_rate("j") > 0
     assert (lazy.max_rate("j"), lazy.last_rate("j"), lazy.get("j")) == (ref.max_rate("j"), ref.last_rate("j"), ref.get("j"))
+
+
+def test_fit_many_reads_engine_series_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LossFits.fit_many`` catches up many jobs' engine histories at once (``MetricSeries.grid_columns``, the
+    drop rates of all of them in one numpy pass): every job's rates, fit and fit count are those of reading
+    it alone, through grid runs, explicit points between them, a point with no more iterations than the one
+    before, NaN losses and a frozen history (fails if a pair across two jobs is counted, if the last rate is
+    taken from a pair with no more iterations, or if a NaN rate becomes the maximum)."""
+    from cohabit.engine.series import MetricSeries
+    from cohabit.models import loss_curve
+
+    monkeypatch.setattr(loss_curve, "CATCH_UP_BATCH", 2)  # (every read of two or more jobs batched)
+    rng = np.random.default_rng(13)
+    batched, alone = LossFits(recency=0.95), LossFits(recency=0.95)
+    series = {f"j{i}": MetricSeries() for i in range(12)}
+    for jid, s in series.items():
+        batched.follow(jid, s)
+        alone.follow(jid, s)
+    k = {jid: 3 for jid in series}
+    params = {jid: (float(rng.uniform(0, 50)), 60.0, float(rng.uniform(0.1, 3))) for jid in series}
+    for step in range(120):
+        for jid, s in series.items():
+            r = rng.random()
+            if r < 0.08:
+                s.add(float(rng.uniform(0, 1e4)), float(rng.uniform(0.1, 2)))
+            elif r < 0.7:
+                n = int(rng.integers(1, 7))
+                ys = [float(v) for v in 1.0 / (rng.uniform(0.001, 0.01) * (k[jid] + np.arange(n)) + 1.0)]
+                if n >= 3 and rng.random() < 0.1:  # a NaN loss, then the largest drop yet: the maximum skips the NaN
+                    ys[0], ys[-1] = math.nan, ys[-2] - 10.0 ** int(rng.integers(-3, 1))
+                done0, t0, rate = params[jid]
+                if rng.random() < 0.1:  # a new run (a new speed): the next read spans two runs
+                    params[jid] = done0, t0, rate = (float(rng.uniform(0, 50)), 60.0 * k[jid] + 1, float(rng.uniform(0.1, 3)))
+                s.add_grid(k[jid], 60.0, done0, t0, rate, ys)
+                k[jid] += n
+            if rng.random() < 0.01:
+                s.freeze()
+        ids = [jid for jid in series if rng.random() < 0.8]
+        batched.fit_many(ids)
+        for jid in ids:
+            alone.track(jid)
+            a, b = batched.tracks[jid], alone.tracks[jid]
+            assert np.array([a.max_rate, a.last_rate]).tobytes() == np.array([b.max_rate, b.last_rate]).tobytes()
+            assert (a.n_seen, a.curve) == (b.n_seen, b.curve), (step, jid)
+    assert batched.fits == alone.fits > 50
+    assert all(batched.tracks[j].max_rate > 0 for j in series)

@@ -312,6 +312,43 @@ class MetricSeries(Sequence[tuple[float, float]]):
         pts = self[lo:hi]
         return [p[0] for p in pts], [p[1] for p in pts]
 
+    @staticmethod
+    def grid_columns(series: Sequence[MetricSeries], lo: Sequence[int], hi: Sequence[int]
+                     ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """:meth:`columns` of many series at once (the loss fits' catch-up of a round's running jobs, issue 18,
+        fifteenth session): the iterations and values of points ``lo[i]:hi[i]`` of each ``series[i]`` whose
+        points all lie in its last grid run (the common read, as :meth:`_last_run_xs`), concatenated in order
+        as two float arrays, the iterations computed in one numpy pass by the same IEEE operations as
+        :meth:`_last_run_xs` (so the same floats); and the indices ``i`` of the series left out (not in their
+        last run, frozen, or not a :class:`MetricSeries`: read them with :meth:`columns`)."""
+        ys = array("d")
+        counts: list[int] = []
+        params: list[tuple[int, float, float, float, float]] = []  # per series read: k of its first point, every, ...
+        left: list[int] = []
+        for i, (s, a, b) in enumerate(zip(series, lo, hi)):
+            runs = getattr(s, "_runs", None)
+            if not runs or s._z is not None or a >= b:
+                left.append(i)
+                continue
+            r = runs[-1]
+            start = r[_START]
+            if not (start <= a and b <= start + r[_N]):
+                left.append(i)
+                continue
+            ys += s._y[a:b]  # type: ignore[index]
+            counts.append(b - a)
+            params.append((r[_K0] - start + a, r[_EVERY], r[_DONE0], r[_T0], r[_RATE]))
+        if not counts:
+            return np.empty(0), np.empty(0), left
+        n = np.array(counts, dtype=np.int64)
+        p = np.array(params, dtype=np.float64)  # (k of the first point: an integer below 2**53, exact)
+        ends = np.cumsum(n)
+        k = np.arange(int(ends[-1]), dtype=np.float64) + np.repeat(p[:, 0] - (ends - n), n)  # (integers: exact)
+        every, done0, t0, rate = (np.repeat(p[:, j], n) for j in range(1, 5))
+        t = k * every
+        x = np.where(t > t0, done0 + (t - t0) * rate, done0)
+        return x, np.frombuffer(ys, dtype=np.float64), left
+
     def __len__(self) -> int:
         return self._n
 

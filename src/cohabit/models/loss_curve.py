@@ -386,6 +386,11 @@ class _Track:
         self.last_rate, self.max_rate = last, top
 
 
+#: tracks from which :meth:`LossFits.fit_many` catches up their drop rates in one numpy pass (measured: ~1.9 us
+#: a track at 116 tracks, ~3.0 at 32, against ~3.4 us one by one)
+CATCH_UP_BATCH = 32
+
+
 class LossFits:
     """Per-job cache of loss-curve fits, refitted only when new loss reports arrived.
 
@@ -475,7 +480,11 @@ class LossFits:
             else:
                 t.take_rates(points[max(start, 1) - 1:n])
         t.n_seen = n
-        # the last count in (start, n] at which fold's due rule fires, given the fits before it
+        self._due_rule(t, start, n, points)
+
+    def _due_rule(self, t: _Track, start: int, n: int, points: Points) -> None:
+        """Mark the fit due at the last count in ``(start, n]`` at which :meth:`fold`'s rule fires, given the
+        fits before it (the points ``start:n`` just caught up)."""
         m = max(start + 1, self.min_points)
         due = 0
         while m <= n:
@@ -487,6 +496,65 @@ class LossFits:
             m += 1
         if due:
             t.due = (points, due)
+
+    def _catch_up_many(self, tracks: Sequence[_Track]) -> None:
+        """:meth:`_catch_up` of each of ``tracks`` (each with new followed points), the drop rates of all of
+        them in one numpy pass over their new points (issue 18, fifteenth session): the points of engine
+        series read together (:meth:`MetricSeries.grid_columns`), each consecutive pair's rate by the same
+        IEEE operations as :meth:`_Track.take_rates_of`, and per track the last rate of a pair with more
+        iterations and the largest non-NaN one (a maximum: exact in any order), so the same floats. Below
+        :data:`CATCH_UP_BATCH` tracks (or without rates) one by one, as cheap there."""
+        grid_columns = getattr(type(tracks[0].points), "grid_columns", None) if tracks else None
+        if not self.rates or len(tracks) < CATCH_UP_BATCH or grid_columns is None:
+            for t in tracks:
+                self._catch_up(t)
+            return
+        pts = [t.points for t in tracks]
+        ns = list(map(len, pts))  # type: ignore[arg-type]
+        starts = [t.n_seen for t in tracks]
+        los = [s - 1 if s > 1 else 0 for s in starts]
+        x, y, left = grid_columns(pts, los, ns)
+        if left:
+            for i in left:
+                self._catch_up(tracks[i])
+            gone = set(left)
+            keep = [i for i in range(len(tracks)) if i not in gone]
+            if not keep:
+                return
+        else:
+            keep = list(range(len(tracks)))
+        counts = np.array([ns[i] - los[i] for i in keep], dtype=np.int64)
+        ends = np.cumsum(counts)
+        # pair p: points p and p + 1, of one track (not the last point of a track), with more iterations
+        ok = x[1:] > x[:-1]
+        ok[ends[:-1] - 1] = False
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            rate = (y[:-1] - y[1:]) / (x[1:] - x[:-1])
+        last = np.where(rate < 0.0, 0.0, rate)  # max(rate, 0.0), nan kept
+        has = counts >= 2  # (a track read from its first point alone has no pair)
+        lasts: list[float | None] = [None] * len(keep)
+        tops: list[float] = [-math.inf] * len(keep)
+        if has.any():
+            at = (ends - counts)[has]
+            pos = np.maximum.reduceat(np.where(ok, np.arange(last.size), -1), at)
+            top = np.maximum.reduceat(np.where(ok & (last == last), last, -np.inf), at)
+            found = pos >= 0
+            where = np.flatnonzero(has)[found].tolist()
+            for r, v, m in zip(where, last[pos[found]].tolist(), top[found].tolist()):
+                lasts[r], tops[r] = v, m
+        g1 = 1 + self.growth
+        for r, i in enumerate(keep):
+            t = tracks[i]
+            v = lasts[r]
+            if v is not None:
+                t.last_rate = v
+                if tops[r] > t.max_rate:
+                    t.max_rate = tops[r]
+            n = ns[i]
+            t.n_seen = n
+            # (the due rule fires in (start, n] only if n reaches the growth threshold or a count below dense)
+            if n >= t.n_fit * g1 + 1 or starts[i] + 1 < self.dense:
+                self._due_rule(t, starts[i], n, pts[i])  # type: ignore[arg-type]
 
     def _fit_due(self, t: _Track) -> None:
         t.curve = fit_loss_curve(*self._due_points(t), polish=self.polish)
@@ -517,15 +585,19 @@ class LossFits:
         bit); a later :meth:`track` of these jobs finds nothing due. Jobs without a track are skipped."""
         tracks = self._tracks
         due: list[_Track] = []
+        behind: list[_Track] = []
         for jid in job_ids:
             t = tracks.get(jid)
             if t is None:
                 continue
             points = t.points
             if points is not None and len(points) > t.n_seen:
-                self._catch_up(t)
-            if t.due is not None:
+                behind.append(t)
+            elif t.due is not None:
                 due.append(t)
+        if behind:
+            self._catch_up_many(behind)
+            due += [t for t in behind if t.due is not None]
         if not due:
             return
         if self.polish or len(due) == 1:

@@ -19,7 +19,7 @@ from ..models.loss_curve import LossCurve, LossFits
 from ..models.speed import Mode, SpeedModel
 from .admit_index import AdmitIndex
 from .job_table import Snapshot, StaticTable
-from .targets import ADMIT_SCAN, EPS, admit_in_order
+from .targets import ADMIT_SCAN, EPS, admit_in_order, rows_within
 
 
 class JobModels:
@@ -569,6 +569,12 @@ class JobModels:
         ok, rem = admit_in_order(cost[:len(ids)], free, scan)
         jobs = view.jobs
         return [jobs[ids[i]] for i in np.flatnonzero(ok).tolist()], rem
+
+    def admits_none(self, view: ClusterView, free: np.ndarray) -> bool:
+        """Whether no waiting job's minimum (:meth:`_first_cost`, from the per-job table) fits ``free`` alone by
+        the greedy's test (``<= free + EPS``): then a round over ``free`` admits nobody (issue 18, 15th session)."""
+        ids = list(chain(view.paused, view.pending))
+        return not ids or not bool(rows_within(self._first_cost(view, ids), free).any())
 
     def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as

@@ -39,6 +39,13 @@ and capacity, their sum within it), the epoch's greedy and its work-conserving p
 one unit whatever the predicted gains (each prefix of any order fits), so every job keeps what it
 holds: the epoch is skipped without computing them. ``skip_quiet = False`` runs it
 (``tests/test_policy_quiet_rounds.py`` compares both).
+
+Rounds after an arrival or finish that admit nobody (issue 18, fifteenth session): such a round hands the free
+room to waiting jobs only; when no waiting job's minimum fits it alone (:meth:`JobModels.admits_none`, the
+greedy's own test on the per-job table's minimums), its greedy and its work-conserving pass admit nobody and the
+plan is empty, so the round is skipped (``skip_quiet = False`` runs it; ``tests/test_policy_event_rounds.py``
+runs each skipped round anyway and compares whole runs). Its reads of the paused jobs' losses wait for the next
+round that reads them, with the same numbers (a paused job reports nothing).
 """
 
 from __future__ import annotations
@@ -109,6 +116,8 @@ class SLAQ(ObservingPolicy):
             self._event = False
             if room_for_none(view):  # the round below would admit nobody: the same empty plan
                 return []
+            if self.skip_quiet and self.models.admits_none(view, view.free.sum(axis=0)):
+                return []  # no waiting job's minimum fits the free room: the same empty plan (module docstring)
             waiting_list = waiting_jobs(view)
             return self._round(view, waiting_list, full=False, waiting_tail=len(waiting_list))
         self._event = False

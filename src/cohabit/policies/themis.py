@@ -63,7 +63,10 @@ Quiet expiries (issue 18, ninth session). When leases expire and nobody waits, o
 round re-offers the expired jobs' own resources (plus free room) to them alone; if they are rigid, hold
 integer demands, and their rho is a number (:meth:`Themis._renews_all`), each gets back exactly what
 it holds whatever the order, so the round is skipped and their leases are renewed without computing
-any rho. ``skip_quiet = False`` runs it (``tests/test_policy_quiet_rounds.py`` compares both).
+any rho. ``skip_quiet = False`` runs it (``tests/test_policy_quiet_rounds.py`` compares both). Likewise a
+round after an arrival or finish with no expired lease, which offers the free room alone to the waiting jobs,
+is skipped when no waiting job's minimum fits that room (:meth:`JobModels.admits_none`; issue 18, fifteenth
+session): nobody can be served, so its plan is empty and no lease changes (``tests/test_policy_event_rounds.py``).
 """
 
 from __future__ import annotations
@@ -250,6 +253,8 @@ class Themis(ObservingPolicy):
             self.type_speeds.observe(view)
         if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
             return []
+        if not expired and self.skip_quiet and self.models.admits_none(view, view.free.sum(axis=0)):
+            return []  # nor when no waiting job's minimum fits it (see the module docstring)
         self._soonest = None  # the round sets lease ends
         if renew is None:
             renew = self._quiet_expiry(view, expired)
