@@ -91,7 +91,9 @@ class ActionHandlers:
         if extra:
             self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
         else:
-            self.record.append_alloc(now, kind, jid, self._alloc_dict(alloc.total), list(placement))
+            nodes = self._node_lists.get(placement) if type(placement) is tuple else None
+            self.record.append_alloc(now, kind, jid, self._alloc_dict(alloc.total),
+                                     nodes if nodes is not None else self._node_list(placement))
 
     def _alloc_dict(self: Scheduler, total: Resources) -> dict[str, float]:
         """``total.as_dict()``, one dict per ``Resources`` object (the ledger keeps one per distinct
@@ -103,6 +105,18 @@ class ActionHandlers:
                 cache.clear()
             hit = cache[id(total)] = (total, total.as_dict())  # (keeps total alive: its id stays its own)
         return hit[1]
+
+    def _node_list(self: Scheduler, placement: A.Placement) -> list[int]:
+        """``list(placement)``, one list per distinct placement tuple (kept in ``_node_lists``): the record keeps the
+        first list of given contents and takes the same list again by identity, without hashing its contents
+        (``Record.append_alloc``). Shared by the record's rows: never change it."""
+        nodes = list(placement)
+        if type(placement) is tuple:
+            cache = self._node_lists
+            if len(cache) > 4096:
+                cache.clear()
+            cache[placement] = nodes
+        return nodes
 
     def _occupy(self: Scheduler, job: JobView, alloc: Allocation, placement: A.Placement,
                 vectors: list[np.ndarray] | None = None) -> None:

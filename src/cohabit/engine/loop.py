@@ -129,6 +129,7 @@ class Scheduler(ActionHandlers, EventFolding, LiveControl):
         self._graph_vectors: dict[str, list[np.ndarray]] = {}  # per-task demand rows of task-graph jobs
         self._demand_cache: dict[tuple[int, int], tuple[object, object, dict[str, float], float]] = {}
         self._alloc_dicts: dict[int, tuple[Resources, dict[str, float]]] = {}  # (apply._alloc_dict)
+        self._node_lists: dict[tuple[int, ...], list[int]] = {}  # placement -> its nodes as a list (apply._node_list)
         # (id(worker row), workers, id(PS row), PS count) -> Ledger.ever_fits of those tasks (rows are the
         # ledger's interned ones: their ids stay theirs); task-graph jobs are checked each time
         self._ever_fits: dict[tuple[int, int, int, int], str | None] = {}

@@ -276,9 +276,9 @@ class Record:
         self._kind.append(code)
         self._job.append(job)
         self._n += 1
-        share = self._share
-        cols[0].append(alloc if self._held.get(id(alloc)) is alloc else share(alloc))
-        cols[1].append(share(nodes))
+        held, share = self._held, self._share
+        cols[0].append(alloc if held.get(id(alloc)) is alloc else share(alloc))
+        cols[1].append(nodes if held.get(id(nodes)) is nodes else share(nodes))
         self._data.append(_IN_COLUMNS)
 
     def append_progress(self, time: float, job: str, iterations: float, iter_time: float) -> None:
