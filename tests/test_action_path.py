@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cohabit.engine import actions as A
 from cohabit.engine.loop import Scheduler
-from cohabit.engine.record import EventKind
+from cohabit.engine.record import EventKind, Record
 from cohabit.policies.base import BasePolicy
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.runner import config_for
@@ -77,3 +77,42 @@ def test_started_and_resumed_rows_read_back_their_placements() -> None:
     assert len(memo) >= 3
     assert all(nodes is memo[key] for nodes, key in held if key in memo)
     assert sum(key in memo for _, key in held) > len(memo)
+
+
+class _Counting(Record):
+    """A record that counts the contents it hashes (``_share`` past the identity check) for start/resume rows."""
+
+    __slots__ = ("hashed", "_in_alloc")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hashed = 0
+        self._in_alloc = False
+
+    def append_alloc(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self._in_alloc = True
+        try:
+            return super().append_alloc(*args, **kwargs)
+        finally:
+            self._in_alloc = False
+
+    def _share(self, v, copy=False):  # type: ignore[no-untyped-def]
+        if self._in_alloc:
+            self.hashed += 1
+        return super()._share(v, copy)
+
+
+def test_start_and_resume_rows_hash_no_contents_once_their_lists_and_dicts_are_kept() -> None:
+    """The scheduler hands the record its own instances (``Record.shared``) of each placement's node list and each
+    allocation's dict, also where an equal dict came first in another row (each job's demand in its ``submitted``
+    row): after the first row of each, the record takes them by identity."""
+    cluster = ClusterSpec.homogeneous("c", 2, Resources(gpu=4, cpu=8, mem_gb=64))
+    jobs = _jobs()
+    rec = _Counting()
+    sched = Scheduler(cluster, _Shuffle(), SimBackend(jobs, config_for(cluster)), strict=True, record=rec)
+    result = sched.run([j.spec for j in jobs])
+    rows = [e for e in result.record if e.kind in (EventKind.STARTED, EventKind.RESUMED)]
+    submitted = {e.job: e.data["demand"] for e in result.record if e.kind is EventKind.SUBMITTED}
+    assert len(rows) > 10
+    assert any(e.data["alloc"] == submitted[e.job] for e in rows)  # (the equal dict stored first)
+    assert rec.hashed == 0

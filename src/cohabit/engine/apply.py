@@ -97,20 +97,22 @@ class ActionHandlers:
 
     def _alloc_dict(self: Scheduler, total: Resources) -> dict[str, float]:
         """``total.as_dict()``, one dict per ``Resources`` object (the ledger keeps one per distinct
-        total): the record then shares it without hashing its contents again. Never change it."""
+        total), and the record's own instance of those contents (``Record.shared``: an equal dict stored first,
+        e.g. a job's demand in its ``submitted`` row, is the one it keeps), so the record takes it by identity
+        without hashing its contents again. Never change it."""
         cache = self._alloc_dicts
         hit = cache.get(id(total))
         if hit is None or hit[0] is not total:
             if len(cache) > 4096:
                 cache.clear()
-            hit = cache[id(total)] = (total, total.as_dict())  # (keeps total alive: its id stays its own)
+            hit = cache[id(total)] = (total, self.record.shared(total.as_dict()))  # (keeps total alive: its id stays its own)
         return hit[1]
 
     def _node_list(self: Scheduler, placement: A.Placement) -> list[int]:
-        """``list(placement)``, one list per distinct placement tuple (kept in ``_node_lists``): the record keeps the
-        first list of given contents and takes the same list again by identity, without hashing its contents
+        """``list(placement)`` as the record's own instance of those contents (``Record.shared``), one per distinct
+        placement tuple (kept in ``_node_lists``): the record takes it by identity, without hashing its contents
         (``Record.append_alloc``). Shared by the record's rows: never change it."""
-        nodes = list(placement)
+        nodes = self.record.shared(list(placement))
         if type(placement) is tuple:
             cache = self._node_lists
             if len(cache) > 4096:

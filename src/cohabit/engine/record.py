@@ -347,6 +347,11 @@ class Record:
         self._n += len(jobs)
         self._report_rows += 1
 
+    def shared(self, v: Any) -> Any:
+        """The one stored instance of a dict or list with ``v``'s contents (``v`` itself the first time), which the row
+        appenders take by identity (no hashing of its contents); other values as given. Never change what it returns."""
+        return self._share(v)
+
     def _share(self, v: Any, copy: bool = False) -> Any:
         """The one stored instance of a dict or list with ``v``'s contents (``v`` itself, or a copy
         if ``copy``, the first time); other values, and unhashable contents, as given."""
