@@ -249,7 +249,7 @@ class TaskLedger:
                 held.discard(job)
                 if not held:
                     del node_jobs[node]
-        self._touch(per_node)  # (a slot's node is a key of per_node: the nodes its devices are on too)
+        self._touch(set(per_node))  # (a slot's node is a key of per_node: the nodes its devices are on too)
         dev, counts = self.device_free, self.dev_jobs
         for node, idx in on.items():
             for i in idx:
