@@ -3,7 +3,7 @@
     python bench/loss_fit_pair.py --before /tmp/before/src [--fits 300] [--json bench/results/loss_fit_pair.json]
 
 Both sides fit the same histories in a fresh subprocess each (``fit_loss_curve(..., polish=False)``, what
-the schedulers' :class:`~cohabit.models.loss_curve.LossFits` runs): exact points of Optimus's curve (the
+the schedulers' :class:`~cohabit.models.loss_fits.LossFits` runs): exact points of Optimus's curve (the
 simulator's losses, :meth:`cohabit.sim.truth.JobTruth.loss_at`) with 4 to 64 points, weighted like SLAQ's
 (``0.95 ** age``) or not, and the same with 0.3% noise. Prints CPU microseconds per fit and the relative
 error of the iterations to converge (tolerance 0.05) against the true curve (exact points) or the

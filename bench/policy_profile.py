@@ -96,7 +96,7 @@ def main() -> None:
 
 def _time_phases() -> tuple[collections.Counter[str], collections.Counter[str]]:
     """Wrap the policies' phases with CPU timers (nested phases count in their callers too)."""
-    from cohabit.models import loss_curve
+    from cohabit.models import loss_fits
     from cohabit.policies import optimus, slaq, themis
 
     spent: collections.Counter[str] = collections.Counter()
@@ -124,9 +124,9 @@ def _time_phases() -> tuple[collections.Counter[str], collections.Counter[str]]:
         wrap(mod, "apply_targets", "apply_targets")
     wrap(optimus.JobModels, "snapshot_of", "snapshot")
     wrap(optimus.JobModels, "observe_many", "observe_many")
-    wrap(loss_curve.LossFits, "_catch_up", "catch-up")
-    wrap(loss_curve.LossFits, "_fit_due", "fits")
-    wrap(loss_curve.LossFits, "fit_many", "fit_many")
+    wrap(loss_fits.LossFits, "_catch_up", "catch-up")
+    wrap(loss_fits.LossFits, "_fit_due", "fits")
+    wrap(loss_fits.LossFits, "fit_many", "fit_many")
     wrap(themis.Themis, "rho_table", "rho_table")
     wrap(optimus.JobModels, "_running_columns", "running-cols")
     wrap(optimus.JobModels, "_queue_rows", "queue-rows")

@@ -80,11 +80,11 @@ def test_lazily_exported_names_are_the_modules_own() -> None:
     """``cohabit.models`` and ``cohabit.sim.traces`` export the same objects as before, imported on first use."""
     import cohabit.models as models
     import cohabit.sim.traces as traces
-    from cohabit.models import loss_curve, similar, speed, tee, tme, ttr
+    from cohabit.models import loss_curve, loss_fits, similar, speed, tee, tme, ttr
     from cohabit.sim.traces import synthetic
 
     for name in models.__all__:
-        owner = {"LossCurve": loss_curve, "LossFits": loss_curve, "fit_loss_curve": loss_curve, "SpeedModel": speed,
+        owner = {"LossCurve": loss_curve, "LossFits": loss_fits, "fit_loss_curve": loss_curve, "SpeedModel": speed,
                  "fit_speed": speed, "JobTraits": similar, "TEE": tee, "AccuracyCurve": tee, "TME": tme,
                  "TTR": ttr}[name]
         assert getattr(models, name) is getattr(owner, name)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from cohabit.models.loss_curve import (LossCurve, LossFits, _coefficients, _grid_step, _moments, fit_loss_curve, fit_loss_curves,
+from cohabit.models.loss_fits import LossFits
+from cohabit.models.loss_curve import (LossCurve, _coefficients, _grid_step, _moments, fit_loss_curve, fit_loss_curves,
                                       _COEF, _IDX)
 
 
@@ -311,9 +312,9 @@ def test_fit_many_reads_engine_series_together(monkeypatch: pytest.MonkeyPatch) 
     before, NaN losses and a frozen history (fails if a pair across two jobs is counted, if the last rate is
     taken from a pair with no more iterations, or if a NaN rate becomes the maximum)."""
     from cohabit.engine.series import MetricSeries
-    from cohabit.models import loss_curve
+    from cohabit.models import loss_fits
 
-    monkeypatch.setattr(loss_curve, "CATCH_UP_BATCH", 2)  # (every read of two or more jobs batched)
+    monkeypatch.setattr(loss_fits, "CATCH_UP_BATCH", 2)  # (every read of two or more jobs batched)
     rng = np.random.default_rng(13)
     batched, alone = LossFits(recency=0.95), LossFits(recency=0.95)
     series = {f"j{i}": MetricSeries() for i in range(12)}

@@ -12,7 +12,7 @@ import pytest
 
 from cohabit.engine.series import MetricSeries
 from cohabit.models import loss_curve as lc
-from cohabit.models.loss_curve import LossFits
+from cohabit.models.loss_fits import LossFits
 
 
 def test_head_is_the_first_points_as_an_array() -> None:

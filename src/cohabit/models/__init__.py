@@ -22,7 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .loss_curve import LossCurve, LossFits, fit_loss_curve
+    from .loss_curve import LossCurve, fit_loss_curve
+    from .loss_fits import LossFits
     from .similar import JobTraits
     from .speed import SpeedModel, fit_speed
     from .tee import TEE, AccuracyCurve
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 #: :mod:`.goodput` through this package on every run, and a trace replay needs none of these
 #: (~1,100 lines; docs/speed.md, "Thirteenth session ... (speed17b)").
 _WHERE = {
-    "LossCurve": "loss_curve", "LossFits": "loss_curve", "fit_loss_curve": "loss_curve",
+    "LossCurve": "loss_curve", "LossFits": "loss_fits", "fit_loss_curve": "loss_curve",
     "SpeedModel": "speed", "fit_speed": "speed", "JobTraits": "similar",
     "TEE": "tee", "AccuracyCurve": "tee", "TME": "tme", "TTR": "ttr",
 }

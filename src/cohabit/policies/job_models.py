@@ -15,7 +15,8 @@ import numpy as np
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
-from ..models.loss_curve import LossCurve, LossFits
+from ..models.loss_curve import LossCurve
+from ..models.loss_fits import LossFits
 from ..models.speed import Mode, SpeedModel
 from .admit_index import AdmitIndex
 from .job_table import Snapshot, StaticTable

@@ -53,7 +53,7 @@ and nobody to admit (no job waiting, or the room left below every job's first wo
 each running job's base is what it holds and has no room to grow. It is skipped (:meth:`Optimus._quiet`) (:meth:`JobModels.rigid_hold` reads the running jobs'
 constants from the per-job table in one numpy pass); the loss points that arrived meanwhile are folded
 in when a later round reads the job, with the fits and rates they would have given
-(:meth:`~cohabit.models.loss_curve.LossFits.follow`). ``skip_quiet = False`` runs every round
+(:meth:`~cohabit.models.loss_fits.LossFits.follow`). ``skip_quiet = False`` runs every round
 (``tests/test_policy_quiet_rounds.py`` compares both).
 
 Reports come every ``report_interval`` seconds, by default as often as the re-allocation
