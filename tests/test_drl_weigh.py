@@ -11,8 +11,7 @@ import pytest
 
 from cohabit.policies import make_policy
 from cohabit.policies.drl.online import load_solo, solo_key
-from cohabit.policies.drl.prior import (check_weigh, lif_scores, remaining_intervals, tilted_choice, weigh_for,
-                                        weighted_scores)
+from cohabit.policies.drl.prior import check_weigh, lif_scores, remaining_intervals, tilted_choice, weigh_for
 from cohabit.policies.drl.state import PlacementState, new_entry
 from cohabit.policies.lif_line import LIFPolicy
 
@@ -55,11 +54,11 @@ def test_the_weighted_score_keeps_a_new_task_off_the_server_of_the_job_with_most
     plain = lif_scores(lif, state, new, mask)
     assert plain[0] == pytest.approx(plain[2])  # alike to LIF-Line: the lower index wins the tie
     weights = {"long": 10.0, "short": 0.1, "new": 1.0}
-    got = weighted_scores(lif, state, new, mask, weights, {0: 8.0, 1: 8.0})
+    got = lif_scores(lif, state, new, mask, weights)
     assert np.isinf(got[1]) and np.isinf(got[3])
     assert got[2] < got[0]  # beside the short job costs less time than beside the long one
     # the same weights for every job give LIF-Line's score times that weight (nothing else changes)
-    same = weighted_scores(lif, state, new, mask, {"long": 2.0, "short": 2.0, "new": 2.0}, {0: 8.0, 1: 8.0})
+    same = lif_scores(lif, state, new, mask, {"long": 2.0, "short": 2.0, "new": 2.0})
     assert same[[0, 2]] == pytest.approx(2.0 * plain[[0, 2]])
     probs = np.array([0.5, 0.0, 0.5, 0.0])
     assert tilted_choice(probs, got, mask, 1000.0) == 2 and tilted_choice(probs, plain, mask, 1000.0) == 0
@@ -100,8 +99,7 @@ def test_default_drl_on_six_servers_takes_the_weighted_lif_line_choice_and_the_r
     def choose(state, job, mask):
         a = inner_choose(state, job, mask)
         p = pol.probabilities(state, job, mask)
-        cores = {i: 8.0 for i in range(state.m)}
-        choices.append((a, tilted_choice(p, weighted_scores(lif, state, job, mask, weights, cores), mask, 1000.0),
+        choices.append((a, tilted_choice(p, lif_scores(lif, state, job, mask, weights), mask, 1000.0),
                         tilted_choice(p, lif_scores(lif, state, job, mask), mask, 1000.0)))
         return a
 

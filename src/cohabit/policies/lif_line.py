@@ -11,6 +11,8 @@ samples and shipped in ``data/drl/lif.json``). Ties go to the lowest server inde
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..engine.view import ClusterView
@@ -40,8 +42,10 @@ class LIFPolicy(TaskwisePolicy):
         c = view.resource_index("cpu")
         self._cores = {i: float(view.capacity[i, c]) if c is not None else 8.0 for i in range(state.m)}
 
-    def score(self, state: PlacementState, server: int) -> float:
-        """Sum of the predicted slowdowns of the jobs with tasks on ``server``."""
+    def score(self, state: PlacementState, server: int, weights: Mapping[str, float] | None = None) -> float:
+        """Sum of the predicted slowdowns of the jobs with tasks on ``server``; with ``weights`` (by job key,
+        1 for a job not named), each slowdown times its job's weight (drl's ``weigh=left``: the time a
+        placement is predicted to cost, :func:`.drl.prior.remaining_intervals`)."""
         here = [j for j in state.jobs if j.placed_w[server] + j.placed_p[server] > 0]
         jobs = []
         for j in here:
@@ -49,7 +53,9 @@ class LIFPolicy(TaskwisePolicy):
             p = {s: int(n) for s, n in enumerate(j.placed_p) if n}
             jobs.append((j.model, w, p, len(set(w) | set(p)) > 1))
         feats = server_features(jobs, self._cores, self.model)
-        return sum(self.model.slowdown(j.model, *f[server]) for j, f in zip(here, feats))
+        if weights is None:
+            return sum(self.model.slowdown(j.model, *f[server]) for j, f in zip(here, feats))
+        return sum(weights.get(j.key, 1.0) * self.model.slowdown(j.model, *f[server]) for j, f in zip(here, feats))
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         best, best_score = -1, np.inf

@@ -34,8 +34,7 @@ from .isolate import check_isolate
 from .hold import hold_seconds, starve_factor
 from .order import PendingOrder
 from .layout import check_layout, layout_for
-from .prior import (check_weigh, lif_scores, prior_weight, remaining_intervals, tilted_choice, weigh_for,
-                    weighted_scores)
+from .prior import check_weigh, lif_scores, prior_weight, remaining_intervals, tilted_choice, weigh_for
 from .state import JobEntry, PlacementState
 from .taskwise import TaskwisePolicy
 
@@ -105,11 +104,10 @@ class DRLPolicy(TaskwisePolicy):
         # .layout: the job's task counts per server chosen again for its estimated speed (auto: per size)
         self.layout = check_layout(layout, allow_auto=True)
         self.inferences = 0
-        # the prior's score weighted by each job's estimated run time left (.prior.weighted_scores)
+        # the prior's score weighted by each job's estimated run time left (.prior.lif_scores with weights)
         self.weigh = check_weigh(weigh, allow_auto=True)
         self.weigh_now = "none"
         self._weights: dict[str, float] = {}
-        self._cores: dict[int, float] = {}
         self._solo_profile: dict[str, dict[str, float]] | None = None
         # interference prior (.prior): < 0 = auto, the weight chosen per cluster size
         self.prior = prior
@@ -198,8 +196,6 @@ class DRLPolicy(TaskwisePolicy):
 
                     self._solo_profile = load_solo()
                 self._weights = remaining_intervals(view, self._solo_profile)
-                c = view.resource_index("cpu")
-                self._cores = {i: float(view.capacity[i, c]) if c is not None else 8.0 for i in range(state.m)}
 
     def probabilities(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
         """The policy's distribution over the ``2M`` actions for ``job``'s next task (0 where masked)."""
@@ -225,9 +221,8 @@ class DRLPolicy(TaskwisePolicy):
             p = np.where(mask, p, 0.0)
             return int(self.rng.choice(p.size, p=p / p.sum()))
         if self.prior_w > 0:
-            scores = (weighted_scores(self._lif, state, job, mask, self._weights, self._cores)
-                      if self.weigh_now == "left" else lif_scores(self._lif, state, job, mask))
-            return tilted_choice(p, scores, mask, self.prior_w)
+            weights = self._weights if self.weigh_now == "left" else None
+            return tilted_choice(p, lif_scores(self._lif, state, job, mask, weights), mask, self.prior_w)
         return int(np.argmax(np.where(mask, p, -1.0)))
 
 

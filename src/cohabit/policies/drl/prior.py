@@ -11,7 +11,7 @@ model predicts to be costly. ``weight = 0`` is the actor alone (the paper's deci
 in docs/drl.md) to drl19a, 1000 since (with ``weigh=left``, below: LIF-Line's weighted choice, the actor breaking its
 ties; chosen on the selection workloads of "Session drl19a").
 
-``weigh=left`` (ours, session drl19a, :func:`weighted_scores`): each job's predicted slowdown in the score
+``weigh=left`` (ours, session drl19a, :func:`lif_scores` with ``weights``): each job's predicted slowdown in the score
 is weighted by its estimated run time left (:func:`remaining_intervals`: declared iterations not yet
 reported done over the profiled solo speed), so the score is the time a placement is predicted to cost:
 a task is kept off a long job's servers, and a long job off busy ones, more than a short one. LIF-Line
@@ -21,6 +21,7 @@ servers, ``none`` elsewhere (where the prior is off).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -54,17 +55,20 @@ def prior_weight(prior: float, m: int) -> float:
     return per_size(prior, AUTO, m)
 
 
-def lif_scores(lif: Any, state: PlacementState, job: JobEntry, mask: np.ndarray) -> np.ndarray:
+def lif_scores(lif: Any, state: PlacementState, job: JobEntry, mask: np.ndarray,
+               weights: Mapping[str, float] | None = None) -> np.ndarray:
     """LIF-Line's score (``lif.score``: predicted slowdowns summed on the server) of each valid
     action of ``job``'s next task, ``inf`` where masked. ``lif`` must have seen ``begin`` for this
-    decision (it reads each server's cores)."""
+    decision (it reads each server's cores). ``weights`` (``weigh=left``, :func:`remaining_intervals`):
+    each job's slowdown times its estimated run time left, so a long job is not put beside, or joined by,
+    what slows it (ours, session drl19a)."""
     out = np.full(mask.shape, np.inf)
     for a in np.flatnonzero(mask):
         server, is_ps = divmod(int(a), 2)
         side = job.placed_p if is_ps else job.placed_w
         side[server] += 1
         try:
-            out[a] = lif.score(state, server)
+            out[a] = lif.score(state, server, weights)
         finally:
             side[server] -= 1
     return out
@@ -93,31 +97,3 @@ def remaining_intervals(view: Any, solo: dict[str, dict[str, float]], interval_s
             done = job.iterations_done(view.now) if key in view.running else 0.0
             out[key] = max(float(spec.iterations) - float(done), 0.0) / float(speed) / interval_s
     return out
-
-
-def weighted_scores(lif: Any, state: PlacementState, job: JobEntry, mask: np.ndarray, weights: dict[str, float],
-                    cores: dict[int, float]) -> np.ndarray:
-    """Like :func:`lif_scores`, but each job's predicted slowdown on the server weighted by its estimated run
-    time left (``weights``, :func:`remaining_intervals`): the time the placement is predicted to cost, so a
-    long job is not put beside, or joined by, what slows it (ours, session drl19a). ``inf`` where masked."""
-    from ...models.interference import server_features
-
-    out = np.full(mask.shape, np.inf)
-    for a in np.flatnonzero(mask):
-        server, is_ps = divmod(int(a), 2)
-        side = job.placed_p if is_ps else job.placed_w
-        side[server] += 1
-        try:
-            here = [j for j in state.jobs if j.placed_w[server] + j.placed_p[server] > 0]
-            shapes = []
-            for j in here:
-                w = {s: int(n) for s, n in enumerate(j.placed_w) if n}
-                p = {s: int(n) for s, n in enumerate(j.placed_p) if n}
-                shapes.append((j.model, w, p, len(set(w) | set(p)) > 1))
-            feats = server_features(shapes, cores, lif.model)
-            out[a] = sum(weights.get(j.key, 1.0) * lif.model.slowdown(j.model, *f[server]) for j, f in zip(here, feats))
-        finally:
-            side[server] -= 1
-    return out
-
-
