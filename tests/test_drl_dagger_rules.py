@@ -21,11 +21,12 @@ def _shipped_sd():
     return torch.load(DEFAULT_OUT / "policy.pt", map_location="cpu", weights_only=True)
 
 
-def _episode(hold: float, prior: float, beta: float = 0.0, record: bool = False) -> float:
+def _episode(hold: float, prior: float, beta: float = 0.0, record: bool = False, weigh: str = "none") -> float:
     from cohabit.learn import drl_dagger
 
     cfg = {"m": 6, "teacher": "lif-line", "horizon": 0, "intervals": INTERVALS, "order": "short",
-           "arrival": "poisson", "seed": SEED, "beta": beta, "record": record, "hold": hold, "prior": prior}
+           "arrival": "poisson", "seed": SEED, "beta": beta, "record": record, "hold": hold, "prior": prior,
+           "weigh": weigh}
     return drl_dagger.episode((_shipped_sd(), None, cfg))[1]
 
 
@@ -49,6 +50,16 @@ def test_validation_episode_with_hold_and_prior_plays_exactly_as_the_drl_default
     assert _episode(math.inf, 0.0) == pytest.approx(_drl(":prior=0"), rel=1e-12)
     assert _episode(0.0, 3.0) != pytest.approx(default, rel=1e-6)
     assert _episode(math.inf, 0.0) != pytest.approx(default, rel=1e-6)
+
+
+def test_validation_episode_with_weigh_left_plays_exactly_as_todays_drl_default():
+    """Since drl19a ``drl``'s default on 6 servers is ``prior=1000:weigh=left``: the DAgger validation with
+    ``--prior 1000 --weigh left`` (and ``hold=inf``) must play it to the last digit, and the unweighted prior
+    must not (fails if the episode drops ``weigh`` or the recording policy ignores its weights)."""
+    default = _drl()
+    assert _episode(math.inf, 1000.0, weigh="left") == pytest.approx(default, rel=1e-12)
+    assert _episode(math.inf, 1000.0) == pytest.approx(_drl(":weigh=none"), rel=1e-12)
+    assert _episode(math.inf, 1000.0) != pytest.approx(default, rel=1e-6)
 
 
 def test_recorded_episode_with_hold_never_starts_a_job_spread(monkeypatch):
@@ -83,3 +94,5 @@ def test_train_drl_dagger_refuses_bad_hold_and_prior(tmp_path):
     for opt, val in (("--hold", "-1"), ("--hold", "soon"), ("--prior", "-2")):
         r = CliRunner().invoke(app, ["train", "drl-dagger", opt, val, "--out", str(tmp_path / "x.pt")])
         assert r.exit_code != 0 and "--hold" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["train", "drl-dagger", "--weigh", "reward", "--out", str(tmp_path / "x.pt")])
+    assert r.exit_code != 0 and "--weigh must be one of none, left" in r.output and "Traceback" not in r.output

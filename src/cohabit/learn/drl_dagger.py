@@ -42,6 +42,7 @@ import typer
 
 from ..policies.drl.isolate import ISOLATE
 from ..policies.drl.order import ORDERS, PendingOrder
+from ..policies.drl.prior import WEIGHS
 from ..policies.drl.state import JobEntry, PlacementState
 from ..policies.drl.taskwise import Chooser, TaskwisePolicy
 from ..sim.drl_workload import ARRIVALS, generate, matched_rate_scale
@@ -64,12 +65,16 @@ class RecordingPolicy(TaskwisePolicy):
     records the expert's action for every state it decides on (a :class:`Sample`)."""
 
     def __init__(self, actor: Any | None, expert: Chooser, beta: float, rng: np.random.Generator,
-                 cost_weight: float = 0.0, prior: float = 0.0) -> None:
+                 cost_weight: float = 0.0, prior: float = 0.0, weigh: str = "none") -> None:
         self.actor, self.expert, self.beta, self.rng = actor, expert, beta, rng
         self.cost_weight = cost_weight
         # the actor's own choices tilted by LIF-Line's interference score, as ``drl:prior=W`` decides
-        # (:mod:`cohabit.policies.drl.prior`; session drl17b); 0: the actor's argmax
+        # (:mod:`cohabit.policies.drl.prior`; session drl17b); 0: the actor's argmax; ``weigh="left"``: each
+        # job's slowdown in the score weighted by its estimated run time left, as ``drl:weigh=left`` (drl19a)
         self.prior_w = prior
+        self.weigh = weigh
+        self._weights: dict[str, float] | None = None
+        self._solo: dict[str, dict[str, float]] | None = None
         self._lif: Any = None
         self.samples: list[Sample] = []
         self.name = "drl-dagger"
@@ -87,6 +92,13 @@ class RecordingPolicy(TaskwisePolicy):
 
                 self._lif = LIFPolicy("line")
             self._lif.begin(state, view)
+            if self.weigh == "left":
+                from ..policies.drl.online import load_solo
+                from ..policies.drl.prior import remaining_intervals
+
+                if self._solo is None:
+                    self._solo = load_solo()
+                self._weights = remaining_intervals(view, self._solo)
 
     def own(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
         """The actor's choice as ``drl`` makes it: the argmax, tilted by the prior when it has one."""
@@ -96,7 +108,7 @@ class RecordingPolicy(TaskwisePolicy):
         if self.prior_w > 0:
             from ..policies.drl.prior import lif_scores, tilted_choice
 
-            return tilted_choice(probs, lif_scores(self._lif, state, job, mask), mask, self.prior_w)
+            return tilted_choice(probs, lif_scores(self._lif, state, job, mask, self._weights), mask, self.prior_w)
         return int(np.argmax(np.where(mask, probs, -1.0)))
 
     def choose(self, state: PlacementState, job: JobEntry, mask: np.ndarray) -> int:
@@ -244,7 +256,7 @@ def episode(args: tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, 
     if cfg.get("teacher_isolate", "never") != "never":
         expert = IsolatedTeacher(expert, cfg["teacher_isolate"])
     pol = RecordingPolicy(actor, expert, cfg["beta"], np.random.default_rng(cfg["seed"]), cfg.get("cost_weight", 0.0),
-                          cfg.get("prior", 0.0))
+                          cfg.get("prior", 0.0), cfg.get("weigh", "none"))
     pol.pending_order = PendingOrder(cfg.get("order", "arrival"))  # the order ``drl`` decides in
     pol.isolate = cfg.get("isolate", "never")  # and the masks it decides with (policies.drl.isolate)
     pol.hold_s = cfg.get("hold", 0.0)  # and its hold rule (policies.drl.hold; 0: off)
@@ -265,7 +277,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
            guard: float = 0.02, save_rounds: Path | None = None,
            anchor: tuple[str, ...] = (), futures: int = 0,
            future_horizon_s: float = 2400.0, rollout_actor: Path | None = None, hold: float = 0.0,
-           prior: float = 0.0) -> tuple[Any, dict[str, Any]]:
+           prior: float = 0.0, weigh: str = "none") -> tuple[Any, dict[str, Any]]:
     """The DAgger loop of the module docstring; returns the best actor and a report.
     ``first_round`` > 0 skips the expert's own rounds: from ``init`` weights, the first states
     come from the actor itself (with the expert acting with probability ``0.5^first_round``).
@@ -292,8 +304,9 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
     ``rollout_actor``: weights that place in the rollout teacher's rollouts instead of the
     current actor (a fixed teacher: session drl14); ``hold``: the hold rule of the placement loop
     (:mod:`cohabit.policies.drl.hold`, seconds, ``inf`` unbounded) and ``prior``: the LIF-Line prior's
-    weight on the actor's own choices (:mod:`cohabit.policies.drl.prior`), in every episode, validation
-    included, so that the actor is trained and chosen under the rules ``drl`` decides with (session drl17b)."""
+    weight on the actor's own choices (:mod:`cohabit.policies.drl.prior`), and ``weigh`` its score's weighting
+    (``left``: ``drl:weigh=left``), in every episode, validation included, so that the actor is trained and
+    chosen under the rules ``drl`` decides with (sessions drl17b, drl19a)."""
     import multiprocessing as mp
 
     import torch
@@ -326,7 +339,7 @@ def dagger(*, m: int = 6, rounds: int = 4, episodes: int = 12, intervals: int = 
                 "margin": margin, "order": order, "cost_weight": cost_weight, "isolate": isolate,
                 "rate_scale": rate_scale, "teacher_isolate": teacher_isolate, "anchor": anchor,
                 "anchor_sd": anchor_sd, "placer_sd": placer_sd, "futures": futures,
-                "future_horizon_s": future_horizon_s, "hold": hold, "prior": prior, **kw}
+                "future_horizon_s": future_horizon_s, "hold": hold, "prior": prior, "weigh": weigh, **kw}
 
     def validate(sd: dict[str, Any] | None, expert: bool = False) -> dict[str, float]:
         got = run([(sd, reward_sd, cfg(arrival=a, seed=s, beta=1.0 if expert else 0.0, record=expert))
@@ -467,7 +480,10 @@ def train_drl_dagger(
     hold: str = typer.Option("0", help="hold rule of the placement loop in the episodes (seconds a job may wait "
                              "rather than run spread; inf: unbounded, drl's default on 6 servers; 0: off)"),
     prior: float = typer.Option(0.0, help="the actor's own choices tilted by LIF-Line's score with this weight, as "
-                                "drl:prior=W (drl's default on 6 servers: 3; 0: the actor's argmax)"),
+                                "drl:prior=W (drl's default on 6 servers: 1000 with --weigh left; 3 unweighted "
+                                "before session drl19a; 0: the actor's argmax)"),
+    weigh: str = typer.Option("none", help="with --prior: 'left' weights each job's slowdown in LIF-Line's score by "
+                              "its estimated run time left, as drl:weigh=left; 'none': unweighted"),
     out: Path = typer.Option(DEFAULT_OUT / "policy.pt", help="where to write the policy weights (+ .json)"),
 ) -> None:
     """Train Harmony-DRL's actor toward a reward-model lookahead expert (DAgger in the simulator)."""
@@ -529,6 +545,8 @@ def train_drl_dagger(
         hold_s = float("nan")
     if not hold_s >= 0 or not prior >= 0:
         raise typer.BadParameter(f"--hold must be a number >= 0 or inf and --prior >= 0, got {hold!r}, {prior}")
+    if weigh not in WEIGHS:
+        raise typer.BadParameter(f"--weigh must be one of {', '.join(WEIGHS)}, got {weigh!r}")
     if not guard >= 0:
         raise typer.BadParameter(f"--guard must be >= 0, got {guard}")
     if reward is None:
@@ -550,7 +568,7 @@ def train_drl_dagger(
                            validation_seeds=val_seeds, rate_scale=scale, teacher_isolate=teacher_isolate,
                            arrivals=train_arrivals, select=select, guard=guard, save_rounds=save_rounds,
                            anchor=anchors, futures=futures, future_horizon_s=future_horizon,
-                           rollout_actor=rollout_actor, hold=hold_s, prior=prior)
+                           rollout_actor=rollout_actor, hold=hold_s, prior=prior, weigh=weigh)
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(actor.state_dict(), out)
     meta = {"command": "cohabit train drl-dagger " + " ".join(sys.argv[3:]), "seed": seed, "servers": servers,
@@ -559,7 +577,7 @@ def train_drl_dagger(
             "order": order, "rate_scale": scale, "arrivals": list(train_arrivals), "guard": guard,
             "anchor": list(anchors), "margin": margin, "futures": futures, "future_horizon_s": future_horizon,
             "rollout_actor": str(rollout_actor) if rollout_actor else None, "hold": hold_s, "prior": prior,
-            "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
+            "weigh": weigh, "workload": f"drl_workload.generate({intervals} intervals, rate_scale={scale:.4f}), arrivals "
                         f"{'/'.join(train_arrivals)} in turn, "
                         f"seeds {TRAIN_SEED0 + 1000 * seed} onwards; validation seeds {list(val_seeds)}",
             "reward_model": reward.name if teacher == "lookahead" else None, "init": str(init) if init else None,
