@@ -122,3 +122,18 @@ def per_size(value: float, auto: dict[int, float], size: int) -> float:
     value ``auto`` gives for this ``size`` (e.g. the number of servers; 0 when it names none).
     ``drl``'s ``prior``, ``hold`` and ``starve`` are read this way."""
     return value if value >= 0 else auto.get(size, 0.0)
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...], allow_auto: bool = False) -> str:
+    """``value`` if it is one of ``choices`` (or ``auto`` where allowed), else a ``ValueError`` naming the
+    parameter ``name`` and what it may be. ``drl``'s ``isolate``, ``layout`` and ``weigh`` are checked this way."""
+    allowed = choices + (("auto",) if allow_auto else ())
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def choice_per_size(value: str, auto: dict[int, str], size: int, default: str) -> str:
+    """A named choice whose value ``auto`` means the one ``auto`` gives for this ``size`` (``default`` when it
+    names none), as :func:`per_size` for numbers; ``drl``'s ``layout`` and ``weigh`` are read this way."""
+    return auto.get(size, default) if value == "auto" else value

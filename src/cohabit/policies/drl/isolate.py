@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..params import check_choice
 from .state import JobEntry, PlacementState
 
 ISOLATE = ("never", "idle", "compact")
 
 
 def check_isolate(value: str, allow_auto: bool = False) -> str:
-    allowed = ISOLATE + (("auto",) if allow_auto else ())
-    if value not in allowed:
-        raise ValueError(f"isolate must be one of {', '.join(allowed)}, got {value!r}")
-    return value
+    return check_choice("isolate", value, ISOLATE, allow_auto)
 
 
 def unshared_room(state: PlacementState, entry: JobEntry) -> np.ndarray | None:

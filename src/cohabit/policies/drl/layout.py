@@ -39,6 +39,7 @@ from itertools import product
 import numpy as np
 
 from ...models.interference import LIFModel, ModelProfile
+from ..params import check_choice, choice_per_size
 from .state import JobEntry, PlacementState
 
 LAYOUTS = ("keep", "fit")
@@ -51,15 +52,12 @@ LIMIT = 4096
 
 
 def check_layout(value: str, allow_auto: bool = False) -> str:
-    allowed = LAYOUTS + (("auto",) if allow_auto else ())
-    if value not in allowed:
-        raise ValueError(f"layout must be one of {', '.join(allowed)}, got {value!r}")
-    return value
+    return check_choice("layout", value, LAYOUTS, allow_auto)
 
 
 def layout_for(value: str, m: int) -> str:
     """The rule ``value`` means on ``m`` servers (``auto``: :data:`AUTO`'s, else ``keep``)."""
-    return AUTO.get(m, "keep") if value == "auto" else value
+    return choice_per_size(value, AUTO, m, "keep")
 
 
 def worker_cpu(prof: ModelProfile, allreduce: bool) -> float:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..params import per_size
+from ..params import check_choice, choice_per_size, per_size
 from .state import JobEntry, PlacementState
 
 #: the prior's weight per number of servers under ``prior=auto`` (0: the actor alone)
@@ -39,15 +39,12 @@ WEIGH_AUTO: dict[int, str] = {6: "left"}
 
 
 def check_weigh(value: str, allow_auto: bool = False) -> str:
-    allowed = WEIGHS + (("auto",) if allow_auto else ())
-    if value not in allowed:
-        raise ValueError(f"weigh must be one of {', '.join(allowed)}, got {value!r}")
-    return value
+    return check_choice("weigh", value, WEIGHS, allow_auto)
 
 
 def weigh_for(value: str, m: int) -> str:
     """The weighting ``value`` means on ``m`` servers (``auto``: :data:`WEIGH_AUTO`'s, else ``none``)."""
-    return WEIGH_AUTO.get(m, "none") if value == "auto" else value
+    return choice_per_size(value, WEIGH_AUTO, m, "none")
 
 
 def prior_weight(prior: float, m: int) -> float:
