@@ -6,6 +6,7 @@ jobs; where an admitted job is elastic the round goes on from the same admission
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
@@ -14,7 +15,7 @@ from cohabit.engine.loop import Scheduler
 from cohabit.policies.base import BasePolicy
 from cohabit.policies.optimus import Optimus
 from cohabit.policies.placement import Draft
-from cohabit.policies.targets import apply_targets, balanced_placement, changed_rows
+from cohabit.policies.targets import apply_targets, balanced_placement, balanced_start, changed_rows
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
@@ -183,3 +184,92 @@ def test_a_full_round_admitting_an_elastic_job_wants_the_reports(elastic: bool) 
     assert pol.wants_reports(view) is (True if elastic else False)
     plan = pol.decide(view)
     assert [a.job for a in plan] == ["j4"]
+
+
+
+class _HeldChecked(Optimus):
+    """Optimus whose every read of the running jobs' holdings (``_held``, kept while the allocation stays) is
+    compared with ``JobModels.rigid_hold`` made afresh, bit for bit."""
+
+    def __init__(self) -> None:
+        super().__init__(interval=120.0, report_interval=60.0)
+        self.reads = self.later = 0  # reads; reads of holdings kept from an earlier instant
+        self._made_at = -1.0  # the instant the kept holdings were summed
+
+    def _held(self, view):  # type: ignore[no-untyped-def]
+        memo = self._held_at
+        got = super()._held(view)
+        fresh = self.models.rigid_hold(view)
+        assert (got is None) == (fresh is None)
+        if got is not None:
+            assert got.tobytes() == fresh.tobytes(), (view.now, got, fresh)
+            assert not got.flags.writeable  # (kept: a caller must not write into it)
+            if memo is not None and memo[2] is got:
+                self.later += view.now != self._made_at
+            else:
+                self._made_at = view.now
+        self.reads += 1
+        return got
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_running_holdings_are_kept_while_the_allocation_stays(seed: int) -> None:
+    """Every read of the kept holdings equals a fresh sum (fails when the memo outlives an allocation change,
+    e.g. kept per view alone), and holdings are read at later instants from the memo (fails when it is kept
+    per instant only, as before issue 18's sixteenth session)."""
+    pol = _HeldChecked()
+    out = simulate(_jobs(seed, 0.0), small_cluster(2, 4), pol)
+    assert not out.result.unfinished
+    assert pol.reads > 20
+    assert pol.later > 5
+
+
+def _mixed_jobs(seed: int) -> list[TraceJob]:
+    """80 rigid jobs of half, one or two GPUs per worker (devices shared by halves) and one to six workers over
+    2,000 s: spreads that a reservation refuses and jobs that only the consolidated fallback places."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(80):
+        w = rng.choice([1, 1, 2, 3, 5, 6])
+        per = rng.choice([0.5, 1.0, 1.0, 2.0])
+        demand = Resources(gpu=per, cpu=rng.choice([2, 4, 12]), mem_gb=rng.choice([8, 16, 96]))
+        iters = rng.randint(100, 2000)
+        spec = JobSpec(id=f"m{i}", submit_time=rng.uniform(0, 2000), architecture="allreduce",
+                       workers=TaskGroup(count=w, demand=demand), n_min=w, n_max=w, iterations=iters)
+        out.append(TraceJob(spec, JobTruth(iterations=iters, duration=float(iters) * rng.uniform(0.5, 2),
+                                           ref_workers=w)))
+    return out
+
+
+class _StartCompared(Optimus):
+    """Optimus that, at every decision, places every waiting job both ways: ``balanced_start`` on the ledger's
+    room and ``apply_targets`` with ``balanced_placement`` on a scratch draft."""
+
+    def __init__(self) -> None:
+        super().__init__(interval=120.0, report_interval=60.0)
+        self.placed = self.refused = self.uneven = 0
+
+    def decide(self, view):  # type: ignore[no-untyped-def]
+        for job in list(view.pending.values()) + list(view.paused.values()):
+            n = job.spec.min_workers
+            want = apply_targets(view, {job.id: n}, [job], balanced_placement, reason="x", shrink=())
+            got = balanced_start(view, job, n)
+            assert got == want, (view.now, job.id, got, want)
+            if not got:
+                self.refused += 1
+            else:
+                self.placed += 1
+                counts = sorted(Counter(got[0].placement).values())
+                self.uneven += counts[-1] - counts[0] > 1  # (not an even spread: the fallback's)
+        return super().decide(view)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_lone_start_on_the_ledger_is_the_start_a_draft_gives(seed: int) -> None:
+    """``balanced_start`` (no draft) gives ``apply_targets``' plan for one waiting job, whether it is placed by an
+    even spread, by the consolidated fallback, or not at all (fails when its reservation test accepts what a
+    draft refuses, or when it skips the fallback)."""
+    pol = _StartCompared()
+    out = simulate(_mixed_jobs(seed), small_cluster(3, 4), pol)
+    assert not out.result.unfinished
+    assert pol.placed > 50 and pol.refused > 50 and pol.uneven > 0

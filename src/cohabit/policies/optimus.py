@@ -83,7 +83,8 @@ from .base import BasePolicy
 from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
 from .job_table import Snapshot
 from .params import build
-from .targets import EPS, any_waiting, apply_targets, balanced_placement, changed_rows, greedy_by_value, room_for_none
+from .targets import (EPS, any_waiting, apply_targets, balanced_placement, balanced_start, changed_rows, greedy_by_value,
+                      room_for_none)
 
 
 
@@ -175,9 +176,9 @@ class Optimus(ObservingPolicy):
         self.name = "optimus"
         self._next_full = 0.0
         self._event = False
-        # (now, allocation version, what the running jobs hold if all are rigid): JobModels.rigid_hold, kept for
-        # the round that reads it again at the same instant (_quiet, then _rigid_round)
-        self._held_at: tuple[float, int, np.ndarray | None] | None = None
+        # (view, allocation version, what the running jobs hold, all rigid): JobModels.rigid_hold, kept while
+        # the allocation stays (_quiet at every due full round, then _rigid_round)
+        self._held_at: tuple[ClusterView, int, np.ndarray] | None = None
         # (now, allocation version, _rigid_admission's answer) found by wants_reports for the coming round
         self._admitted_at: tuple[float, int, tuple[list[JobView], np.ndarray] | None] | None = None
 
@@ -217,13 +218,20 @@ class Optimus(ObservingPolicy):
         return want
 
     def _held(self, view: ClusterView) -> np.ndarray | None:
-        """:meth:`JobModels.rigid_hold` of the running jobs, kept for a second read at the same instant and
-        allocation (the running set and their table rows are the same)."""
+        """:meth:`JobModels.rigid_hold` of the running jobs, kept while the allocation stays (issue 18, sixteenth
+        session: across instants too). While :attr:`ClusterView.allocation_version` stays, the running set
+        stays, and so do their slots in the per-job table and the table's constants there (a slot is dropped
+        only when its job ends, which releases it): the same rows summed in the same order, the same floats.
+        Only an answer (not None) is kept: a running job without a slot may get one from a round's rows
+        without any allocation changing."""
         memo = self._held_at
-        if memo is not None and memo[0] == view.now and memo[1] == view.allocation_version:
+        version = view.allocation_version
+        if memo is not None and memo[0] is view and memo[1] == version:
             return memo[2]
         held = self.models.rigid_hold(view)
-        self._held_at = (view.now, view.allocation_version, held)
+        if held is not None:
+            held.flags.writeable = False  # (callers subtract it from their own arrays; kept, so never written)
+            self._held_at = (view, version, held)
         return held
 
     def _quiet(self, view: ClusterView, waiting: bool) -> bool:
@@ -329,6 +337,8 @@ class Optimus(ObservingPolicy):
                 return admitted, left
         if not admitted:
             return []
+        if len(admitted) == 1 and not admitted[0].spec.num_ps:  # (most rounds: no draft, see balanced_start)
+            return balanced_start(view, admitted[0], admitted[0].spec.min_workers)
         return apply_targets(view, {job.id: job.spec.min_workers for job in admitted}, admitted, balanced_placement,
                              reason="optimus: re-allocation", shrink=())
 

@@ -19,6 +19,7 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .placement import Draft, consolidated_first
+from .tetris_room import reserve_fits
 
 EPS = 1e-9
 ADMIT_SCAN = 512  # rows admit_in_order back-fills from past the first that does not fit
@@ -217,16 +218,56 @@ def balanced_placement(draft: Draft, job: JobView, n_workers: int, max_tries: in
     """Optimus's placement (§4.2): the fewest servers ``k`` that each take an even share of the
     ``n_workers`` workers and ``p`` parameter servers, servers with most room first.
     Reserves the placement in ``draft``; falls back to consolidated-first, else None."""
-    view = draft.view
+
+    def fallback() -> Placement | None:
+        q = consolidated_first(draft, job, n_workers)
+        return q if q is not None and draft.reserve(job, q) else None
+
+    return _balanced(draft.view, job, n_workers, draft.tasks_fit, draft.free_now,
+                     lambda placement: draft.reserve(job, placement), fallback, max_tries)
+
+
+def balanced_start(view: ClusterView, job: JobView, n_workers: int) -> Plan:
+    """``apply_targets(view, {job.id: n_workers}, [job], balanced_placement, reason=..., shrink=())`` for one
+    waiting job without parameter servers at ``n_workers == n_min`` (a round of rigid jobs that admits one,
+    issue 18, sixteenth session): the same plan, found on the ledger's room without a scratch draft.
+
+    Why the same: that plan is :func:`balanced_placement` on a pristine draft at ``n_min`` (``_place_down``
+    tries no smaller size, none being allowed), and nothing reads the draft after it. A pristine draft's fits
+    and free rows are the ledger's (:meth:`ClusterView.fit_now`, ``view.free``), and whether it would reserve
+    a placement is :func:`~.tetris_room.reserve_fits` (the same float operations, nothing written). Only the
+    consolidated-first fallback makes a draft (``tests/test_optimus_rigid.py`` compares both ways)."""
+    assert job.spec.num_ps == 0 and n_workers == job.spec.min_workers
+    w = view.demand_vector(job)
+
+    def fallback() -> Placement | None:
+        draft = Draft(view)
+        q = consolidated_first(draft, job, n_workers)
+        return q if q is not None and draft.reserve(job, q) else None
+
+    p = _balanced(view, job, n_workers, view.fit_now, view.free,
+                  lambda placement: reserve_fits(view, w, placement), fallback)
+    if p is None:
+        return []
+    return [Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p)]
+
+
+def _balanced(view: ClusterView, job: JobView, n_workers: int, tasks_fit: Callable[[np.ndarray], np.ndarray],
+              free: np.ndarray, take: Callable[[Placement], bool], fallback: Callable[[], Placement | None],
+              max_tries: int = 16) -> Placement | None:
+    """:func:`balanced_placement` on a room given by its per-node fits (``tasks_fit``), free rows (``free``, read
+    only) and a reservation (``take``: all or nothing), with ``fallback`` when no even spread is taken."""
     wv = view.demand_vector(job)
     pv = view.ps_demand_vector(job)
     p = job.spec.num_ps if pv is not None else 0
-    wfit = draft.tasks_fit(wv)
+    wfit = tasks_fit(wv)
     if wfit.sum() < n_workers:
         return None
-    order = np.argsort(-wfit, kind="stable")
-    k_min = int(np.searchsorted(np.cumsum(wfit[order]), n_workers)) + 1
-    free = draft.free
+    if wfit.max() >= n_workers:  # (one node takes them all: the first running sum of the sorted fits reaches n)
+        k_min = 1
+    else:
+        order = np.argsort(-wfit, kind="stable")
+        k_min = int(np.searchsorted(np.cumsum(wfit[order]), n_workers)) + 1
     n_nodes = free.shape[0]
     for k in range(max(k_min, 1), min(n_nodes, max(n_workers, p, 1), k_min + max_tries) + 1):
         a, b = -(-n_workers // k), -(-p // k)
@@ -238,12 +279,9 @@ def balanced_placement(draft: Draft, job: JobView, n_workers: int, max_tries: in
         chosen = cand[np.argsort(wfit[cand], kind="stable")[:k]]
         workers = _spread(n_workers, chosen)
         placement = tuple(workers + _spread(p, chosen))
-        if draft.reserve(job, placement):
+        if take(placement):
             return placement
-    fallback = consolidated_first(draft, job, n_workers)
-    if fallback is not None and draft.reserve(job, fallback):
-        return fallback
-    return None
+    return fallback()
 
 
 def _spread(n: int, nodes: np.ndarray) -> list[int]:
