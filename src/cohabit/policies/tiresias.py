@@ -240,6 +240,9 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._nofit: set[tuple[bytes, int, bool]] = set()
         self._nofit_room: tuple[np.ndarray, np.ndarray] | None = None
         self._nofit_version: int | None = None  # allocation version when _nofit_room was the ledger's room
+        # the ledger's room version when the failures were found on its room (less the round's starts): they are
+        # carried while it stays (None: compare with _nofit_room)
+        self._nofit_grown: int | None = None
         # the waiting jobs in priority order, kept across rounds, one list per (queue, shape) (keys are
         # unique: they end with the arrival number), with the count of each GPU size among them, and
         # (Gittins) the jobs whose index may have changed since it was computed
@@ -250,12 +253,11 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._g_memo: dict[float, float] = {}  # Gittins index by attained service, for _order_version
         # a quiet round (empty plan) is repeated without work while nothing it depends on changed:
         # see _still_quiet
-        self._quiet: tuple[int, int, bytes, bytes, int] | None = None
-        # the ledger's room as read at an allocation version (free GPUs; its bytes and arrays viewing them, made
-        # when first needed): the same while the version stays (see ClusterView.allocation_version)
+        self._quiet: tuple[int, int, int] | None = None
+        # the ledger's free GPUs as read at an allocation version: the same while the version stays (see
+        # ClusterView.allocation_version)
         self._room_version = -1
         self._room_gpus = 0.0
-        self._room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray] | None] | None = None
         self._changed = True  # a job arrived, ended, started, stopped or changed queue since the last round
         self._eligible: list[tuple[float, str]] = []  # heap: (when a running job may first be preempted, job)
         self._decided_at = -math.inf  # time of the last decision
@@ -548,13 +550,17 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             return self._planned_nothing(view, failed)
         self._nofit = failed
         self._changed = False
-        self._nofit_room = draft.save() if failed else None  # the room after this plan
+        paused = any(started is False for started, _ in self._last_plan)
+        # the room after this plan: the ledger's less its starts if it paused nobody (known by the ledger's room
+        # version, see _carried_failures), else a copy of the draft's
+        self._nofit_room = draft.save() if failed and paused else None
+        self._nofit_grown = view.room_version
         self._nofit_version = None
         self._quiet = None
         # a plan that only starts jobs leaves a round with nothing to do: each job it could not place failed on
         # more room than is left, and with no victim paused (they wait for the next round) and none started
         # eligible yet (min_run_time > 0) the victims are the same; _quiet_now checks that every start took effect
-        self._settled = self.min_run_time > TIME_EPS and not any(started is False for started, _ in self._last_plan)
+        self._settled = self.min_run_time > TIME_EPS and not paused
         self._unverified = True
         return plan
 

@@ -45,6 +45,7 @@ class LasQueues:
     _order: WaitingOrder
     _stale: dict[str, Rec]
     _changed: bool
+    _nofit_grown: int | None
     _eligible: list[tuple[float, str]]  # heap: (when a running job may first be preempted (min_run_time), job)
     _decided_at: float
     lazy_turns: bool
@@ -178,6 +179,7 @@ class LasQueues:
                 continue  # already reconciled (e.g. finished and gone)
             if rec is not None and (rec.job.state is JobState.RUNNING) != started:
                 self._set_running(rec, now, not started)
+                self._nofit_grown = None  # (refused: the room is not the plan's, see _carried_failures)
         self._last_plan = []
         while heap and heap[0][0] <= now + TIME_EPS:
             when, _, job_id, epoch = heapq.heappop(heap)

@@ -2,9 +2,9 @@
 
 A round after an empty plan is repeated without work while nothing it reads changed (:meth:`RoundShortcuts._still_quiet`);
 a round in which provably nothing starts ends before its walk (:meth:`RoundShortcuts._nothing_starts`); the shapes that
-failed are carried to the next round while room only shrinks (:meth:`RoundShortcuts._carried_failures`); and an empty
-round keeps the ledger's room (its free GPUs and bytes, once per allocation version) for the next one
-(:meth:`RoundShortcuts._planned_nothing`). The round itself is :class:`cohabit.policies.tiresias.Tiresias`, which holds
+failed are carried to the next round while room only shrinks (:meth:`RoundShortcuts._carried_failures`, known from the
+ledger's room version where the room was the ledger's, or its room less the round's starts); and an empty round ends
+with :meth:`RoundShortcuts._planned_nothing`. The round itself is :class:`cohabit.policies.tiresias.Tiresias`, which holds
 the state declared below.
 """
 
@@ -36,10 +36,10 @@ class RoundShortcuts:
     _nofit: set[Shape]
     _nofit_room: tuple[np.ndarray, np.ndarray] | None
     _nofit_version: int | None
-    _quiet: tuple[int, int, bytes, bytes, int] | None
+    _nofit_grown: int | None
+    _quiet: tuple[int, int, int] | None
     _room_version: int
     _room_gpus: float
-    _room_copy: tuple[bytes, bytes, tuple[np.ndarray, np.ndarray] | None] | None
 
     _spreads: Callable[[Rec, ClusterView, list[float] | None], bool]  # (Tiresias's: a consolidated job would spread)
 
@@ -86,45 +86,35 @@ class RoundShortcuts:
         return True
 
     def _planned_nothing(self, view: ClusterView, failed: set[tuple[bytes, int, bool]]) -> Plan:
-        """End a round with an empty plan: the failures it leaves are carried on the ledger's room (nothing
-        reserved is kept, victims given back are restored); while no allocation changes, it is the same
-        room, and the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
+        """End a round with an empty plan: the failures it leaves were found on the ledger's room (nothing
+        reserved is kept, victims given back are restored), so they are carried while the ledger's room only
+        shrinks (:meth:`_carried_failures`, by its room version: no copy of the room); while no allocation
+        changes, the next round is quiet while nothing else changes (:meth:`_still_quiet`)."""
         self._nofit = failed
         self._changed = False
         self._settled = True
         version = view.allocation_version
-        self._free_gpus(view)
-        room = self._room_copy
-        if room is None:  # one copy of that room (as bytes) serves both memos, and later rounds at this version
-            room = self._room_copy = (view.free.tobytes(), view.device_free.tobytes(), None)
-        if failed:
-            if room[2] is None:  # (arrays viewing the bytes, made when a failure is first carried at this version)
-                free, dev = view.free, view.device_free
-                room = self._room_copy = (room[0], room[1], (np.frombuffer(room[0], free.dtype).reshape(free.shape),
-                                                             np.frombuffer(room[1], dev.dtype).reshape(dev.shape)))
-            self._nofit_room = room[2]
-        else:
-            self._nofit_room = None
+        self._nofit_room = None
+        self._nofit_grown = view.room_version
         self._nofit_version = version
-        self._quiet = (len(view.jobs), len(view.history), room[0], room[1], version)
+        self._quiet = (len(view.jobs), len(view.history), version)
         return []
 
     def _free_gpus(self, view: ClusterView) -> float:
         """The ledger's free GPUs (``view.free[:, g].sum()``), summed once per allocation version (no allocation
-        changed: the same free capacity); a new version also drops the kept copy of the room."""
+        changed: the same free capacity)."""
         version = view.allocation_version
         if version != self._room_version:
             g = view.gpu_col
             self._room_version = version
             self._room_gpus = float(view.free[:, g].sum()) if g is not None else math.inf
-            self._room_copy = None
         return self._room_gpus
 
     def _still_quiet(self, view: ClusterView) -> bool:
         """True if the last round planned nothing and nothing a round depends on changed since: no job
         arrived, ended, started, stopped or changed queue (demotions and promotions are applied by then),
-        no running job reached its minimum run time (a new victim), the free room is the same, and so
-        are the job count and the history (the Gittins distribution). The round would plan nothing again.
+        no running job reached its minimum run time (a new victim), no allocation changed (the same free room),
+        and the job count and the history (the Gittins distribution) are the same. The round would plan nothing again.
         (A job still running in a queue no lower than every waiting job's, ``Q_1`` for one, that reached its
         minimum run time is no new victim: victims are taken from queues lower than the waiting job's only; it
         becomes one when it is demoted or a job waits in a higher queue, a change of queue or a new job.)"""
@@ -143,24 +133,29 @@ class RoundShortcuts:
                     top = next(q for q, table in enumerate(self._wait) if table)
                 reached = rec.q > top
         quiet = self._quiet
-        if quiet is None or self._changed or reached or quiet[0] != len(view.jobs) \
-                or quiet[1] != len(view.history):
-            return False
-        if quiet[4] == view.allocation_version:  # no allocation changed: the same free room
-            return True
-        return quiet[2] == view.free.tobytes() and quiet[3] == view.device_free.tobytes()
+        # (an allocation changed since: the round is taken, and plans nothing if the room is the same)
+        return quiet is not None and not (self._changed or reached) and quiet[0] == len(view.jobs) \
+            and quiet[1] == len(view.history) and quiet[2] == view.allocation_version
 
     def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
         """The shapes that failed at the end of the last round if no node (and no GPU device) has more room
         now than after that round's plan: a placement that fails keeps failing while room only shrinks
         (fits, consolidation on the fewest nodes and device shares are all monotone in the free room).
         Rounds triggered by arrivals, reports, ticks and starts then try no shape again; a finish, a pause
-        or a refused start gives room back and clears them."""
-        saved = self._nofit_room
-        if not self._nofit or saved is None:
+        or a refused start gives room back and clears them.
+
+        Known without reading the room when the last round's room was the ledger's (an empty plan) or the
+        ledger's less the jobs it started (a plan of starts only, each taken: :meth:`_catch_up` checks; the
+        draft takes room as the ledger does): the ledger's room version (``ClusterView.room_version``) changes
+        whenever room may have grown, so while it is the same the room only shrank. Otherwise (a plan that
+        paused jobs: their releases move the version) the room is compared with the copy kept."""
+        if not self._nofit:
             return set()
         if self._nofit_version == view.allocation_version:  # an empty plan and no allocation since: the same room
             return set(self._nofit)
+        saved = self._nofit_room
+        if saved is None:
+            return set(self._nofit) if self._nofit_grown == view.room_version else set()
         free, dev = view.free, view.device_free
         if free.shape != saved[0].shape or dev.shape != saved[1].shape or (free > saved[0]).any() \
                 or (dev > saved[1]).any():
