@@ -7,7 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cohabit.policies.tiresias_preempt import Rec, _best_nodes, victims_near
+from cohabit.policies.tiresias import Tiresias
+from cohabit.policies.tiresias_preempt import NearSums, Rec, _best_nodes, victims_near
+from cohabit.report.fingerprint import fingerprint
+from cohabit.sim.runner import simulate
+from cohabit.sim.traces import load_trace
+from cohabit.spec import cluster_from_arg
 
 
 class _Job:  # what Rec reads of a JobView: its placement, worker count and arrival number
@@ -82,3 +87,50 @@ def test_victims_near_reads_a_new_placement():
     first, second = _rec((0,), 1, 1.0), _rec((1,), 1, 2.0)
     assert victims_near(free, [first, second, rec], 1, 0.0) == [rec]  # (read as before: node 0 with 5 GPUs)
     assert victims_near(free, [first, second, rec], 1, 5.0) is None
+
+
+class _CheckedSums(NearSums):
+    """Every kept sum compared, at that moment, with the candidates' GPUs summed afresh from their placements."""
+
+    calls = 0
+
+    def sums(self, queue: int, cands: list[Rec], n_nodes: int) -> np.ndarray | None:
+        got = super().sums(queue, cands, n_nodes)
+        fresh = np.zeros(n_nodes)
+        for v in cands:
+            per: dict[int, float] = {}
+            for i in v.job.placement[: v.job.n_workers]:
+                per[i] = per.get(i, 0.0) + v.gpus / v.job.n_workers
+            for i, x in per.items():
+                fresh[i] += x
+        assert got is not None and got.tolist() == fresh.tolist(), queue
+        _CheckedSums.calls += 1
+        return got
+
+
+@pytest.mark.parametrize("kw", [{}, {"gittins": True}, {"min_run_time": 600.0}])
+def test_kept_victim_sums_equal_fresh_sums(kw):
+    """The victims' per-node GPUs kept across preemptions (:class:`NearSums`) equal a fresh sum at every call on the
+    contended Philly run, and the run is the one without them (fails without the stop reports of ``_set_running``,
+    and with a candidate that left, e.g. ended, not subtracted)."""
+    jobs = load_trace("philly_82k", "philly", limit=2500).jobs
+    _CheckedSums.calls = 0
+    checked = Tiresias(**kw)
+    checked._near = _CheckedSums()
+    out = simulate(jobs, cluster_from_arg("philly-512"), checked)
+    plain_out = simulate(jobs, cluster_from_arg("philly-512"), _FreshSums(**kw))
+    assert _CheckedSums.calls > 100
+    assert fingerprint(out.result.record, out.metrics) == fingerprint(plain_out.result.record, plain_out.metrics)
+
+
+class _FreshSums(Tiresias):
+    """Never keeps the victims' sums: each call of ``victims_near`` sums its candidates afresh."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self._near = _NoSums()
+
+
+class _NoSums(NearSums):
+    def sums(self, queue: int, cands: list[Rec], n_nodes: int) -> np.ndarray | None:
+        return None

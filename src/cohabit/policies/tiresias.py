@@ -111,7 +111,7 @@ from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
-from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
+from .tiresias_preempt import NearSums, Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
 
@@ -222,6 +222,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._run: list[dict[str, Rec]] = [{} for _ in range(k)]  # running jobs per queue, by entry
         self._run_gpus = [0.0] * k
         self._heap: list[tuple[float, int, str, int]] = []  # (when, seq, job, epoch): re-check a job
+        self._near = NearSums()  # the victims' per-node GPUs, kept across preemptions (see preempt_for)
         self._seq = 0
         self._last_plan: list[tuple[bool, str]] = []  # (started?, job) of the previous plan
         self._consolidate: dict[str, bool] = {}
@@ -516,7 +517,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 if victims is None:
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
                                if now - v.last_start >= self.min_run_time - TIME_EPS]
-                got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
+                got = preempt_for(rec, draft, victims, self.place, self.min_nodes,
+                                  self._near if self.min_run_time > TIME_EPS else None)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
                 else:

@@ -139,7 +139,59 @@ def _best_nodes(free_gpus: np.ndarray, spreads: list[tuple[frozenset[int], list[
     return set(best.tolist())
 
 
-def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -> list[Rec] | None:
+class NearSums:
+    """:func:`victims_near`'s per-node sums of the candidates' GPUs (its whole-number path), kept from one call to the
+    next per preemptor's queue (the candidates are the victims of the queues below it): the next call adds the
+    candidates that came and subtracts those that left (on a contended Philly run ~3 of ~115 from one call to the
+    next). Whole numbers add and subtract exactly, in any order, so the sums are those of adding every candidate.
+
+    A running job's placement is the one its GPUs were read from until it stops: the policy reports each pause
+    (:meth:`stopped`), and a paused job is read again if it is a candidate once more (a job that ended is a
+    candidate no more: it left). Used only where a
+    candidate's placement is the engine's when it is read (``min_run_time`` > 0: a job started in the round is no
+    candidate)."""
+
+    __slots__ = ("_by_queue", "_stopped")
+
+    def __init__(self) -> None:
+        # queue -> (each candidate summed: the per-node GPUs added for it, the sums)
+        self._by_queue: dict[int, tuple[dict[Rec, tuple[tuple[int, float], ...]], np.ndarray]] = {}
+        self._stopped: set[Rec] = set()
+
+    def stopped(self, rec: Rec) -> None:
+        """``rec``'s job stopped running (paused, or its start refused): its placement may change."""
+        if self._by_queue:
+            self._stopped.add(rec)
+
+    def sums(self, queue: int, cands: list[Rec], n_nodes: int) -> np.ndarray | None:
+        """Per node, the GPUs the candidates hold there (whole numbers, :attr:`Rec._pl_gpus`); None if a candidate's
+        are not whole (the sums kept for ``queue`` are then dropped)."""
+        if self._stopped:  # (taken out wherever they were summed: read afresh if they come again)
+            for known, sums in self._by_queue.values():
+                for v in self._stopped.intersection(known):
+                    for i, x in known.pop(v):
+                        sums[i] -= x
+            self._stopped.clear()
+        hit = self._by_queue.pop(queue, None)
+        known, sums = hit if hit is not None and len(hit[1]) == n_nodes else ({}, np.zeros(n_nodes))
+        now = set(cands)
+        for v in known.keys() - now:  # (left)
+            for i, x in known.pop(v):
+                sums[i] -= x
+        for v in now.difference(known):
+            if v.job.placement is not v._pl:
+                v._read_placement()
+            if not v._pl_whole:
+                return None
+            per = known[v] = v._pl_gpus
+            for i, x in per:
+                sums[i] += x
+        self._by_queue[queue] = (known, sums)
+        return sums
+
+
+def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float,
+                 kept: tuple[NearSums, int] | None = None) -> list[Rec] | None:
     """The candidates with a node among the ``m`` that hold most GPUs once every candidate's workers are given
     back (:func:`_best_nodes`), in their order; None if even those nodes hold fewer than ``need``.
 
@@ -148,25 +200,37 @@ def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -
     the candidates' per-node GPUs (:attr:`Rec._pl_gpus`, kept per placement) instead of worker by worker: whole
     numbers add exactly in any order, so the room, the ranking (most first, ties by node index: a stable sort)
     and the sum of the best ``m`` are :func:`_best_nodes`'. Otherwise :func:`_best_nodes` itself ranks them
-    (``test_victims_near_ranks_as_best_nodes``)."""
+    (``test_victims_near_ranks_as_best_nodes``). ``kept``: (the sums kept across calls, the preemptor's queue):
+    the candidates' sums come from there (:class:`NearSums`)."""
     room = free_gpus.tolist()
     if len(cands) < WHOLE_TERMS and room and all(map(float.is_integer, room)) and \
             -WHOLE_MAX < min(room) and max(room) < WHOLE_MAX:
-        for v in cands:
-            if v.job.placement is not v._pl:
-                v._read_placement()
-            if not v._pl_whole:
-                break
-            for i, x in v._pl_gpus:
-                room[i] += x
+        whole = True
+        sums = kept[0].sums(kept[1], cands, len(room)) if kept is not None else None
+        if sums is not None:
+            arr = free_gpus + sums  # (exact: whole numbers)
+            top = [int(np.argmax(arr))] if m == 1 else np.argsort(-arr, kind="stable")[:m].tolist()
+            room = arr.tolist()  # (argmax: the first of the most, as a stable sort)
         else:
-            top = sorted(range(len(room)), key=lambda i: -room[i])[:m] if m > 1 else \
-                [max(range(len(room)), key=room.__getitem__)]  # (max: the first of the most, as a stable sort)
+            for v in cands:
+                if v.job.placement is not v._pl:
+                    v._read_placement()
+                if not v._pl_whole:
+                    whole = False
+                    break
+                for i, x in v._pl_gpus:
+                    room[i] += x
+            top = (sorted(range(len(room)), key=lambda i: -room[i])[:m] if m > 1 else
+                   [max(range(len(room)), key=room.__getitem__)]) if whole else []
+        if whole:
             got = 0.0
             for i in top:
                 got += room[i]
             if got + 1e-9 < need:
                 return None
+            if m == 1:
+                node = top[0]
+                return [v for v in cands if node in v._pl_nodes]
             keep = set(top)
             return [v for v in cands if not keep.isdisjoint(v._pl_nodes)]
     spreads = [v.spread() for v in cands]
@@ -177,14 +241,15 @@ def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -
 
 
 def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
-                min_nodes: MinNodesFn) -> tuple[Placement, list[Rec]] | None:
+                min_nodes: MinNodesFn, near_sums: NearSums | None = None) -> tuple[Placement, list[Rec]] | None:
     """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
     only the victims it needs. None (draft untouched) if it never fits. ``victims``: the running jobs that may
     be paused, in the order they are taken (their queues descending).
 
     Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
     and once more with every candidate given back. ``place(draft, job)`` reserves a placement by the
-    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks."""
+    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks; ``near_sums``:
+    the candidates' per-node sums kept across calls (:class:`NearSums`), if the caller keeps them."""
     # (victims come in descending queue order: those of queues below rec's are a prefix)
     cands = victims[:bisect_left(victims, -rec.q, key=_neg_queue)]
     if not cands:
@@ -206,7 +271,7 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
-        near = victims_near(draft.free_now[:, g], cands, m, need)
+        near = victims_near(draft.free_now[:, g], cands, m, need, None if near_sums is None else (near_sums, rec.q))
         if not near:
             return None
         cands = near

@@ -18,7 +18,7 @@ from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .tiresias_order import WaitingOrder
-from .tiresias_preempt import Rec
+from .tiresias_preempt import NearSums, Rec
 
 #: Seconds: a queue change or victim eligibility due within this of now counts as due now (a wake-up
 #: computed as ``now + left / rate`` may land a rounding error short of the crossing).
@@ -46,6 +46,7 @@ class LasQueues:
     _stale: dict[str, Rec]
     _changed: bool
     _nofit_grown: int | None
+    _near: NearSums
     _eligible: list[tuple[float, str]]  # heap: (when a running job may first be preempted (min_run_time), job)
     _decided_at: float
     lazy_turns: bool
@@ -151,6 +152,8 @@ class LasQueues:
         if running:
             rec.last_start = now
             heapq.heappush(self._eligible, (now + self.min_run_time, job_id))
+        else:
+            self._near.stopped(rec)
         self._schedule(rec, now)
 
     def _promote(self, rec: Rec, now: float) -> None:
