@@ -134,3 +134,13 @@ class _FreshSums(Tiresias):
 class _NoSums(NearSums):
     def sums(self, queue: int, cands: list[Rec], n_nodes: int) -> np.ndarray | None:
         return None
+
+
+def test_no_kept_sums_on_a_small_cluster():
+    """On the Muri artifact's 8 nodes the candidates are summed afresh (cheaper there than the kept sums' set
+    differences): no sums are kept (fails if ``NEAR_NODES`` is dropped)."""
+    jobs = load_trace("bench/reference/inputs/muri_trace1.csv", "muri").jobs[:400]
+    policy = Tiresias()
+    out = simulate(jobs, cluster_from_arg("muri-n8g8"), policy)
+    assert out.metrics.preemptions > 50
+    assert not policy._near._by_queue and not policy._near._stopped
