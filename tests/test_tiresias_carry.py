@@ -65,3 +65,39 @@ def test_failures_carried_by_room_version_only_where_room_did_not_grow(gittins: 
     # (dropped although no node has more room: a release and a start on the same room between rounds; the
     # failures are then tried again and fail again)
     assert seen["dropped, room not grown"] <= seen["carried"] // 10, seen
+
+
+class _Refused(Tiresias):
+    """Once, after a plan of starts only that leaves failures carried by the room version, moves its last start
+    onto a node without room for it: the scheduler refuses that start, and the next round must not carry the
+    failures by the room version (the room is not the plan's)."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.refused_at: float | None = None
+        self.grown_after: list[int | None] = []
+
+    def decide(self, view: ClusterView):  # type: ignore[no-untyped-def]
+        plan = super().decide(view)
+        if self.refused_at is None and plan and self._nofit and self._nofit_room is None:
+            g = view.gpu_col
+            last = plan[-1]
+            rec = self._recs[last.job]
+            full = [i for i, free in enumerate(view.free[:, g].tolist()) if free + 1e-9 < rec.per_gpu]
+            if full and type(last).__name__ == "Start":
+                plan[-1] = type(last)(last.job, (full[0],) * len(last.placement))
+                self.refused_at = view.now
+        return plan
+
+    def _carried_failures(self, view: ClusterView) -> set[tuple[bytes, int, bool]]:
+        if self.refused_at is not None and len(self.grown_after) < 1:
+            self.grown_after.append(self._nofit_grown)
+        return super()._carried_failures(view)
+
+
+def test_a_refused_start_leaves_no_room_version_answer() -> None:
+    """(Fails if ``_catch_up`` keeps the room version after a refused start.)"""
+    policy = _Refused()
+    simulate(load_trace("philly_82k", "philly", limit=1500).jobs, cluster_from_arg("philly-512"), policy)
+    assert policy.refused_at is not None
+    assert policy.grown_after == [None]
