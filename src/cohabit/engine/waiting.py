@@ -16,8 +16,8 @@ new iteration walks the holes before the first live entry. A queue served from i
 pays, for each ``next(iter(queue))``, for every job that left it since the table was last rebuilt: up
 to a few times the queue's longest length (82k Philly jobs on 512 GPUs: ~8 us a round at a queue of
 13,000 jobs, 0.9 us at 10k jobs). :class:`Waiting` therefore rebuilds its table and its groups' in
-place (same order, same objects) once the holes left since the last rebuild reach
-``_holes_limit(len)`` (~16 x sqrt(len)): rebuilding costs O(len), paid once per that many removals,
+place (same order, same objects) once the holes left since the last rebuild reach ``HOLES_MIN`` and
+``HOLES_PER_ROOT`` x sqrt(len) (16 x): rebuilding costs O(len), paid once per that many removals,
 and an iteration's walk stays O(sqrt(len)) instead of O(len) (docs/speed.md, "Sixteenth session").
 """
 
