@@ -10,6 +10,15 @@ queue in the queue's own order, and merges tenants in that order, without touchi
 The same kind of index per *shape* (:meth:`Waiting.group_by`: the scheduler keys its pending jobs by
 placement shape, ``ClusterView.shape_key``) lets a backfilling policy skip every job of a shape that
 did not fit in O(1) instead of visiting each one (FIFO with backfill: ``policies.fifo``).
+
+A CPython dict never shrinks on deletion: a removed entry leaves a hole in its entries array, and every
+new iteration walks the holes before the first live entry. A queue served from its head (FIFO) thus
+pays, for each ``next(iter(queue))``, for every job that left it since the table was last rebuilt: up
+to a few times the queue's longest length (82k Philly jobs on 512 GPUs: ~8 us a round at a queue of
+13,000 jobs, 0.9 us at 10k jobs). :class:`Waiting` therefore rebuilds its table and its groups' in
+place (same order, same objects) once the holes left since the last rebuild reach ``HOLES_MIN`` and
+``HOLES_PER_ROOT`` x sqrt(len) (16 x): rebuilding costs O(len), paid once per that many removals,
+and an iteration's walk stays O(sqrt(len)) instead of O(len) (docs/speed.md, "Sixteenth session").
 """
 
 from __future__ import annotations
@@ -21,6 +30,20 @@ from typing import NoReturn
 from .job import JobView
 
 _MISSING = object()
+
+#: a table is rebuilt once the holes left since its last rebuild reach ``HOLES_MIN`` and
+#: ``holes**2 >= HOLES_PER_ROOT**2 x len``: each rebuild (O(len)) is paid for by ~16 sqrt(len) removals
+HOLES_MIN = 64
+HOLES_PER_ROOT = 16
+
+
+def compact(d: dict) -> None:  # type: ignore[type-arg]
+    """Rebuild ``d``'s table in place without the holes its removed entries left (same items, same order).
+
+    Uses ``dict``'s own methods, so a subclass's overridden mutators are not called."""
+    items = list(dict.items(d))
+    dict.clear(d)
+    dict.update(d, items)
 
 
 def _absent(key: str, default: object) -> JobView:
@@ -54,6 +77,11 @@ class _Groups:
             del self._groups[key]
             del self._proxies[key]
 
+    def compact(self) -> None:
+        """Rebuild every group's table without holes (the proxies stay: they wrap the same dicts)."""
+        for mine in self._groups.values():
+            compact(mine)
+
 
 class Waiting(dict[str, JobView]):
     """Jobs by id in queue order (insertion order, as a dict), with per-tenant (and, after
@@ -62,7 +90,7 @@ class Waiting(dict[str, JobView]):
     Only ``[id] = job``, ``del`` and ``pop`` change it; the other dict mutators are refused, so the
     indexes cannot fall out of step."""
 
-    __slots__ = ("_tenants", "_shapes", "_shape_fn", "_shape_of", "_pos", "_next", "_removed")
+    __slots__ = ("_tenants", "_shapes", "_shape_fn", "_shape_of", "_pos", "_next", "_removed", "_holes")
 
     def __init__(self) -> None:
         super().__init__()
@@ -73,6 +101,7 @@ class Waiting(dict[str, JobView]):
         self._pos: dict[str, int] = {}
         self._next = 0
         self._removed = 0  # entries removed so far (see removals)
+        self._holes = 0  # entries removed since the tables were last rebuilt (see _compact)
 
     def group_by(self, shape: Callable[[JobView], Hashable]) -> None:
         """Also keep the jobs per ``shape(job)`` (:attr:`by_shape`); set before the first job is added."""
@@ -133,26 +162,36 @@ class Waiting(dict[str, JobView]):
         groups.add(new, key, job)
 
     def _forget(self, key: str, job: JobView) -> None:
+        """The indexes' side of removing ``key`` (``job``), just removed from the dict itself."""
         self._tenants.remove(job.spec.tenant, key)
         s = self._shape_of.pop(key, _MISSING)
         if s is not _MISSING:
             self._shapes.remove(s, key)
+        del self._pos[key]
+        self._removed += 1
+        holes = self._holes = self._holes + 1
+        if holes >= HOLES_MIN and holes * holes >= HOLES_PER_ROOT * HOLES_PER_ROOT * len(self):
+            self._compact()
 
     def __delitem__(self, key: str) -> None:
         job = self[key]
         super().__delitem__(key)
         self._forget(key, job)
-        del self._pos[key]
-        self._removed += 1
 
     def pop(self, key: str, default: object = _MISSING) -> JobView:  # type: ignore[override]
         if key not in self:
             return _absent(key, default)
         job = super().pop(key)
         self._forget(key, job)
-        del self._pos[key]
-        self._removed += 1
         return job
+
+    def _compact(self) -> None:
+        """Rebuild this dict's table and its groups' without the holes of removed entries (module doc):
+        the same jobs in the same order; positions, groups and :meth:`removals` unchanged."""
+        compact(self)
+        self._tenants.compact()
+        self._shapes.compact()
+        self._holes = 0
 
     def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
         raise TypeError("Waiting changes only by [id] = job, del and pop (its per-tenant index and other indexes follow them)")
