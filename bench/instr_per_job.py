@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,8 @@ def main() -> None:
     ap.add_argument("--cluster", default="philly-512")
     ap.add_argument("--before", metavar="SRC", help="also count the code in SRC (another tree's src/)")
     args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench/instr_per_job.py needs valgrind on the PATH (Debian: apt-get install valgrind)")
     here = str(Path(__file__).resolve().parents[1] / "src")
     sides = ([("before", args.before)] if args.before else []) + [("after", here)]
     print(f"{'code':6} {'jobs':>6} {'sim instr':>16} {'load instr':>16} {'instr/job':>10}")
