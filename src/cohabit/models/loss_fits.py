@@ -305,21 +305,20 @@ class LossFits:
 
     def max_rate(self, job_id: str) -> float:
         """Largest observed loss decrease per iteration (SLAQ's normaliser); 0 if unknown."""
-        t = self._tracks.get(job_id)
-        if t is None:
-            return 0.0
-        if t.points is not None:
-            self._catch_up(t)
-        return t.max_rate
+        t = self._caught_up(job_id)
+        return 0.0 if t is None else t.max_rate
 
     def last_rate(self, job_id: str) -> float:
         """Loss decrease per iteration between the last two reports; 0 if unknown."""
+        t = self._caught_up(job_id)
+        return 0.0 if t is None else t.last_rate
+
+    def _caught_up(self, job_id: str) -> _Track | None:
+        """``job_id``'s track with every loss point it follows folded in (None if not tracked)."""
         t = self._tracks.get(job_id)
-        if t is None:
-            return 0.0
-        if t.points is not None:
+        if t is not None and t.points is not None:
             self._catch_up(t)
-        return t.last_rate
+        return t
 
     def drop(self, job_id: str) -> None:
         self._tracks.pop(job_id, None)
