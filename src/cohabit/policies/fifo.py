@@ -5,6 +5,11 @@ start (EASY-style backfilling without reservations). Placement is
 consolidated-first (``placement.consolidated_first``). FIFO never pauses a
 job itself; a job the backend evicted (its node went away) is paused and goes
 back to the head of the queue: it resumes from its checkpoint first.
+
+Without backfill a round goes only as far as the first job that does not fit; a round after one that
+planned nothing returns at once while nothing it reads changed (``spread.QuietRounds``: no room given
+back, nothing paused, the same head): on a contended cluster most rounds are arrivals and progress
+reports behind a blocked head.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from ..engine.job import JobView
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .placement import Draft
+from .spread import QuietRounds
 from .params import build
 
 
@@ -25,10 +31,24 @@ class FIFO(BasePolicy):
     def __init__(self, backfill: bool = False) -> None:
         self.backfill = backfill
         self.name = "fifo-backfill" if backfill else "fifo"  # the registry name: one name in tables and on the CLI
+        # without backfill a round stops at the first job that does not fit: skip it when it would plan
+        # nothing again (room only shrinks until something is released; new jobs queue behind the head)
+        self._quiet = QuietRounds() if not backfill else None
 
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending and not view.paused:
             return []
+        quiet = self._quiet
+        if quiet is None:
+            return self._decide(view)
+        if quiet.still(view):
+            return []
+        plan = self._decide(view)
+        quiet.planned(view, plan)
+        return plan
+
+    def _decide(self, view: ClusterView) -> Plan:
+        """One full round (see the module doc)."""
         draft = Draft(view)
         plan: Plan = []
         jobs = view.paused.values() if self.backfill else chain(view.paused.values(), view.pending.values())
