@@ -88,6 +88,7 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
         # made at version v is updated on the nodes logged since when every bump since v was a tracked one
         self._node_log: list[int] = []
         self._touches = 0
+        self._log_clears = 0  # how many times _node_log was emptied (positions in it from before are void)
         self._free_total: np.ndarray | None = None  # see free_total
         # bumped only when room may have grown (release, or a scratch copy's owner giving room back):
         # a placement that failed keeps failing while room only shrinks, so no_room outlives allocations
@@ -142,6 +143,7 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
         if len(log) > NODE_LOG_MAX:  # (positions in it are forgotten with the fits that name them)
             log.clear()
             self._fit_memo.clear()
+            self._log_clears += 1
         log.extend(nodes)  # type: ignore[arg-type]
 
     def _memo_valid(self) -> None:
@@ -152,6 +154,19 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
             if self._no_room_grown != self.grown:
                 self._no_room.clear()
                 self._no_room_grown = self.grown
+
+    @property
+    def change_mark(self) -> tuple[int, int, int, int]:
+        """Where the free capacity stands now, for :meth:`changed_since`."""
+        return self.version, self._touches, self._log_clears, len(self._node_log)
+
+    def changed_since(self, mark: tuple[int, int, int, int]) -> set[int] | None:
+        """The nodes whose free capacity or device holders changed since ``mark`` (a :attr:`change_mark`);
+        None when that is not known (a change that was not tracked, or the log was emptied since)."""
+        version, touches, clears, at = mark
+        if clears != self._log_clears or self.version - version != self._touches - touches:
+            return None
+        return set(self._node_log[at:])
 
     def room_changed(self) -> None:
         """Someone wrote :attr:`free` / :attr:`device_free` directly (a planning draft sharing them): drop

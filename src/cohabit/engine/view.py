@@ -205,6 +205,16 @@ class ClusterView:
         return self._ledger.version
 
     @property
+    def change_mark(self) -> Hashable:
+        """A mark of the free capacity and device holders as they are now, for :meth:`nodes_changed_since`."""
+        return self._ledger.change_mark
+
+    def nodes_changed_since(self, mark: Hashable) -> set[int] | None:
+        """Nodes whose free capacity or GPU device holders changed since ``mark`` (a :attr:`change_mark` of this
+        view); None when unknown (then treat every node as changed)."""
+        return self._ledger.changed_since(mark)  # type: ignore[arg-type]
+
+    @property
     def room_version(self) -> int:
         """A number that changes whenever room may have grown (a release: an end, pause or move); while
         it stays, free capacity only shrank, so a placement that failed still fails."""

@@ -48,8 +48,12 @@ class _Devices:
     whole-array use."""
 
     def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]],
-                 limit: int) -> None:
+                 limit: int, memo: CapsMemo | None = None) -> None:
         self.view = view
+        # the caps of a round that has changed nothing yet equal the ledger's: kept across rounds in ``memo``
+        # (read before ``draft.free``, which hands the draft's array out for writing: no longer pristine after)
+        self._memo = memo if memo is not None and not started and draft.pristine else None
+        self._taken = False  # this round took room or devices here (colocate, refresh): the caps are not the ledger's
         self.limit = limit
         self.g = view.gpu_col
         self.free = draft.free  # the draft's scratch array: non-GPU room and owned GPU shares
@@ -126,8 +130,18 @@ class _Devices:
         _, key, rest, per_task, cols, want = fixed
         hit = self._caps.get(key)
         if hit is None:
-            caps = self._node_caps(rest, per_task, slice(None)).tolist()
-            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
+            memo = self._memo if not self._taken else None  # (nothing taken in this round: the ledger's caps)
+            known = memo.get(self.view, key) if memo is not None else None
+            if known is None:
+                caps = self._node_caps(rest, per_task, slice(None)).tolist()
+                hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
+            else:
+                caps, changed = known
+                hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
+                for node in changed:  # (the other shapes' caps too: none is known yet in such a round)
+                    self._refresh_row(node, self._rows.get(node) or self._row(node))
+            if memo is not None:
+                memo.put(self.view, key, hit.cap)
         self._caps_id[id(w)] = (w, hit)
         return hit
 
@@ -139,6 +153,7 @@ class _Devices:
         if g is None or job.spec.num_ps:
             return None
         shape = self._caps_for(w)
+        self._taken = True
         cap = shape.cap
         # the lowest node that takes all n: capacities only shrink within a decision, so the
         # search for n resumes where it stopped last time
@@ -242,6 +257,7 @@ class _Devices:
     def refresh(self, nodes: list[int]) -> None:
         """Recompute the cached capacities of ``nodes`` after room there was taken (on the arrays:
         call :meth:`flush` before the draft takes it)."""
+        self._taken = True
         for node in set(nodes):
             self._refresh_row(node, self._row(node))
 
@@ -253,6 +269,37 @@ class _Devices:
             room = min([floor((room_left[c] + _EPS) / a) for c, a in shape.cols] or [1 << 30])
             per = open_devs // shape.per_task
             shape.cap[node] = (room if room < per else per) if room > 0 and per > 0 else 0
+
+
+class CapsMemo:
+    """Per task shape, how many time-sharing tasks each node could take at the ledger's state of some earlier
+    round (:meth:`_Devices._caps_for`), and that state's ``ClusterView.change_mark``: a later round copies them
+    and recomputes only the nodes changed since (``ClusterView.nodes_changed_since``) instead of every node."""
+
+    __slots__ = ("_view", "_known")
+
+    #: more changed nodes than this: the caps are computed anew
+    MAX_CHANGED = 32
+
+    def __init__(self) -> None:
+        self._view: ClusterView | None = None
+        self._known: dict[bytes, tuple[object, list[int]]] = {}
+
+    def get(self, view: ClusterView, key: bytes) -> tuple[list[int], set[int]] | None:
+        """A copy of the caps of shape ``key`` and the nodes changed since they were made, or None."""
+        hit = self._known.get(key) if view is self._view else None
+        if hit is None:
+            return None
+        changed = view.nodes_changed_since(hit[0])
+        if changed is None or len(changed) > self.MAX_CHANGED:
+            return None
+        return hit[1].copy(), changed
+
+    def put(self, view: ClusterView, key: bytes, caps: list[int]) -> None:
+        """Keep ``caps`` (of shape ``key`` at the ledger's state now; copied)."""
+        if view is not self._view:
+            self._view, self._known = view, {}
+        self._known[key] = (view.change_mark, caps.copy())
 
 
 class _Row(NamedTuple):
@@ -327,6 +374,7 @@ class NaiveColocation(BasePolicy):
         # co-located: skip it when it would plan nothing again (co-location room, like free room, only
         # shrinks until something is released)
         self._quiet = QuietRounds() if not backfill else None
+        self._caps_memo = CapsMemo()
 
     def decide(self, view: ClusterView) -> Plan:
         if not view.pending and not view.paused:
@@ -359,7 +407,7 @@ class NaiveColocation(BasePolicy):
                     started.append((job, p))
                     continue
                 # from here on every job goes through the device model (which also uses free GPUs)
-                devices = _Devices(view, draft, started, self.max_jobs_per_gpu)
+                devices = _Devices(view, draft, started, self.max_jobs_per_gpu, self._caps_memo)
             gpu = shares.get(id(w))
             if gpu is None:
                 gpu = shares[id(w)] = g is not None and float(w[g]) > _EPS
