@@ -403,10 +403,11 @@ class Record:
         return pos
 
     def _iter_from(self, start: int, *, reports: bool = True, stop: int | None = None,
-                   skip: frozenset[int] = frozenset()) -> Iterator[Event]:
+                   skip: frozenset[int] = frozenset(), drop: frozenset[int] = frozenset()) -> Iterator[Event]:
         """Events of rows ``start`` to ``stop`` (a row of reports gives one event per job; none when
         ``reports`` is false: see :meth:`report_rows`); rows of the kind codes in ``skip`` whose
-        data is in columns are left out (:meth:`columns` gives them)."""
+        data is in columns are left out (:meth:`columns` gives them), and rows of the codes in ``drop``
+        wherever their data is (no event is built for them)."""
         kinds, ev, batch, in_cols = _KINDS, Event, _Reports, _IN_COLUMNS
         progress = EventKind.PROGRESS
         pos = self._positions(start)
@@ -418,14 +419,16 @@ class Record:
             if d is in_cols:
                 i = pos[k]
                 pos[k] = i + 1
-                if k in skip:
+                if k in skip or k in drop:
                     continue
                 yield ev(t, kinds[k], j, dict(zip(layouts[k][0], [c[i] for c in cols[k]])))
                 continue
             if type(d) is batch:
-                if reports:
+                if reports and _PROGRESS_CODE not in drop:
                     for job, it, itt in zip(d.jobs, d.iterations, d.iter_time):  # type: ignore[union-attr]
                         yield ev(t, progress, job, {"iterations": it, "iter_time": itt})
+                continue
+            if k in drop:
                 continue
             yield ev(t, kinds[k], j, {} if d is None else dict(zip(d[-1], d)))  # type: ignore[arg-type]
 
@@ -440,10 +443,13 @@ class Record:
         rows = np.flatnonzero(np.frombuffer(self._kind, dtype=np.uint8) == code) if self._kind else np.zeros(0, np.intp)
         return rows, self._cols[code]
 
-    def without_report_rows(self, *, stop: int | None = None, skip: tuple[EventKind, ...] = ()) -> Iterator[Event]:
+    def without_report_rows(self, *, stop: int | None = None, skip: tuple[EventKind, ...] = (),
+                            drop: tuple[EventKind, ...] = ()) -> Iterator[Event]:
         """Every event of rows before ``stop`` (default: all) except those stored in rows of reports
-        (see :meth:`report_rows`) and, for each kind in ``skip``, those in its :meth:`columns`."""
-        return self._iter_from(0, reports=False, stop=stop, skip=frozenset(_CODE[k] for k in skip))
+        (see :meth:`report_rows`), for each kind in ``skip`` those in its :meth:`columns`, and every event of
+        the kinds in ``drop`` (a reader that counts none of them: no event is built for them)."""
+        return self._iter_from(0, reports=False, stop=stop, skip=frozenset(_CODE[k] for k in skip),
+                               drop=frozenset(_CODE[k] for k in drop))
 
     def last_times(self) -> tuple[float | None, float | None]:
         """The time of the last event not in a row of reports, and of the last row of reports

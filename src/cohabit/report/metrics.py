@@ -96,6 +96,10 @@ _CODE: dict[str, int] = {
     EventKind.USED: _USED,
 }
 
+#: The kinds :func:`_scan` passes over without reading them (not in :data:`_CODE`): a record's pass builds no event
+#: for them (:func:`_scan_record`).
+_UNSCANNED: tuple[EventKind, ...] = tuple(k for k in EventKind if k not in _CODE)
+
 
 # --------------------------------------------------------------------------- the pass
 
@@ -304,8 +308,9 @@ def _scan_record(record: Record, names: Sequence[str], horizon: float | None) ->
     """:func:`_scan` of a :class:`Record`, the same numbers without an event per row where it can:
     ``decision`` and ``used`` events are read from the record's columns (:meth:`Record.columns`,
     in record order, as the pass would append them), and rows of ``progress`` reports
-    (:meth:`Record.append_reports`, which count for no metric) are skipped; only their times can
-    be the last one seen. The pass stops at the first row after ``horizon``, as :func:`_scan` does."""
+    (:meth:`Record.append_reports`, which count for no metric) are skipped, and so is every event of a kind the
+    pass does not read (:data:`_UNSCANNED`: single ``progress`` reports, ``packed``, ``unpacked``); only their
+    times can be the last one seen (:meth:`Record.last_times`). The pass stops at the first row after ``horizon``, as :func:`_scan` does."""
     times = record.times()
     n = len(times)
     stop = n
@@ -316,7 +321,7 @@ def _scan_record(record: Record, names: Sequence[str], horizon: float | None) ->
     decisions = record.columns(EventKind.DECISION)
     used = record.columns(EventKind.USED)
     skip = tuple(k for k, c in ((EventKind.DECISION, decisions), (EventKind.USED, used)) if c is not None)
-    p = _scan(record.without_report_rows(stop=stop, skip=skip), names, None)
+    p = _scan(record.without_report_rows(stop=stop, skip=skip, drop=_UNSCANNED), names, None)
     if stop < n:
         p.last_time = horizon
     else:
