@@ -346,46 +346,51 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
         self._touch(set(placement))
         taken: dict[tuple[int, int], int] = {}
         slots: list[TaskSlot] = []
-        owned = np.zeros(len(self.names))
-        owned_per_node: dict[int, np.ndarray] = {}
-        dev_backup = {n: self.device_free[n].copy() for n in set(placement)}
-        try:
-            for node, d in zip(placement, demands):
-                k = max(math.ceil(d.item(g_col) - EPS), 0)
-                dev_row = self.device_free[node].tolist()  # (Python floats: the same values, sorted the same)
-                n_dev = sum([x >= 0 for x in dev_row])
-                jobs_on = self.dev_jobs[node].tolist()  # len(dev_shares[(node, i)]), kept in step with it
-                # fewest jobs on the device first, then most free room
-                cand = sorted(
-                    (jobs_on[i] + taken.get((node, i), 0), -dev_row[i], i)
-                    for i in range(n_dev)
+        # each node's device row and job counts as Python lists (the same floats), changed as its tasks take
+        # devices and written back once every task fit (all-or-nothing: nothing is written before)
+        rows: dict[int, list[float]] = {}
+        counts: dict[int, list[int]] = {}
+        owned_g: dict[int, float] = {}  # node -> the GPU share the job owns there (devices nobody held)
+        dev_shares, packs, max_share = self.dev_shares, self.packs, self.max_share
+        for node, d in zip(placement, demands):
+            g = d.item(g_col)
+            k = max(math.ceil(g - EPS), 0)
+            dev_row = rows.get(node)
+            if dev_row is None:
+                dev_row = rows[node] = self.device_free[node].tolist()
+                jobs_on = counts[node] = self.dev_jobs[node].tolist()  # len(dev_shares[(node, i)]), kept in step
+            else:
+                jobs_on = counts[node]
+            n_dev = sum([x >= 0 for x in dev_row])
+            # fewest jobs on the device first, then most free room
+            cand = sorted(
+                (jobs_on[i] + taken.get((node, i), 0), -dev_row[i], i)
+                for i in range(n_dev)
+            )
+            # one task per device per job: a job never time-shares a GPU with itself
+            cand = [c for c in cand if c[0] < max_share and (node, c[2]) not in taken
+                    and (node, c[2]) not in packs and (only_devices is None or (node, c[2]) in only_devices)]
+            if len(cand) < k:
+                raise AllocationError(
+                    f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {max_share} jobs"
+                    f"{' among those its hosts hold' if only_devices is not None else ''}, needs {k}"
                 )
-                # one task per device per job: a job never time-shares a GPU with itself
-                cand = [c for c in cand if c[0] < self.max_share and (node, c[2]) not in taken
-                        and (node, c[2]) not in self.packs and (only_devices is None or (node, c[2]) in only_devices)]
-                if len(cand) < k:
-                    raise AllocationError(
-                        f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {self.max_share} jobs"
-                        f"{' among those its hosts hold' if only_devices is not None else ''}, needs {k}"
-                    )
-                devs = []
-                for _, _, i in cand[:k]:
-                    want = min(float(d[g_col]), 1.0)
-                    taken[(node, i)] = taken.get((node, i), 0) + 1
-                    if not self.dev_shares.get((node, i)) and self.device_free[node, i] >= want - EPS:
-                        self.device_free[node, i] -= want  # a free device: the job owns its share
-                        devs.append((i, want))
-                        owned_per_node.setdefault(node, np.zeros(len(self.names)))[g_col] += want
-                    else:
-                        devs.append((i, 0.0))  # time-sharing guest
-                slots.append(TaskSlot(node, tuple(devs)))
-        except AllocationError:
-            for n, row in dev_backup.items():
-                self.device_free[n] = row  # all-or-nothing
-            raise
+            devs = []
+            want = min(g, 1.0)
+            for _, _, i in cand[:k]:
+                taken[(node, i)] = taken.get((node, i), 0) + 1
+                if not dev_shares.get((node, i)) and dev_row[i] >= want - EPS:
+                    dev_row[i] -= want  # a free device: the job owns its share
+                    devs.append((i, want))
+                    owned_g[node] = owned_g.get(node, 0.0) + want
+                else:
+                    devs.append((i, 0.0))  # time-sharing guest
+            slots.append(TaskSlot(node, tuple(devs)))
+        for node, dev_row in rows.items():
+            self.device_free[node] = dev_row
         for node, d in per_node.items():
             rest = d.copy()
-            rest[g_col] = owned_per_node.get(node, owned)[g_col]
+            rest[g_col] = owned_g.get(node, 0.0)
             per_node[node] = rest
             self.free[node] -= rest
         return self._commit(job, slots, demands, per_node, owned_total=self._as_resources(sum(per_node.values())))
