@@ -151,7 +151,8 @@ class Gandiva(BasePolicy):
         # order the ledger gives them to a guest
         self._picks_memo: tuple[ClusterView, tuple[int, int], list[list[bool] | None],
                                 dict[int, list[int]]] | None = None
-        self._gpu_cap: tuple[ClusterView, float] | None = None  # the view and its nodes' largest GPU count
+        # the view, its nodes' largest GPU count, and per node its GPU count less EPS (GandivaRound)
+        self._gpu_cap: tuple[ClusterView, float, list[float]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured
         self._bad_pairs: set[frozenset[str]] = set()
         self._bad_with: dict[str, set[str]] = defaultdict(set)  # model -> the models it must not pack with

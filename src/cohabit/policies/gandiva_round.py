@@ -82,7 +82,9 @@ class GandivaRound:
     def __init__(self, policy: Gandiva, view: ClusterView, plan: Plan) -> None:
         self.p = policy
         self.view = view
-        self.draft = Draft(view)
+        # (no column sums: a round reads none (no could_fit, exhausted or Draft.place), so its reserves and
+        # give-backs skip the numpy reduction they would keep them with)
+        self.draft = Draft(view, sums=False)
         self.plan = plan
         self.log: list[tuple[str, str]] = []
         self.now = view.now
@@ -104,10 +106,12 @@ class GandivaRound:
         # plan is empty: the draft is then the ledger's free room; see _take_turns)
         self._turns_failed = tm[2]
         cap = policy._gpu_cap
-        if cap is None or cap[0] is not view:  # (the capacity never changes: its largest GPU count kept per view)
-            cap = policy._gpu_cap = (view, float(view.capacity[:, self.g].max())
-                                     if self.g is not None and len(view.capacity) else 0.0)
+        if cap is None or cap[0] is not view:  # (the capacity never changes: its largest GPU count kept per view,
+            # and per node the GPUs an empty node has free, less EPS, for place's affinity ranking)
+            col = view.capacity[:, self.g] if self.g is not None else np.zeros(0)
+            cap = policy._gpu_cap = (view, float(col.max()) if col.size else 0.0, (col - EPS).tolist())
         self._gpu_cap = cap[1]
+        self._full_gpu: list[float] = cap[2]
 
     def _see_hosts(self) -> None:
         """Before the round's first packing attempt that has hosts to check (a round with none skips it): the
@@ -215,17 +219,22 @@ class GandivaRound:
         """Affinity placement on the draft's free room (reserved); None if it does not fit."""
         view, draft, job = self.view, self.draft, rec.job
         n = rec.n
-        fit = draft.tasks_fit(view.demand_vector(job))
-        whole = (fit >= n).nonzero()[0]  # (np.flatnonzero without its wrapper)
-        if whole.size == 1 and job.spec.num_ps == 0:  # (one node takes them all: the ranking picks it)
-            p: Placement | None = (int(whole[0]),) * n
-        elif whole.size and job.spec.num_ps == 0:
+        fit = draft.tasks_fit(view.demand_vector(job)).tolist()
+        # (in Python lists: a round places one job at a time on a few dozen nodes, where numpy's per-call cost
+        # was most of this step's own time)
+        whole = [i for i, f in enumerate(fit) if f >= n]
+        if len(whole) == 1 and job.spec.num_ps == 0:  # (one node takes them all: the ranking picks it)
+            p: Placement | None = (whole[0],) * n
+        elif whole and job.spec.num_ps == 0:
+            # rank 0: a node with the job's class (affinity), 1: an empty node, 2: any other; then the least
+            # room (fit) and the lowest index: the first minimum in index order (what a stable lexsort gives)
             assert self.p._aff is not None
-            same = self.p._aff[whole, rec.ci] > 0
-            empty = (draft.free_now[whole, self.g] >= view.capacity[whole, self.g] - EPS) if self.g is not None \
-                else np.zeros(whole.size, bool)
-            rank = np.where(same, 0, np.where(empty, 1, 2))
-            node = int(whole[np.lexsort((fit[whole], rank))[0]])
+            same = self.p._aff[:, rec.ci].tolist()
+            if self.g is not None:
+                free, full = draft.free_now[:, self.g].tolist(), self._full_gpu
+                node = min(whole, key=lambda i: (0 if same[i] > 0 else 1 if free[i] >= full[i] else 2, fit[i]))
+            else:
+                node = min(whole, key=lambda i: (0 if same[i] > 0 else 2, fit[i]))
             p = (node,) * n
         else:
             p = consolidated_first(draft, job, n)
