@@ -111,8 +111,7 @@ from .placement import Draft, consolidated_first
 from .params import build
 from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, tensor_skew
 from .tiresias_order import Walk, WaitingOrder
-from .tiresias_preempt import (WHOLE_MAX, WHOLE_TERMS, Rec, held_gpus, lower_gpus, lower_of, most_first, preempt_for,
-                               round_victims)
+from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
 from .tiresias_rounds import RoundShortcuts
 
@@ -230,8 +229,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._by_model: dict[str | None, bool] = {}
         self._by_model_for: tuple[int, float, bool] | None = None
         self._min_nodes: dict[tuple[int, int], int] = {}
-        #: every job's GPUs so far a whole number below WHOLE_MAX: sums of them are exact in any order (see decide)
-        self._whole_gpus = True
         self._dist: SizeDistribution | None = None
         self._dist_key: tuple[str, int] | None = None
         self._dist_version = 0
@@ -296,8 +293,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         n = view.target_workers(job)
         ps = view.ps_demand_vector(job)
         rec.gpus = per * n + (float(ps[g]) * job.spec.num_ps if ps is not None and g is not None else 0.0)
-        if not (rec.gpus.is_integer() and 0.0 <= rec.gpus < WHOLE_MAX):
-            self._whole_gpus = False
         if rec.gpus > 0:
             rec.rate = rec.gpus
         else:  # CPU-only: attained service is CPU-seconds
@@ -485,6 +480,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             self._settled = True
             return []
         failed = self._carried_failures(view)  # shapes with no free room left this round
+        top = len(self.thresholds)
         g = view.gpu_col
         lists = self._waiting_order(view)
         min_need = min(self._wait_sizes)
@@ -516,8 +512,8 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         draft.note_failure(("tiresias", rec.shape))
             if p is None and lower[rec.q] > 1e-9 and (rec.shape, rec.q) not in hopeless:
                 if victims is None:
-                    victims, held = round_victims(self._run, now, self.min_run_time, TIME_EPS)
-                    exact = self._whole_gpus and len(victims) < WHOLE_TERMS  # (see below)
+                    victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
+                               if now - v.last_start >= self.min_run_time - TIME_EPS]
                 got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
@@ -530,12 +526,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                         self._last_plan.append((False, v.job.id))
                     for v in paused:  # (by identity, at C speed: a victim is in the list once)
                         victims.remove(v)
-                    if exact:  # whole numbers below 2**52 in all: the sums less the paused are the rest's sums
-                        for v in paused:
-                            held[v.q] -= v.gpus
-                    else:
-                        held = held_gpus(len(held), victims)
-                    lower = lower_of(held)
+                    lower = lower_gpus(len(self.thresholds) + 1, self._run_gpus, victims)
                     free_gpus = (float(draft.free_now[:, g].sum()) + rec.gpus) if g is not None else math.inf
                     node_gpus = None
                     failed.clear()  # the victims' leftover room may fit shapes that failed before

@@ -82,43 +82,14 @@ def _neg_queue(rec: Rec) -> int:
 def lower_gpus(k: int, run_gpus: list[float], victims: list[Rec] | None = None) -> list[float]:
     """Per queue q of ``k``: GPUs of running jobs in queues below it (``run_gpus[q]``: GPUs running in queue q;
     only ``victims`` if given)."""
-    return lower_of(run_gpus if victims is None else held_gpus(k, victims))
-
-
-def held_gpus(k: int, victims: list[Rec]) -> list[float]:
-    """Per queue of ``k``: the GPUs of ``victims`` in it, added in their order."""
-    held = [0.0] * k
-    for v in victims:
-        held[v.q] += v.gpus
-    return held
-
-
-def lower_of(held: list[float]) -> list[float]:
-    """Per queue q: the sum of ``held`` over the queues below it (``held[q]``: GPUs held in queue q; negative
-    counts as 0), added from the lowest queue up."""
-    k = len(held)
+    held = list(run_gpus) if victims is None else [0.0] * k
+    if victims is not None:
+        for v in victims:
+            held[v.q] += v.gpus
     out = [0.0] * k
     for q in range(k - 2, -1, -1):
         out[q] = out[q + 1] + max(held[q + 1], 0.0)
     return out
-
-
-def round_victims(run: list[dict[str, Rec]], now: float, min_run_time: float,
-                  eps: float) -> tuple[list[Rec], list[float]]:
-    """The running jobs a round may pause, in the order they are taken (queues from the lowest up to ``Q_2``,
-    within a queue the last to enter first), those that ran at least ``min_run_time`` (less ``eps``); and their
-    GPUs per queue, added in that order (``lower_gpus``' sums over them), in the same pass."""
-    held = [0.0] * len(run)
-    out: list[Rec] = []
-    least = min_run_time - eps
-    for q in range(len(run) - 1, 0, -1):
-        h = 0.0
-        for v in reversed(run[q].values()):
-            if now - v.last_start >= least:
-                out.append(v)
-                h += v.gpus
-        held[q] = h
-    return out, held
 
 
 def most_first(free_gpus: np.ndarray) -> list[float]:
