@@ -273,7 +273,7 @@ class Optimus(ObservingPolicy):
         n_run = len(running)
         rigid = run.n_min == run.n_max
         base_run = np.where(rigid, run.cur, run.n_min)
-        free = run.total.copy() if full else view.free.sum(axis=0)
+        free = run.total.copy() if full else view.free_total.copy()
         free -= run.bundle(base_run).sum(axis=0)
         # the waiting jobs admitted at their minimum, in queue order (rows only for them: the others get 0)
         admitted_jobs, free = admission or self.models.admit_waiting(view, waiting, free)
@@ -353,7 +353,7 @@ class Optimus(ObservingPolicy):
                     return None
                 free -= held
         else:
-            free = view.free.sum(axis=0)
+            free = view.free_total.copy()  # (free.sum(axis=0), kept by the ledger while the room stays)
         return self.models.admit_waiting(view, None, free)
 
     def _round(self, view: ClusterView, *, full: bool) -> Plan:

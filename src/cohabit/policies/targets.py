@@ -210,7 +210,7 @@ def room_for_none(view: ClusterView) -> bool:
     """Whether the aggregate free capacity is below :attr:`ClusterView.task_floor` in some resource
     (with :func:`greedy_by_value`'s ``EPS``): then no waiting job's first unit (``n_min >= 1`` workers
     plus its parameter servers) fits it, and a round over the free room alone admits nobody."""
-    return bool((view.free.sum(axis=0) + EPS < view.task_floor).any())
+    return bool((view.free_total + EPS < view.task_floor).any())  # (free.sum(axis=0), kept by the ledger)
 
 
 # ----------------------------------------------------------------------------- placement
