@@ -273,3 +273,31 @@ def test_a_lone_start_on_the_ledger_is_the_start_a_draft_gives(seed: int) -> Non
     out = simulate(_mixed_jobs(seed), small_cluster(3, 4), pol)
     assert not out.result.unfinished
     assert pol.placed > 50 and pol.refused > 50 and pol.uneven > 0
+
+
+def test_the_one_node_choice_is_the_numpy_passes_choice() -> None:
+    """``targets._one_node`` (issue 18, seventeenth session: ``_balanced``'s ``k = 1`` in Python) picks the node
+    the numpy passes pick: among nodes fitting ``a`` tasks whose free row is at least ``need - EPS``, the one
+    fitting fewest, the first on ties; None when there is none. Random fits with many ties, rows that fail
+    the free test by a hair (and pass at exactly ``need - EPS``), zero fits and huge ones."""
+    import numpy as np
+
+    from cohabit.policies.targets import EPS, _one_node
+
+    rng = np.random.default_rng(7)
+    kinds = Counter()
+    for _ in range(3000):
+        nodes = int(rng.integers(1, 12))
+        fits = rng.integers(0, 5, nodes)
+        if rng.random() < 0.1:
+            fits[rng.integers(0, nodes)] = np.iinfo(np.int64).max // 4
+        a = int(rng.integers(1, 4))
+        need = rng.integers(0, 4, 3).astype(float) * a
+        free = need[None, :] + rng.choice([-1.0, -2 * EPS, -EPS, 0.0, 1.0], (nodes, 3), p=[.1, .1, .1, .3, .4])
+        ok = (fits >= a) & (free >= need - EPS).all(axis=1)
+        cand = np.flatnonzero(ok)
+        want = int(cand[np.argsort(fits[cand], kind="stable")[0]]) if cand.size else None
+        got = _one_node(fits.tolist(), free, (need - EPS).tolist(), a)
+        assert got == want
+        kinds["none" if want is None else "tie" if (fits[cand] == fits[want]).sum() > 1 else "one"] += 1
+    assert kinds["none"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
