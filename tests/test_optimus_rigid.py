@@ -336,3 +336,24 @@ def test_the_kept_running_holdings_are_a_fresh_sum(seed: int, elastic: float) ->
         assert seen["held"] > 20 and seen["kept"] > 20 and seen["kept"] > seen["afresh"], seen
     else:
         assert seen["kept"] + seen["afresh"] > 20, seen
+
+
+def test_below_floor_is_the_numpy_test() -> None:
+    """``targets.below_floor`` (a round's "no waiting job's first worker fits" on Python floats, issue 18's
+    seventeenth session) answers ``(free + EPS < floor).any()`` for rooms within a hair of the floor, at it,
+    above it, and floors of inf (nothing admitted yet)."""
+    import numpy as np
+
+    from cohabit.policies.targets import EPS, below_floor
+
+    rng = np.random.default_rng(3)
+    answers = Counter()
+    for _ in range(4000):
+        floor = rng.integers(0, 4, 3).astype(float)
+        if rng.random() < 0.05:
+            floor[rng.integers(0, 3)] = np.inf
+        free = floor + rng.choice([-1.0, -2 * EPS, -EPS, -EPS / 2, 0.0, EPS, 1.0], 3)
+        want = bool((free + EPS < floor).any())
+        assert below_floor(free, floor) is want, (free, floor)
+        answers[want] += 1
+    assert answers[True] > 500 and answers[False] > 500

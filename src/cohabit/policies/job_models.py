@@ -21,7 +21,7 @@ from ..models.speed import Mode, SpeedModel
 from .admit_index import AdmitIndex
 from .job_holds import RunningHoldings
 from .job_table import Snapshot, StaticTable
-from .targets import ADMIT_SCAN, EPS, admit_in_order, rows_within
+from .targets import ADMIT_SCAN, EPS, admit_in_order, below_floor, rows_within
 
 
 class JobModels(RunningHoldings):
@@ -514,7 +514,7 @@ class JobModels(RunningHoldings):
         the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again). When
         ``free`` is below :attr:`ClusterView.task_floor` in some resource (with ``EPS``, as
         :func:`~.targets.room_for_none`), no waiting job's minimum fits and the queue is not read."""
-        if (free + EPS < view.task_floor).any():
+        if below_floor(free, view.task_floor):
             return [], free
         if waiting is None:  # read by shape group (admit_index): the same jobs and floats, without the window's rows
             index = self._admit_index

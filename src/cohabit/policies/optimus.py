@@ -83,8 +83,8 @@ from .base import BasePolicy
 from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
 from .job_table import Snapshot
 from .params import build
-from .targets import (EPS, any_waiting, apply_targets, balanced_placement, balanced_start, changed_rows, greedy_by_value,
-                      room_for_none)
+from .targets import (any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
+                      greedy_by_value, room_for_none)
 
 
 
@@ -247,7 +247,7 @@ class Optimus(ObservingPolicy):
             return True
         free = view.capacity.sum(axis=0)
         free -= held
-        return bool((free + EPS < view.task_floor).any())
+        return below_floor(free, view.task_floor)
 
     def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
