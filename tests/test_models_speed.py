@@ -54,3 +54,28 @@ def test_arguments_are_validated() -> None:
         features(0, 2, "sync")
     with pytest.raises(ValueError, match="at least one"):
         fit_speed([], "sync")
+
+
+def test_the_one_point_coefficients_are_those_of_its_theta() -> None:
+    """``SpeedModel.coefficients`` of a one-point model, read without its theta (issue 18, seventeenth session),
+    are the floats the theta gives, in both modes and at any parameter-server count, bit for bit; after a
+    second point the fit is read as before."""
+    rng = np.random.default_rng(5)
+    for _ in range(500):
+        mode = "sync" if rng.random() < 0.5 else "allreduce"
+        p, w, s = int(rng.integers(0, 5)), int(rng.integers(1, 9)), float(rng.uniform(0.01, 50.0))
+        quick, slow = SpeedModel(mode), SpeedModel(mode)
+        quick.observe(p, w, s)
+        slow.observe(p, w, s)
+        slow.theta  # noqa: B018  (the fit made first: coefficients then read from it)
+        for q in (p, 0, 1, 3):
+            got, want = quick.coefficients(q), slow.coefficients(q)
+            assert got is not None and want is not None
+            assert [x.hex() for x in got] == [x.hex() for x in want], (mode, p, w, s, q)
+        if mode == "sync" and p == 0:
+            continue  # (a fit of two points needs servers in sync mode)
+        quick.observe(p, w + 1, s * 0.5)
+        fresh = SpeedModel(mode)
+        fresh.observe(p, w, s)
+        fresh.observe(p, w + 1, s * 0.5)
+        assert quick.coefficients(p) == fresh.coefficients(p)

@@ -273,3 +273,87 @@ def test_a_lone_start_on_the_ledger_is_the_start_a_draft_gives(seed: int) -> Non
     out = simulate(_mixed_jobs(seed), small_cluster(3, 4), pol)
     assert not out.result.unfinished
     assert pol.placed > 50 and pol.refused > 50 and pol.uneven > 0
+
+
+def test_the_one_node_choice_is_the_numpy_passes_choice() -> None:
+    """``targets._one_node`` (issue 18, seventeenth session: ``_balanced``'s ``k = 1`` in Python) picks the node
+    the numpy passes pick: among nodes fitting ``a`` tasks whose free row is at least ``need - EPS``, the one
+    fitting fewest, the first on ties; None when there is none. Random fits with many ties, rows that fail
+    the free test by a hair (and pass at exactly ``need - EPS``), zero fits and huge ones."""
+    import numpy as np
+
+    from cohabit.policies.targets import EPS, _one_node
+
+    rng = np.random.default_rng(7)
+    kinds = Counter()
+    for _ in range(3000):
+        nodes = int(rng.integers(1, 12))
+        fits = rng.integers(0, 5, nodes)
+        if rng.random() < 0.1:
+            fits[rng.integers(0, nodes)] = np.iinfo(np.int64).max // 4
+        a = int(rng.integers(1, 4))
+        need = rng.integers(0, 4, 3).astype(float) * a
+        free = need[None, :] + rng.choice([-1.0, -2 * EPS, -EPS, 0.0, 1.0], (nodes, 3), p=[.1, .1, .1, .3, .4])
+        ok = (fits >= a) & (free >= need - EPS).all(axis=1)
+        cand = np.flatnonzero(ok)
+        want = int(cand[np.argsort(fits[cand], kind="stable")[0]]) if cand.size else None
+        got = _one_node(fits.tolist(), free, (need - EPS).tolist(), a)
+        assert got == want
+        kinds["none" if want is None else "tie" if (fits[cand] == fits[want]).sum() > 1 else "one"] += 1
+    assert kinds["none"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
+
+
+@pytest.mark.parametrize("seed,elastic", [(0, 0.0), (1, 0.0), (2, 0.3)])
+def test_the_kept_running_holdings_are_a_fresh_sum(seed: int, elastic: float) -> None:
+    """``JobModels.rigid_hold`` of the whole running set, brought up to date from the running set's journal
+    (``_kept_hold``, issue 18's seventeenth session), equals the sum made afresh over the running jobs bit for
+    bit at every read (None alike where a job is elastic), and the kept holdings answer most reads (fails
+    when a started job is not added, a stopped one not taken off, or the holdings outlive a change unseen)."""
+    pol = Optimus(interval=120.0, report_interval=60.0)
+    models = pol.models
+    real, real_kept = models.rigid_hold, models._kept_hold
+    seen = Counter()
+
+    def kept(view):  # type: ignore[no-untyped-def]
+        got = real_kept(view)
+        seen["kept" if got is not False else "afresh"] += 1
+        return got
+
+    def checked(view, ids=None):  # type: ignore[no-untyped-def]
+        got = real(view, ids)
+        if ids is None:
+            fresh = real(view, list(view.running))
+            assert (got is None) == (fresh is None), view.now
+            if got is not None:
+                assert got.tobytes() == fresh.tobytes(), (view.now, got, fresh)
+                seen["held"] += 1
+        return got
+
+    models.rigid_hold, models._kept_hold = checked, kept  # type: ignore[method-assign]
+    out = simulate(_jobs(seed, elastic), small_cluster(2, 4), pol)
+    assert not out.result.unfinished
+    if not elastic:  # (with elastic jobs running the holdings are mostly None, summed afresh)
+        assert seen["held"] > 20 and seen["kept"] > 20 and seen["kept"] > seen["afresh"], seen
+    else:
+        assert seen["kept"] + seen["afresh"] > 20, seen
+
+
+def test_below_floor_is_the_numpy_test() -> None:
+    """``targets.below_floor`` (a round's "no waiting job's first worker fits" on Python floats, issue 18's
+    seventeenth session) answers ``(free + EPS < floor).any()`` for rooms within a hair of the floor, at it,
+    above it, and floors of inf (nothing admitted yet)."""
+    import numpy as np
+
+    from cohabit.policies.targets import EPS, below_floor
+
+    rng = np.random.default_rng(3)
+    answers = Counter()
+    for _ in range(4000):
+        floor = rng.integers(0, 4, 3).astype(float)
+        if rng.random() < 0.05:
+            floor[rng.integers(0, 3)] = np.inf
+        free = floor + rng.choice([-1.0, -2 * EPS, -EPS, -EPS / 2, 0.0, EPS, 1.0], 3)
+        want = bool((free + EPS < floor).any())
+        assert below_floor(free, floor) is want, (free, floor)
+        answers[want] += 1
+    assert answers[True] > 500 and answers[False] > 500

@@ -153,6 +153,11 @@ class SpeedModel:
         hit = self._abc.get(p)
         if hit is not None:
             return hit
+        if self._dirty and len(self._points) == 1:  # the one-point prior, theta = (w / s, 0, ...), without numpy:
+            ((_, w), s), = self._points.items()  # A = theta0; B and C sums and products of zeros (issue 18, 17th
+            abc = (w / s, 0.0, 0.0)  # session: a finished rigid job's model, read once)
+            self._abc[p] = abc
+            return abc
         theta = self.theta
         if theta is None:
             return None

@@ -138,12 +138,21 @@ class AdmitIndex:
         end = min(n, cut + scan)
         position = view.pending_position
         start = position(first)
-        if end == n:
-            last = math.inf
-        elif end - 1 == cut:
-            last = start
-        else:
-            last = position(next(islice(items, end - 2 - cut, None))[0])
+        span = end - 1 - cut  # (rows from the first that does not fit to the window's last)
+        last: float | None = math.inf if end == n else start if span == 0 else None  # (found when needed)
+
+        def in_window(pos: int) -> bool:
+            """Whether the pending job at ``pos`` (>= ``start``) lies in the window. Positions are distinct
+            integers increasing along the queue, so a job ``pos - start`` positions after the first is at
+            most that many rows after it: within ``span`` it is in the window without looking further.
+            Only past that is the window's last row found (up to ``scan`` rows read, once a round)."""
+            nonlocal last
+            if pos - start <= span:
+                return True
+            if last is None:
+                last = position(next(islice(items, span - 1, None))[0])
+            return pos <= last
+
         # the groups that fit the room left, each with its next member in the window: [position, id, the
         # members after it, minimum]
         heads: list[list] = []
@@ -155,7 +164,7 @@ class AdmitIndex:
             for jid in it:
                 pos = position(jid)
                 if pos >= start:
-                    if pos <= last:
+                    if in_window(pos):
                         heads.append([pos, jid, it, cost])
                     break
         jobs = view.jobs
@@ -168,7 +177,7 @@ class AdmitIndex:
             r = [x - y for x, y in zip(r, cost)]
             admitted.append(jobs[head[1]])
             nxt = next(head[2], None)
-            if nxt is None or position(nxt) > last:
+            if nxt is None or not in_window(position(nxt)):
                 heads.remove(head)
             else:
                 head[0], head[1] = position(nxt), nxt

@@ -19,11 +19,12 @@ from ..models.loss_curve import LossCurve
 from ..models.loss_fits import LossFits
 from ..models.speed import Mode, SpeedModel
 from .admit_index import AdmitIndex
+from .job_holds import RunningHoldings
 from .job_table import Snapshot, StaticTable
-from .targets import ADMIT_SCAN, EPS, admit_in_order, rows_within
+from .targets import ADMIT_SCAN, EPS, admit_in_order, below_floor, rows_within
 
 
-class JobModels:
+class JobModels(RunningHoldings):
     """Loss fits, speed models and length priors learned from reports, per job.
 
     ``observe`` is called from a policy's ``on_progress`` hook, so fitting happens when a
@@ -68,6 +69,7 @@ class JobModels:
         self._iters_by_model: dict[str, tuple[float, int]] = {}
         self._iters_all = (0.0, 0)
         self._iter_time_by_model: dict[str, tuple[float, int]] = {}
+        self._hold = None  # (RunningHoldings: the running jobs' holdings, kept between rounds)
 
     # -- observations
     def observe(self, job: JobView) -> None:
@@ -207,47 +209,6 @@ class JobModels:
             # every demand row a small non-negative integer: sums of bundles are exact in any order
             self._rows_integral = self._rows_integral and bool(((row >= 0) & (row == np.floor(row)) & (row < 2.0 ** 40)).all())
         return i
-
-    @property
-    def rows_integral(self) -> bool:
-        """Whether every demand row seen holds non-negative integers (below 2**40): sums and differences of
-        bundles of them, and of a capacity of integers, are then exact in any order."""
-        return self._rows_integral
-
-    def rigid_hold(self, view: ClusterView, ids: Iterable[str] | None = None) -> np.ndarray | None:
-        """What the running jobs (or the running jobs ``ids``) hold, summed over them, if every one is rigid
-        (``n_min == n_max``, so it holds its minimum: the engine keeps a job's workers in ``[n_min, n_max]``)
-        and has a slot in the per-job table: their bundles (:meth:`Snapshot.bundle` of ``n_min``) from the
-        table's constants in one numpy pass, without a row per job. None otherwise (an elastic job, one not
-        seen by a round, or none)."""
-        if ids is None:
-            ids = view.running
-        if self._rows is None:
-            return None
-        t = self._table
-        sl = list(map(t.slots.get, ids))
-        if not sl or None in sl:
-            return None
-        idx = np.array(sl, dtype=np.int64)
-        lo = t.lo[idx]
-        if not (lo == t.hi[idx]).all():
-            return None
-        rows = self._rows
-        return (rows[t.w_row[idx]] * lo[:, None] + rows[t.p_row[idx]]).sum(axis=0)
-
-    def rigid_and_fitting(self, view: ClusterView) -> bool:
-        """Whether every running job is rigid (:meth:`rigid_hold`) and, in exact arithmetic, all of them fit
-        the cluster's capacity at once: every demand row and the capacity's sum are integers (so every sum
-        and difference of them that a round computes is exact, whatever its order, and ``EPS`` changes no
-        comparison), and the summed minimums are within the capacity. Then a round that hands every job its
-        minimum in any order admits all of them (each prefix of the order fits: costs are non-negative)."""
-        if not self._rows_integral:
-            return False
-        held = self.rigid_hold(view)
-        if held is None:
-            return False
-        total = view.capacity.sum(axis=0)
-        return bool(((total == np.floor(total)) & (total < 2.0 ** 50) & (held <= total)).all())
 
     def snapshot(self, view: ClusterView, jobs: Sequence[JobView], *, waiting_tail: int = 0) -> Snapshot:
         """The jobs' state and estimates as arrays, for vectorised allocation. ``waiting_tail``: the last
@@ -553,7 +514,7 @@ class JobModels:
         the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again). When
         ``free`` is below :attr:`ClusterView.task_floor` in some resource (with ``EPS``, as
         :func:`~.targets.room_for_none`), no waiting job's minimum fits and the queue is not read."""
-        if (free + EPS < view.task_floor).any():
+        if below_floor(free, view.task_floor):
             return [], free
         if waiting is None:  # read by shape group (admit_index): the same jobs and floats, without the window's rows
             index = self._admit_index

@@ -83,8 +83,8 @@ from .base import BasePolicy
 from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
 from .job_table import Snapshot
 from .params import build
-from .targets import (EPS, any_waiting, apply_targets, balanced_placement, balanced_start, changed_rows, greedy_by_value,
-                      room_for_none)
+from .targets import (any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
+                      greedy_by_value, room_for_none)
 
 
 
@@ -247,7 +247,7 @@ class Optimus(ObservingPolicy):
             return True
         free = view.capacity.sum(axis=0)
         free -= held
-        return bool((free + EPS < view.task_floor).any())
+        return below_floor(free, view.task_floor)
 
     def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
@@ -273,7 +273,7 @@ class Optimus(ObservingPolicy):
         n_run = len(running)
         rigid = run.n_min == run.n_max
         base_run = np.where(rigid, run.cur, run.n_min)
-        free = run.total.copy() if full else view.free.sum(axis=0)
+        free = run.total.copy() if full else view.free_total.copy()
         free -= run.bundle(base_run).sum(axis=0)
         # the waiting jobs admitted at their minimum, in queue order (rows only for them: the others get 0)
         admitted_jobs, free = admission or self.models.admit_waiting(view, waiting, free)
@@ -353,7 +353,7 @@ class Optimus(ObservingPolicy):
                     return None
                 free -= held
         else:
-            free = view.free.sum(axis=0)
+            free = view.free_total.copy()  # (free.sum(axis=0), kept by the ledger while the room stays)
         return self.models.admit_waiting(view, None, free)
 
     def _round(self, view: ClusterView, *, full: bool) -> Plan:

@@ -116,7 +116,7 @@ class SLAQ(ObservingPolicy):
             self._event = False
             if room_for_none(view):  # the round below would admit nobody: the same empty plan
                 return []
-            if self.skip_quiet and self.models.admits_none(view, view.free.sum(axis=0)):
+            if self.skip_quiet and self.models.admits_none(view, view.free_total):
                 return []  # no waiting job's minimum fits the free room: the same empty plan (module docstring)
             waiting_list = waiting_jobs(view)
             return self._round(view, waiting_list, full=False, waiting_tail=len(waiting_list))
@@ -136,7 +136,7 @@ class SLAQ(ObservingPolicy):
         their first unit (the order in which they are placed), and the running jobs set lower (in
         running order): the plan acts on these two only. ``waiting_tail``: see :meth:`JobModels.snapshot`."""
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
-        free = snap.total.copy() if full else view.free.sum(axis=0)
+        free = snap.total.copy() if full else view.free_total.copy()
         width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
         width = min(width, int(snap.fits_units(free).max()) + 1) if len(snap) else 0
         if width <= 0:

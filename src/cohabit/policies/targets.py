@@ -210,7 +210,13 @@ def room_for_none(view: ClusterView) -> bool:
     """Whether the aggregate free capacity is below :attr:`ClusterView.task_floor` in some resource
     (with :func:`greedy_by_value`'s ``EPS``): then no waiting job's first unit (``n_min >= 1`` workers
     plus its parameter servers) fits it, and a round over the free room alone admits nobody."""
-    return bool((view.free.sum(axis=0) + EPS < view.task_floor).any())
+    return below_floor(view.free_total, view.task_floor)  # (free.sum(axis=0), kept by the ledger)
+
+
+def below_floor(free: np.ndarray, floor: np.ndarray) -> bool:
+    """``bool((free + EPS < floor).any())`` for rows of a few resources, on Python floats (the same
+    additions and comparisons, without three numpy calls: asked at every round, issue 18's seventeenth session)."""
+    return any(f + EPS < t for f, t in zip(free.tolist(), floor.tolist()))
 
 
 # ----------------------------------------------------------------------------- placement
@@ -261,9 +267,10 @@ def _balanced(view: ClusterView, job: JobView, n_workers: int, tasks_fit: Callab
     pv = view.ps_demand_vector(job)
     p = job.spec.num_ps if pv is not None else 0
     wfit = tasks_fit(wv)
-    if wfit.sum() < n_workers:
+    fits = wfit.tolist()  # (the sum, maximum and one-node choice below on Python ints: the same numbers)
+    if sum(fits) < n_workers:
         return None
-    if wfit.max() >= n_workers:  # (one node takes them all: the first running sum of the sorted fits reaches n)
+    if max(fits) >= n_workers:  # (one node takes them all: the first running sum of the sorted fits reaches n)
         k_min = 1
     else:
         order = np.argsort(-wfit, kind="stable")
@@ -272,11 +279,17 @@ def _balanced(view: ClusterView, job: JobView, n_workers: int, tasks_fit: Callab
     for k in range(max(k_min, 1), min(n_nodes, max(n_workers, p, 1), k_min + max_tries) + 1):
         a, b = -(-n_workers // k), -(-p // k)
         need = wv * a + (pv * b if pv is not None else 0.0)
-        ok = (wfit >= a) & (free >= need - EPS).all(axis=1)
-        cand = np.flatnonzero(ok)
-        if cand.size < k:
-            continue
-        chosen = cand[np.argsort(wfit[cand], kind="stable")[:k]]
+        if k == 1:  # (most starts: one node, found without numpy passes over every node)
+            node = _one_node(fits, free, (need - EPS).tolist(), a)
+            if node is None:
+                continue
+            chosen: list[int] | np.ndarray = [node]
+        else:
+            ok = (wfit >= a) & (free >= need - EPS).all(axis=1)
+            cand = np.flatnonzero(ok)
+            if cand.size < k:
+                continue
+            chosen = cand[np.argsort(wfit[cand], kind="stable")[:k]]
         workers = _spread(n_workers, chosen)
         placement = tuple(workers + _spread(p, chosen))
         if take(placement):
@@ -284,7 +297,21 @@ def _balanced(view: ClusterView, job: JobView, n_workers: int, tasks_fit: Callab
     return fallback()
 
 
-def _spread(n: int, nodes: np.ndarray) -> list[int]:
+def _one_node(fits: list[int], free: np.ndarray, floor: list[float], a: int) -> int | None:
+    """The node :func:`_balanced` chooses for ``k = 1``: among the nodes that fit ``a`` tasks (``fits[i] >= a``)
+    and whose free row is at least ``floor`` (``need - EPS``) in every resource, the one that fits fewest,
+    the first on ties (``argsort(kind="stable")[0]`` of the candidates' fits); None if there is none. The
+    same comparisons as the numpy pass, read in node order (a node is kept only when it fits strictly fewer)."""
+    best: int | None = None
+    least = 0
+    for i, f in enumerate(fits):
+        if f >= a and (best is None or f < least):
+            if all(x >= y for x, y in zip(free[i].tolist(), floor)):
+                best, least = i, f
+    return best
+
+
+def _spread(n: int, nodes: np.ndarray | list[int]) -> list[int]:
     """``n`` tasks over ``nodes`` as evenly as possible (the first ones take the remainder)."""
     k = len(nodes)
     if n == 0 or k == 0:

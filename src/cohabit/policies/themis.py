@@ -253,7 +253,7 @@ class Themis(ObservingPolicy):
             self.type_speeds.observe(view)
         if not expired and room_for_none(view):  # a round over the free room alone would admit nobody
             return []
-        if not expired and self.skip_quiet and self.models.admits_none(view, view.free.sum(axis=0)):
+        if not expired and self.skip_quiet and self.models.admits_none(view, view.free_total):
             return []  # nor when no waiting job's minimum fits it (see the module docstring)
         self._soonest = None  # the round sets lease ends
         if renew is None:
@@ -296,7 +296,7 @@ class Themis(ObservingPolicy):
         models = self.models
         if not models.rows_integral or models.rigid_hold(view, [job.id for job in expired]) is None:
             return False
-        free = view.free.sum(axis=0)
+        free = view.free_total
         if not ((free >= 0) & (free == np.floor(free)) & (free < 2.0 ** 50)).all():
             return False
         for job in expired:
@@ -372,7 +372,7 @@ class Themis(ObservingPolicy):
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         if not len(snap):
             return {}, [], []
-        free = view.free.sum(axis=0) + snap.bundle(snap.cur)[snap.state == 1].sum(axis=0)
+        free = view.free_total + snap.bundle(snap.cur)[snap.state == 1].sum(axis=0)
         width = min(int((snap.n_max - snap.n_min).max()) + 1, int(snap.fits_units(free).max()) + 1)
         held = np.concatenate([np.zeros((len(snap), 1), dtype=np.int64),
                                snap.n_min[:, None] + np.arange(max(width, 1))[None, :]], axis=1)
