@@ -39,13 +39,7 @@ class FIFO(BasePolicy):
         if not view.pending and not view.paused:
             return []
         quiet = self._quiet
-        if quiet is None:
-            return self._decide(view)
-        if quiet.still(view):
-            return []
-        plan = self._decide(view)
-        quiet.planned(view, plan)
-        return plan
+        return self._decide(view) if quiet is None else quiet.round(view, self._decide)
 
     def _decide(self, view: ClusterView) -> Plan:
         """One full round (see the module doc)."""

@@ -280,6 +280,14 @@ class QuietRounds:
         """Record the round's outcome (call with every plan a full round made)."""
         self._state = (view.room_version, self._heads(view)) if not plan and not view.paused else None
 
+    def round(self, view: ClusterView, full_round: Callable[[ClusterView], Plan]) -> Plan:
+        """``full_round(view)`` unless it would plan nothing again (:meth:`still`), its outcome recorded."""
+        if self.still(view):
+            return []
+        plan = full_round(view)
+        self.planned(view, plan)
+        return plan
+
 
 def waiting_in_order(view: ClusterView) -> Iterator[JobView]:
     """Pending and paused jobs in arrival order, lazily: a round that stops at a blocked head of the
