@@ -132,14 +132,11 @@ class _Devices:
         if hit is None:
             memo = self._memo if not self._taken else None  # (nothing taken in this round: the ledger's caps)
             known = memo.get(self.view, key) if memo is not None else None
-            if known is None:
-                caps = self._node_caps(rest, per_task, slice(None)).tolist()
-                hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
-            else:
-                caps, changed = known
-                hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
-                for node in changed:  # (the other shapes' caps too: none is known yet in such a round)
-                    self._refresh_row(node, self._rows.get(node) or self._row(node))
+            caps, changed = known if known is not None else \
+                (self._node_caps(rest, per_task, slice(None)).tolist(), set())
+            hit = self._caps[key] = _Shape(w, rest, per_task, cols, caps, {}, want)
+            for node in changed:  # (the other shapes' caps too: none is known yet in such a round)
+                self._refresh_row(node, self._rows.get(node) or self._row(node))
             if memo is not None:
                 memo.put(self.view, key, hit.cap)
         self._caps_id[id(w)] = (w, hit)
