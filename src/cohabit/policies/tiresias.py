@@ -113,7 +113,6 @@ from .tensor_skew import DEFAULT_SKEW_THRESHOLD, MODEL_TENSOR_SKEW, canonical, t
 from .tiresias_order import Walk, WaitingOrder
 from .tiresias_preempt import Rec, lower_gpus, most_first, preempt_for
 from .tiresias_queues import TIME_EPS, LasQueues
-from .tiresias_room import VictimRoom
 from .tiresias_rounds import RoundShortcuts
 
 #: Re-exported: the Gittins index and the skew profile lived here before the split.
@@ -269,9 +268,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
         self._deferred_el: list[tuple[float, str]] = []
         self._deferred_top = 0
         self._later = math.inf
-        # each node's GPUs held by running jobs below Q_1, kept as they start, stop and move (consolidated jobs'
-        # victims near the best nodes without reading every candidate: see tiresias_room)
-        self._room = VictimRoom(k, min_run_time - TIME_EPS)
 
     def bind_oracle(self, oracle: Oracle) -> None:
         self._oracle = oracle
@@ -320,7 +316,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
             if rec.running:
                 del self._run[rec.q][job.id]
                 self._run_gpus[rec.q] -= rec.gpus
-                self._room.left(rec)
             else:
                 del self._wait[rec.q][job.id]
                 self._order_remove(rec)
@@ -451,11 +446,6 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 return None  # would spread a skewed model: wait for a consolidated slot
         return p if draft.reserve(job, p) else None
 
-    def _victims_near(self, free_gpus: np.ndarray, rec: Rec, m: int, need: float, cands: list[Rec]) -> object:
-        """:func:`victims_near` for ``rec`` in this round from the kept room (:class:`VictimRoom`), or
-        ``ASK_CANDIDATES`` where that is not exact."""
-        return self._room.near(free_gpus, rec.q, self._decided_at, m, need, cands)
-
     def _spreads(self, rec: Rec, view: ClusterView, node_gpus: list[float] | None) -> bool:
         """True if consolidated ``rec`` (paper §3.3: its workers on the fewest nodes that can hold them) certainly
         cannot be placed so on the free GPUs ``node_gpus`` (per node, most first): a node takes at most
@@ -524,7 +514,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 if victims is None:
                     victims = [v for q in range(top, 0, -1) for v in reversed(self._run[q].values())
                                if now - v.last_start >= self.min_run_time - TIME_EPS]
-                got = preempt_for(rec, draft, victims, self.place, self.min_nodes, self._victims_near)
+                got = preempt_for(rec, draft, victims, self.place, self.min_nodes)
                 if got is None:
                     hopeless.add((rec.shape, rec.q))
                 else:
@@ -549,7 +539,7 @@ class Tiresias(LasQueues, RoundShortcuts, BasePolicy):
                 order.park()
                 continue
             plan.append(Resume(job.id, p) if job.state is JobState.PAUSED else Start(job.id, p))
-            self._set_running(rec, now, True, p)
+            self._set_running(rec, now, True)
             order.taken()  # (it left its list)
             self._last_plan.append((True, job.id))
             free_gpus -= rec.gpus

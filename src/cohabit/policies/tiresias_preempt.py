@@ -22,18 +22,13 @@ from .placement import Draft
 MAX_PRUNE = 6  # preemption: try to spare victims only when a job needed at most this many
 PlaceFn = Callable[[Draft, JobView], "Placement | None"]
 MinNodesFn = Callable[[ClusterView, np.ndarray, int], int]
-#: a near_of function (see preempt_for): the candidates near the best nodes, None, or ASK_CANDIDATES
-NearFn = Callable[[np.ndarray, "Rec", int, float, "list[Rec]"], object]
-#: what a near_of function returns where it cannot answer exactly (the candidates are then summed)
-ASK_CANDIDATES = object()
 
 
 class Rec:
     """What the policy keeps per active job."""
 
     __slots__ = ("job", "q", "entered", "running", "epoch", "base", "last_start", "gpus", "per_gpu", "rate", "shape",
-                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole",
-                 "held", "run_seq", "young_token")
+                 "g_index", "g_version", "key", "_pl", "_pl_nodes", "_pl_workers", "_pl_share", "_pl_gpus", "_pl_whole")
 
     def __init__(self, job: JobView, now: float) -> None:
         self.job = job
@@ -56,10 +51,6 @@ class Rec:
         self._pl_share: list[float] = []
         self._pl_gpus: tuple[tuple[int, float], ...] = ()  # (node, its workers' GPUs), see _read_placement
         self._pl_whole = False
-        # kept by :class:`.tiresias_room.VictimRoom` while the job runs in a queue below Q_1: what it holds there
-        self.held: tuple[int, tuple[tuple[int, float], ...], frozenset[int], bool] | None = None
-        self.run_seq = 0  # when it last entered a running table (the victims' order within a queue)
-        self.young_token = 0  # its last start's entry in the room's list of recent starts
 
     def _read_placement(self) -> None:
         """Read the job's placement into the ``_pl*`` fields: its nodes, its workers' nodes and GPUs per worker
@@ -186,16 +177,14 @@ def victims_near(free_gpus: np.ndarray, cands: list[Rec], m: int, need: float) -
 
 
 def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
-                min_nodes: MinNodesFn, near_of: NearFn | None = None) -> tuple[Placement, list[Rec]] | None:
+                min_nodes: MinNodesFn) -> tuple[Placement, list[Rec]] | None:
     """Pause lower-queue running jobs, lowest priority first, until ``rec``'s job fits; then keep
     only the victims it needs. None (draft untouched) if it never fits. ``victims``: the running jobs that may
     be paused, in the order they are taken (their queues descending).
 
     Placement is retried each time the freed GPUs double (bounding the cost on a long queue)
     and once more with every candidate given back. ``place(draft, job)`` reserves a placement by the
-    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks; ``near_of(free
-    GPUs, rec, m, need, candidates)``, if given, answers as :func:`victims_near` from kept room, or returns
-    ``ASK_CANDIDATES`` (:class:`.tiresias_room.VictimRoom`)."""
+    policy's rule; ``min_nodes(view, demand row, n)`` is the fewest nodes that can hold ``n`` tasks."""
     # (victims come in descending queue order: those of queues below rec's are a prefix)
     cands = victims[:bisect_left(victims, -rec.q, key=_neg_queue)]
     if not cands:
@@ -217,10 +206,7 @@ def preempt_for(rec: Rec, draft: Draft, victims: list[Rec], place: PlaceFn,
         # a consolidated job needs its few nodes: only victims there can help (and none elsewhere
         # should be paused); give up at once if even those nodes cannot hold it
         m = min_nodes(view, view.demand_vector(job), n)
-        free_gpus = draft.free_now[:, g]
-        near = near_of(free_gpus, rec, m, need, cands) if near_of is not None else ASK_CANDIDATES
-        if near is ASK_CANDIDATES:
-            near = victims_near(free_gpus, cands, m, need)
+        near = victims_near(draft.free_now[:, g], cands, m, need)
         if not near:
             return None
         cands = near

@@ -14,13 +14,11 @@ import heapq
 import math
 from bisect import bisect_right
 
-from ..engine.actions import Placement
 from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .tiresias_order import WaitingOrder
 from .tiresias_preempt import Rec
-from .tiresias_room import VictimRoom
 
 #: Seconds: a queue change or victim eligibility due within this of now counts as due now (a wake-up
 #: computed as ``now + left / rate`` may land a rounding error short of the crossing).
@@ -60,7 +58,6 @@ class LasQueues:
     _deferred_el: list[tuple[float, str]]
     _deferred_top: int
     _later: float
-    _room: VictimRoom
 
     def queue_of(self, service: float) -> int:
         """Index (0-based) of the queue holding a job with ``service`` GPU-seconds."""
@@ -127,8 +124,6 @@ class LasQueues:
         self._changed = True
         if not rec.running:
             self._order_add(rec)
-        else:
-            self._room.entered(rec, now, False, None)
 
     def _order_add(self, rec: Rec) -> None:
         """Insert a waiting job into the priority order under its current key."""
@@ -138,9 +133,7 @@ class LasQueues:
         """Take a job out of the priority order (its key must be the one it was inserted with)."""
         self._order.remove(rec)
 
-    def _set_running(self, rec: Rec, now: float, running: bool, placement: Placement | None = None) -> None:
-        """Move ``rec`` between the waiting and running tables (``placement``: the plan's for a start, None: the
-        job's own)."""
+    def _set_running(self, rec: Rec, now: float, running: bool) -> None:
         if rec.running == running:
             return
         src, dst = (self._wait, self._run) if running else (self._run, self._wait)
@@ -157,9 +150,6 @@ class LasQueues:
         if running:
             rec.last_start = now
             heapq.heappush(self._eligible, (now + self.min_run_time, job_id))
-            self._room.entered(rec, now, True, placement)
-        else:
-            self._room.left(rec)
         self._schedule(rec, now)
 
     def _promote(self, rec: Rec, now: float) -> None:
