@@ -52,8 +52,8 @@ DEVS = st.sampled_from([0.0, 0.0, 0.0, 1.0, 0.5, 0.25, -1.0])
        share=st.sampled_from([1.0, 1.0, 0.5]))
 def test_a_swap_said_to_leave_the_rows_leaves_them(free, dev, d, nodes, devices, share) -> None:  # type: ignore[no-untyped-def]
     """Whenever ``swap_leaves`` says yes, giving back and reserving again succeeds and gives the same rows, bit for
-    bit. Fails when a condition is dropped (another whole free device on a node, a row that rounds, a share that
-    is not 1.0, a held device not at 0.0)."""
+    bit. Fails when the test for another whole free device on a node, for a row that rounds, or for a held device
+    not at 0.0 is dropped (each checked; a dropped share test is caught by the fixed cases below)."""
     g = 0
     free_a, dev_a = np.array(free, dtype=float), np.array(dev, dtype=float)
     per = int(d[g]) if float(d[g]).is_integer() else 1
@@ -72,6 +72,7 @@ def test_a_swap_said_to_leave_the_rows_leaves_them(free, dev, d, nodes, devices,
 
 
 def test_a_swap_is_refused_when_another_device_is_whole_or_a_row_rounds() -> None:
+    """Fixed refusals, one per condition. Fails when any of them is dropped."""
     d_row = np.array([1.0, 4.0, 32.0])
     d_row.flags.writeable = False
     d, exact = row_of(d_row)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.alloc import EPS
+
 #: fewer tasks than this on one node are taken or given back as one multiple of their row (see exact_multiple)
 _MAX_TASKS = 1024
 
@@ -154,7 +156,7 @@ def swap_leaves(free: np.ndarray, dev: np.ndarray, slots: tuple, placement: tupl
         n += 1
     if n != len(placement) or held.keys() != counts.keys():
         return False
-    lo = 1.0 - EPS_ROWS
+    lo = 1.0 - EPS  # (a whole free device share, as take_whole and the ledger measure it)
     for node, k in counts.items():
         mine = held[node]
         if len(mine) != k * per or k >= _MAX_TASKS or len(set(mine)) != len(mine):
@@ -166,6 +168,3 @@ def swap_leaves(free: np.ndarray, dev: np.ndarray, slots: tuple, placement: tupl
         if min(row) < -1e-9 or not exact_multiple(row):
             return False
     return True
-
-
-EPS_ROWS = 1e-9  # (engine.alloc.EPS: what a whole free device share is measured against)
