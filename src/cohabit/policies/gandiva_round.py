@@ -561,6 +561,12 @@ class GandivaRound:
             free_gpu += v.cls
             if free_gpu < rec.cls - 1e-6:
                 continue
+            if not given and len(chosen) == 1 and rec.shape == v.shape and len(v.job.placement) == width \
+                    and draft.swap_leaves(v.job, rec.job):
+                # a same-shape swap on the victim's own placement: the first try below would pass the device
+                # count (the victim's devices become whole), give the victim's room back and reserve it again,
+                # succeed, and leave the draft as it was (Draft.swap_leaves): the same turn without either write
+                return chosen, v.job.placement
             if saved is None:
                 saved = draft.checkpoint()
                 if not isinstance(saved, PristineMark):

@@ -29,7 +29,7 @@ from ..engine.alloc import EPS, refit, take_many
 from ..engine.ledger import fit_counts
 from ..engine.view import ClusterView
 from .placement_choose import SMALL_CLUSTER, _workers_small, consolidated_first, fill
-from .placement_rows import less_times, multiple_sum, plus_times, row_of, task_sum
+from .placement_rows import less_times, multiple_sum, plus_times, row_of, swap_leaves, task_sum
 
 #: what other modules import from here (the choosers live in :mod:`.placement_choose`, re-exported)
 __all__ = ["Draft", "PristineMark", "REFIT_NODES", "SMALL_CLUSTER", "consolidated_first", "fill", "take_whole",
@@ -436,6 +436,29 @@ class Draft:
         self._total_stale()
         self._no_room.clear()
         self._logged(rows)
+
+    def swap_leaves(self, out: JobView, job: JobView) -> bool:
+        """True when :meth:`give_back` of the running ``out`` followed by :meth:`reserve` of ``job`` (no parameter
+        servers, the same demand row) on ``out``'s own placement would succeed and leave the draft exactly as it
+        is (:func:`~.placement_rows.swap_leaves`): a same-shape time-slicing turn, which then writes nothing (the
+        draft stays pristine if it was). False when that is not shown: the caller gives back and reserves."""
+        view = self.view
+        if job.spec.num_ps or out.spec.num_ps:
+            return False
+        g = view.gpu_col
+        alloc = view.allocation_of(out.id)
+        if g is None or alloc is None or alloc.pack is not None or alloc.group is not None:
+            return False
+        w = view.demand_vector(job)
+        if view.demand_vector(out) is not w:
+            return False
+        slots = alloc.slots
+        if len(slots) == 1 and self._extra(out, alloc)[1]:
+            return False  # (it holds more than its demand: giving back returns that too)
+        d, exact = row_of(w)
+        free = self._free if self._free is not None else view.free
+        dev = self._dev if self._dev is not None else view.device_free
+        return swap_leaves(free, dev, slots, out.placement, d, exact, g)
 
     def _total_stale(self) -> None:
         """The draft's own write changed its free capacity: the column sums are made afresh, when next read

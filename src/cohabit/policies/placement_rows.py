@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..engine.alloc import EPS
+
 #: fewer tasks than this on one node are taken or given back as one multiple of their row (see exact_multiple)
 _MAX_TASKS = 1024
 
@@ -113,3 +115,56 @@ def multiple_sum(w: np.ndarray, n: int) -> np.ndarray:
         total.flags.writeable = False
         _MULTIPLES[(id(w), n)] = (w, total)
     return total
+
+
+def swap_leaves(free: np.ndarray, dev: np.ndarray, slots: tuple, placement: tuple[int, ...],  # type: ignore[type-arg]
+                d: list[float], exact: bool, g: int) -> bool:
+    """True when giving back a running job's room (its task ``slots``, every task of the demand ``d``, no more)
+    and then reserving another job of the same demand on that job's own ``placement`` (``Draft.give_back``, then
+    ``Draft.reserve``) succeeds and leaves ``free`` and ``dev`` exactly as they are; False when that is not
+    shown (the caller then does both). Shown, node by node, when:
+
+    * the GPU share ``d[g]`` is a whole number ``s >= 1`` and each task holds ``s`` devices with a share of
+      exactly 1.0, each now at a free share of exactly 0.0 (giving back makes them 1.0), and no other device of
+      the node has a whole free share: the reservation takes the lowest whole free devices, which are then
+      exactly these, and sets them to 0.0 again (``take_whole``);
+    * the node's free row and ``d`` are multiples of 2**-10 in range (:func:`exact_multiple`, ``exact``) and
+      ``k < _MAX_TASKS`` tasks sit there: adding ``k`` rows and taking them away again rounds nowhere, so each
+      value comes back to itself (a zero may come back as +0.0 where it was -0.0: the same for every
+      comparison, sum and difference the draft makes), and no value is below -1e-9 (the reservation's test).
+    """
+    share = d[g]
+    if not (share >= 1.0 and share.is_integer()) or not exact:
+        return False
+    per = int(share)
+    counts: dict[int, int] = {}
+    for node in placement:
+        counts[node] = counts.get(node, 0) + 1
+    held: dict[int, list[int]] = {}
+    n = 0
+    for slot in slots:
+        devs = slot.devices
+        if len(devs) != per:
+            return False
+        mine = held.get(slot.node)
+        if mine is None:
+            mine = held[slot.node] = []
+        for i, s in devs:
+            if s != 1.0:
+                return False
+            mine.append(i)
+        n += 1
+    if n != len(placement) or held.keys() != counts.keys():
+        return False
+    lo = 1.0 - EPS  # (a whole free device share, as take_whole and the ledger measure it)
+    for node, k in counts.items():
+        mine = held[node]
+        if len(mine) != k * per or k >= _MAX_TASKS or len(set(mine)) != len(mine):
+            return False
+        drow = dev[node].tolist()
+        if any(drow[i] != 0.0 for i in mine) or any(x >= lo for x in drow):
+            return False  # (the held devices at 0.0 are below lo: any whole free device is another one)
+        row = free[node].tolist()
+        if min(row) < -1e-9 or not exact_multiple(row):
+            return False
+    return True
