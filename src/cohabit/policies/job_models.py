@@ -321,6 +321,12 @@ class JobModels(RunningHoldings):
         else:
             iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
             fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
+        return self._assemble(list(jobs), ids, iv, fv, view)
+
+    def _assemble(self, jobs: list[JobView], ids: list[str], iv: np.ndarray, fv: np.ndarray,
+                  view: ClusterView | None) -> Snapshot:
+        """The snapshot of the int and float columns ``iv`` (7, n) and ``fv`` (12, n) of ``jobs`` (``ids``)."""
+        n = len(ids)
         done, submit, declared, a, b, c, total, b0, b1, max_rate, last_rate, hist_iters = fv
         remaining = self._remaining(done, declared, total, hist_iters)
         if view is not None and self._rows is not None:
@@ -331,8 +337,36 @@ class JobModels(RunningHoldings):
         else:
             worker = ps = np.zeros((n, 0))
             cap = np.zeros(0)
-        return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
+        return Snapshot(jobs, ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def queue_slots(self, view: ClusterView) -> tuple[list[str], list[int]] | None:
+        """The view's queue (paused, then pending, in its order) as job ids and per-job table slots, when every
+        paused job's row is kept (:meth:`snapshot_of` made it at its first round in this pause); None when
+        one is not (a snapshot over the queue makes it). A pending job's slot holds its row already."""
+        p_ids = list(view.paused)
+        p_slots = list(map(self._frozen.get, p_ids))
+        if None in p_slots:
+            return None
+        q_ids = list(view.pending)
+        return p_ids + q_ids, p_slots + self._slots(view, q_ids)  # type: ignore[operator]
+
+    def table_snapshot(self, view: ClusterView, jobs: list[JobView], slots: Sequence[int]) -> Snapshot:
+        """The snapshot of queued ``jobs`` whose rows are kept in the per-job table at ``slots``
+        (:meth:`queue_slots`): the rows :meth:`snapshot` gives them, read from the table alone."""
+        n = len(jobs)
+        iv, fv = self._with_fresh(n, [], [], list(range(n)), list(slots))
+        return self._assemble(jobs, [job.id for job in jobs], iv, fv, view)
+
+    def prior_times(self, models: np.ndarray) -> np.ndarray:
+        """The prior time per iteration on one worker (``a``; ``b = c = 0``) of a job of each per-job table model
+        index in ``models``, as :meth:`_with_fresh` reads it: the mean of the finished jobs of that model, else 1 s."""
+        names = self._table.models
+        out = np.empty(len(names))
+        for m in np.flatnonzero(np.bincount(models, minlength=len(names))).tolist():
+            s, c = self._iter_time_by_model.get(names[m], (0.0, 0))
+            out[m] = s / c if c else 1.0
+        return out[models]
 
     def _running_columns(self, view: ClusterView, now: float, jobs: list[JobView], fresh_pos: list[int],
                          fresh_slot: list[int], pos: list[int]) -> tuple[list[str], list[int], list[float],
@@ -447,17 +481,12 @@ class JobModels(RunningHoldings):
             iv = t.ints[:7, sl]
             fv = t.flts[:, sl]
         models = t.model[sl]
-        used = np.flatnonzero(np.bincount(models, minlength=len(t.models)))  # (the models read: np.unique's set)
-        prior_a = np.empty(len(t.models))
         hist = np.empty(len(t.models))
-        for m in used.tolist():
-            name = t.models[m]
-            s, c = self._iter_time_by_model.get(name, (0.0, 0))
-            prior_a[m] = s / c if c else 1.0
-            hist[m] = self._history_iterations(name)
+        for m in np.flatnonzero(np.bincount(models, minlength=len(t.models))).tolist():  # (np.unique's set)
+            hist[m] = self._history_iterations(t.models[m])
         prior = t.prior[sl]
         if prior.any():
-            fv[3, fp] = np.where(prior, prior_a[models], fv[3, fp])
+            fv[3, fp] = np.where(prior, self.prior_times(models), fv[3, fp])
             fv[4, fp] = np.where(prior, 0.0, fv[4, fp])
             fv[5, fp] = np.where(prior, 0.0, fv[5, fp])
         fv[11, fp] = hist[models]
@@ -541,11 +570,13 @@ class JobModels(RunningHoldings):
     def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
         """Each job's minimum, ``n_min`` workers plus its parameter servers, as
         :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
-        table = self._table
-        sl = self._slots(view, ids)
-        rows = self._rows
+        return self.slot_costs(self._slots(view, ids))
+
+    def slot_costs(self, slots: Sequence[int] | np.ndarray) -> np.ndarray:
+        """:meth:`_first_cost` of the jobs at per-job table ``slots``."""
+        table, rows = self._table, self._rows
         assert rows is not None  # set by _static_of
-        idx = np.array(sl, dtype=np.int64)
+        idx = np.asarray(slots, dtype=np.int64)
         return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
 
     def _slots(self, view: ClusterView, ids: Sequence[str]) -> list[int]:
