@@ -106,9 +106,8 @@ class SLAQ(ObservingPolicy):
 
     def unit_values(self, snap: Snapshot) -> np.ndarray:
         """Each row's value of its first unit (``n_min`` workers and its parameter servers) as :meth:`targets`
-        computes it: the predicted gain per dominant share of that unit (the same elementwise operations)."""
-        gains = self.predicted_gains(snap, snap.n_min[:, None])
-        return gains[:, 0] / np.maximum(snap.share(snap.bundle(snap.n_min)), 1e-12)
+        computes it (:meth:`_values`' first column: the same elementwise operations on each row)."""
+        return self._values(snap, 1, snap.bundle(snap.n_min))[:, 0]
 
     # decision
     def decide(self, view: ClusterView) -> Plan:
@@ -158,11 +157,15 @@ class SLAQ(ObservingPolicy):
         width = min(width, int(snap.fits_units(free).max()) + 1) if len(snap) else 0
         if width <= 0:
             return {}, [], []
+        first = snap.bundle(snap.n_min)
+        return _allot(self._values(snap, width, first), first, snap.worker, free, snap, snap.ids)
+
+    def _values(self, snap: Snapshot, width: int, first: np.ndarray) -> np.ndarray:
+        """Each row's marginal value of its units ``0 .. width - 1`` (-inf past ``n_max``): the predicted gain of
+        each unit over the one before (unit 0, ``first``: over nothing) per dominant share of it."""
         w = snap.n_min[:, None] + np.arange(width)[None, :]
         valid = w <= snap.n_max[:, None]
         gains = self.predicted_gains(snap, np.where(valid, w, 0))
-        first = snap.bundle(snap.n_min)
-        # marginal gain of each unit over the one before (unit 0: over nothing), per dominant share of it
         # (np.diff(gains, prepend=0.0) and the column of shares built in place: the same subtractions)
         marginal = gains.copy()
         np.subtract(gains[:, 1:], gains[:, :-1], out=marginal[:, 1:])
@@ -170,8 +173,7 @@ class SLAQ(ObservingPolicy):
         cost[:, 0] = snap.share(first)
         if width > 1:
             cost[:, 1:] = snap.share(snap.worker)[:, None]
-        values = np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
-        return _allot(values, first, snap.worker, free, snap, snap.ids)
+        return np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
 
     def _queue_targets(self, view: ClusterView) -> tuple[dict[str, int], list[str], list[str]] | None:
         """:meth:`targets` of a round over the free room and the whole queue, every job of it rigid, from the
