@@ -1,13 +1,13 @@
 """The per-job models of the learning-curve policies (Optimus, SLAQ, Themis; issue 18): loss fits, speed
 models and length priors learned from reports (:class:`JobModels`), and what a round reads of them: its
 per-job arrays (:class:`~.job_table.Snapshot`, rows of running jobs by columns, of queued jobs from the
-per-job table), the waiting jobs admitted at their minimum, and the rigid running jobs' holdings that let a
-round be skipped. Split out of :mod:`.optimus` (issue 18's ninth session); :mod:`.optimus` re-exports it."""
+per-job table), the waiting jobs admitted at their minimum (:mod:`.job_queue`), and the rigid running jobs'
+holdings that let a round be skipped (:mod:`.job_holds`). Split out of :mod:`.optimus` (issue 18's ninth session); :mod:`.optimus` re-exports it."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import chain, islice
 
 import numpy as np
@@ -18,13 +18,12 @@ from ..engine.view import ClusterView
 from ..models.loss_curve import LossCurve
 from ..models.loss_fits import LossFits
 from ..models.speed import Mode, SpeedModel
-from .admit_index import AdmitIndex
 from .job_holds import RunningHoldings
+from .job_queue import QueueReads
 from .job_table import Snapshot, StaticTable
-from .targets import ADMIT_SCAN, EPS, admit_in_order, below_floor, rows_within
 
 
-class JobModels(RunningHoldings):
+class JobModels(RunningHoldings, QueueReads):
     """Loss fits, speed models and length priors learned from reports, per job.
 
     ``observe`` is called from a policy's ``on_progress`` hook, so fitting happens when a
@@ -321,6 +320,12 @@ class JobModels(RunningHoldings):
         else:
             iv = np.array(ints, dtype=np.int64).reshape(n, 7).T
             fv = np.array(flts, dtype=np.float64).reshape(n, 12).T
+        return self._assemble(list(jobs), ids, iv, fv, view)
+
+    def _assemble(self, jobs: list[JobView], ids: list[str], iv: np.ndarray, fv: np.ndarray,
+                  view: ClusterView | None) -> Snapshot:
+        """The snapshot of the int and float columns ``iv`` (7, n) and ``fv`` (12, n) of ``jobs`` (``ids``)."""
+        n = len(ids)
         done, submit, declared, a, b, c, total, b0, b1, max_rate, last_rate, hist_iters = fv
         remaining = self._remaining(done, declared, total, hist_iters)
         if view is not None and self._rows is not None:
@@ -331,8 +336,36 @@ class JobModels(RunningHoldings):
         else:
             worker = ps = np.zeros((n, 0))
             cap = np.zeros(0)
-        return Snapshot(list(jobs), ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
+        return Snapshot(jobs, ids, iv[0], iv[1], iv[2], iv[3], iv[4], done, remaining, a, b, c, submit,
                         declared, b0, b1, max_rate, last_rate, worker, ps, cap)
+
+    def queue_slots(self, view: ClusterView) -> tuple[list[str], list[int]] | None:
+        """The view's queue (paused, then pending, in its order) as job ids and per-job table slots, when every
+        paused job's row is kept (:meth:`snapshot_of` made it at its first round in this pause); None when
+        one is not (a snapshot over the queue makes it). A pending job's slot holds its row already."""
+        p_ids = list(view.paused)
+        p_slots = list(map(self._frozen.get, p_ids))
+        if None in p_slots:
+            return None
+        q_ids = list(view.pending)
+        return p_ids + q_ids, p_slots + self._slots(view, q_ids)  # type: ignore[operator]
+
+    def table_snapshot(self, view: ClusterView, jobs: list[JobView], slots: Sequence[int]) -> Snapshot:
+        """The snapshot of queued ``jobs`` whose rows are kept in the per-job table at ``slots``
+        (:meth:`queue_slots`): the rows :meth:`snapshot` gives them, read from the table alone."""
+        n = len(jobs)
+        iv, fv = self._with_fresh(n, [], [], list(range(n)), list(slots))
+        return self._assemble(jobs, [job.id for job in jobs], iv, fv, view)
+
+    def prior_times(self, models: np.ndarray) -> np.ndarray:
+        """The prior time per iteration on one worker (``a``; ``b = c = 0``) of a job of each per-job table model
+        index in ``models``, as :meth:`_with_fresh` reads it: the mean of the finished jobs of that model, else 1 s."""
+        names = self._table.models
+        out = np.empty(len(names))
+        for m in np.flatnonzero(np.bincount(models, minlength=len(names))).tolist():
+            s, c = self._iter_time_by_model.get(names[m], (0.0, 0))
+            out[m] = s / c if c else 1.0
+        return out[models]
 
     def _running_columns(self, view: ClusterView, now: float, jobs: list[JobView], fresh_pos: list[int],
                          fresh_slot: list[int], pos: list[int]) -> tuple[list[str], list[int], list[float],
@@ -447,118 +480,16 @@ class JobModels(RunningHoldings):
             iv = t.ints[:7, sl]
             fv = t.flts[:, sl]
         models = t.model[sl]
-        used = np.flatnonzero(np.bincount(models, minlength=len(t.models)))  # (the models read: np.unique's set)
-        prior_a = np.empty(len(t.models))
         hist = np.empty(len(t.models))
-        for m in used.tolist():
-            name = t.models[m]
-            s, c = self._iter_time_by_model.get(name, (0.0, 0))
-            prior_a[m] = s / c if c else 1.0
-            hist[m] = self._history_iterations(name)
+        for m in np.flatnonzero(np.bincount(models, minlength=len(t.models))).tolist():  # (np.unique's set)
+            hist[m] = self._history_iterations(t.models[m])
         prior = t.prior[sl]
         if prior.any():
-            fv[3, fp] = np.where(prior, prior_a[models], fv[3, fp])
+            fv[3, fp] = np.where(prior, self.prior_times(models), fv[3, fp])
             fv[4, fp] = np.where(prior, 0.0, fv[4, fp])
             fv[5, fp] = np.where(prior, 0.0, fv[5, fp])
         fv[11, fp] = hist[models]
         return iv, fv
-
-    def admission_window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
-                         scan: int = ADMIT_SCAN) -> int:
-        """How many of ``waiting`` (in order; None: the view's queue, paused then pending, read by job id)
-        :func:`admit_in_order` can admit into ``free``: up to the first whose minimum's cumulative demand
-        (the same running sum) does not fit, plus the ``scan`` it back-fills from; later jobs are never
-        admitted, so a round need not look at them. Read in chunks, so a long queue behind a full cluster
-        costs one chunk per round."""
-        return len(self._window(view, waiting, free, scan)[0])
-
-    def _window(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
-                scan: int) -> tuple[list[str], list[np.ndarray]]:
-        """:meth:`admission_window`'s jobs (ids, in queue order) and their minimums (:meth:`_first_cost`), in
-        chunks: the chunks' rows, from the first, cover the window (and may run past it)."""
-        if waiting is None:
-            n = len(view.paused) + len(view.pending)
-            ids: Iterator[str] = chain(view.paused, view.pending)
-        else:
-            n = len(waiting)
-            ids = (job.id for job in waiting)
-        carry = np.zeros_like(free)
-        start = 0
-        seen: list[str] = []
-        costs: list[np.ndarray] = []
-        while start < n:
-            chunk = list(islice(ids, scan))
-            cost = self._first_cost(view, chunk)
-            seen += chunk
-            costs.append(cost)
-            cum = np.cumsum(np.vstack([carry[None, :], cost]), axis=0)[1:]
-            bad = ~(cum <= free + EPS).all(axis=1)
-            if bad.any():
-                end = min(n, start + int(np.argmax(bad)) + scan)
-                if end > len(seen):  # the back-filling scan reaches into the next chunk
-                    more = list(islice(ids, end - len(seen)))
-                    seen += more
-                    costs.append(self._first_cost(view, more))
-                return seen[:end], costs
-            carry = cum[-1]
-            start += len(chunk)
-        return seen, costs
-
-    _admit_index: AdmitIndex | None = None  # (admit_waiting's, made at its first read of the view's queue)
-
-    def admit_waiting(self, view: ClusterView, waiting: Sequence[JobView] | None, free: np.ndarray,
-                      scan: int = ADMIT_SCAN) -> tuple[list[JobView], np.ndarray]:
-        """The waiting jobs (``waiting`` in order; None: the view's queue, read by job id) that
-        :func:`admit_in_order` admits at their minimum into ``free``, in queue order, and the capacity left:
-        their minimums read from the per-job table (:meth:`_first_cost`), so a round makes snapshot rows for
-        the admitted jobs only (a job not admitted gets nothing, and a round never looks at it again). When
-        ``free`` is below :attr:`ClusterView.task_floor` in some resource (with ``EPS``, as
-        :func:`~.targets.room_for_none`), no waiting job's minimum fits and the queue is not read."""
-        if below_floor(free, view.task_floor):
-            return [], free
-        if waiting is None:  # read by shape group (admit_index): the same jobs and floats, without the window's rows
-            index = self._admit_index
-            if index is None:
-                index = self._admit_index = AdmitIndex()
-            hit = index.admit(view, free, scan, self._first_cost)
-            if hit is not None:
-                self._slots(view, [job.id for job in hit[0]])  # (admitted: in the table, as the rows read them)
-                return hit
-        ids, costs = self._window(view, waiting, free, scan)
-        if not ids:
-            return [], free
-        cost = costs[0] if len(costs) == 1 else np.concatenate(costs)
-        ok, rem = admit_in_order(cost[:len(ids)], free, scan)
-        jobs = view.jobs
-        return [jobs[ids[i]] for i in np.flatnonzero(ok).tolist()], rem
-
-    def admits_none(self, view: ClusterView, free: np.ndarray) -> bool:
-        """Whether no waiting job's minimum (:meth:`_first_cost`, from the per-job table) fits ``free`` alone by
-        the greedy's test (``<= free + EPS``): then a round over ``free`` admits nobody (issue 18, 15th session)."""
-        ids = list(chain(view.paused, view.pending))
-        return not ids or not bool(rows_within(self._first_cost(view, ids), free).any())
-
-    def _first_cost(self, view: ClusterView, ids: Sequence[str]) -> np.ndarray:
-        """Each job's minimum, ``n_min`` workers plus its parameter servers, as
-        :meth:`Snapshot.bundle` computes it (the constants read from :class:`StaticTable`)."""
-        table = self._table
-        sl = self._slots(view, ids)
-        rows = self._rows
-        assert rows is not None  # set by _static_of
-        idx = np.array(sl, dtype=np.int64)
-        return rows[table.w_row[idx]] * table.lo[idx][:, None] + rows[table.p_row[idx]]
-
-    def _slots(self, view: ClusterView, ids: Sequence[str]) -> list[int]:
-        """Each job's slot in the per-job table (:class:`StaticTable`), the constants of jobs not seen yet
-        added to it (what :meth:`rigid_hold` reads of a running job, and a round's rows of a pending one)."""
-        table = self._table
-        sl = list(map(table.slots.get, ids))
-        if None in sl:  # jobs not seen yet: their constants go into the table
-            static, jobs = self._static, view.jobs
-            for i, (jid, slot) in enumerate(zip(ids, sl)):
-                if slot is None:
-                    sl[i] = table.add(jid, *(static.get(jid) or self._static_of(view, jobs[jid])))
-        return sl
 
     def _remaining(self, done: np.ndarray, declared: np.ndarray, total: np.ndarray, hist: np.ndarray) -> np.ndarray:
         """Iterations left: the loss-curve estimate (kept going 5% longer if the job outlives it),

@@ -26,7 +26,9 @@ class StaticTable:
     last drop rate, and a last row left 0 (the finished jobs' mean length, read at each round). A pending
     job's row holds nothing done, no fit, no rates until :meth:`freeze` keeps a paused job's; ``prior``:
     a, b, c are its model's prior, read at each round. The names ``seq``, ``lo``, ``hi``, ``w_row``,
-    ``p_row``, ``model``, ``code``, ``submit``, ``declared`` are views of the blocks' rows."""
+    ``p_row``, ``model``, ``code``, ``submit``, ``declared`` are views of the blocks' rows. ``stamp``: per slot, a
+    number that changes whenever its row is written (:meth:`add`, :meth:`freeze`), so a value derived from a row
+    can be kept until it changes (SLAQ's queue values, :mod:`.slaq_values`)."""
 
     INT_ROWS = 8
     FLT_ROWS = 12
@@ -37,6 +39,8 @@ class StaticTable:
         self._free: list[int] = []  # dropped jobs' slots, reused: the table holds the jobs alive, not all seen
         self.models: list[str] = []
         self._model_index: dict[str, int] = {}
+        self._writes = 0  # rows written so far (the next stamp)
+        self.stamp = np.zeros(0, dtype=np.int64)
         self._blocks(np.zeros((self.INT_ROWS, 0), dtype=np.int64), np.zeros((self.FLT_ROWS, 0), dtype=np.float64),
                      np.zeros(0, dtype=bool))
 
@@ -62,6 +66,9 @@ class StaticTable:
             prior = np.zeros(cap, dtype=bool)
             n = self.ints.shape[1]
             ints[:, :n], flts[:, :n], prior[:n] = self.ints, self.flts, self.prior
+            stamp = np.zeros(cap, dtype=np.int64)
+            stamp[:n] = self.stamp
+            self.stamp = stamp
             self._blocks(ints, flts, prior)
         m = self._model_index.get(model)
         if m is None:
@@ -70,14 +77,21 @@ class StaticTable:
         self.ints[:, i] = (seq, 0, lo, hi, 0, w_row, p_row, m)
         self.flts[:, i] = (0.0, submit, declared, 0.0, 0.0, 0.0, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0)
         self.prior[i] = True
+        self._stamp(i)
         self.slots[job] = i
         return i
+
+    def _stamp(self, slot: int) -> None:
+        """Mark ``slot``'s row as written now."""
+        self._writes += 1
+        self.stamp[slot] = self._writes
 
     def freeze(self, slot: int, done: float, abc: tuple[float, float, float],
                fit: tuple[float, float, float, float, float], *, prior: bool) -> None:
         """Keep a paused job's row: iterations done, speed coefficients (``prior``: they are its model's
         prior, read again each round) and loss-fit numbers (:meth:`JobModels._fit_of`)."""
         self.code[slot] = 2
+        self._stamp(slot)
         f = self.flts
         f[0, slot] = done
         f[3:6, slot] = abc

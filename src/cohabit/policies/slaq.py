@@ -62,12 +62,15 @@ from .job_table import Snapshot
 from .job_models import JobModels
 from .optimus import ObservingPolicy, check_positive
 from .params import build
+from .slaq_values import QueueValues
 from .targets import (admit_in_order, any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value,
                       room_for_none, waiting_jobs)
 
 
 class SLAQ(ObservingPolicy):
     """See the module docstring. All durations are seconds."""
+
+    keep_values = True  # (False: every round computes its waiting jobs' values afresh; tests compare both)
 
     def __init__(self, epoch: float = 300.0, report_interval: float = 60.0, restart_cost: float = 30.0,
                  recency: float = 0.95) -> None:
@@ -77,6 +80,7 @@ class SLAQ(ObservingPolicy):
         if not isinstance(recency, (int, float)) or not 0 < recency <= 1:
             raise ValueError(f"recency must be in (0, 1], got {recency!r}")
         self.models = JobModels(recency=float(recency), rates=True)
+        self._kept = QueueValues(self.unit_values)  # the waiting jobs' values, kept between rounds
         self.name = "slaq"
         self._next_full = 0.0
         self._event = False
@@ -99,6 +103,11 @@ class SLAQ(ObservingPolicy):
         safe_norm = np.where(has_fit, norm, 1.0)[:, None]
         fitted = bx / (u[:, None] * (u[:, None] + bx)) / safe_norm
         return np.where(has_fit[:, None], fitted, rate[:, None] * x)
+
+    def unit_values(self, snap: Snapshot) -> np.ndarray:
+        """Each row's value of its first unit (``n_min`` workers and its parameter servers) as :meth:`targets`
+        computes it (:meth:`_values`' first column: the same elementwise operations on each row)."""
+        return self._values(snap, 1, snap.bundle(snap.n_min))[:, 0]
 
     # decision
     def decide(self, view: ClusterView) -> Plan:
@@ -134,18 +143,29 @@ class SLAQ(ObservingPolicy):
         Unit 0 of a job is its minimum (``n_min`` workers and its parameter servers), unit ``i``
         one more worker. Returns the worker counts, the jobs set higher than they hold by the value of
         their first unit (the order in which they are placed), and the running jobs set lower (in
-        running order): the plan acts on these two only. ``waiting_tail``: see :meth:`JobModels.snapshot`."""
+        running order): the plan acts on these two only. ``waiting_tail``: see :meth:`JobModels.snapshot`.
+
+        A round over the whole queue alone (after an arrival or finish) whose jobs are all rigid reads their
+        values kept between rounds (:class:`~.slaq_values.QueueValues`; ``keep_values = False``: made afresh)."""
+        if not full and self.keep_values and waiting_tail == len(jobs) == len(view.paused) + len(view.pending):
+            got = self._queue_targets(view)
+            if got is not None:
+                return got
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
         free = snap.total.copy() if full else view.free_total.copy()
         width = int((snap.n_max - snap.n_min).max()) + 1 if len(snap) else 0
         width = min(width, int(snap.fits_units(free).max()) + 1) if len(snap) else 0
         if width <= 0:
             return {}, [], []
+        first = snap.bundle(snap.n_min)
+        return _allot(self._values(snap, width, first), first, snap.worker, free, snap, snap.ids)
+
+    def _values(self, snap: Snapshot, width: int, first: np.ndarray) -> np.ndarray:
+        """Each row's marginal value of its units ``0 .. width - 1`` (-inf past ``n_max``): the predicted gain of
+        each unit over the one before (unit 0, ``first``: over nothing) per dominant share of it."""
         w = snap.n_min[:, None] + np.arange(width)[None, :]
         valid = w <= snap.n_max[:, None]
         gains = self.predicted_gains(snap, np.where(valid, w, 0))
-        first = snap.bundle(snap.n_min)
-        # marginal gain of each unit over the one before (unit 0: over nothing), per dominant share of it
         # (np.diff(gains, prepend=0.0) and the column of shares built in place: the same subtractions)
         marginal = gains.copy()
         np.subtract(gains[:, 1:], gains[:, :-1], out=marginal[:, 1:])
@@ -153,26 +173,59 @@ class SLAQ(ObservingPolicy):
         cost[:, 0] = snap.share(first)
         if width > 1:
             cost[:, 1:] = snap.share(snap.worker)[:, None]
-        values = np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
-        counts, free = greedy_by_value(values, first, snap.worker, free)
-        # work conservation: jobs left out take leftover room, in arrival order
-        left = np.flatnonzero(counts == 0)
-        if left.size:
-            left = left[np.argsort(snap.seq[left], kind="stable")]
-            ok, free = admit_in_order(first[left], free)
-            counts[left[ok]] = 1
-        n = np.where(counts > 0, snap.n_min + counts - 1, 0)
-        ranked = np.argsort(-values[:, 0], kind="stable")
-        targets = dict(zip(snap.ids, n.tolist()))
-        shrink, _ = changed_rows(snap.state, snap.cur, n)
-        ids = snap.ids
-        return targets, [ids[i] for i in ranked[n[ranked] > snap.cur[ranked]]], [ids[i] for i in shrink.tolist()]
+        return np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
+
+    def _queue_targets(self, view: ClusterView) -> tuple[dict[str, int], list[str], list[str]] | None:
+        """:meth:`targets` of a round over the free room and the whole queue, every job of it rigid, from the
+        per-job table and the kept values (None where a paused job's row is not kept yet, or a job is elastic:
+        then computed as before). A rigid job's one unit is its minimum, so the greedy's units are one a row
+        (``width`` 1) and their values the kept ones."""
+        models = self.models
+        q = models.queue_slots(view)
+        if q is None or not q[0]:
+            return None
+        ids, slots = q
+        t = models._table
+        sl = np.asarray(slots, dtype=np.int64)
+        if not (t.lo[sl] == t.hi[sl]).all():
+            return None
+        values = self._kept.read(models, view, ids, slots)[:, None]
+        assert models._rows is not None  # (the jobs' rows are in the table)
+        return _allot(values, models.slot_costs(sl), models._rows[t.w_row[sl]], view.free_total.copy(),
+                      _TableRows(t.ints[:5, sl]), ids)
 
     def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool, waiting_tail: int = 0) -> Plan:
         targets, ranked, shrink = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
         jobs_by_id = view.jobs
         return apply_targets(view, targets, [jobs_by_id[jid] for jid in ranked], consolidated_placer,
                              reason="slaq: larger loss reductions elsewhere", shrink=[jobs_by_id[jid] for jid in shrink])
+
+
+class _TableRows:
+    """The columns :func:`_allot` reads of a round's rows (a snapshot's), from the per-job table's int block."""
+
+    def __init__(self, ints: np.ndarray) -> None:
+        self.seq, self.cur, self.n_min, _, self.state = ints
+
+
+def _allot(values: np.ndarray, first: np.ndarray, worker: np.ndarray, free: np.ndarray, rows: Snapshot | _TableRows,
+           ids: list[str]) -> tuple[dict[str, int], list[str], list[str]]:
+    """SLAQ's greedy over a round's unit ``values`` (then, work-conserving, the jobs left out in arrival order)
+    and what it returns (:meth:`SLAQ.targets`): ``first`` each row's minimum, ``worker`` one worker's demand,
+    ``rows`` the rows' ``seq``, ``cur``, ``n_min`` and ``state``."""
+    counts, free = greedy_by_value(values, first, worker, free)
+    # work conservation: jobs left out take leftover room, in arrival order
+    left = np.flatnonzero(counts == 0)
+    if left.size:
+        left = left[np.argsort(rows.seq[left], kind="stable")]
+        ok, free = admit_in_order(first[left], free)
+        counts[left[ok]] = 1
+    n = np.where(counts > 0, rows.n_min + counts - 1, 0)
+    ranked = np.argsort(-values[:, 0], kind="stable")
+    targets = dict(zip(ids, n.tolist()))
+    shrink, _ = changed_rows(rows.state, rows.cur, n)
+    cur = rows.cur
+    return targets, [ids[i] for i in ranked[n[ranked] > cur[ranked]]], [ids[i] for i in shrink.tolist()]
 
 
 def make(oracle: bool = False, **params: object) -> SLAQ:
