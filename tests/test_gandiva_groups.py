@@ -12,7 +12,8 @@ from collections import defaultdict
 import pytest
 
 from cohabit.policies.gandiva import Gandiva
-from cohabit.policies.gandiva_round import EPS, GandivaRound, JobRec
+from cohabit.policies.gandiva_records import EPS, JobRec
+from cohabit.policies.gandiva_round import GandivaRound
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
 from cohabit.sim.truth import JobTruth, TraceJob

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from cohabit.policies.gandiva import Gandiva
-from cohabit.policies.gandiva_round import GandivaRound, JobRec
+from cohabit.policies.gandiva_records import JobRec
+from cohabit.policies.gandiva_round import GandivaRound
 from cohabit.sim.runner import simulate
 
 

@@ -64,7 +64,8 @@ from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .gandiva_queue import TurnOrder, WaitGroups
-from .gandiva_round import EPS, MAX_PACK_SCAN, GandivaRound, JobRec, PackTrial, full_slices
+from .gandiva_records import EPS, JobRec, PackTrial, full_slices
+from .gandiva_round import MAX_PACK_SCAN, GandivaRound
 from .params import build
 from .skipped_ticks import SkippedTicks
 

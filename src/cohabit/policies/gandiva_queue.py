@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right, insort
 from typing import TYPE_CHECKING, Container
 
 if TYPE_CHECKING:
-    from .gandiva_round import JobRec
+    from .gandiva_records import JobRec
 
 
 class Group:

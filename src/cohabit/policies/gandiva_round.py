@@ -1,12 +1,11 @@
-"""Gandiva's per-round scheduling (Xiao et al., OSDI'18; see :mod:`.gandiva`): the job records the
-policy keeps (:class:`JobRec`, :class:`PackTrial`) and one decision round (:class:`GandivaRound`):
+"""Gandiva's per-round scheduling (Xiao et al., OSDI'18; see :mod:`.gandiva`): one decision round
+(:class:`GandivaRound`, over the job records of :mod:`.gandiva_records`):
 start on free GPUs with node affinity, defragment by migration, pack a guest onto a host's GPUs,
 unpack, and time-slice a size class when nothing fits."""
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from heapq import heapify, heappop, heappush
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -14,10 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..engine.actions import Colocate, Migrate, Pause, Placement, Plan, Resume, Start
-from ..engine.job import JobView
 from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .gandiva_queue import Group, WaitGroups
+from .gandiva_records import EPS, JobRec, PackTrial, full_slices
 from .placement import Draft, PristineMark, consolidated_first, fill
 
 if TYPE_CHECKING:
@@ -27,55 +26,6 @@ LEDGER_MAX_SHARE = 4  # the scheduler's ledger refuses more jobs than this on on
 MAX_DEFRAG_ATTEMPTS = 3  # per decision, so that a long queue keeps decisions fast
 DEFRAG_CANDIDATES = 16  # target nodes considered per defragmentation attempt (most free GPUs first)
 MAX_PACK_SCAN = 32  # hosts examined per packing attempt
-EPS = 1e-9
-
-
-def full_slices(runs: list[JobRec], now: float, slice_: float) -> int:
-    """How many of ``runs`` (running jobs in the order their turns started) have had a full slice at
-    ``now``: a prefix, as turn starts only grow along that order."""
-    cut = slice_ - EPS
-    return bisect_left(runs, True, key=lambda r: now - r.turn_start < cut)
-
-
-class JobRec:
-    """What the policy keeps per active job."""
-
-    __slots__ = ("job", "id", "cls", "ci", "n", "whole", "shape", "model", "running", "turn_start", "wait_since",
-                 "solo_iter", "nodes", "key", "pack_key", "ikey", "gkey", "turn_no", "victim")
-
-    def __init__(self, job: JobView, now: float) -> None:
-        self.job = job
-        self.id = job.id  # a plain attribute: read in every round's loops over the queue and hosts
-        self.cls = 0.0  # GPU count: Gandiva's size class and node affinity
-        self.ci = 0  # column of the class in the affinity table
-        self.n = 1  # workers
-        self.whole = False  # whole-GPU workers, no parameter servers: packable
-        self.shape: tuple[bytes, int] = (b"", 0)
-        self.model = ""
-        self.running = False
-        self.turn_start = -math.inf  # when it last got GPUs
-        self.wait_since = now  # when it last started waiting
-        self.solo_iter: float | None = None  # iteration time last measured while not sharing
-        self.nodes: tuple[int, ...] = ()  # worker nodes it holds
-        self.key = (now, job.seq)  # round-robin order: longest waiting first
-        self.pack_key: tuple[int, float, str] = (1, 0.0, "")  # (n, cls, model): set with them on arrival
-        self.ikey: tuple[int, float] = (1, 0.0)  # (n, cls): its packing hosts' key in Gandiva._idle
-        self.gkey: tuple[object, ...] = ()  # (shape, pack_key, whole): its group among the waiting (gandiva_queue)
-        self.turn_no = -1  # its place in the turn order (Gandiva._run), numbered when its turn starts
-        self.victim = False  # in Gandiva's victim orders (running, not packed)
-
-
-class PackTrial:
-    """A guest packed onto a host at ``time``; the host's solo iteration time before packing."""
-
-    __slots__ = ("host", "time", "host_solo")
-
-    def __init__(self, host: str, time: float, host_solo: float) -> None:
-        self.host = host
-        self.time = time
-        self.host_solo = host_solo
-
-
 class GandivaRound:
     """One decision: the draft, the plan, and what its steps share."""
 
