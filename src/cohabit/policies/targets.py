@@ -59,7 +59,7 @@ def col_min(a: np.ndarray) -> list[float]:
     eighteenth session); below ``SHORT`` rows, the reduction itself."""
     if a.shape[0] < SHORT:
         return a.min(axis=0).tolist()
-    return [a[:, k].min() for k in range(a.shape[1])]
+    return [float(a[:, k].min()) for k in range(a.shape[1])]
 
 
 def rows_within(a: np.ndarray, room: np.ndarray) -> np.ndarray:
