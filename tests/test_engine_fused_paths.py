@@ -5,7 +5,9 @@
   for row (the samples first after each advance, at its time).
 * A plain run's usage level kept per its inputs (``SimBackend._plain_level``): only for a run alone on its
   devices; a backend that never takes it (``_alone`` always False) must give the same record. A run launched
-  alone on its devices skips ``_reschedule`` (``SimBackend.launch_shortcut``): the same record again.
+  alone on its devices skips ``_reschedule`` (``SimBackend.launch_shortcut``): the same record again. A time-shared
+  run's level kept per its inputs and device cap (``SimBackend.kept_shared_levels``, naive's co-locations) and its
+  speed factor kept per model mix (``SimBackend._share_factor``): the same.
 * The handlers' state checks and the record's row appenders (``append_progress``, ``append_alloc``,
   ``append_paused``, ``append_decision``, ``append_submitted``) run in both; a refused action must be refused with the same message.
 """
@@ -22,6 +24,7 @@ from cohabit.engine.record import EventKind, Record
 from cohabit.policies import make_policy
 from cohabit.policies.base import BasePolicy
 from cohabit.sim.backend import SimBackend
+from cohabit.sim.physics import shared_speed
 from cohabit.sim.runner import config_for
 from cohabit.sim.truth import JobTruth, TraceJob
 from cohabit.spec import ClusterSpec, Resources
@@ -30,15 +33,20 @@ from cohabit.spec.job import JobSpec, TaskGroup
 
 class _General(SimBackend):
     """The simulator on its general paths: use samples as ``USED`` events (``advance`` overridden), every
-    usage level made by ``_levels`` step by step (no run counts as alone), every launch through ``_reschedule``."""
+    usage level made by ``_levels`` step by step (no run counts as alone), every launch through ``_reschedule``,
+    every time-shared speed from ``shared_speed`` (no kept factor per model mix)."""
 
     launch_shortcut = False
+    kept_shared_levels = False
 
     def advance(self, until: float):  # type: ignore[no-untyped-def]
         return super().advance(until)
 
     def _alone(self, r):  # type: ignore[no-untyped-def]
         return False
+
+    def _share_factor(self, run, others):  # type: ignore[no-untyped-def]
+        return shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes, self.cfg)
 
 
 def _jobs(seed: int, n: int = 40) -> list[TraceJob]:
@@ -71,7 +79,7 @@ def _run(backend_cls: type[SimBackend], jobs: list[TraceJob], policy: str) -> tu
     return sched, _rows(sched.record)
 
 
-@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "srtf"])
+@pytest.mark.parametrize("policy", ["tiresias", "gandiva", "srtf", "naive"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_shortcuts_give_the_general_paths_record(policy: str, seed: int) -> None:
     jobs = _jobs(seed)
@@ -80,8 +88,10 @@ def test_shortcuts_give_the_general_paths_record(policy: str, seed: int) -> None
     assert fast._take_used is not None and general._take_used is None  # (each side took its own path)
     kinds = {r[1] for r in want}
     assert EventKind.USED in kinds and EventKind.PROGRESS in kinds
-    if policy != "srtf":
+    if policy not in ("srtf", "naive"):
         assert EventKind.PAUSED in kinds or EventKind.RESUMED in kinds or policy == "gandiva"
+    if policy == "naive":  # (time-shared GPUs: the kept levels of shared runs, _kept_level, are taken)
+        assert any(r[3].get("colocated_with") for r in want if r[1] is EventKind.STARTED)
     assert len(rows) == len(want)
     for i, (got, exp) in enumerate(zip(rows, want)):
         assert got == exp, f"row {i}: {got} != {exp}"

@@ -362,14 +362,11 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
             else:
                 jobs_on = counts[node]
             n_dev = sum([x >= 0 for x in dev_row])
-            # fewest jobs on the device first, then most free room
-            cand = sorted(
-                (jobs_on[i] + taken.get((node, i), 0), -dev_row[i], i)
-                for i in range(n_dev)
-            )
-            # one task per device per job: a job never time-shares a GPU with itself
-            cand = [c for c in cand if c[0] < max_share and (node, c[2]) not in taken
-                    and (node, c[2]) not in packs and (only_devices is None or (node, c[2]) in only_devices)]
+            # one task per device per job (a job never time-shares a GPU with itself): the devices it does not
+            # hold yet, below the limit, in no pack (and among its hosts'), as (jobs on it, -free room, index)
+            cand = [(c, -dev_row[i], i) for i, c in enumerate(jobs_on[:n_dev]) if c < max_share
+                    and (not taken or (node, i) not in taken) and (not packs or (node, i) not in packs)
+                    and (only_devices is None or (node, i) in only_devices)]
             if len(cand) < k:
                 raise AllocationError(
                     f"job {job!r}: node {node} has {len(cand)} GPUs with fewer than {max_share} jobs"
@@ -377,7 +374,8 @@ class Ledger(TaskLedger, GroupLedger, PackLedger):
                 )
             devs = []
             want = min(g, 1.0)
-            for _, _, i in cand[:k]:
+            # fewest jobs on the device first, then most free room
+            for _, _, i in ((min(cand),) if k == 1 else sorted(cand)[:k]):
                 taken[(node, i)] = taken.get((node, i), 0) + 1
                 if not dev_shares.get((node, i)) and dev_row[i] >= want - EPS:
                     dev_row[i] -= want  # a free device: the job owns its share

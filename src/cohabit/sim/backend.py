@@ -41,8 +41,8 @@ from ..engine.oracle import Oracle
 from ..spec.job import JobSpec
 from . import drl_physics, host_physics
 from .harmony_physics import MemberSpeed, group_speeds, launch_delay
-from .physics import (SimConfig, consolidation_factor, graph_traffic_mb, replicas_per_node,
-                      restart_delay, shared_speed, solo_rate, uses_goodput)
+from .physics import (SimConfig, colocation_factor, consolidation_factor, graph_traffic_mb,
+                      replicas_per_node, restart_delay, shared_speed, solo_rate, uses_goodput)
 from .pollux_goodput import PolluxWork, RunConfig, run_config
 from .profiles.pack import pack_step_time
 from .profiles.pollux import POLLUX_APPS
@@ -110,6 +110,9 @@ class SimBackend(EventClock, UsageLevels):
     #: a plain run launched alone on its devices takes its events and level without ``_reschedule``'s dispatch
     #: (:meth:`launch`); False: every launch goes through ``_reschedule`` (the tests' general path)
     launch_shortcut = True
+    #: a time-shared run's usage level is kept per its inputs and its devices' cap (``_levels``, ``_kept_level``);
+    #: False: made step by step at every speed change (the tests' general path)
+    kept_shared_levels = True
 
     def __init__(self, jobs: Iterable[TraceJob], config: SimConfig | None = None) -> None:
         self.cfg = config or SimConfig()
@@ -151,6 +154,10 @@ class SimBackend(EventClock, UsageLevels):
         self._levels_seen: dict[tuple, dict[str, float]] = {}
         #: (GPUs, busy, unit, holds devices, id(used), id(total)) -> (used, total, level, restoring level): _plain_level
         self._plain_levels: dict[tuple, tuple[Any, Any, dict[str, float], dict[str, float]]] = {}
+        #: (GPUs, busy, device cap, holds devices, id(used), id(total)) -> the same, of time-shared runs: _levels
+        self._shared_levels: dict[tuple, tuple[Any, Any, dict[str, float], dict[str, float]]] = {}
+        #: (model, the models it time-shares with, in job-id order) -> Lucid's speed factor (_share_factor)
+        self._mix_factors: dict[tuple[str, ...], float] = {}
         self.now = 0.0
 
     # ------------------------------------------------------------ oracle
@@ -411,11 +418,24 @@ class SimBackend(EventClock, UsageLevels):
                     if occ is not None and (len(occ) > 1 or jid not in occ):  # (someone else holds it)
                         others = {o for dev in run.devices for o in on_device.get(dev, ()) if o != jid}
                         break
-                factor = shared_speed(run.spec, [self._runs[o].spec for o in sorted(others)], run.alloc.nodes,
-                                      self.cfg) if others else 1.0  # (shared_speed is 1 without others)
-                run.rate = run.solo * factor
+                run.rate = run.solo * (self._share_factor(run, others) if others else 1.0)  # (1 without others)
             self._new_events(run, jid, now)
         self._levels(jobs)
+
+    def _share_factor(self, run: _Run, others: set[str]) -> float:
+        """``shared_speed`` of ``run`` time-sharing its GPUs with ``others`` (job ids, taken in id order). Where it
+        is Lucid's ``colocation_factor`` of the models (any mix but a Gavel pair), kept per the models in that
+        order: the same few mixes come back at every speed change of a time-shared GPU."""
+        runs, cfg = self._runs, self.cfg
+        if cfg.pair_speeds == "gavel" and len(others) == 1 and cfg.gpu_models:
+            return shared_speed(run.spec, [runs[o].spec for o in others], run.alloc.nodes, cfg)
+        key = (run.spec.model, *[runs[o].spec.model for o in sorted(others)])
+        factor = self._mix_factors.get(key)
+        if factor is None:
+            if len(self._mix_factors) > 4096:
+                self._mix_factors.clear()
+            factor = self._mix_factors[key] = colocation_factor(key[0], list(key[1:]))
+        return factor
 
     def _new_events(self, run: _Run, jid: str, now: float) -> None:
         """The run's events at its new rate (a new version: its older heap entries go stale): its finish, its

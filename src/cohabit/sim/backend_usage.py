@@ -1,11 +1,11 @@
 """What simulated jobs *use* (``sim.usage``): each run's level, its use samples and how they are handed out;
 mixed into :class:`~cohabit.sim.backend.SimBackend` (whose state, ``_runs``, ``_device_jobs``, ``_ps_groups``,
-``_packs``, ``_used``, ``_levels_seen``, ``_plain_levels``, they use)."""
+``_packs``, ``_used``, ``_levels_seen``, ``_plain_levels``, ``_shared_levels``, they use)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..engine.backend import BackendEvent, BackendEventKind
 from ..engine.ledger import Allocation
@@ -43,6 +43,7 @@ class UsageLevels:
             levels = ps_levels([(r.spec, r.truth.ps, r.alloc, r.speed) for r in members], mode)  # type: ignore[misc]
             for r, level in zip(members, levels):
                 r.level = level
+        kept = self.kept_shared_levels
         for r in runs:
             if r.speed is not None:
                 continue
@@ -54,14 +55,22 @@ class UsageLevels:
                 r.busy = r.consolidation * r.rate / r.solo
             if r.gpus is None:
                 r.gpus = _job_gpus(r.spec, r.alloc)
+            if kept and r.host is None and r.pack is None:
+                continue  # (its level below, once every run's busy share is set: the device caps read them)
             r.level = trace_level(r.spec, r.truth, r.alloc, r.busy, gpus=r.gpus)
             if r.host is not None and r.host_factors is not None:  # cores and links it uses (LocalBackend measures them)
                 r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
                 if r.host.link_nodes():
                     r.level["net_gbps"] = host_physics.net_used(r.host, *r.host_factors, self.cfg.link_gbps)
+        caps: dict[tuple[int, int], float] = {}  # device -> its factor (the same for every run on it in this call)
         for r in runs:  # jobs time-sharing a device use at most the device together
-            if r.speed is None and r.devices and r.level.get("gpu"):
-                r.level["gpu"] *= self._device_cap(r)
+            if r.speed is not None:
+                continue
+            if kept and r.host is None and r.pack is None:
+                cap = self._device_cap(r, caps) if r.devices else 1.0
+                self._kept_level(r, (r.gpus, r.busy, cap, bool(r.devices), id(r.truth.used), id(r.alloc.total)), cap)
+            elif r.devices and r.level.get("gpu"):
+                r.level["gpu"] *= self._device_cap(r, caps)
 
     def _alone(self: SimBackend, r: _Run) -> bool:
         """Whether ``r`` holds each of its devices alone (nobody time-shares them)."""
@@ -83,23 +92,36 @@ class UsageLevels:
         gpus = r.gpus
         if gpus is None:
             gpus = r.gpus = _job_gpus(r.spec, r.alloc)
+        self._kept_level(r, (gpus, busy, r.unit, bool(r.devices), id(r.truth.used), id(r.alloc.total)),
+                         None, self._plain_levels)
+
+    def _kept_level(self: SimBackend, r: _Run, key: tuple, cap: float | None,
+                    kept: dict[tuple, tuple[Any, Any, dict[str, float], dict[str, float]]] | None = None) -> None:
+        """Set ``r``'s level (and its shared copies, :meth:`_report_use`'s) to the one kept in ``kept`` (default: the
+        levels of time-shared runs) for ``key``: the run's inputs that fix it, its GPUs, busy share, truth's
+        ``used`` fractions, allocation total and whether it holds devices, with ``cap`` (its devices' factor,
+        :meth:`_device_cap`; None: it holds them alone, ``device_factor`` of its own share) or what fixes it. Made
+        the first time by :meth:`_levels`' steps: ``trace_level``, its GPU level times the cap where it holds
+        devices."""
+        if kept is None:
+            kept = self._shared_levels
         used, total = r.truth.used, r.alloc.total
-        key = (gpus, busy, r.unit, bool(r.devices), id(used), id(total))
-        hit = self._plain_levels.get(key)
+        hit = kept.get(key)
         if hit is None or hit[0] is not used or hit[1] is not total:
-            level = trace_level(r.spec, r.truth, r.alloc, busy, gpus=gpus)
+            level = trace_level(r.spec, r.truth, r.alloc, r.busy, gpus=r.gpus)
             if r.devices and level.get("gpu"):
-                level["gpu"] *= device_factor([r.unit * busy])  # (_device_cap of devices held alone)
+                level["gpu"] *= cap if cap is not None else device_factor([r.unit * r.busy])
             shared = self._shared_level(level)
-            if len(self._plain_levels) > 4096:
-                self._plain_levels.clear()
-            hit = self._plain_levels[key] = (used, total, shared, self._shared_level(restoring(shared)))
+            if len(kept) > 4096:
+                kept.clear()
+            hit = kept[key] = (used, total, shared, self._shared_level(restoring(shared)))
         r.level = hit[2]  # (the shared dict itself: a new level replaces it, nothing edits it)
         r.shared = (hit[2], hit[2], hit[3])
 
-    def _device_cap(self: SimBackend, r: _Run) -> float:
+    def _device_cap(self: SimBackend, r: _Run, caps: dict[tuple[int, int], float] | None = None) -> float:
         """The smallest ``device_factor`` over the run's devices (each over the jobs on that device). A device
-        it holds alone gives ``device_factor([its own share])``: computed once for all such devices."""
+        it holds alone gives ``device_factor([its own share])``: computed once for all such devices. ``caps``:
+        the factors of devices already computed with every busy share as now (filled in)."""
         by_id, on_device = self._runs, self._device_jobs
         alone: float | None = None
         best = math.inf
@@ -110,7 +132,11 @@ class UsageLevels:
                     alone = device_factor([r.unit * r.busy])
                 f = alone
             else:
-                f = device_factor([(o := by_id[j]).unit * o.busy for j in occ])
+                f = caps.get(d) if caps is not None else None
+                if f is None:
+                    f = device_factor([(o := by_id[j]).unit * o.busy for j in occ])
+                    if caps is not None:
+                        caps[d] = f
             if f < best:
                 best = f
         return best
