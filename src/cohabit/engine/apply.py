@@ -89,7 +89,7 @@ class ActionHandlers:
         self._occupy(job, alloc, placement, vectors)
         self.backend.launch(spec, alloc, now, from_checkpoint=from_checkpoint)
         if extra:
-            self.record.append(now, kind, jid, alloc=alloc.total.as_dict(), nodes=list(placement), **extra)
+            self.record.append(now, kind, jid, alloc=self._alloc_dict(alloc.total), nodes=list(placement), **extra)
         else:
             self.record.append_alloc(now, kind, jid, self._alloc_dict(alloc.total), list(placement))
 

@@ -134,7 +134,11 @@ class UsageLevels:
             else:
                 f = caps.get(d) if caps is not None else None
                 if f is None:
-                    f = device_factor([(o := by_id[j]).unit * o.busy for j in occ])
+                    total = 0.0  # device_factor over the shares, inline: the same floats as sum() adds from 0
+                    for j in occ:
+                        o = by_id[j]
+                        total += o.unit * o.busy
+                    f = 1.0 / total if total > 1.0 else 1.0
                     if caps is not None:
                         caps[d] = f
             if f < best:
