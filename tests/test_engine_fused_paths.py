@@ -240,3 +240,29 @@ def test_row_appenders_store_what_append_stores(seed: int) -> None:
         fast.append_progress(t - 1.0, "j0", 1.0, 1.0)
     with pytest.raises(ValueError, match="time-ordered: used"):
         fast.append_used_rows(t - 1.0, [(t, "j0", levels[0], 0.0, 1.0)])
+
+
+def test_device_caps_equal_device_factor_over_each_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SimBackend._device_cap`` sums the shares of a time-shared device inline (and keeps each device's factor for
+    the rest of one ``_levels`` call): at every call of naive co-location runs it must equal the smallest
+    ``usage.device_factor`` of the shares on each of the run's devices, computed from scratch."""
+    from cohabit.sim.usage import device_factor
+
+    calls = []
+    capped = []
+    original = SimBackend._device_cap
+
+    def checked(self, r, caps=None):  # type: ignore[no-untyped-def]
+        got = original(self, r, caps)
+        want = min(device_factor([self._runs[j].unit * self._runs[j].busy for j in self._device_jobs[d]])
+                   for d in r.devices)
+        assert got == want
+        calls.append(got)
+        if got < 1.0:
+            capped.append(got)
+        return got
+
+    monkeypatch.setattr(SimBackend, "_device_cap", checked)
+    for seed in (1, 2, 3):
+        _run(SimBackend, _jobs(seed, 60), "naive")
+    assert len(calls) > 50 and capped  # (devices whose jobs together would use more than all of it)
