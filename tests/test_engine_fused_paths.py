@@ -243,17 +243,17 @@ def test_row_appenders_store_what_append_stores(seed: int) -> None:
 
 
 def test_device_caps_equal_device_factor_over_each_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``SimBackend._device_cap`` sums the shares of a time-shared device inline (and keeps each device's factor for
-    the rest of one ``_levels`` call): at every call of naive co-location runs it must equal the smallest
-    ``usage.device_factor`` of the shares on each of the run's devices, computed from scratch."""
+    """``SimBackend._device_cap`` sums the two shares of a device shared by two jobs inline, in its own order, once per
+    other job: at every call of naive co-location runs (up to 2 and 3 jobs a GPU) it must equal the smallest
+    ``usage.device_factor`` of the shares on each of the run's devices, in the device's set order."""
     from cohabit.sim.usage import device_factor
 
     calls = []
     capped = []
     original = SimBackend._device_cap
 
-    def checked(self, r, caps=None):  # type: ignore[no-untyped-def]
-        got = original(self, r, caps)
+    def checked(self, r):  # type: ignore[no-untyped-def]
+        got = original(self, r)
         want = min(device_factor([self._runs[j].unit * self._runs[j].busy for j in self._device_jobs[d]])
                    for d in r.devices)
         assert got == want
@@ -265,4 +265,5 @@ def test_device_caps_equal_device_factor_over_each_device(monkeypatch: pytest.Mo
     monkeypatch.setattr(SimBackend, "_device_cap", checked)
     for seed in (1, 2, 3):
         _run(SimBackend, _jobs(seed, 60), "naive")
+        _run(SimBackend, _jobs(seed, 60), "naive:max_jobs_per_gpu=3")
     assert len(calls) > 50 and capped  # (devices whose jobs together would use more than all of it)

@@ -62,15 +62,14 @@ class UsageLevels:
                 r.level["cpu"] = host_physics.cpu_used(r.host, *r.host_factors)
                 if r.host.link_nodes():
                     r.level["net_gbps"] = host_physics.net_used(r.host, *r.host_factors, self.cfg.link_gbps)
-        caps: dict[tuple[int, int], float] = {}  # device -> its factor (the same for every run on it in this call)
         for r in runs:  # jobs time-sharing a device use at most the device together
             if r.speed is not None:
                 continue
             if kept and r.host is None and r.pack is None:
-                cap = self._device_cap(r, caps) if r.devices else 1.0
+                cap = self._device_cap(r) if r.devices else 1.0
                 self._kept_level(r, (r.gpus, r.busy, cap, bool(r.devices), id(r.truth.used), id(r.alloc.total)), cap)
             elif r.devices and r.level.get("gpu"):
-                r.level["gpu"] *= self._device_cap(r, caps)
+                r.level["gpu"] *= self._device_cap(r)
 
     def _alone(self: SimBackend, r: _Run) -> bool:
         """Whether ``r`` holds each of its devices alone (nobody time-shares them)."""
@@ -118,29 +117,33 @@ class UsageLevels:
         r.level = hit[2]  # (the shared dict itself: a new level replaces it, nothing edits it)
         r.shared = (hit[2], hit[2], hit[3])
 
-    def _device_cap(self: SimBackend, r: _Run, caps: dict[tuple[int, int], float] | None = None) -> float:
+    def _device_cap(self: SimBackend, r: _Run) -> float:
         """The smallest ``device_factor`` over the run's devices (each over the jobs on that device). A device
-        it holds alone gives ``device_factor([its own share])``: computed once for all such devices. ``caps``:
-        the factors of devices already computed with every busy share as now (filled in)."""
+        it holds alone gives ``device_factor([its own share])``: computed once for all such devices. A device it
+        shares with one other job gives the factor of their two shares, whichever order the device's set holds
+        them in (a sum of two floats does not depend on their order): computed once per other job."""
         by_id, on_device = self._runs, self._device_jobs
+        jid = r.spec.id
         alone: float | None = None
+        pairs: dict[str, float] = {}  # the other job of a two-job device -> that device's factor
         best = math.inf
         for d in r.devices:
             occ = on_device[d]
-            if len(occ) == 1:  # (r itself)
+            n = len(occ)
+            if n == 1:  # (r itself)
                 if alone is None:
                     alone = device_factor([r.unit * r.busy])
                 f = alone
-            else:
-                f = caps.get(d) if caps is not None else None
+            elif n == 2:
+                a, b = occ
+                other = b if a == jid else a
+                f = pairs.get(other)  # type: ignore[assignment]
                 if f is None:
-                    total = 0.0  # device_factor over the shares, inline: the same floats as sum() adds from 0
-                    for j in occ:
-                        o = by_id[j]
-                        total += o.unit * o.busy
-                    f = 1.0 / total if total > 1.0 else 1.0
-                    if caps is not None:
-                        caps[d] = f
+                    o = by_id[other]
+                    total = r.unit * r.busy + o.unit * o.busy  # (device_factor inline: sum() adds 0.0 + x + y)
+                    f = pairs[other] = 1.0 / total if total > 1.0 else 1.0
+            else:
+                f = device_factor([(o := by_id[j]).unit * o.busy for j in occ])
             if f < best:
                 best = f
         return best
