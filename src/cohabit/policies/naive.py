@@ -45,7 +45,9 @@ class _Devices:
     Per task shape it caches how many time-sharing tasks each node can take, and after a
     placement refreshes only the nodes it touched. The nodes a placement touches are worked on as
     Python lists (:class:`_Row`) and written back to the arrays by :meth:`flush` before any
-    whole-array use."""
+    whole-array use. The arrays (the draft's free room handed out for writing, copies of the ledger's
+    device rows) are made only then, or at once when the plan started jobs already: most rounds
+    co-locate a job or two on rows read straight from the ledger and the pristine draft, and end."""
 
     def __init__(self, view: ClusterView, draft: Draft, started: list[tuple[JobView, Placement]],
                  limit: int, memo: CapsMemo | None = None) -> None:
@@ -56,33 +58,49 @@ class _Devices:
         self._taken = False  # this round took room or devices here (colocate, refresh): the caps are not the ledger's
         self.limit = limit
         self.g = view.gpu_col
-        self.free = draft.free  # the draft's scratch array: non-GPU room and owned GPU shares
-        self.dev = view.device_free.copy()
-        self.exists = self.dev >= 0
+        self._draft = draft
+        self._made = False  # free, dev, exists, count below (see _make_arrays)
         self._holders = view.device_holders  # running jobs per device, in the order they took it
         self._extra: dict[tuple[int, int], list[str]] = {}
-        self.count = view.device_jobs.copy()  # jobs per device: the running ones, then this plan's
         self._rows: dict[int, _Row] = {}  # node -> Python lists (see _row)
         self._caps: dict[bytes, _Shape] = {}
         self._caps_id: dict[int, tuple[np.ndarray, _Shape]] = {}
+        if started:
+            self._make_arrays()
         for job, placement in started:  # replay this plan's starts as the draft took them
             share = float(view.demand_vector(job)[self.g]) if self.g is not None else 0.0
             for node in placement[: len(placement) - job.spec.num_ps]:
                 for i, _ in take_devices(self.dev[node], share) or ():
                     self._add((node, i), job.id)
 
+    def _make_arrays(self) -> None:
+        """The working arrays: the draft's scratch array (non-GPU room and owned GPU shares), the devices' free
+        shares, which devices exist and the jobs per device (the running ones, then this plan's)."""
+        view = self.view
+        self.free = self._draft.free
+        self.dev = view.device_free.copy()
+        self.exists = self.dev >= 0
+        self.count = view.device_jobs.copy()
+        self._made = True
+
     def _row(self, node: int) -> _Row:
         """``node``'s working copy as Python lists (built on first use; see :class:`_Row`)."""
         row = self._rows.get(node)
         if row is None:
-            count, dev = self.count[node].tolist(), self.dev[node].tolist()
-            exists = self.exists[node].tolist()
+            if self._made:
+                count, dev = self.count[node].tolist(), self.dev[node].tolist()
+                exists = self.exists[node].tolist()
+                free = self.free[node].tolist()
+            else:  # (the ledger's rows and the draft's as they are: nothing of this round was written back yet)
+                view = self.view
+                count, dev = view.device_jobs[node].tolist(), view.device_free[node].tolist()
+                exists = [x >= 0 for x in dev]
+                free = self._draft.free_now[node].tolist()
             keys = list(zip(count, map(operator.neg, dev), range(len(dev))))
             if not all(exists):  # an absent device counts as full: never picked, never open
                 keys = [k if e else (_ABSENT, 0.0, k[2]) for k, e in zip(keys, exists)]
                 count = [c if e else _ABSENT for c, e in zip(count, exists)]
-            row = self._rows[node] = _Row(count, dev, keys, self.free[node].tolist(),
-                                          [sum(map(self.limit.__gt__, count))])
+            row = self._rows[node] = _Row(count, dev, keys, free, [sum(map(self.limit.__gt__, count))])
         return row
 
     def _add(self, key: tuple[int, int], job: str) -> None:
@@ -103,6 +121,8 @@ class _Devices:
     def flush(self) -> None:
         """Write the rows back into the arrays and drop them (before whole-array use, and before
         the draft places a job on ``free``: rows are rebuilt from the arrays when next used)."""
+        if self._rows and not self._made:
+            self._make_arrays()
         for node, row in self._rows.items():
             self.count[node] = row.count
             self.dev[node] = row.dev
@@ -111,6 +131,8 @@ class _Devices:
 
     def _node_caps(self, rest: np.ndarray, per_task: int, rows: np.ndarray | slice) -> np.ndarray:
         self.flush()
+        if not self._made:
+            self._make_arrays()
         need = rest > _EPS
         free = self.free[rows]
         room = (np.floor((free[:, need] + _EPS) / rest[need]).min(axis=1) if need.any()
