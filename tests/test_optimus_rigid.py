@@ -13,7 +13,7 @@ import pytest
 from cohabit.engine import actions as A
 from cohabit.engine.loop import Scheduler
 from cohabit.policies.base import BasePolicy
-from cohabit.policies.optimus import Optimus
+from cohabit.policies.optimus import Optimus, lone_start
 from cohabit.policies.placement import Draft
 from cohabit.policies.targets import apply_targets, balanced_placement, balanced_start, changed_rows
 from cohabit.sim.backend import SimBackend
@@ -255,6 +255,8 @@ class _StartCompared(Optimus):
             want = apply_targets(view, {job.id: n}, [job], balanced_placement, reason="x", shrink=())
             got = balanced_start(view, job, n)
             assert got == want, (view.now, job.id, got, want)
+            if not job.spec.num_ps:
+                assert lone_start(view, job) == got, (view.now, job.id)
             if not got:
                 self.refused += 1
             else:
@@ -301,6 +303,46 @@ def test_the_one_node_choice_is_the_numpy_passes_choice() -> None:
         assert got == want
         kinds["none" if want is None else "tie" if (fits[cand] == fits[want]).sum() > 1 else "one"] += 1
     assert kinds["none"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
+
+
+def test_the_lone_start_picks_the_node_balanced_start_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``optimus.lone_start`` (issue 18, nineteenth session: the ``k = 1`` node by one ``argmin``) starts the job
+    on the node ``targets._one_node`` picks (fitting ``n`` tasks, free row at least ``need - EPS``, fitting
+    fewest, the first on ties), or hands the job to ``balanced_start``; it hands it on whenever no node
+    qualifies or the reservation fails. Random fits with ties and rows a hair either side of ``need - EPS``
+    (fails with ties to the last node, without the row test, and without the reservation test)."""
+    import types
+
+    import numpy as np
+
+    import cohabit.policies.optimus as opt
+    from cohabit.policies.targets import EPS, _one_node
+
+    rng = np.random.default_rng(11)
+    kinds = Counter()
+    monkeypatch.setattr(opt, "balanced_start", lambda view, job, n: "handed on")
+    for _ in range(3000):
+        nodes = int(rng.integers(1, 12))
+        fits = rng.integers(0, 5, nodes)
+        n = int(rng.integers(1, 4))
+        w = rng.integers(0, 4, 3).astype(float)
+        w.flags.writeable = False
+        need = w * n
+        free = need[None, :] + rng.choice([-1.0, -2 * EPS, -EPS, 0.0, 1.0], (nodes, 3), p=[.1, .1, .1, .3, .4])
+        reserves = bool(rng.random() < 0.9)
+        monkeypatch.setattr(opt, "reserve_fits", lambda view, row, placement: reserves)
+        view = types.SimpleNamespace(demand_vector=lambda job: w, fit_now=lambda row: fits, free=free)
+        job = types.SimpleNamespace(id="j", state=None, spec=types.SimpleNamespace(min_workers=n))
+        want = _one_node(fits.tolist(), free, (need - EPS).tolist(), n)
+        got = opt.lone_start(view, job)  # type: ignore[arg-type]
+        if got == "handed on":
+            kinds["handed on"] += 1
+            assert want is None or not reserves or fits[want] > fits[fits >= n].min() or \
+                (fits[:want][fits[:want] == fits[want]]).size, (fits, free, n)
+        else:
+            assert reserves and want is not None and got == [A.Start("j", (want,) * n)], (fits, free, n, got, want)
+            kinds["tie" if (fits == fits[want]).sum() > 1 else "one"] += 1
+    assert kinds["handed on"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
 
 
 @pytest.mark.parametrize("seed,elastic", [(0, 0.0), (1, 0.0), (2, 0.3)])

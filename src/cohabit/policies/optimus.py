@@ -76,14 +76,16 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from ..engine.actions import Plan
+from ..engine.actions import Plan, Resume, Start
 from ..engine.job import JobView
+from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
 from .job_table import Snapshot
 from .params import build
-from .targets import (any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
+from .tetris_room import reserve_fits
+from .targets import (EPS, any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
                       greedy_by_value, room_for_none)
 
 
@@ -338,7 +340,7 @@ class Optimus(ObservingPolicy):
         if not admitted:
             return []
         if len(admitted) == 1 and not admitted[0].spec.num_ps:  # (most rounds: no draft, see balanced_start)
-            return balanced_start(view, admitted[0], admitted[0].spec.min_workers)
+            return lone_start(view, admitted[0])
         return apply_targets(view, {job.id: job.spec.min_workers for job in admitted}, admitted, balanced_placement,
                              reason="optimus: re-allocation", shrink=())
 
@@ -368,6 +370,49 @@ class Optimus(ObservingPolicy):
         return apply_targets(view, dict(zip(ids, n.tolist())), [jobs[ids[i]] for i in grow.tolist()],
                              balanced_placement, reason="optimus: re-allocation",
                              shrink=[jobs[ids[i]] for i in shrink.tolist()])
+
+
+def lone_start(view: ClusterView, job: JobView) -> Plan:
+    """:func:`~.targets.balanced_start` of one waiting job without parameter servers at ``n_min`` workers, its
+    one-node spread found by one numpy pass (issue 18, nineteenth session; most Optimus rounds start one
+    1-GPU job). ``balanced_start`` tries ``k = 1`` first when one node fits all ``n`` workers: among the nodes
+    that fit ``n`` tasks (``fit_now``) and whose free row is at least ``need - EPS``, the one fitting fewest,
+    the first on ties, then its reservation test. Here the node fitting fewest among those that fit ``n``
+    (``argmin``, the first on ties) is found first; when its free row passes, it is that choice (every
+    candidate fits ``n``, and a candidate fitting as few with a lower index would have been the ``argmin``),
+    and when its reservation holds, the plan is the same ``Start``. Any other case (no node fits ``n``, the
+    row test or the reservation fails) is ``balanced_start`` itself, which finds the same node again and goes on."""
+    n = job.spec.min_workers
+    w = view.demand_vector(job)
+    wfit = view.fit_now(w)
+    node = int(np.where(wfit >= n, wfit, _NO_FIT).argmin())
+    if wfit[node] >= n:
+        floor = _need_floor(w, n)
+        if all(x >= y for x, y in zip(view.free[node].tolist(), floor)):
+            placement = (node,) * n  # (_spread(n, [node]))
+            if reserve_fits(view, w, placement):
+                return [Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement)]
+    return balanced_start(view, job, n)
+
+
+_NO_FIT = np.iinfo(np.int64).max  # (above any fit: fit_counts caps an unbounded fit at max // 4)
+#: (id of a view's read-only demand row, n) -> (the row, ``(row * n - EPS).tolist()``), what the row test reads
+_FLOORS: dict[tuple[int, int], tuple[np.ndarray, list[float]]] = {}
+
+
+def _need_floor(w: np.ndarray, n: int) -> list[float]:
+    """``(w * n - EPS).tolist()``: ``_balanced``'s ``need - EPS`` for ``k = 1`` (``a = n``, no parameter
+    servers), kept per read-only demand row of the view (kept alive here, so its id stays its own)."""
+    key = (id(w), n)
+    hit = _FLOORS.get(key)
+    if hit is not None and hit[0] is w:
+        return hit[1]
+    floor = (w * n - EPS).tolist()
+    if not w.flags.writeable:
+        if len(_FLOORS) > 4096:
+            _FLOORS.clear()
+        _FLOORS[key] = (w, floor)
+    return floor
 
 
 def make(oracle: bool = False, **params: object) -> Optimus:
