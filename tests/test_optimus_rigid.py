@@ -335,14 +335,61 @@ def test_the_lone_start_picks_the_node_balanced_start_picks(monkeypatch: pytest.
         job = types.SimpleNamespace(id="j", state=None, spec=types.SimpleNamespace(min_workers=n))
         want = _one_node(fits.tolist(), free, (need - EPS).tolist(), n)
         got = opt.lone_start(view, job)  # type: ignore[arg-type]
+        whole = want is not None and all(x.is_integer() for x in free[want].tolist())  # (w holds integers)
         if got == "handed on":
             kinds["handed on"] += 1
             assert want is None or not reserves or fits[want] > fits[fits >= n].min() or \
                 (fits[:want][fits[:want] == fits[want]]).size, (fits, free, n)
-        else:
-            assert reserves and want is not None and got == [A.Start("j", (want,) * n)], (fits, free, n, got, want)
+        else:  # (the reservation is asked unless the rows hold integers: test_the_lone_start_skips_...)
+            assert (reserves or whole) and want is not None and got == [A.Start("j", (want,) * n)], \
+                (fits, free, n, got, want)
             kinds["tie" if (fits == fits[want]).sum() > 1 else "one"] += 1
     assert kinds["handed on"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
+
+
+def test_the_lone_start_skips_only_reservations_that_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ``optimus.lone_start`` starts a job without asking ``reserve_fits`` (the demand row and the node's free
+    row hold integers), the real ``reserve_fits`` accepts that placement; rows a hair below ``n d`` (fractions)
+    that pass the row test but that the reservation refuses are asked, and handed on. Real fits
+    (``fit_counts``) and device rows of whole and partly used GPUs (fails without the integer test of the free
+    row or of the demand row)."""
+    import types
+
+    import numpy as np
+
+    import cohabit.policies.optimus as opt
+    from cohabit.engine.alloc import fit_counts
+    from cohabit.policies.tetris_room import reserve_fits
+
+    from cohabit.policies.targets import EPS, _one_node
+
+    rng = np.random.default_rng(5)
+    kinds = Counter()
+    monkeypatch.setattr(opt, "balanced_start", lambda view, job, n: "handed on")
+    for i in range(4000):
+        nodes = int(rng.integers(1, 6))
+        n = int(rng.integers(1, 4))
+        whole = rng.random() < 0.5
+        w = np.array([float(rng.integers(0, 3)), *(rng.integers(1, 4, 2) if whole else rng.choice([0.1, 0.3, 0.7], 2))])
+        free = (w * n)[None, :] + rng.choice([0.0, 1.0, -1.0, -1e-9, -5e-10, -1.5e-9], (nodes, 3))
+        if i % 10 == 0:  # a large fractional demand whose n copies a free row of integers holds within EPS, the
+            n = int(rng.choice([3, 6]))  # subtractions in turn rounding below -EPS (reserve_fits refuses)
+            w = np.array([0.0, 1e10 / 3, 1.0])
+            free = np.array([[0.0, float(round(n * w[1])), float(n)]] * nodes)
+        w.flags.writeable = False
+        free = np.maximum(free, 0.0)
+        dev = rng.choice([0.0, 0.5, 1.0], (nodes, 8), p=[.3, .2, .5])
+        view = types.SimpleNamespace(demand_vector=lambda job: w, free=free, device_free=dev, gpu_col=0,
+                                     fit_now=lambda row: fit_counts(free, dev, row, 0))
+        job = types.SimpleNamespace(id="j", state=None, spec=types.SimpleNamespace(min_workers=n))
+        got = opt.lone_start(view, job)  # type: ignore[arg-type]
+        if got == "handed on":
+            want = _one_node(fit_counts(free, dev, w, 0).tolist(), free, (w * n - EPS).tolist(), n)
+            kinds["refused" if want is not None and not reserve_fits(view, w, (want,) * n) else "handed on"] += 1
+            continue
+        assert reserve_fits(view, w, got[0].placement), (w, free, dev, n, got)  # type: ignore[arg-type]
+        kinds["whole" if whole else "fraction"] += 1
+    assert min(kinds.values()) > 100, kinds
 
 
 @pytest.mark.parametrize("seed,elastic", [(0, 0.0), (1, 0.0), (2, 0.3)])

@@ -381,38 +381,51 @@ def lone_start(view: ClusterView, job: JobView) -> Plan:
     (``argmin``, the first on ties) is found first; when its free row passes, it is that choice (every
     candidate fits ``n``, and a candidate fitting as few with a lower index would have been the ``argmin``),
     and when its reservation holds, the plan is the same ``Start``. Any other case (no node fits ``n``, the
-    row test or the reservation fails) is ``balanced_start`` itself, which finds the same node again and goes on."""
+    row test or the reservation fails) is ``balanced_start`` itself, which finds the same node again and goes on.
+
+    The reservation test (:func:`~.tetris_room.reserve_fits`) is skipped where it provably holds: the demand
+    row and the node's free row hold integers (``0 <= x < 2**30`` and ``2**40``) and ``n < 1024``. Then the
+    row test ``f >= n d - EPS`` means ``f >= n d``, so taking ``d`` from ``f`` ``n`` times in turn is exact
+    and never below 0 (``less_times``); and the node fits ``n`` tasks (``fit_now``), so for a GPU share
+    ``g >= 1`` it has at least ``n g`` devices at ``>= 1 - EPS`` (``fit_counts``' count, the threshold
+    ``take_many`` reads), and ``g = 0`` takes none: the reservation holds."""
     n = job.spec.min_workers
     w = view.demand_vector(job)
     wfit = view.fit_now(w)
     node = int(np.where(wfit >= n, wfit, _NO_FIT).argmin())
     if wfit[node] >= n:
-        floor = _need_floor(w, n)
-        if all(x >= y for x, y in zip(view.free[node].tolist(), floor)):
+        floor, whole = _need_floor(w, n)
+        row = view.free[node].tolist()
+        if all(x >= y for x, y in zip(row, floor)):
             placement = (node,) * n  # (_spread(n, [node]))
-            if reserve_fits(view, w, placement):
+            if (whole and all(x.is_integer() and 0.0 <= x < _ROW_BOUND for x in row)) or \
+                    reserve_fits(view, w, placement):
                 return [Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement)]
     return balanced_start(view, job, n)
 
 
 _NO_FIT = np.iinfo(np.int64).max  # (above any fit: fit_counts caps an unbounded fit at max // 4)
-#: (id of a view's read-only demand row, n) -> (the row, ``(row * n - EPS).tolist()``), what the row test reads
-_FLOORS: dict[tuple[int, int], tuple[np.ndarray, list[float]]] = {}
+_ROW_BOUND = 2.0 ** 40  # (a free row of integers below this, less n < 1024 tasks of integers below 2**30: exact)
+#: (id of a view's read-only demand row, n) -> (the row, ``(row * n - EPS).tolist()``, whether the reservation
+#: test may be skipped on a free row of integers), what :func:`lone_start` reads
+_FLOORS: dict[tuple[int, int], tuple[np.ndarray, list[float], bool]] = {}
 
 
-def _need_floor(w: np.ndarray, n: int) -> list[float]:
-    """``(w * n - EPS).tolist()``: ``_balanced``'s ``need - EPS`` for ``k = 1`` (``a = n``, no parameter
-    servers), kept per read-only demand row of the view (kept alive here, so its id stays its own)."""
+def _need_floor(w: np.ndarray, n: int) -> tuple[list[float], bool]:
+    """``(w * n - EPS).tolist()`` (``_balanced``'s ``need - EPS`` for ``k = 1``, ``a = n``, no parameter
+    servers) and whether ``w`` holds integers ``0 <= x < 2**30`` and ``n < 1024`` (:func:`lone_start`), kept per
+    read-only demand row of the view (kept alive here, so its id stays its own)."""
     key = (id(w), n)
     hit = _FLOORS.get(key)
     if hit is not None and hit[0] is w:
-        return hit[1]
+        return hit[1], hit[2]
     floor = (w * n - EPS).tolist()
+    whole = n < 1024 and all(x.is_integer() and 0.0 <= x < 2.0 ** 30 for x in w.tolist())
     if not w.flags.writeable:
         if len(_FLOORS) > 4096:
             _FLOORS.clear()
-        _FLOORS[key] = (w, floor)
-    return floor
+        _FLOORS[key] = (w, floor, whole)
+    return floor, whole
 
 
 def make(oracle: bool = False, **params: object) -> Optimus:
