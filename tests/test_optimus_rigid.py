@@ -15,7 +15,7 @@ from cohabit.engine.loop import Scheduler
 from cohabit.policies.base import BasePolicy
 from cohabit.policies.optimus import Optimus, lone_start
 from cohabit.policies.placement import Draft
-from cohabit.policies.targets import apply_targets, balanced_placement, balanced_start, changed_rows
+from cohabit.policies.targets import apply_targets, balanced_placement, balanced_start, below_floor, changed_rows
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
@@ -222,6 +222,72 @@ def test_the_running_holdings_are_kept_while_the_allocation_stays(seed: int) -> 
     assert not out.result.unfinished
     assert pol.reads > 20
     assert pol.later > 5
+
+
+class _QuietChecked(Optimus):
+    """Optimus whose every quiet test (``_quiet``, its answer kept while its inputs stay) is compared with the
+    test made afresh (the holdings summed again, the room and floor compared again)."""
+
+    def __init__(self) -> None:
+        super().__init__(interval=120.0, report_interval=60.0)
+        self.kept = self.fresh = self.quiet = 0
+
+    def _quiet(self, view, waiting):  # type: ignore[no-untyped-def]
+        memo = self._quiet_memo
+        got = super()._quiet(view, waiting)
+        held = self.models.rigid_hold(view)
+        want = held is not None and (not waiting or below_floor(view.capacity.sum(axis=0) - held, view.task_floor))
+        assert got == want, (view.now, got, want)
+        if memo is not None and self._quiet_memo is memo:
+            self.kept += 1
+        else:
+            self.fresh += 1
+        self.quiet += got
+        return got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_quiet_answer_is_kept_while_its_inputs_stay(seed: int) -> None:
+    """A kept quiet answer equals the test made afresh at every due full round (fails when the memo outlives an
+    allocation change, a move of the task floor, or a change of whether a job waits), and most are kept."""
+    pol = _QuietChecked()
+    out = simulate(_jobs(seed, 0.0)[:40] + _mixed_jobs(seed)[:30], small_cluster(3, 4), pol)
+    assert not out.result.unfinished
+    assert pol.kept > 10 and pol.fresh > 10 and pol.quiet > 10, (pol.kept, pol.fresh, pol.quiet)
+
+
+def _rigid(jid: str, at: float, gpu: float, cpu: float, iters: int) -> TraceJob:
+    spec = JobSpec(id=jid, submit_time=at, architecture="allreduce", n_min=1, n_max=1, iterations=iters,
+                   workers=TaskGroup(count=1, demand=Resources(gpu=gpu, cpu=cpu, mem_gb=8)))
+    return TraceJob(spec, JobTruth(iterations=iters, duration=float(iters), ref_workers=1))
+
+
+@pytest.mark.parametrize("case", ["waits", "floor"])
+def test_the_kept_quiet_answer_is_made_again_when_a_job_waits_or_the_floor_moves(case: str) -> None:
+    """One node of 4 GPUs and 32 cores; ``a`` holds 3 GPUs and 4 cores for the whole run, and later arrivals
+    cannot start, so the allocation does not change. ``waits``: ``b0`` (1 GPU, 30 cores) ran first, so its row is
+    in the task floor; nobody waits (quiet) until ``b``, of ``b0``'s shape, arrives: the floor does not move, but
+    the room (1 GPU, 28 cores) now holds a first worker by the floor's test, so the rounds are not quiet (fails
+    without the waiting test). ``floor``: ``b`` (2 GPUs) waits and the room is below every worker (quiet) until
+    ``c`` (1 GPU, 30 cores) lowers the floor to 1 GPU (fails without the floor test)."""
+    pol = _QuietChecked()
+    if case == "waits":
+        jobs = [_rigid("b0", 0.0, 1, 30, 50), _rigid("a", 10.0, 3, 4, 3000), _rigid("b", 1000.0, 1, 30, 100)]
+    else:
+        jobs = [_rigid("a", 0.0, 3, 4, 3000), _rigid("b", 500.0, 2, 4, 100), _rigid("c", 1000.0, 1, 30, 100)]
+    seen = []
+    real = pol._quiet
+
+    def quiet(view, waiting):  # type: ignore[no-untyped-def]
+        got = real(view, waiting)
+        seen.append((view.now, waiting, got))
+        return got
+    pol._quiet = quiet  # type: ignore[method-assign]
+    simulate(jobs, small_cluster(1, 4), pol)
+    before = [(w, q) for t, w, q in seen if (200 if case == "waits" else 500) < t < 1000]
+    after = [(w, q) for t, w, q in seen if 1000 < t < 2000]
+    assert before and set(before) == ({(False, True)} if case == "waits" else {(True, True)}), seen
+    assert after and set(after) == {(True, False)}, seen
 
 
 def _mixed_jobs(seed: int) -> list[TraceJob]:

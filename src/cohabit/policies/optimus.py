@@ -183,6 +183,8 @@ class Optimus(ObservingPolicy):
         self._held_at: tuple[ClusterView, int, np.ndarray] | None = None
         # (now, allocation version, _rigid_admission's answer) found by wants_reports for the coming round
         self._admitted_at: tuple[float, int, tuple[list[JobView], np.ndarray] | None] | None = None
+        # (view, allocation version, task floor margin, waiting, answer): _quiet's last answer, kept while they stay
+        self._quiet_memo: tuple[ClusterView, int, tuple[float, ...], bool, bool] | None = None
 
     # decision
     def decide(self, view: ClusterView) -> Plan:
@@ -210,6 +212,8 @@ class Optimus(ObservingPolicy):
         (every running job and every job admitted rigid): it reads no running job's telemetry. The reports wait
         and are folded in one batch by a later round that reads the job, or at its end (the same additions in
         the same order). The admission is kept for that round (:meth:`_rigid_round`)."""
+        if view.now < self._next_full:
+            return False  # (no round due: ObservingPolicy's answer, without the call)
         want = super().wants_reports(view)
         memo = self._quiet_at
         if want is True and memo is not None and memo[0] == view.now and not memo[3] and memo[2]:
@@ -241,15 +245,28 @@ class Optimus(ObservingPolicy):
         holds and it has no room to grow) and nobody can be admitted, because nobody waits or because the
         room left after the running jobs' minimums, computed as the round computes it (the same sum in the
         same order: :meth:`JobModels.rigid_hold`), is below every admitted job's first worker
-        (:meth:`JobModels.admit_waiting`'s test)."""
+        (:meth:`JobModels.admit_waiting`'s test).
+
+        The answer is kept while its inputs stay (issue 18, nineteenth session: most due full rounds find the
+        allocation as the last one left it): the holdings while :attr:`ClusterView.allocation_version` stays
+        (:meth:`_held`), the capacity (fixed), whether a job waits, and the task floor, whose
+        :attr:`ClusterView.task_floor_margin` is a new tuple whenever the floor moves (kept here, so compared
+        by identity). A None holdings answer is not kept (a slot may appear without an allocation change)."""
+        version, floor = view.allocation_version, view.task_floor_margin
+        memo = self._quiet_memo
+        if memo is not None and memo[0] is view and memo[1] == version and memo[2] is floor and memo[3] == waiting:
+            return memo[4]
         held = self._held(view)
         if held is None:
             return False
         if not waiting:
-            return True
-        free = view.capacity.sum(axis=0)
-        free -= held
-        return below_floor(free, view.task_floor)
+            quiet = True
+        else:
+            free = view.capacity.sum(axis=0)
+            free -= held
+            quiet = below_floor(free, view.task_floor)
+        self._quiet_memo = (view, version, floor, waiting, quiet)
+        return quiet
 
     def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
