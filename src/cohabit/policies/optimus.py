@@ -84,9 +84,9 @@ from .base import BasePolicy
 from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
 from .job_table import Snapshot
 from .params import build
-from .tetris_room import reserve_fits
 from .targets import (EPS, any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
                       greedy_by_value, room_for_none)
+from .tetris_room import reserve_fits
 
 
 
