@@ -13,9 +13,9 @@ import pytest
 from cohabit.engine import actions as A
 from cohabit.engine.loop import Scheduler
 from cohabit.policies.base import BasePolicy
-from cohabit.policies.optimus import Optimus
+from cohabit.policies.optimus import Optimus, lone_start
 from cohabit.policies.placement import Draft
-from cohabit.policies.targets import apply_targets, balanced_placement, balanced_start, changed_rows
+from cohabit.policies.targets import apply_targets, balanced_placement, balanced_start, below_floor, changed_rows
 from cohabit.sim.backend import SimBackend
 from cohabit.sim.physics import SimConfig
 from cohabit.sim.runner import simulate
@@ -224,6 +224,72 @@ def test_the_running_holdings_are_kept_while_the_allocation_stays(seed: int) -> 
     assert pol.later > 5
 
 
+class _QuietChecked(Optimus):
+    """Optimus whose every quiet test (``_quiet``, its answer kept while its inputs stay) is compared with the
+    test made afresh (the holdings summed again, the room and floor compared again)."""
+
+    def __init__(self) -> None:
+        super().__init__(interval=120.0, report_interval=60.0)
+        self.kept = self.fresh = self.quiet = 0
+
+    def _quiet(self, view, waiting):  # type: ignore[no-untyped-def]
+        memo = self._quiet_memo
+        got = super()._quiet(view, waiting)
+        held = self.models.rigid_hold(view)
+        want = held is not None and (not waiting or below_floor(view.capacity.sum(axis=0) - held, view.task_floor))
+        assert got == want, (view.now, got, want)
+        if memo is not None and self._quiet_memo is memo:
+            self.kept += 1
+        else:
+            self.fresh += 1
+        self.quiet += got
+        return got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_quiet_answer_is_kept_while_its_inputs_stay(seed: int) -> None:
+    """A kept quiet answer equals the test made afresh at every due full round (fails when the memo outlives an
+    allocation change, a move of the task floor, or a change of whether a job waits), and most are kept."""
+    pol = _QuietChecked()
+    out = simulate(_jobs(seed, 0.0)[:40] + _mixed_jobs(seed)[:30], small_cluster(3, 4), pol)
+    assert not out.result.unfinished
+    assert pol.kept > 10 and pol.fresh > 10 and pol.quiet > 10, (pol.kept, pol.fresh, pol.quiet)
+
+
+def _rigid(jid: str, at: float, gpu: float, cpu: float, iters: int) -> TraceJob:
+    spec = JobSpec(id=jid, submit_time=at, architecture="allreduce", n_min=1, n_max=1, iterations=iters,
+                   workers=TaskGroup(count=1, demand=Resources(gpu=gpu, cpu=cpu, mem_gb=8)))
+    return TraceJob(spec, JobTruth(iterations=iters, duration=float(iters), ref_workers=1))
+
+
+@pytest.mark.parametrize("case", ["waits", "floor"])
+def test_the_kept_quiet_answer_is_made_again_when_a_job_waits_or_the_floor_moves(case: str) -> None:
+    """One node of 4 GPUs and 32 cores; ``a`` holds 3 GPUs and 4 cores for the whole run, and later arrivals
+    cannot start, so the allocation does not change. ``waits``: ``b0`` (1 GPU, 30 cores) ran first, so its row is
+    in the task floor; nobody waits (quiet) until ``b``, of ``b0``'s shape, arrives: the floor does not move, but
+    the room (1 GPU, 28 cores) now holds a first worker by the floor's test, so the rounds are not quiet (fails
+    without the waiting test). ``floor``: ``b`` (2 GPUs) waits and the room is below every worker (quiet) until
+    ``c`` (1 GPU, 30 cores) lowers the floor to 1 GPU (fails without the floor test)."""
+    pol = _QuietChecked()
+    if case == "waits":
+        jobs = [_rigid("b0", 0.0, 1, 30, 50), _rigid("a", 10.0, 3, 4, 3000), _rigid("b", 1000.0, 1, 30, 100)]
+    else:
+        jobs = [_rigid("a", 0.0, 3, 4, 3000), _rigid("b", 500.0, 2, 4, 100), _rigid("c", 1000.0, 1, 30, 100)]
+    seen = []
+    real = pol._quiet
+
+    def quiet(view, waiting):  # type: ignore[no-untyped-def]
+        got = real(view, waiting)
+        seen.append((view.now, waiting, got))
+        return got
+    pol._quiet = quiet  # type: ignore[method-assign]
+    simulate(jobs, small_cluster(1, 4), pol)
+    before = [(w, q) for t, w, q in seen if (200 if case == "waits" else 500) < t < 1000]
+    after = [(w, q) for t, w, q in seen if 1000 < t < 2000]
+    assert before and set(before) == ({(False, True)} if case == "waits" else {(True, True)}), seen
+    assert after and set(after) == {(True, False)}, seen
+
+
 def _mixed_jobs(seed: int) -> list[TraceJob]:
     """80 rigid jobs of half, one or two GPUs per worker (devices shared by halves) and one to six workers over
     2,000 s: spreads that a reservation refuses and jobs that only the consolidated fallback places."""
@@ -255,6 +321,8 @@ class _StartCompared(Optimus):
             want = apply_targets(view, {job.id: n}, [job], balanced_placement, reason="x", shrink=())
             got = balanced_start(view, job, n)
             assert got == want, (view.now, job.id, got, want)
+            if not job.spec.num_ps:
+                assert lone_start(view, job) == got, (view.now, job.id)
             if not got:
                 self.refused += 1
             else:
@@ -301,6 +369,93 @@ def test_the_one_node_choice_is_the_numpy_passes_choice() -> None:
         assert got == want
         kinds["none" if want is None else "tie" if (fits[cand] == fits[want]).sum() > 1 else "one"] += 1
     assert kinds["none"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
+
+
+def test_the_lone_start_picks_the_node_balanced_start_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``optimus.lone_start`` (issue 18, nineteenth session: the ``k = 1`` node by one ``argmin``) starts the job
+    on the node ``targets._one_node`` picks (fitting ``n`` tasks, free row at least ``need - EPS``, fitting
+    fewest, the first on ties), or hands the job to ``balanced_start``; it hands it on whenever no node
+    qualifies or the reservation fails. Random fits with ties and rows a hair either side of ``need - EPS``
+    (fails with ties to the last node, without the row test, and without the reservation test)."""
+    import types
+
+    import numpy as np
+
+    import cohabit.policies.optimus as opt
+    from cohabit.policies.targets import EPS, _one_node
+
+    rng = np.random.default_rng(11)
+    kinds = Counter()
+    monkeypatch.setattr(opt, "balanced_start", lambda view, job, n: "handed on")
+    for _ in range(3000):
+        nodes = int(rng.integers(1, 12))
+        fits = rng.integers(0, 5, nodes)
+        n = int(rng.integers(1, 4))
+        w = rng.integers(0, 4, 3).astype(float)
+        w.flags.writeable = False
+        need = w * n
+        free = need[None, :] + rng.choice([-1.0, -2 * EPS, -EPS, 0.0, 1.0], (nodes, 3), p=[.1, .1, .1, .3, .4])
+        reserves = bool(rng.random() < 0.9)
+        monkeypatch.setattr(opt, "reserve_fits", lambda view, row, placement: reserves)
+        view = types.SimpleNamespace(demand_vector=lambda job: w, fit_now=lambda row: fits, free=free)
+        job = types.SimpleNamespace(id="j", state=None, spec=types.SimpleNamespace(min_workers=n))
+        want = _one_node(fits.tolist(), free, (need - EPS).tolist(), n)
+        got = opt.lone_start(view, job)  # type: ignore[arg-type]
+        whole = want is not None and all(x.is_integer() for x in free[want].tolist())  # (w holds integers)
+        if got == "handed on":
+            kinds["handed on"] += 1
+            assert want is None or not reserves or fits[want] > fits[fits >= n].min() or \
+                (fits[:want][fits[:want] == fits[want]]).size, (fits, free, n)
+        else:  # (the reservation is asked unless the rows hold integers: test_the_lone_start_skips_...)
+            assert (reserves or whole) and want is not None and got == [A.Start("j", (want,) * n)], \
+                (fits, free, n, got, want)
+            kinds["tie" if (fits == fits[want]).sum() > 1 else "one"] += 1
+    assert kinds["handed on"] > 100 and kinds["tie"] > 100 and kinds["one"] > 100, kinds
+
+
+def test_the_lone_start_skips_only_reservations_that_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where ``optimus.lone_start`` starts a job without asking ``reserve_fits`` (the demand row and the node's free
+    row hold integers), the real ``reserve_fits`` accepts that placement; rows a hair below ``n d`` (fractions)
+    that pass the row test but that the reservation refuses are asked, and handed on. Real fits
+    (``fit_counts``) and device rows of whole and partly used GPUs (fails without the integer test of the free
+    row or of the demand row)."""
+    import types
+
+    import numpy as np
+
+    import cohabit.policies.optimus as opt
+    from cohabit.engine.alloc import fit_counts
+    from cohabit.policies.tetris_room import reserve_fits
+
+    from cohabit.policies.targets import EPS, _one_node
+
+    rng = np.random.default_rng(5)
+    kinds = Counter()
+    monkeypatch.setattr(opt, "balanced_start", lambda view, job, n: "handed on")
+    for i in range(4000):
+        nodes = int(rng.integers(1, 6))
+        n = int(rng.integers(1, 4))
+        whole = rng.random() < 0.5
+        w = np.array([float(rng.integers(0, 3)), *(rng.integers(1, 4, 2) if whole else rng.choice([0.1, 0.3, 0.7], 2))])
+        free = (w * n)[None, :] + rng.choice([0.0, 1.0, -1.0, -1e-9, -5e-10, -1.5e-9], (nodes, 3))
+        if i % 10 == 0:  # a large fractional demand whose n copies a free row of integers holds within EPS, the
+            n = int(rng.choice([3, 6]))  # subtractions in turn rounding below -EPS (reserve_fits refuses)
+            w = np.array([0.0, 1e10 / 3, 1.0])
+            free = np.array([[0.0, float(round(n * w[1])), float(n)]] * nodes)
+        w.flags.writeable = False
+        free = np.maximum(free, 0.0)
+        dev = rng.choice([0.0, 0.5, 1.0], (nodes, 8), p=[.3, .2, .5])
+        view = types.SimpleNamespace(demand_vector=lambda job: w, free=free, device_free=dev, gpu_col=0,
+                                     fit_now=lambda row: fit_counts(free, dev, row, 0))
+        job = types.SimpleNamespace(id="j", state=None, spec=types.SimpleNamespace(min_workers=n))
+        got = opt.lone_start(view, job)  # type: ignore[arg-type]
+        if got == "handed on":
+            want = _one_node(fit_counts(free, dev, w, 0).tolist(), free, (w * n - EPS).tolist(), n)
+            kinds["refused" if want is not None and not reserve_fits(view, w, (want,) * n) else "handed on"] += 1
+            continue
+        assert reserve_fits(view, w, got[0].placement), (w, free, dev, n, got)  # type: ignore[arg-type]
+        kinds["whole" if whole else "fraction"] += 1
+    assert min(kinds.values()) > 100, kinds
 
 
 @pytest.mark.parametrize("seed,elastic", [(0, 0.0), (1, 0.0), (2, 0.3)])

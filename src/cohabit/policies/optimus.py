@@ -76,15 +76,17 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from ..engine.actions import Plan
+from ..engine.actions import Plan, Resume, Start
 from ..engine.job import JobView
+from ..engine.state import JobState
 from ..engine.view import ClusterView
 from .base import BasePolicy
 from .job_models import JobModels, speed_mode  # noqa: F401  (speed_mode: re-exported, it lived here)
 from .job_table import Snapshot
 from .params import build
-from .targets import (any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
+from .targets import (EPS, any_waiting, apply_targets, balanced_placement, balanced_start, below_floor, changed_rows,
                       greedy_by_value, room_for_none)
+from .tetris_room import reserve_fits
 
 
 
@@ -181,6 +183,8 @@ class Optimus(ObservingPolicy):
         self._held_at: tuple[ClusterView, int, np.ndarray] | None = None
         # (now, allocation version, _rigid_admission's answer) found by wants_reports for the coming round
         self._admitted_at: tuple[float, int, tuple[list[JobView], np.ndarray] | None] | None = None
+        # (view, allocation version, task floor margin, waiting, answer): _quiet's last answer, kept while they stay
+        self._quiet_memo: tuple[ClusterView, int, tuple[float, ...], bool, bool] | None = None
 
     # decision
     def decide(self, view: ClusterView) -> Plan:
@@ -208,6 +212,8 @@ class Optimus(ObservingPolicy):
         (every running job and every job admitted rigid): it reads no running job's telemetry. The reports wait
         and are folded in one batch by a later round that reads the job, or at its end (the same additions in
         the same order). The admission is kept for that round (:meth:`_rigid_round`)."""
+        if view.now < self._next_full:
+            return False  # (no round due: ObservingPolicy's answer, without the call)
         want = super().wants_reports(view)
         memo = self._quiet_at
         if want is True and memo is not None and memo[0] == view.now and not memo[3] and memo[2]:
@@ -239,15 +245,28 @@ class Optimus(ObservingPolicy):
         holds and it has no room to grow) and nobody can be admitted, because nobody waits or because the
         room left after the running jobs' minimums, computed as the round computes it (the same sum in the
         same order: :meth:`JobModels.rigid_hold`), is below every admitted job's first worker
-        (:meth:`JobModels.admit_waiting`'s test)."""
+        (:meth:`JobModels.admit_waiting`'s test).
+
+        The answer is kept while its inputs stay (issue 18, nineteenth session: most due full rounds find the
+        allocation as the last one left it): the holdings while :attr:`ClusterView.allocation_version` stays
+        (:meth:`_held`), the capacity (fixed), whether a job waits, and the task floor, whose
+        :attr:`ClusterView.task_floor_margin` is a new tuple whenever the floor moves (kept here, so compared
+        by identity). A None holdings answer is not kept (a slot may appear without an allocation change)."""
+        version, floor = view.allocation_version, view.task_floor_margin
+        memo = self._quiet_memo
+        if memo is not None and memo[0] is view and memo[1] == version and memo[2] is floor and memo[3] == waiting:
+            return memo[4]
         held = self._held(view)
         if held is None:
             return False
         if not waiting:
-            return True
-        free = view.capacity.sum(axis=0)
-        free -= held
-        return below_floor(free, view.task_floor)
+            quiet = True
+        else:
+            free = view.capacity.sum(axis=0)
+            free -= held
+            quiet = below_floor(free, view.task_floor)
+        self._quiet_memo = (view, version, floor, waiting, quiet)
+        return quiet
 
     def targets(self, view: ClusterView, waiting: Sequence[JobView] | None = None, *, full: bool) -> dict[str, int]:
         """Worker counts after Optimus's minimum-then-greedy allocation (§4.1).
@@ -338,7 +357,7 @@ class Optimus(ObservingPolicy):
         if not admitted:
             return []
         if len(admitted) == 1 and not admitted[0].spec.num_ps:  # (most rounds: no draft, see balanced_start)
-            return balanced_start(view, admitted[0], admitted[0].spec.min_workers)
+            return lone_start(view, admitted[0])
         return apply_targets(view, {job.id: job.spec.min_workers for job in admitted}, admitted, balanced_placement,
                              reason="optimus: re-allocation", shrink=())
 
@@ -368,6 +387,62 @@ class Optimus(ObservingPolicy):
         return apply_targets(view, dict(zip(ids, n.tolist())), [jobs[ids[i]] for i in grow.tolist()],
                              balanced_placement, reason="optimus: re-allocation",
                              shrink=[jobs[ids[i]] for i in shrink.tolist()])
+
+
+def lone_start(view: ClusterView, job: JobView) -> Plan:
+    """:func:`~.targets.balanced_start` of one waiting job without parameter servers at ``n_min`` workers, its
+    one-node spread found by one numpy pass (issue 18, nineteenth session; most Optimus rounds start one
+    1-GPU job). ``balanced_start`` tries ``k = 1`` first when one node fits all ``n`` workers: among the nodes
+    that fit ``n`` tasks (``fit_now``) and whose free row is at least ``need - EPS``, the one fitting fewest,
+    the first on ties, then its reservation test. Here the node fitting fewest among those that fit ``n``
+    (``argmin``, the first on ties) is found first; when its free row passes, it is that choice (every
+    candidate fits ``n``, and a candidate fitting as few with a lower index would have been the ``argmin``),
+    and when its reservation holds, the plan is the same ``Start``. Any other case (no node fits ``n``, the
+    row test or the reservation fails) is ``balanced_start`` itself, which finds the same node again and goes on.
+
+    The reservation test (:func:`~.tetris_room.reserve_fits`) is skipped where it provably holds: the demand
+    row and the node's free row hold integers (``0 <= x < 2**30`` and ``2**40``) and ``n < 1024``. Then the
+    row test ``f >= n d - EPS`` means ``f >= n d``, so taking ``d`` from ``f`` ``n`` times in turn is exact
+    and never below 0 (``less_times``); and the node fits ``n`` tasks (``fit_now``), so for a GPU share
+    ``g >= 1`` it has at least ``n g`` devices at ``>= 1 - EPS`` (``fit_counts``' count, the threshold
+    ``take_many`` reads), and ``g = 0`` takes none: the reservation holds."""
+    n = job.spec.min_workers
+    w = view.demand_vector(job)
+    wfit = view.fit_now(w)
+    node = int(np.where(wfit >= n, wfit, _NO_FIT).argmin())
+    if wfit[node] >= n:
+        floor, whole = _need_floor(w, n)
+        row = view.free[node].tolist()
+        if all(x >= y for x, y in zip(row, floor)):
+            placement = (node,) * n  # (_spread(n, [node]))
+            if (whole and all(x.is_integer() and 0.0 <= x < _ROW_BOUND for x in row)) or \
+                    reserve_fits(view, w, placement):
+                return [Resume(job.id, placement) if job.state is JobState.PAUSED else Start(job.id, placement)]
+    return balanced_start(view, job, n)
+
+
+_NO_FIT = np.iinfo(np.int64).max  # (above any fit: fit_counts caps an unbounded fit at max // 4)
+_ROW_BOUND = 2.0 ** 40  # (a free row of integers below this, less n < 1024 tasks of integers below 2**30: exact)
+#: (id of a view's read-only demand row, n) -> (the row, ``(row * n - EPS).tolist()``, whether the reservation
+#: test may be skipped on a free row of integers), what :func:`lone_start` reads
+_FLOORS: dict[tuple[int, int], tuple[np.ndarray, list[float], bool]] = {}
+
+
+def _need_floor(w: np.ndarray, n: int) -> tuple[list[float], bool]:
+    """``(w * n - EPS).tolist()`` (``_balanced``'s ``need - EPS`` for ``k = 1``, ``a = n``, no parameter
+    servers) and whether ``w`` holds integers ``0 <= x < 2**30`` and ``n < 1024`` (:func:`lone_start`), kept per
+    read-only demand row of the view (kept alive here, so its id stays its own)."""
+    key = (id(w), n)
+    hit = _FLOORS.get(key)
+    if hit is not None and hit[0] is w:
+        return hit[1], hit[2]
+    floor = (w * n - EPS).tolist()
+    whole = n < 1024 and all(x.is_integer() and 0.0 <= x < 2.0 ** 30 for x in w.tolist())
+    if not w.flags.writeable:
+        if len(_FLOORS) > 4096:
+            _FLOORS.clear()
+        _FLOORS[key] = (w, floor, whole)
+    return floor, whole
 
 
 def make(oracle: bool = False, **params: object) -> Optimus:
