@@ -285,8 +285,15 @@ class GandivaRound:
             return False
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
         moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
+        ikey = rec.ikey
         if not self._hosts_seen:
+            if self._hosts_still_no(ikey, hosts):
+                self.failed_pack.add(key)  # (every host of the window still answers no: see _hosts_still_no)
+                return False
             self._see_hosts()  # (the kept answers brought up to this ledger before any is read)
+        # every host of the window answered no (kept or asked now): the window is then kept (Gandiva._no_hosts;
+        # one with a host not answered no is not: _hosts_still_no, which tests every kept answer, would refuse it)
+        all_no = True
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
@@ -295,12 +302,14 @@ class GandivaRound:
                 continue
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
+                all_no = False
                 continue
             if ok is None:
                 alloc = view.allocation_of(hid)
                 ok = host_ok[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
             if not ok:
                 continue
+            all_no = False
             alloc = view.allocation_of(hid)
             assert alloc is not None
             rest = view.demand_vector(rec.job).copy()  # (what the guest takes beside the host's GPUs)
@@ -329,7 +338,39 @@ class GandivaRound:
             self.dirty.update(host.nodes)
             return True
         self.failed_pack.add(key)
+        if all_no:
+            window = tuple(islice(hosts, MAX_PACK_SCAN))
+            p._no_hosts[ikey] = (view, view.change_mark, window,
+                                 frozenset(node for hid in window for node in hosts[hid].nodes))
         return False
+
+    def _hosts_still_no(self, ikey: tuple[int, float], hosts: dict[str, JobRec]) -> bool:
+        """Whether every host in the packing window of ``ikey`` (the first MAX_PACK_SCAN of ``hosts``) is known
+        to answer no (``_ledger_picks``) without bringing the kept answers up to this ledger (``_see_hosts``).
+
+        Kept (``Gandiva._no_hosts``) by a failed attempt in which every host of the window answered no, with the
+        ledger's change mark then (the answers were those of that ledger: ``_see_hosts`` ran, and the ledger does
+        not change within a round). It holds while the window is the same hosts, each still kept as no (an answer
+        is forgotten when its host's nodes or the shared devices on its nodes change) and the ledger changed no
+        device row or free row of their nodes since (``ClusterView.nodes_changed_since``; unknown: not held):
+        an answer reads only the host's nodes and devices, those nodes' rows and the shared devices there. The
+        loop of :meth:`pack` then skips every host at its first test: it fails, whatever else it would read."""
+        memo = self.p._no_hosts.get(ikey)
+        if memo is None or memo[0] is not self.view:
+            return False
+        window = memo[2]
+        if tuple(islice(hosts, MAX_PACK_SCAN)) != window:
+            return False
+        host_ok = self.p._host_ok
+        for hid in window:
+            if host_ok.get(hid) is not False:
+                return False
+        view = self.view
+        changed = view.nodes_changed_since(memo[1])
+        if changed is None or not memo[3].isdisjoint(changed):
+            return False
+        self.p._no_hosts[ikey] = (view, view.change_mark, window, memo[3])  # (the same answers on this ledger)
+        return True
 
     def _ledger_picks(self, nodes: tuple[int, ...], host_devices: frozenset[tuple[int, int]]) -> bool:
         """True if the ledger would time-share exactly the host's devices: it gives a guest the
