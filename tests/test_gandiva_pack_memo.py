@@ -8,7 +8,8 @@ from itertools import islice
 
 from cohabit.policies import gandiva_round as gandiva_round_mod
 from cohabit.policies.gandiva import Gandiva
-from cohabit.policies.gandiva_round import MAX_PACK_SCAN, GandivaRound
+from cohabit.policies.gandiva_pack import MAX_PACK_SCAN
+from cohabit.policies.gandiva_round import GandivaRound
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.runner import simulate
 
