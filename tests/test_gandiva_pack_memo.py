@@ -83,7 +83,7 @@ def test_a_kept_window_is_no_only_while_its_hosts_answers_and_nodes_stay() -> No
     ikey = (2, 2.0)
 
     def keep() -> None:
-        policy._no_hosts[ikey] = (view, "m0", ("a", "b"), frozenset({0, 1, 2}))  # type: ignore[assignment]
+        policy._no_hosts[ikey] = (view, "m0", ("a", "b"))  # type: ignore[assignment]
         policy._host_ok.update(a=False, b=False)
         view.changed = {5, 6}
         view.change_mark = "m1"

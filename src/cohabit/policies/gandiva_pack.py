@@ -134,9 +134,7 @@ class HostPacking:
             return True
         self.failed_pack.add(key)
         if all_no:
-            window = tuple(islice(hosts, MAX_PACK_SCAN))
-            p._no_hosts[ikey] = (view, view.change_mark, window,
-                                 frozenset(node for hid in window for node in hosts[hid].nodes))
+            p._no_hosts[ikey] = (view, view.change_mark, tuple(islice(hosts, MAX_PACK_SCAN)))
         return False
 
     def _hosts_still_no(self, ikey: tuple[int, float], hosts: dict[str, JobRec]) -> bool:
@@ -162,9 +160,13 @@ class HostPacking:
                 return False
         view = self.view
         changed = view.nodes_changed_since(memo[1])
-        if changed is None or not memo[3].isdisjoint(changed):
+        if changed is None:
             return False
-        self.p._no_hosts[ikey] = (view, view.change_mark, window, memo[3])  # (the same answers on this ledger)
+        if changed:
+            for hid in window:  # (a host's nodes are those its kept answer read: a change of them forgot it)
+                if not changed.isdisjoint(hosts[hid].nodes):
+                    return False
+        self.p._no_hosts[ikey] = (view, view.change_mark, window)  # (the same answers on this ledger)
         return True
 
     def _ledger_picks(self, nodes: tuple[int, ...], host_devices: frozenset[tuple[int, int]]) -> bool:
