@@ -8,7 +8,7 @@ from itertools import islice
 
 from cohabit.policies import gandiva_round as gandiva_round_mod
 from cohabit.policies.gandiva import Gandiva
-from cohabit.policies.gandiva_pack import MAX_PACK_SCAN
+from cohabit.policies.gandiva_pack import MAX_PACK_SCAN, NO_HOSTS_AGE
 from cohabit.policies.gandiva_round import GandivaRound
 from cohabit.report.fingerprint import fingerprint
 from cohabit.sim.runner import simulate
@@ -56,6 +56,7 @@ class _View:
 
     def __init__(self) -> None:
         self.change_mark: object = 0
+        self.allocation_version = 10 + NO_HOSTS_AGE
         self.changed: set[int] | None = set()
 
     def nodes_changed_since(self, mark: object) -> set[int] | None:
@@ -74,7 +75,7 @@ def _round(view: _View, policy: Gandiva) -> GandivaRound:
 
 
 def test_a_kept_window_is_no_only_while_its_hosts_answers_and_nodes_stay() -> None:
-    """Each condition of ``_hosts_still_no`` refuses on its own: another view, another window (a host added in it,
+    """Each condition of ``_hosts_still_no`` refuses on its own: another view, a mark too old, another window (a host added in it,
     or the order changed), a kept answer forgotten or yes, a node of the window changed in the ledger, or changes not
     known; when all hold it answers yes and keeps the window at the ledger's mark now."""
     policy = Gandiva()
@@ -83,7 +84,7 @@ def test_a_kept_window_is_no_only_while_its_hosts_answers_and_nodes_stay() -> No
     ikey = (2, 2.0)
 
     def keep() -> None:
-        policy._no_hosts[ikey] = (view, "m0", ("a", "b"))  # type: ignore[assignment]
+        policy._no_hosts[ikey] = (view, "m0", ("a", "b"), 10)  # type: ignore[assignment]
         policy._host_ok.update(a=False, b=False)
         view.changed = {5, 6}
         view.change_mark = "m1"
@@ -107,6 +108,10 @@ def test_a_kept_window_is_no_only_while_its_hosts_answers_and_nodes_stay() -> No
     keep()
     view.changed = {2}
     assert not _round(view, policy)._hosts_still_no(ikey, hosts)  # type: ignore[arg-type]
+    keep()
+    view.allocation_version += 1  # (a mark older than NO_HOSTS_AGE versions is not read)
+    assert not _round(view, policy)._hosts_still_no(ikey, hosts)  # type: ignore[arg-type]
+    view.allocation_version -= 1
     keep()
     view.changed = None
     assert not _round(view, policy)._hosts_still_no(ikey, hosts)  # type: ignore[arg-type]
