@@ -153,9 +153,6 @@ class Gandiva(BasePolicy):
         # order the ledger gives them to a guest
         self._picks_memo: tuple[ClusterView, tuple[int, int], list[list[bool] | None],
                                 dict[int, list[int]]] | None = None
-        # per (workers, class): a packing window whose every host answered no, with the ledger's change mark
-        # then, the window's host ids and the ledger's version then (GandivaRound._hosts_still_no)
-        self._no_hosts: dict[tuple[int, float], tuple[ClusterView, object, tuple[str, ...], int]] = {}
         # the view, its nodes' largest GPU count, and per node its GPU count less EPS (GandivaRound)
         self._gpu_cap: tuple[ClusterView, float, list[float]] | None = None
         self._trials: dict[str, PackTrial] = {}  # guest -> its pack being measured

@@ -1,9 +1,7 @@
 """Gandiva's packing steps within a decision round (Xiao et al., OSDI'18, §4.1 "Packing"; see :mod:`.gandiva`):
 a waiting job is colocated on the GPUs of a running job of its size when the scheduler's ledger would time-share
 exactly that host's devices (:class:`HostPacking`, mixed into :class:`~.gandiva_round.GandivaRound`). Which hosts
-the ledger would time-share is kept per host across rounds (``Gandiva._host_ok``), and a packing window whose
-every host answered no is kept as no while its hosts, their answers and their nodes' rows stay
-(``Gandiva._no_hosts``)."""
+the ledger would time-share is kept per host across rounds (``Gandiva._host_ok``)."""
 
 from __future__ import annotations
 
@@ -20,9 +18,6 @@ if TYPE_CHECKING:
 
 LEDGER_MAX_SHARE = 4  # the scheduler's ledger refuses more jobs than this on one GPU
 MAX_PACK_SCAN = 32  # hosts examined per packing attempt
-# a packing window kept as no is read only this many ledger versions on (Gandiva._no_hosts): at 10k jobs 6,283 of
-# its 6,286 hits came within 8, while the nodes changed since an older mark cost more to read than they save
-NO_HOSTS_AGE = 8
 
 
 class HostPacking:
@@ -83,15 +78,8 @@ class HostPacking:
             return False
         bad = p._bad_with.get(rec.model, ())  # (the models in a bad pair with rec's: p._bad_pairs)
         moved, partner, dirty, host_ok = self.moved, p._partner, self.dirty, p._host_ok
-        ikey = rec.ikey
         if not self._hosts_seen:
-            if self._hosts_still_no(ikey, hosts):
-                self.failed_pack.add(key)  # (every host of the window still answers no: see _hosts_still_no)
-                return False
             self._see_hosts()  # (the kept answers brought up to this ledger before any is read)
-        # every host of the window answered no (kept or asked now): the window is then kept (Gandiva._no_hosts;
-        # one with a host not answered no is not: _hosts_still_no, which tests every kept answer, would refuse it)
-        all_no = True
         # the first MAX_PACK_SCAN hosts, without copying them all (the loop returns right after it changes them)
         for host in islice(hosts.values(), MAX_PACK_SCAN):
             hid = host.id
@@ -100,14 +88,12 @@ class HostPacking:
                 continue
             if hid in moved or hid in partner or host.job.iter_time is None \
                     or host.model in bad or (dirty and not dirty.isdisjoint(host.nodes)):
-                all_no = False
                 continue
             if ok is None:
                 alloc = view.allocation_of(hid)
                 ok = host_ok[hid] = alloc is not None and self._ledger_picks(host.nodes, alloc.devices)
             if not ok:
                 continue
-            all_no = False
             alloc = view.allocation_of(hid)
             assert alloc is not None
             rest = view.demand_vector(rec.job).copy()  # (what the guest takes beside the host's GPUs)
@@ -136,42 +122,7 @@ class HostPacking:
             self.dirty.update(host.nodes)
             return True
         self.failed_pack.add(key)
-        if all_no:
-            window = tuple(islice(hosts, MAX_PACK_SCAN))
-            p._no_hosts[ikey] = (view, view.change_mark, window, view.allocation_version)
         return False
-
-    def _hosts_still_no(self, ikey: tuple[int, float], hosts: dict[str, JobRec]) -> bool:
-        """Whether every host in the packing window of ``ikey`` (the first MAX_PACK_SCAN of ``hosts``) is known
-        to answer no (``_ledger_picks``) without bringing the kept answers up to this ledger (``_see_hosts``).
-
-        Kept (``Gandiva._no_hosts``) by a failed attempt in which every host of the window answered no, with the
-        ledger's change mark and version then (the answers were those of that ledger: ``_see_hosts`` ran, and the
-        ledger does not change within a round); read only up to ``NO_HOSTS_AGE`` versions on. It holds while the window is the same hosts, each still kept as no (an answer
-        is forgotten when its host's nodes or the shared devices on its nodes change) and the ledger changed no
-        device row or free row of their nodes since (``ClusterView.nodes_changed_since``; unknown: not held):
-        an answer reads only the host's nodes and devices, those nodes' rows and the shared devices there. The
-        loop of :meth:`pack` then skips every host at its first test: it fails, whatever else it would read."""
-        memo = self.p._no_hosts.get(ikey)
-        view = self.view
-        if memo is None or memo[0] is not view or view.allocation_version - memo[3] > NO_HOSTS_AGE:
-            return False  # (an old mark: the nodes changed since are many to read, and most often hit the window)
-        window = memo[2]
-        if tuple(islice(hosts, MAX_PACK_SCAN)) != window:
-            return False
-        host_ok = self.p._host_ok
-        for hid in window:
-            if host_ok.get(hid) is not False:
-                return False
-        changed = view.nodes_changed_since(memo[1])
-        if changed is None:
-            return False
-        if changed:
-            for hid in window:  # (a host's nodes are those its kept answer read: a change of them forgot it)
-                if not changed.isdisjoint(hosts[hid].nodes):
-                    return False
-        self.p._no_hosts[ikey] = (view, view.change_mark, window, view.allocation_version)  # (the same answers now)
-        return True
 
     def _ledger_picks(self, nodes: tuple[int, ...], host_devices: frozenset[tuple[int, int]]) -> bool:
         """True if the ledger would time-share exactly the host's devices: it gives a guest the

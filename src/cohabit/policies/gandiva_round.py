@@ -361,23 +361,14 @@ class GandivaRound(HostPacking):
         servers (their nodes follow where the workers went, which is not monotone in room): an attempt of a
         job with them is carried only on the very ledger version it failed on (as before this change)."""
         draft = self.draft
+        victims = list(pool)
         g = self.g
         free_gpu = float(draft.free_now[:, g].sum()) if g is not None else math.inf
-        memo = self._turns_failed if not self.plan else None
-        prior = memo.get(key) if memo is not None else None
-        it = iter(pool)
-        first = next(it, None)
-        if prior is None and first is not None and free_gpu + first.cls >= rec.cls - 1e-6 \
-                and rec.shape == first.shape and len(first.job.placement) == rec.n + rec.job.spec.num_ps \
-                and draft.swap_leaves(first.job, rec.job):
-            # the walk below, with nothing carried, at its first victim: the test of the whole pool's GPUs passes
-            # (the sum is monotone in each victim's, all >= 0), and the same-shape swap is taken; the rest of the
-            # pool is not read (each turn compared with its definition: tests/test_gandiva_turns.py)
-            return [first], first.job.placement
-        victims = [first, *it] if first is not None else []
         if free_gpu + sum(v.cls for v in victims) < rec.cls - 1e-6:
             return None  # (the draft untouched: no copy to restore)
+        memo = self._turns_failed if not self.plan else None
         version = self.view.allocation_version
+        prior = memo.get(key) if memo is not None else None
         carried = prior is not None and (prior[1] == version or not rec.job.spec.num_ps) \
             and len(prior[0]) <= len(victims) and all(v.id == i for v, i in zip(victims, prior[0]))
         if carried and len(prior[0]) == len(victims):  # type: ignore[index]
