@@ -65,7 +65,8 @@ from ..engine.view import ClusterView
 from .base import BasePolicy
 from .gandiva_queue import TurnOrder, WaitGroups
 from .gandiva_records import EPS, JobRec, PackTrial, full_slices
-from .gandiva_round import MAX_PACK_SCAN, GandivaRound
+from .gandiva_pack import MAX_PACK_SCAN
+from .gandiva_round import GandivaRound
 from .params import build
 from .skipped_ticks import SkippedTicks
 
