@@ -127,6 +127,10 @@ class SLAQ(ObservingPolicy):
             self._event = False
             if room_for_none(view):  # the round below would admit nobody: the same empty plan
                 return []
+            if self.keep_values:  # the queue read once for the test below and the round
+                plan = self._queue_round(view)
+                if plan is not None:
+                    return plan
             if self.skip_quiet and self.models.admits_none(view, view.free_total):
                 return []  # no waiting job's minimum fits the free room: the same empty plan (module docstring)
             waiting_list = waiting_jobs(view)
@@ -177,11 +181,10 @@ class SLAQ(ObservingPolicy):
             cost[:, 1:] = snap.share(snap.worker)[:, None]
         return np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
 
-    def _queue_targets(self, view: ClusterView) -> tuple[dict[str, int], list[str], list[str]] | None:
-        """:meth:`targets` of a round over the free room and the whole queue, every job of it rigid, from the
-        per-job table and the kept values (None where a paused job's row is not kept yet, or a job is elastic:
-        then computed as before). A rigid job's one unit is its minimum, so the greedy's units are one a row
-        (``width`` 1) and their values the kept ones."""
+    def _queue_rows(self, view: ClusterView) -> tuple[list[str], list[int], np.ndarray, np.ndarray] | None:
+        """The queue (paused, then pending) as job ids, per-job table slots (a list and an array) and each job's
+        minimum (kept, :meth:`QueueValues.costs`), read once for a round over the queue alone; None where a
+        paused job's row is not kept yet or a job is elastic (such a round is made from a snapshot)."""
         models = self.models
         q = models.queue_slots(view)
         if q is None or not q[0]:
@@ -191,18 +194,52 @@ class SLAQ(ObservingPolicy):
         sl = np.asarray(slots, dtype=np.int64)
         if not (t.lo[sl] == t.hi[sl]).all():
             return None
+        return ids, slots, sl, self._kept.costs(models, sl)
+
+    def _queue_targets(self, view: ClusterView, rows: tuple[list[str], list[int], np.ndarray, np.ndarray] | None = None,
+                       fits: np.ndarray | None = None) -> tuple[dict[str, int], list[str], list[str]] | None:
+        """:meth:`targets` of a round over the free room and the whole queue, every job of it rigid, from the
+        per-job table and the kept values (None where a paused job's row is not kept yet, or a job is elastic:
+        then computed as before). A rigid job's one unit is its minimum, so the greedy's units are one a row
+        (``width`` 1) and their values the kept ones. ``rows``: :meth:`_queue_rows`, read already (``fits``: which
+        of them fit the free room, :func:`rows_within`)."""
+        if rows is None:
+            rows = self._queue_rows(view)
+            if rows is None:
+                return None
+        ids, slots, sl, first = rows
+        models = self.models
+        t = models._table
         values = self._kept.read(models, view, ids, slots)
-        first = models.slot_costs(sl)
         free = view.free_total.copy()
         if self.reach_only and models._rows_integral:
-            got = first_fit_reach(values, first, free, t.lo[sl], ids)
+            got = first_fit_reach(values, first, free, t.lo[sl], ids, fits)
             if got is not None:
                 return got
         assert models._rows is not None  # (the jobs' rows are in the table)
         return _allot(values[:, None], first, models._rows[t.w_row[sl]], free, _TableRows(t.ints[:5, sl]), ids)
 
+    def _queue_round(self, view: ClusterView) -> Plan | None:
+        """The plan of a round over the free room and the queue alone, read once (:meth:`_queue_rows`): empty when
+        no waiting job's minimum fits the free room alone (the test of :meth:`JobModels.admits_none` on the same
+        minimums), else :meth:`_queue_targets`' plan; None where the queue cannot be read so (then
+        :meth:`decide` asks :meth:`JobModels.admits_none` and makes the round from a snapshot)."""
+        rows = self._queue_rows(view)
+        if rows is None:
+            return None
+        fits = rows_within(rows[3], view.free_total)
+        if self.skip_quiet and not fits.any():
+            return []  # no waiting job's minimum fits the free room: the same empty plan (module docstring)
+        targets = self._queue_targets(view, rows, fits)
+        assert targets is not None
+        return self._plan(view, targets)
+
     def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool, waiting_tail: int = 0) -> Plan:
-        targets, ranked, shrink = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
+        return self._plan(view, self.targets(view, jobs, full=full, waiting_tail=waiting_tail))
+
+    def _plan(self, view: ClusterView, got: tuple[dict[str, int], list[str], list[str]]) -> Plan:
+        """The plan of :meth:`targets`' answer ``got``."""
+        targets, ranked, shrink = got
         jobs_by_id = view.jobs
         return apply_targets(view, targets, [jobs_by_id[jid] for jid in ranked], consolidated_placer,
                              reason="slaq: larger loss reductions elsewhere", shrink=[jobs_by_id[jid] for jid in shrink])
@@ -239,8 +276,8 @@ def _allot(values: np.ndarray, first: np.ndarray, worker: np.ndarray, free: np.n
 REACH_STEPS = 16
 
 
-def first_fit_reach(values: np.ndarray, first: np.ndarray, free: np.ndarray, n_min: np.ndarray,
-                    ids: list[str]) -> tuple[dict[str, int], list[str], list[str]] | None:
+def first_fit_reach(values: np.ndarray, first: np.ndarray, free: np.ndarray, n_min: np.ndarray, ids: list[str],
+                    fits: np.ndarray | None = None) -> tuple[dict[str, int], list[str], list[str]] | None:
     """:func:`_allot` of a round over the free room and a queue of rigid jobs (one unit a row: ``values`` and
     ``first``, each row's value and minimum; ``n_min`` each row's workers), walking the rows in the greedy's order
     only as far as the free room reaches; None where that cannot be shown to give :func:`_allot`'s answer (then
@@ -263,10 +300,12 @@ def first_fit_reach(values: np.ndarray, first: np.ndarray, free: np.ndarray, n_m
     ``REACH_STEPS``. The entries are found one at a time by ``argmax`` (its first maximum: the lower row on
     ties, as the greedy's stable sort), so the greedy's sort of every row, its running sums, the pass in arrival
     order and its sort go, and rows past the room's reach are read once, by the comparisons that pick the
-    next entry. ``tests/test_slaq_reach.py`` compares with :func:`_allot` (and whole runs)."""
+    next entry. ``fits``: ``rows_within(first, free)`` if known. ``tests/test_slaq_reach.py`` compares with
+    :func:`_allot` (and whole runs)."""
     if not len(ids) or not all(f == math.floor(f) and abs(f) < 2.0 ** 52 for f in free.tolist()):
         return None
-    fits = rows_within(first, free)
+    if fits is None:
+        fits = rows_within(first, free)
     if not fits.any():
         return None
     cand = np.where(fits & (values > 0), values, -np.inf)  # (NaN and values <= 0: not in the greedy)
