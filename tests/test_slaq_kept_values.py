@@ -117,37 +117,3 @@ def test_a_value_is_computed_again_when_its_row_its_prior_or_the_capacity_moves(
     view.capacity = view.capacity * 2.0  # (the shares read the capacity)
     grown = pol._kept.read(models, view, ids, slots)  # type: ignore[arg-type]
     assert np.array_equal(grown, fresh()) and not np.array_equal(grown, again)
-
-
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("elastic", [False, True])
-def test_full_rounds_from_the_kept_queue_are_the_rounds_from_one_snapshot(seed: int, elastic: bool,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every full round made from a snapshot of the running jobs and the queue's kept values and minimums
-    (:meth:`SLAQ._full_targets`, here from any queue length) is compared with the round from one snapshot of
-    every row on the same view (targets, order, shrink), and whole runs with and without have equal
-    fingerprints (fails when the kept rows are put before the running ones, or with a stale kept minimum)."""
-    jobs = _workload(seed, elastic)
-    fresh = simulate(jobs, small_cluster(gpus=8), _policy(False))
-    real = SLAQ._full_targets
-    seen = {"rounds": 0}
-
-    def checked(self: SLAQ, view, running):  # type: ignore[no-untyped-def]
-        got = real(self, view, running)
-        if got is not None:
-            waiting = list(view.paused.values()) + list(view.pending.values())
-            self.keep_values = False
-            try:
-                want = self.targets(view, list(running) + waiting, full=True, waiting_tail=len(waiting))
-            finally:
-                self.keep_values = True
-            assert got == want, view.now
-            seen["rounds"] += 1
-        return got
-
-    monkeypatch.setattr(SLAQ, "_full_targets", checked)
-    pol = _policy(True)
-    pol.kept_full_rows = 1
-    kept = simulate(jobs, small_cluster(gpus=8), pol)
-    assert fingerprint(kept.result.record, kept.metrics) == fingerprint(fresh.result.record, fresh.metrics)
-    assert seen["rounds"] > (1 if elastic else 20)

@@ -73,7 +73,6 @@ class SLAQ(ObservingPolicy):
 
     keep_values = True  # (False: every round computes its waiting jobs' values afresh; tests compare both)
     reach_only = True  # (False: a kept-value round runs the greedy over every row; tests compare both)
-    kept_full_rows = 400  # a full round of rigid jobs reads the queue's kept values from this many queued rows
 
     def __init__(self, epoch: float = 300.0, report_interval: float = 60.0, restart_cost: float = 30.0,
                  recency: float = 0.95) -> None:
@@ -153,16 +152,9 @@ class SLAQ(ObservingPolicy):
         running order): the plan acts on these two only. ``waiting_tail``: see :meth:`JobModels.snapshot`.
 
         A round over the whole queue alone (after an arrival or finish) whose jobs are all rigid reads their
-        values kept between rounds (:class:`~.slaq_values.QueueValues`; ``keep_values = False``: made afresh),
-        and so does a full round of rigid jobs whose queue holds ``kept_full_rows`` rows or more
-        (:meth:`_full_targets`)."""
-        if self.keep_values and waiting_tail == len(view.paused) + len(view.pending):
-            if not full and waiting_tail == len(jobs):
-                got = self._queue_targets(view)
-            elif full and len(jobs) > waiting_tail >= self.kept_full_rows:
-                got = self._full_targets(view, jobs[:len(jobs) - waiting_tail])
-            else:
-                got = None
+        values kept between rounds (:class:`~.slaq_values.QueueValues`; ``keep_values = False``: made afresh)."""
+        if not full and self.keep_values and waiting_tail == len(jobs) == len(view.paused) + len(view.pending):
+            got = self._queue_targets(view)
             if got is not None:
                 return got
         snap = self.models.snapshot(view, jobs, waiting_tail=waiting_tail)
@@ -226,33 +218,6 @@ class SLAQ(ObservingPolicy):
                 return got
         assert models._rows is not None  # (the jobs' rows are in the table)
         return _allot(values[:, None], first, models._rows[t.w_row[sl]], free, _TableRows(t.ints[:5, sl]), ids)
-
-    def _full_targets(self, view: ClusterView, running: Sequence[JobView]) -> tuple[dict[str, int], list[str],
-                                                                                  list[str]] | None:
-        """:meth:`targets` of a full round (``running`` then the whole queue) whose jobs are all rigid, from a
-        snapshot of the running jobs alone and the queue's kept values and minimums (:meth:`_queue_rows`); None
-        where the queue cannot be read so or a running job is elastic. The same answer: with every job rigid the
-        round's ``width`` is 1, a row's value and minimum are elementwise in its own row (:meth:`_values`,
-        :meth:`Snapshot.bundle`; the kept ones are those of the queue's rows in one snapshot, as the kept-value
-        event rounds show), so :func:`_allot` gets the same arrays, rows in the same order (running, then paused,
-        then pending), and the same free room (the capacity)."""
-        if not all(job.spec.min_workers == job.spec.max_workers for job in running):
-            return None
-        rows = self._queue_rows(view)
-        if rows is None:
-            return None
-        ids, slots, sl, first_q = rows
-        models = self.models
-        t = models._table
-        values_q = self._kept.read(models, view, ids, slots)
-        snap = models.snapshot(view, running)
-        first_r = snap.bundle(snap.n_min)
-        values = np.concatenate([self._values(snap, 1, first_r)[:, 0], values_q])[:, None]
-        assert models._rows is not None
-        table = _TableRows(np.concatenate([np.stack([snap.seq, snap.cur, snap.n_min, snap.n_max, snap.state]),
-                                           t.ints[:5, sl]], axis=1))
-        return _allot(values, np.concatenate([first_r, first_q]), np.concatenate([snap.worker, models._rows[t.w_row[sl]]]),
-                      snap.total.copy(), table, snap.ids + ids)
 
     def _queue_round(self, view: ClusterView) -> Plan | None:
         """The plan of a round over the free room and the queue alone, read once (:meth:`_queue_rows`): empty when
