@@ -57,8 +57,8 @@ def test_kept_queue_values_give_every_rounds_targets_and_the_same_run(seed: int,
     real = SLAQ._queue_targets
     seen = {"rounds": 0, "rows": 0}
 
-    def checked(self: SLAQ, view):  # type: ignore[no-untyped-def]
-        got = real(self, view)
+    def checked(self: SLAQ, view, *args):  # type: ignore[no-untyped-def]
+        got = real(self, view, *args)
         if got is not None:
             waiting = list(view.paused.values()) + list(view.pending.values())
             self.keep_values = False

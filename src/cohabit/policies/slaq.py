@@ -50,6 +50,7 @@ round that reads them, with the same numbers (a paused job reports nothing).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import chain
 
@@ -63,14 +64,15 @@ from .job_models import JobModels
 from .optimus import ObservingPolicy, check_positive
 from .params import build
 from .slaq_values import QueueValues
-from .targets import (admit_in_order, any_waiting, apply_targets, changed_rows, consolidated_placer, greedy_by_value,
-                      room_for_none, waiting_jobs)
+from .targets import (GREEDY_SCAN, _fits, admit_in_order, any_waiting, apply_targets, changed_rows, col_min,
+                      consolidated_placer, greedy_by_value, room_for_none, rows_within, waiting_jobs)
 
 
 class SLAQ(ObservingPolicy):
     """See the module docstring. All durations are seconds."""
 
     keep_values = True  # (False: every round computes its waiting jobs' values afresh; tests compare both)
+    reach_only = True  # (False: a kept-value round runs the greedy over every row; tests compare both)
 
     def __init__(self, epoch: float = 300.0, report_interval: float = 60.0, restart_cost: float = 30.0,
                  recency: float = 0.95) -> None:
@@ -125,6 +127,10 @@ class SLAQ(ObservingPolicy):
             self._event = False
             if room_for_none(view):  # the round below would admit nobody: the same empty plan
                 return []
+            if self.keep_values:  # the queue read once for the test below and the round
+                plan = self._queue_round(view)
+                if plan is not None:
+                    return plan
             if self.skip_quiet and self.models.admits_none(view, view.free_total):
                 return []  # no waiting job's minimum fits the free room: the same empty plan (module docstring)
             waiting_list = waiting_jobs(view)
@@ -175,11 +181,10 @@ class SLAQ(ObservingPolicy):
             cost[:, 1:] = snap.share(snap.worker)[:, None]
         return np.where(valid, marginal / np.maximum(cost, 1e-12), -np.inf)
 
-    def _queue_targets(self, view: ClusterView) -> tuple[dict[str, int], list[str], list[str]] | None:
-        """:meth:`targets` of a round over the free room and the whole queue, every job of it rigid, from the
-        per-job table and the kept values (None where a paused job's row is not kept yet, or a job is elastic:
-        then computed as before). A rigid job's one unit is its minimum, so the greedy's units are one a row
-        (``width`` 1) and their values the kept ones."""
+    def _queue_rows(self, view: ClusterView) -> tuple[list[str], list[int], np.ndarray, np.ndarray] | None:
+        """The queue (paused, then pending) as job ids, per-job table slots (a list and an array) and each job's
+        minimum (kept, :meth:`QueueValues.costs`), read once for a round over the queue alone; None where a
+        paused job's row is not kept yet or a job is elastic (such a round is made from a snapshot)."""
         models = self.models
         q = models.queue_slots(view)
         if q is None or not q[0]:
@@ -189,13 +194,52 @@ class SLAQ(ObservingPolicy):
         sl = np.asarray(slots, dtype=np.int64)
         if not (t.lo[sl] == t.hi[sl]).all():
             return None
-        values = self._kept.read(models, view, ids, slots)[:, None]
+        return ids, slots, sl, self._kept.costs(models, sl)
+
+    def _queue_targets(self, view: ClusterView, rows: tuple[list[str], list[int], np.ndarray, np.ndarray] | None = None,
+                       fits: np.ndarray | None = None) -> tuple[dict[str, int], list[str], list[str]] | None:
+        """:meth:`targets` of a round over the free room and the whole queue, every job of it rigid, from the
+        per-job table and the kept values (None where a paused job's row is not kept yet, or a job is elastic:
+        then computed as before). A rigid job's one unit is its minimum, so the greedy's units are one a row
+        (``width`` 1) and their values the kept ones. ``rows``: :meth:`_queue_rows`, read already (``fits``: which
+        of them fit the free room, :func:`rows_within`)."""
+        if rows is None:
+            rows = self._queue_rows(view)
+            if rows is None:
+                return None
+        ids, slots, sl, first = rows
+        models = self.models
+        t = models._table
+        values = self._kept.read(models, view, ids, slots)
+        free = view.free_total.copy()
+        if self.reach_only and models._rows_integral:
+            got = first_fit_reach(values, first, free, t.lo[sl], ids, fits)
+            if got is not None:
+                return got
         assert models._rows is not None  # (the jobs' rows are in the table)
-        return _allot(values, models.slot_costs(sl), models._rows[t.w_row[sl]], view.free_total.copy(),
-                      _TableRows(t.ints[:5, sl]), ids)
+        return _allot(values[:, None], first, models._rows[t.w_row[sl]], free, _TableRows(t.ints[:5, sl]), ids)
+
+    def _queue_round(self, view: ClusterView) -> Plan | None:
+        """The plan of a round over the free room and the queue alone, read once (:meth:`_queue_rows`): empty when
+        no waiting job's minimum fits the free room alone (the test of :meth:`JobModels.admits_none` on the same
+        minimums), else :meth:`_queue_targets`' plan; None where the queue cannot be read so (then
+        :meth:`decide` asks :meth:`JobModels.admits_none` and makes the round from a snapshot)."""
+        rows = self._queue_rows(view)
+        if rows is None:
+            return None
+        fits = rows_within(rows[3], view.free_total)
+        if self.skip_quiet and not fits.any():
+            return []  # no waiting job's minimum fits the free room: the same empty plan (module docstring)
+        targets = self._queue_targets(view, rows, fits)
+        assert targets is not None
+        return self._plan(view, targets)
 
     def _round(self, view: ClusterView, jobs: list[JobView], *, full: bool, waiting_tail: int = 0) -> Plan:
-        targets, ranked, shrink = self.targets(view, jobs, full=full, waiting_tail=waiting_tail)
+        return self._plan(view, self.targets(view, jobs, full=full, waiting_tail=waiting_tail))
+
+    def _plan(self, view: ClusterView, got: tuple[dict[str, int], list[str], list[str]]) -> Plan:
+        """The plan of :meth:`targets`' answer ``got``."""
+        targets, ranked, shrink = got
         jobs_by_id = view.jobs
         return apply_targets(view, targets, [jobs_by_id[jid] for jid in ranked], consolidated_placer,
                              reason="slaq: larger loss reductions elsewhere", shrink=[jobs_by_id[jid] for jid in shrink])
@@ -226,6 +270,80 @@ def _allot(values: np.ndarray, first: np.ndarray, worker: np.ndarray, free: np.n
     shrink, _ = changed_rows(rows.state, rows.cur, n)
     cur = rows.cur
     return targets, [ids[i] for i in ranked[n[ranked] > cur[ranked]]], [ids[i] for i in shrink.tolist()]
+
+
+#: units :func:`first_fit_reach` hands out or passes over before it gives up and the whole greedy runs
+REACH_STEPS = 16
+
+
+def first_fit_reach(values: np.ndarray, first: np.ndarray, free: np.ndarray, n_min: np.ndarray, ids: list[str],
+                    fits: np.ndarray | None = None) -> tuple[dict[str, int], list[str], list[str]] | None:
+    """:func:`_allot` of a round over the free room and a queue of rigid jobs (one unit a row: ``values`` and
+    ``first``, each row's value and minimum; ``n_min`` each row's workers), walking the rows in the greedy's order
+    only as far as the free room reaches; None where that cannot be shown to give :func:`_allot`'s answer (then
+    the caller runs it). Issue 18, nineteenth session.
+
+    Why the same answer. Every number here is an integer below ``2 ** 53`` (the caller checks that the demand rows
+    are, :attr:`JobModels._rows_integral`; ``free`` is checked here), so every sum and difference is exact and the
+    order in which costs are added or subtracted does not matter. Then :func:`greedy_by_value` over one unit a row
+    is first-fit: its entries (rows of value ``> 0``, by decreasing value, ties to the lower row) from the first
+    on, each taken when its cost fits what is left (the longest prefix whose running sum fits is the run of
+    entries first-fit takes before its first refusal; its back-filling scan takes, of the next 512 entries, each
+    that fits what is left, and stops once not even the smallest minimum fits), as far as entry ``cut + 512``, where
+    ``cut >= 0`` is the prefix's length. The work-conserving pass (:func:`admit_in_order` over the rows left out,
+    in arrival order) admits nobody when no row left out fits the room left. So first-fit in the greedy's order,
+    stopped once the smallest minimum of the rows that fit ``free`` at all (``low``; a row that does not fit
+    ``free`` never fits what is left) does not fit what is left, gives :func:`_allot`'s answer when (1) the last
+    row it takes is among the first 512 entries (so inside the greedy's scan whatever ``cut`` is: a row past
+    it, which the greedy never reaches, is never taken), and (2) it stopped on ``low``, or it ran out of entries
+    and no row left out fits what is left (so the work-conserving pass adds nobody). Both are checked; so is
+    ``REACH_STEPS``. The entries are found one at a time by ``argmax`` (its first maximum: the lower row on
+    ties, as the greedy's stable sort), so the greedy's sort of every row, its running sums, the pass in arrival
+    order and its sort go, and rows past the room's reach are read once, by the comparisons that pick the
+    next entry. ``fits``: ``rows_within(first, free)`` if known. ``tests/test_slaq_reach.py`` compares with
+    :func:`_allot` (and whole runs)."""
+    if not len(ids) or not all(f == math.floor(f) and abs(f) < 2.0 ** 52 for f in free.tolist()):
+        return None
+    if fits is None:
+        fits = rows_within(first, free)
+    if not fits.any():
+        return None
+    cand = np.where(fits & (values > 0), values, -np.inf)  # (NaN and values <= 0: not in the greedy)
+    low = col_min(first[fits])  # the smallest minimum of the rows that fit the free room at all
+    r = free.tolist()
+    taken: list[int] = []
+    exhausted = False
+    for _ in range(REACH_STEPS):
+        if not _fits(low, r):
+            exhausted = True
+            break
+        i = int(np.argmax(cand))
+        if cand[i] == -np.inf:
+            break  # no entry left that fits the free room
+        cand[i] = -np.inf
+        c = first[i].tolist()
+        if _fits(c, r):
+            r = [x - y for x, y in zip(r, c)]
+            taken.append(i)
+    else:
+        if not _fits(low, r):
+            exhausted = True
+        elif cand.max() > -np.inf:
+            return None  # the room reaches past REACH_STEPS entries: the whole greedy
+    if not exhausted:  # every entry seen: the work-conserving pass must find no row left out that fits
+        left = fits.copy()
+        left[taken] = False
+        if left.any() and rows_within(first[left], np.array(r)).any():
+            return None
+    if taken:  # (1): the last row taken among the greedy's first 512 entries
+        last = taken[-1]
+        v = values[last]
+        if int(np.count_nonzero(values > v)) + int(np.count_nonzero(values[:last] == v)) >= GREEDY_SCAN:
+            return None
+    targets = dict.fromkeys(ids, 0)
+    for i in taken:
+        targets[ids[i]] = int(n_min[i])
+    return targets, [ids[i] for i in taken], []
 
 
 def make(oracle: bool = False, **params: object) -> SLAQ:

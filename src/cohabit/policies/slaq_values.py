@@ -33,6 +33,33 @@ class QueueValues:
         self._total: np.ndarray | None = None
         self._capacity: np.ndarray | None = None
         self.computed = 0  # values computed (rows made stale), for tests and profiles
+        self.cost = np.zeros((0, 0))  # per slot: the job's minimum (JobModels.slot_costs), kept with cost_stamp
+        self.cost_stamp = np.full(0, -1, dtype=np.int64)
+
+    def costs(self, models: JobModels, sl: np.ndarray) -> np.ndarray:
+        """The minimums (:meth:`JobModels.slot_costs`) of the jobs at table slots ``sl``, kept per slot with the
+        stamp of the row they were computed from: a slot's constants (``n_min``, demand rows) are written only
+        by :meth:`StaticTable.add`, which stamps it, and the demand rows a slot names never change
+        (:attr:`JobModels._rows` only grows), so a kept minimum is the one computed now."""
+        table = models._table
+        cap = table.stamp.shape[0]
+        assert models._rows is not None  # (the slots' rows are in the table)
+        width = models._rows.shape[1]
+        if self.cost.shape != (cap, width):  # the table grew (new slots: no minimum yet)
+            kept = self.cost.shape[0] if self.cost.shape[1] == width else 0
+            grown = np.zeros((cap, width))
+            if kept:
+                grown[:kept] = self.cost[:kept]
+            self.cost = grown
+            stamp = np.full(cap, -1, dtype=np.int64)
+            stamp[:kept] = self.cost_stamp[:kept]
+            self.cost_stamp = stamp
+        stale = self.cost_stamp[sl] != table.stamp[sl]
+        if stale.any():
+            redo = sl[stale]
+            self.cost[redo] = models.slot_costs(redo)
+            self.cost_stamp[redo] = table.stamp[redo]
+        return self.cost[sl]
 
     def read(self, models: JobModels, view: ClusterView, ids: Sequence[str], slots: Sequence[int]) -> np.ndarray:
         """The values of the queued jobs ``ids`` at table ``slots`` (:meth:`JobModels.queue_slots`), in order."""

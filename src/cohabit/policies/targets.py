@@ -23,6 +23,7 @@ from .tetris_room import reserve_fits
 
 EPS = 1e-9
 ADMIT_SCAN = 512  # rows admit_in_order back-fills from past the first that does not fit
+GREEDY_SCAN = 512  # entries greedy_by_value back-fills from past its longest prefix that fits
 SHORT = 64  # below this many rows numpy's reduction over a short axis is as fast as a column at a time (row_max)
 Placer = Callable[[Draft, JobView, int], "Placement | None"]
 
@@ -83,7 +84,7 @@ def running_min(values: np.ndarray) -> np.ndarray:
 
 
 def greedy_by_value(values: np.ndarray, first_cost: np.ndarray, unit_cost: np.ndarray, free: np.ndarray,
-                    *, floor: float = 0.0, scan: int = 512) -> tuple[np.ndarray, np.ndarray]:
+                    *, floor: float = 0.0, scan: int = GREEDY_SCAN) -> tuple[np.ndarray, np.ndarray]:
     """Give units to jobs in decreasing order of value while they fit the aggregate ``free``.
 
     ``values[j, i]``: value of job ``j``'s unit ``i`` (-inf where it has none); unit 0 costs
