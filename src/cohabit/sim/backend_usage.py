@@ -140,8 +140,7 @@ class UsageLevels:
                 f = pairs.get(other)  # type: ignore[assignment]
                 if f is None:
                     o = by_id[other]
-                    total = r.unit * r.busy + o.unit * o.busy  # (device_factor inline: sum() adds 0.0 + x + y)
-                    f = pairs[other] = 1.0 / total if total > 1.0 else 1.0
+                    f = pairs[other] = device_factor((r.unit * r.busy, o.unit * o.busy))
             else:
                 f = device_factor([(o := by_id[j]).unit * o.busy for j in occ])
             if f < best:
